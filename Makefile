@@ -1,0 +1,37 @@
+# The README's two commands are `make demo` and `make test`; both install what they need.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export AWS_DEFAULT_REGION ?= us-east-1
+
+.PHONY: demo test synth deploy bench install clean
+
+install: $(VENV)/.installed node_modules/.installed
+
+$(VENV)/.installed: requirements.txt functions/requirements.txt
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+demo: install
+	$(PY) -m ops demo
+
+test: install
+	$(PY) -m pytest
+
+synth: install
+	npx cdk synth --quiet
+
+deploy: install
+	npx cdk deploy --all
+
+bench: install
+	$(PY) -m ops.bench
+
+clean:
+	rm -rf cdk.out .build

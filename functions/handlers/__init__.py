@@ -1,0 +1,1 @@
+"""Thin Lambda entry points: decorators, parse, one call, return."""

@@ -1,0 +1,60 @@
+"""The one place that reads time.
+
+Everything that needs "now" takes a `Clock`. Production code gets `SystemClock`;
+tests and the local runtime get `FrozenClock` and advance it by hand, so no test
+ever sleeps. Times are epoch milliseconds (int); TTL attributes are epoch seconds.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Protocol
+
+
+class Clock(Protocol):
+    """A source of wall-clock time in epoch milliseconds."""
+
+    def now_ms(self) -> int:
+        """Current time, epoch milliseconds."""
+        ...
+
+
+class SystemClock:
+    """The real wall clock."""
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+
+class FrozenClock:
+    """A clock that only moves when told to. Thread-safe, so racing threads share it."""
+
+    def __init__(self, start_ms: int = 1_767_225_600_000) -> None:  # 2026-01-01T00:00:00Z
+        self._now = int(start_ms)
+        self._lock = threading.Lock()
+
+    def now_ms(self) -> int:
+        with self._lock:
+            return self._now
+
+    def advance(self, *, ms: int = 0, seconds: float = 0, minutes: float = 0, hours: float = 0) -> int:
+        """Move time forward and return the new now. Time never goes backwards."""
+        delta = int(ms + seconds * 1000 + minutes * 60_000 + hours * 3_600_000)
+        if delta < 0:
+            raise ValueError("a clock never goes backwards")
+        with self._lock:
+            self._now += delta
+            return self._now
+
+    def set(self, now_ms: int) -> None:
+        """Jump to an absolute time (never backwards)."""
+        with self._lock:
+            if now_ms < self._now:
+                raise ValueError("a clock never goes backwards")
+            self._now = int(now_ms)
+
+
+def ttl_seconds(epoch_ms: int) -> int:
+    """DynamoDB TTL attribute value (epoch seconds) for an epoch-millisecond instant."""
+    return epoch_ms // 1000

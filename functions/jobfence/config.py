@@ -1,0 +1,104 @@
+"""Environment contract of every function, validated once at cold start.
+
+The variable names are constants shared by `infra/` (which sets them) and the
+runtime (which reads them), so the two cannot drift apart. A missing or bad
+variable raises `SettingsError` naming the variable.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from jobfence.errors import SettingsError
+
+ENV_JOB_NAME = "JOB_NAME"
+ENV_LEASES_TABLE = "LEASES_TABLE"
+ENV_RUNS_TABLE = "RUNS_TABLE"
+ENV_TABLE_PREFIX = "TABLE_"
+ENV_QUEUE_PREFIX = "QUEUE_"
+ENV_SECRET_PREFIX = "SECRET_"
+
+METRICS_NAMESPACE = "jobfence"
+
+
+def table_env(logical_name: str) -> str:
+    """Environment variable that carries the physical name of a logical table."""
+    return ENV_TABLE_PREFIX + logical_name.upper()
+
+
+def queue_env(logical_name: str) -> str:
+    """Environment variable that carries the URL of a logical queue."""
+    return ENV_QUEUE_PREFIX + logical_name.upper()
+
+
+def secret_env(logical_name: str) -> str:
+    """Environment variable that carries the name (not the value) of a logical secret."""
+    return ENV_SECRET_PREFIX + logical_name.upper()
+
+
+def _prefixed(environ: Mapping[str, str], prefix: str) -> dict[str, str]:
+    return {k[len(prefix):].lower(): v for k, v in environ.items() if k.startswith(prefix) and v}
+
+
+class Settings(BaseModel):
+    """What every function reads from its environment."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="ignore")
+
+    tables: dict[str, str] = Field(default_factory=dict)
+    queues: dict[str, str] = Field(default_factory=dict)
+    secrets: dict[str, str] = Field(default_factory=dict)
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]):
+        """Validate the environment; raise `SettingsError` naming what is wrong."""
+        data = dict(environ)
+        data["tables"] = _prefixed(environ, ENV_TABLE_PREFIX)
+        data["queues"] = _prefixed(environ, ENV_QUEUE_PREFIX)
+        data["secrets"] = _prefixed(environ, ENV_SECRET_PREFIX)
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            problems = []
+            for err in exc.errors():
+                name = ".".join(str(p) for p in err["loc"]) or "environment"
+                problems.append(f"{name}: {err['msg']}")
+            raise SettingsError("invalid function environment: " + "; ".join(problems)) from None
+
+    def table(self, logical_name: str) -> str:
+        """Physical name of a logical table this function was granted."""
+        try:
+            return self.tables[logical_name]
+        except KeyError:
+            raise SettingsError(f"{table_env(logical_name)} is not set: this function has no table {logical_name!r}") from None
+
+    def queue(self, logical_name: str) -> str:
+        """URL of a logical queue this function was granted."""
+        try:
+            return self.queues[logical_name]
+        except KeyError:
+            raise SettingsError(f"{queue_env(logical_name)} is not set: this function has no queue {logical_name!r}") from None
+
+    def secret(self, logical_name: str) -> str:
+        """Name of a logical secret this function may read."""
+        try:
+            return self.secrets[logical_name]
+        except KeyError:
+            raise SettingsError(f"{secret_env(logical_name)} is not set: this function has no secret {logical_name!r}") from None
+
+
+class ScheduledSettings(Settings):
+    """Environment of a scheduled-job function."""
+
+    job_name: str = Field(alias=ENV_JOB_NAME, min_length=1)
+    leases_table: str = Field(alias=ENV_LEASES_TABLE, min_length=3)
+    runs_table: str = Field(alias=ENV_RUNS_TABLE, min_length=3)
+
+    @field_validator("job_name")
+    @classmethod
+    def _job_name_shape(cls, value: str) -> str:
+        if not value.replace("_", "").isalnum() or value.lower() != value:
+            raise ValueError("must be a lower_snake_case job name")
+        return value

@@ -1,0 +1,69 @@
+"""One base error and narrow subclasses.
+
+Callers catch the narrow class they can handle; anything else is a `JobfenceError`
+and is recorded as a failed run. Lease errors carry the competing lease item
+(from `ReturnValuesOnConditionCheckFailure=ALL_OLD`) so no second read is needed
+to explain a refusal.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+
+class JobfenceError(Exception):
+    """Base of every error this project raises on purpose."""
+
+
+class LeaseHeld(JobfenceError):
+    """Another holder has an unexpired lease on the job."""
+
+    def __init__(self, job: str, competing: Mapping[str, Any] | None = None) -> None:
+        self.job = job
+        self.competing = dict(competing or {})
+        holder = self.competing.get("holder", "?")
+        super().__init__(f"lease on {job!r} is held by {holder!r}")
+
+
+class IntervalNotElapsed(JobfenceError):
+    """The job's gate stamp is too recent: it ran less than 0.9 x interval ago."""
+
+    def __init__(self, job: str, competing: Mapping[str, Any] | None = None) -> None:
+        self.job = job
+        self.competing = dict(competing or {})
+        super().__init__(f"interval of {job!r} has not elapsed since its last start")
+
+
+class LeaseLost(JobfenceError):
+    """This holder's term is over (taken over, released, or expired)."""
+
+    def __init__(self, job: str, lease_id: str, competing: Mapping[str, Any] | None = None) -> None:
+        self.job = job
+        self.lease_id = lease_id
+        self.competing = dict(competing or {})
+        super().__init__(f"lease term {lease_id} on {job!r} is no longer ours")
+
+
+class StoreError(JobfenceError):
+    """A DynamoDB call failed for a reason other than a condition we asked for."""
+
+
+class ConditionFailed(StoreError):
+    """One of the caller's own conditions in a (fenced) transaction was refused."""
+
+    def __init__(self, index: int, item: Mapping[str, Any] | None) -> None:
+        self.index = index
+        self.item = dict(item or {})
+        super().__init__(f"condition of transaction item {index} failed")
+
+
+class UnknownJob(JobfenceError):
+    """A JOB_NAME that is not in the catalog. The system fails closed."""
+
+
+class InvalidEvent(JobfenceError):
+    """An event or message that does not match its contract."""
+
+
+class SettingsError(JobfenceError):
+    """The function's environment is missing or has a bad variable."""

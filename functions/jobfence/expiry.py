@@ -1,0 +1,64 @@
+"""Live expiry and an index on expiry, shared by every table whose rows expire.
+
+Readers never trust that deletion has caught up (nor that a restored backup
+holds no stale rows): `is_live(row, now)` is applied on every read. Deletion
+jobs find expired rows through the sparse keys-only GSI `by_expiry`
+(partition `expiry_shard`, sort `expires_at`), querying `expires_at <= now` in
+each shard, so their cost grows with expired rows only, never with live ones.
+A few shards spread the write load of the index across partitions.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any, Iterator
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
+
+from jobfence.registry import IndexSpec
+
+EXPIRY_INDEX = "by_expiry"
+EXPIRY_SHARDS = 4
+
+EXPIRY_INDEX_SPEC = IndexSpec(
+    name=EXPIRY_INDEX,
+    partition_key=("expiry_shard", "S"),
+    sort_key=("expires_at", "N"),
+    projection="KEYS_ONLY",
+)
+
+
+class ExpiryIndex(GlobalSecondaryIndex):
+    """Keys-only index on (expiry_shard, expires_at)."""
+
+    class Meta:
+        index_name = EXPIRY_INDEX
+        projection = KeysOnlyProjection()
+
+    expiry_shard = UnicodeAttribute(hash_key=True)
+    expires_at = NumberAttribute(range_key=True)
+
+
+def expiry_shard(key: str) -> str:
+    """The shard a row's expiry entry lives in (stable for a key)."""
+    return str(zlib.crc32(key.encode()) % EXPIRY_SHARDS)
+
+
+def is_live(row: Any, now_ms: int) -> bool:
+    """True while the row has not expired. Apply on every read."""
+    expires_at = getattr(row, "expires_at", None)
+    return expires_at is None or int(expires_at) > now_ms
+
+
+def expired(model: Any, now_ms: int, limit: int) -> Iterator[Any]:
+    """Up to `limit` expired rows (keys only), oldest expiry first within each shard."""
+    remaining = limit
+    for shard in range(EXPIRY_SHARDS):
+        if remaining <= 0:
+            return
+        for row in model.by_expiry.query(str(shard), model.expires_at <= now_ms, limit=remaining):
+            yield row
+            remaining -= 1
+            if remaining <= 0:
+                return

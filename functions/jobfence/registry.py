@@ -1,0 +1,198 @@
+"""The job and table catalog types, and the registry built from them.
+
+The catalog itself lives in `jobs/catalog.py`. It is read by two parties: the
+runtime (a function's `JOB_NAME` must name a registered job, else it fails
+closed) and `infra/` (which derives every rule, function, environment variable
+and grant from it). Validation happens here, so a bad entry is refused both at
+synthesis and at cold start, with a message naming the entry.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Literal, Mapping
+
+from jobfence.errors import JobfenceError, UnknownJob
+
+Access = Literal["read", "read_write"]
+KeyType = Literal["S", "N"]
+
+DEFAULT_LEASE_TTL_S = 30 * 60
+LEASE_MARGIN_S = 60  # a lease must outlive the function timeout by at least this much
+INTERVAL_TOLERANCE = 0.9  # seed 001: a tick a few ms early must still run
+
+
+SHARED_SUBSYSTEM = "shared"
+
+
+class CatalogError(JobfenceError):
+    """A catalog entry that cannot be deployed or run."""
+
+
+@dataclass(frozen=True)
+class IndexSpec:
+    """A global secondary index of a catalog table."""
+
+    name: str
+    partition_key: tuple[str, KeyType]
+    sort_key: tuple[str, KeyType] | None = None
+    projection: Literal["ALL", "KEYS_ONLY"] = "ALL"
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A DynamoDB table: its logical name, owning subsystem, keys, TTL and indexes."""
+
+    name: str
+    subsystem: str
+    partition_key: tuple[str, KeyType]
+    sort_key: tuple[str, KeyType] | None = None
+    ttl_attribute: str | None = None
+    indexes: tuple[IndexSpec, ...] = ()
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One scheduled job: everything needed to deploy and run it.
+
+    `entry` is "module:factory"; the factory takes `JobDeps` and returns the job
+    (a callable from `RunContext` to an iterator of per-batch summaries). It is
+    imported lazily so a function only loads its own job's code.
+    """
+
+    name: str
+    subsystem: str
+    entry: str
+    schedule: str  # EventBridge expression: cron(...) or rate(...)
+    interval_s: int | None = None  # interval gate; None means the lease alone guards it
+    timeout_s: int = 300
+    lease_ttl_s: int = DEFAULT_LEASE_TTL_S
+    tables: Mapping[str, Access] = field(default_factory=dict)
+    queues: tuple[str, ...] = ()
+    secrets: tuple[str, ...] = ()
+    batch_budget_s: int = 30  # do not start a batch with less Lambda time left than this
+    memory_mb: int = 256
+    description: str = ""
+
+    def load(self) -> Callable[..., Any]:
+        """Import and return the job's factory."""
+        module_name, _, attr = self.entry.partition(":")
+        try:
+            return getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise CatalogError(f"job {self.name!r}: entry {self.entry!r} cannot be imported: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    """An SQS work queue and the worker that consumes it."""
+
+    name: str
+    subsystem: str
+    handler: str  # "handlers.module.handler"
+    worker_timeout_s: int
+    visibility_timeout_s: int
+    max_receive_count: int = 5
+    batch_size: int = 10
+    max_concurrency: int = 3
+    tables: Mapping[str, Access] = field(default_factory=dict)
+    queues: tuple[str, ...] = ()
+    secrets: tuple[str, ...] = ()
+    memory_mb: int = 256
+    description: str = ""
+
+
+LEASES_TABLE = TableSpec(
+    name="leases",
+    subsystem=SHARED_SUBSYSTEM,
+    partition_key=("job", "S"),
+    description="one item per job: the fenced lease term, its fence counter and the interval-gate stamp",
+)
+RUNS_TABLE = TableSpec(
+    name="runs",
+    subsystem=SHARED_SUBSYSTEM,
+    partition_key=("job", "S"),
+    sort_key=("run_key", "S"),
+    ttl_attribute="ttl",
+    description="one row per run that took the lease",
+)
+CORE_TABLES = (LEASES_TABLE, RUNS_TABLE)
+
+
+class Registry:
+    """The validated catalog: jobs, queues and tables by name (the core tables included)."""
+
+    def __init__(self, tables: Iterable[TableSpec], jobs: Iterable[JobSpec], queues: Iterable[QueueSpec] = ()) -> None:
+        self.tables: dict[str, TableSpec] = _unique("table", [*CORE_TABLES, *tables])
+        self.jobs: dict[str, JobSpec] = _unique("job", jobs)
+        self.queues: dict[str, QueueSpec] = _unique("queue", queues)
+        for job in self.jobs.values():
+            self._check_job(job)
+        for queue in self.queues.values():
+            self._check_queue(queue)
+
+    def job(self, name: str) -> JobSpec:
+        """The registered job of that name; anything else fails closed."""
+        try:
+            return self.jobs[name]
+        except KeyError:
+            raise UnknownJob(f"JOB_NAME {name!r} is not a registered job") from None
+
+    def _check_job(self, job: JobSpec) -> None:
+        where = f"catalog entry {job.name!r}"
+        if job.lease_ttl_s <= job.timeout_s + LEASE_MARGIN_S:
+            raise CatalogError(
+                f"{where}: lease ttl {job.lease_ttl_s}s must be longer than the function timeout "
+                f"{job.timeout_s}s plus a {LEASE_MARGIN_S}s margin"
+            )
+        if not (job.schedule.startswith("cron(") or job.schedule.startswith("rate(")) or not job.schedule.endswith(")"):
+            raise CatalogError(f"{where}: schedule {job.schedule!r} is not an EventBridge cron(...) or rate(...) expression")
+        if job.interval_s is not None and job.interval_s <= 0:
+            raise CatalogError(f"{where}: interval must be positive")
+        if not 1 <= job.timeout_s <= 900:
+            raise CatalogError(f"{where}: timeout {job.timeout_s}s is outside Lambda's 1..900s")
+        if job.batch_budget_s >= job.timeout_s:
+            raise CatalogError(f"{where}: batch budget {job.batch_budget_s}s must be below the timeout {job.timeout_s}s")
+        self._check_uses(where, job.subsystem, job.tables, job.queues)
+
+    def _check_queue(self, queue: QueueSpec) -> None:
+        where = f"queue entry {queue.name!r}"
+        if queue.visibility_timeout_s < 6 * queue.worker_timeout_s:
+            raise CatalogError(
+                f"{where}: visibility timeout {queue.visibility_timeout_s}s is under 6 x the worker timeout "
+                f"{queue.worker_timeout_s}s"
+            )
+        if queue.max_receive_count < 5:
+            raise CatalogError(f"{where}: maxReceiveCount {queue.max_receive_count} is under 5")
+        self._check_uses(where, queue.subsystem, queue.tables, queue.queues)
+
+    def _check_uses(self, where: str, subsystem: str, tables: Mapping[str, Access], queues: Iterable[str]) -> None:
+        for table_name, access in tables.items():
+            table = self.tables.get(table_name)
+            if table is None:
+                raise CatalogError(f"{where}: unknown table {table_name!r}")
+            if access not in ("read", "read_write"):
+                raise CatalogError(f"{where}: access {access!r} on {table_name!r} is not read or read_write")
+            if table.subsystem not in (subsystem, SHARED_SUBSYSTEM):
+                raise CatalogError(
+                    f"{where}: table {table_name!r} belongs to subsystem {table.subsystem!r}, not {subsystem!r}"
+                )
+        for queue_name in queues:
+            if queue_name not in self.queues:
+                raise CatalogError(f"{where}: unknown queue {queue_name!r}")
+
+
+def _unique(kind: str, specs: Iterable[Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for spec in specs:
+        if spec.name in out:
+            raise CatalogError(f"duplicate {kind} name {spec.name!r} in the catalog")
+        out[spec.name] = spec
+    return out
+
+
+def metric_dimensions(job: JobSpec) -> dict[str, str]:
+    """The dimensions every metric of a job's run carries (alarms must match them exactly)."""
+    return {"service": job.subsystem, "job": job.name}

@@ -1,0 +1,1 @@
+"""The job catalog, one package per source system (see `jobs/catalog.py`)."""

@@ -1,0 +1,15 @@
+"""The one catalog: every table, scheduled job and work queue of the system.
+
+Adding a job is one `JobSpec` entry in its subsystem's `catalog.py`; the
+runtime registry and the infrastructure (rule, function, environment, grants,
+alarms) are both derived from `CATALOG`.
+"""
+
+from jobfence.registry import Registry
+from jobs.commerce import catalog as commerce
+
+CATALOG = Registry(
+    tables=[*commerce.TABLES],
+    jobs=[*commerce.JOBS],
+    queues=[],
+)

@@ -1,0 +1,69 @@
+"""Store of conversations: rows with an expiry, hidden from readers once expired."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.exceptions import DeleteError
+from pynamodb.models import Model
+
+from jobfence.clock import Clock, ttl_seconds
+from jobfence.dynamo import bind
+from jobfence.errors import StoreError
+from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
+
+
+class _Conversation(Model):
+    class Meta:
+        table_name = "unbound"
+
+    conversation_id = UnicodeAttribute(hash_key=True)
+    account_id = UnicodeAttribute()
+    expires_at = NumberAttribute()
+    expiry_shard = UnicodeAttribute()
+    ttl = NumberAttribute()
+    by_expiry = ExpiryIndex()
+
+
+class ConversationStore:
+    """Open, read (live only) and delete expired conversations."""
+
+    def __init__(self, table_name: str, clock: Clock) -> None:
+        self.model: Any = bind(_Conversation, table_name)
+        self._clock = clock
+
+    def open(self, conversation_id: str, account_id: str, expires_at: int) -> None:
+        """Create or extend a conversation."""
+        self.model(
+            conversation_id,
+            account_id=account_id,
+            expires_at=expires_at,
+            expiry_shard=expiry_shard(conversation_id),
+            ttl=ttl_seconds(expires_at),
+        ).save()
+
+    def get(self, conversation_id: str) -> Any | None:
+        """The conversation if it exists and has not expired (live expiry)."""
+        try:
+            row = self.model.get(conversation_id, consistent_read=True)
+        except self.model.DoesNotExist:
+            return None
+        return row if is_live(row, self._clock.now_ms()) else None
+
+    def delete_expired(self, limit: int) -> int:
+        """One bounded deletion of at most `limit` expired conversations.
+
+        Each delete is conditioned on the row still being expired, so a
+        conversation extended after the index read is never removed.
+        """
+        now = self._clock.now_ms()
+        deleted = 0
+        for row in list(expired(self.model, now, limit)):
+            try:
+                self.model(row.conversation_id).delete(condition=self.model.expires_at <= now)
+                deleted += 1
+            except DeleteError as exc:
+                if exc.cause_response_code != "ConditionalCheckFailedException":
+                    raise StoreError(f"deleting a conversation failed: {exc.cause_response_code}") from exc
+        return deleted

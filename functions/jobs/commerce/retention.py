@@ -1,0 +1,42 @@
+"""Retention jobs of seed 000: `clean_dpop_proofs` and `clean_conversations`.
+
+Each is a generator of bounded batches (see `jobfence.scheduled`): the runner
+renews the lease before every batch after the first, and stops the job when
+the lease is lost or the trust window closes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from jobfence.scheduled import JobDeps, RunContext
+from jobs.commerce.conversations import ConversationStore
+from jobs.commerce.dpop_proofs import DpopProofStore
+
+DPOP_BATCH = 1_000
+DPOP_MAX_BATCHES = 100
+CONVERSATIONS_LIMIT = 100
+
+
+def clean_dpop_proofs(store: DpopProofStore, ctx: RunContext) -> Iterator[dict[str, Any]]:
+    """Delete expired DPoP proofs, 1,000 a batch, at most 100 batches a run."""
+    for _ in range(DPOP_MAX_BATCHES):
+        deleted = store.delete_expired(DPOP_BATCH)
+        yield {"deleted": deleted}
+        if deleted < DPOP_BATCH:
+            return
+
+
+def clean_conversations(store: ConversationStore, ctx: RunContext) -> Iterator[dict[str, Any]]:
+    """One bounded deletion of at most 100 expired conversations (no loop, no checkpoint)."""
+    yield {"deleted": store.delete_expired(CONVERSATIONS_LIMIT)}
+
+
+def build_clean_dpop_proofs(deps: JobDeps):
+    store = DpopProofStore(deps.settings.table("dpop_proofs"), deps.clock)
+    return lambda ctx: clean_dpop_proofs(store, ctx)
+
+
+def build_clean_conversations(deps: JobDeps):
+    store = ConversationStore(deps.settings.table("conversations"), deps.clock)
+    return lambda ctx: clean_conversations(store, ctx)

@@ -1,0 +1,1 @@
+"""Operator tooling: the embedded local runtime, the operator CLI and the benchmarks."""

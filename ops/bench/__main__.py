@@ -1,0 +1,37 @@
+"""`python -m ops.bench [module ...]`: run the benchmarks and rewrite docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pathlib
+import sys
+
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "functions"))
+
+from ops.bench import MODULES  # noqa: E402
+
+OUT = pathlib.Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"
+HEADER = """# Benchmarks
+
+Figures are counts (requests, capacity units) measured against moto with
+botocore event hooks, not wall-clock timings, unless a section says otherwise.
+Each section names the command that produced it; `make bench` regenerates the
+whole page.
+"""
+
+
+def main(argv: list[str]) -> int:
+    names = argv or list(MODULES)
+    sections = [importlib.import_module(name).run().strip() for name in names]
+    OUT.parent.mkdir(exist_ok=True)
+    OUT.write_text(HEADER + "\n" + "\n\n".join(sections) + "\n")
+    print(f"wrote {OUT.relative_to(OUT.parents[1])} ({len(sections)} sections)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
