@@ -19,6 +19,14 @@ ENV_RUNS_TABLE = "RUNS_TABLE"
 ENV_TABLE_PREFIX = "TABLE_"
 ENV_QUEUE_PREFIX = "QUEUE_"
 ENV_SECRET_PREFIX = "SECRET_"
+ENV_PROVIDER_PREFIX = "PROVIDER_"
+
+# Real base URLs of the external HTTP APIs; the local runtime points these at loopback stubs.
+PROVIDER_DEFAULT_URLS = {
+    "paypal": "https://api-m.paypal.com",
+    "discord": "https://discord.com/api/v10",
+}
+SECRET_NAME_PREFIX = "jobfence/"  # secrets have fixed names, so env vars carry literals, not references
 
 METRICS_NAMESPACE = "jobfence"
 
@@ -38,6 +46,16 @@ def secret_env(logical_name: str) -> str:
     return ENV_SECRET_PREFIX + logical_name.upper()
 
 
+def provider_env(name: str) -> str:
+    """Environment variable that carries the base URL of an external provider's API."""
+    return f"{ENV_PROVIDER_PREFIX}{name.upper()}_URL"
+
+
+def secret_name(logical_name: str) -> str:
+    """The fixed Secrets Manager name of a logical secret."""
+    return SECRET_NAME_PREFIX + logical_name
+
+
 def _prefixed(environ: Mapping[str, str], prefix: str) -> dict[str, str]:
     return {k[len(prefix):].lower(): v for k, v in environ.items() if k.startswith(prefix) and v}
 
@@ -50,6 +68,7 @@ class Settings(BaseModel):
     tables: dict[str, str] = Field(default_factory=dict)
     queues: dict[str, str] = Field(default_factory=dict)
     secrets: dict[str, str] = Field(default_factory=dict)
+    providers: dict[str, str] = Field(default_factory=dict)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]):
@@ -58,6 +77,11 @@ class Settings(BaseModel):
         data["tables"] = _prefixed(environ, ENV_TABLE_PREFIX)
         data["queues"] = _prefixed(environ, ENV_QUEUE_PREFIX)
         data["secrets"] = _prefixed(environ, ENV_SECRET_PREFIX)
+        data["providers"] = {
+            k[len(ENV_PROVIDER_PREFIX) : -len("_URL")].lower(): v
+            for k, v in environ.items()
+            if k.startswith(ENV_PROVIDER_PREFIX) and k.endswith("_URL") and v
+        }
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
@@ -87,6 +111,13 @@ class Settings(BaseModel):
             return self.secrets[logical_name]
         except KeyError:
             raise SettingsError(f"{secret_env(logical_name)} is not set: this function has no secret {logical_name!r}") from None
+
+    def provider_url(self, name: str) -> str:
+        """Base URL of an external provider this function calls."""
+        try:
+            return self.providers[name]
+        except KeyError:
+            raise SettingsError(f"{provider_env(name)} is not set: this function calls no provider {name!r}") from None
 
 
 class ScheduledSettings(Settings):

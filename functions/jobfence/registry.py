@@ -72,6 +72,7 @@ class JobSpec:
     tables: Mapping[str, Access] = field(default_factory=dict)
     queues: tuple[str, ...] = ()
     secrets: tuple[str, ...] = ()
+    providers: tuple[str, ...] = ()  # external HTTP APIs it calls (base URL in PROVIDER_<NAME>_URL)
     batch_budget_s: int = 30  # do not start a batch with less Lambda time left than this
     memory_mb: int = 256
     description: str = ""
