@@ -1,0 +1,77 @@
+"""The one code asset (`functions/`) and its dependency layer, built without Docker.
+
+The layer is `pip install`ed locally for python3.12 on x86_64 from manylinux
+wheels only, so `cdk synth` needs no Docker. Its asset hash is the hash of
+`functions/requirements.txt`, so editing job code never rebuilds the layer and
+an unchanged requirements file reuses the bundle already in cdk.out.
+Tests skip bundling with CDK's own context `aws:cdk:bundling-stacks=[]`
+(`SKIP_BUNDLING_CONTEXT`); `make synth` does not set it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pathlib
+import subprocess
+import sys
+
+import jsii
+from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from infra.validation import FUNCTIONS_DIR
+
+RUNTIME = lambda_.Runtime.PYTHON_3_12
+ARCHITECTURE = lambda_.Architecture.X86_64
+REQUIREMENTS = FUNCTIONS_DIR / "requirements.txt"
+SKIP_BUNDLING_CONTEXT = {"aws:cdk:bundling-stacks": []}
+
+# Development leftovers never belong in the asset.
+_EXCLUDE = ["__pycache__", "*.pyc", ".pytest_cache", "requirements.txt"]
+
+
+@jsii.implements(ILocalBundling)
+class _PipLayerBundling:
+    """Installs functions/requirements.txt into <output>/python with manylinux wheels."""
+
+    def try_bundle(self, output_dir: str, *_options, **_kw) -> bool:
+        target = pathlib.Path(output_dir) / "python"
+        subprocess.run(
+            [
+                sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                "--platform", "manylinux2014_x86_64", "--implementation", "cp",
+                "--python-version", RUNTIME.name.removeprefix("python"), "--only-binary=:all:",
+                "--target", str(target), "-r", str(REQUIREMENTS),
+            ],
+            check=True,
+        )
+        return True
+
+
+class FunctionCode(Construct):
+    """Code asset and dependency layer shared by every function of the stack.
+
+    Attributes: `code` (the functions/ asset), `layer` (the dependencies).
+    """
+
+    def __init__(self, scope: Construct, construct_id: str) -> None:
+        super().__init__(scope, construct_id)
+        self.code = lambda_.Code.from_asset(str(FUNCTIONS_DIR), exclude=_EXCLUDE)
+        self.layer = lambda_.LayerVersion(
+            self,
+            "Dependencies",
+            description="runtime dependencies of functions/ (functions/requirements.txt)",
+            compatible_runtimes=[RUNTIME],
+            compatible_architectures=[ARCHITECTURE],
+            code=lambda_.Code.from_asset(
+                str(FUNCTIONS_DIR),
+                asset_hash_type=AssetHashType.CUSTOM,
+                asset_hash=hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest(),
+                bundling=BundlingOptions(
+                    # Never pulled: local bundling always succeeds or raises.
+                    image=DockerImage.from_registry("jobfence-no-docker"),
+                    local=_PipLayerBundling(),
+                ),
+            ),
+        )
