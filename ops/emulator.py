@@ -3,19 +3,65 @@
 Everything local (the demo, the operator CLI's embedded mode, the sim tests)
 reaches AWS through real HTTP against this server, so wire behaviour
 (conditional writes, transactions, concurrent requests) is moto's, not a mock's.
+
+One correction to moto: DynamoDB applies each request to an item atomically,
+so two conditional writes racing for one lease item are serialized and exactly
+one wins. moto's threaded server does not guarantee that (two threads can both
+evaluate a condition against the old item and both write: seen here as two
+winners of one lease). The server below keeps moto's threaded HTTP front but
+lets one request at a time into moto, which is the behaviour races are about.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
+from typing import Any
 
 import boto3
-from moto.server import ThreadedMotoServer
+from werkzeug.serving import make_server
 
 REGION = "us-east-1"
 # moto accepts any credentials; fixed fake ones keep a developer's real profile out of local runs.
 FAKE_CREDENTIALS = {"aws_access_key_id": "local", "aws_secret_access_key": "local"}
+
+
+class _Serialized:
+    """WSGI middleware: one request inside moto at a time."""
+
+    def __init__(self, app: Any) -> None:
+        self._app = app
+        self._lock = threading.Lock()
+
+    def __call__(self, environ: dict, start_response: Any) -> Any:
+        with self._lock:
+            # materialize the body inside the lock: backend state is read while producing it
+            return list(self._app(environ, start_response))
+
+
+class SerializedMotoServer:
+    """moto's WSGI app behind `_Serialized`, served by a threaded werkzeug server."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        from moto.moto_server.threaded_moto_server import MotoRequestHandler
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+        app = _Serialized(DomainDispatcherApplication(create_backend_app))
+        self._server = make_server(host, port, app, threaded=True, request_handler=MotoRequestHandler)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="moto", daemon=True)
+        self.host, self.port = host, self._server.port
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def get_host_and_port(self) -> tuple[str, int]:
+        return self.host, self.port
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
 
 
 class Emulator:
@@ -24,12 +70,12 @@ class Emulator:
     def __init__(self, region: str = REGION) -> None:
         self.region = region
         self.endpoint: str | None = None
-        self._server: ThreadedMotoServer | None = None
+        self._server: SerializedMotoServer | None = None
 
     def start(self) -> "Emulator":
         """Start the server (port 0: the OS picks a free loopback port)."""
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one access-log line per request otherwise
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self._server = SerializedMotoServer("127.0.0.1", 0)
         self._server.start()
         host, port = self._server.get_host_and_port()
         self.endpoint = f"http://{host}:{port}"

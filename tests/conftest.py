@@ -115,14 +115,15 @@ def lambda_context() -> LambdaContext:
 
 @pytest.fixture(scope="session")
 def moto_server():
-    """A moto server on a free loopback port, for wire behaviour and real concurrency."""
-    from moto.server import ThreadedMotoServer
+    """A moto server on a free loopback port, for wire behaviour and real concurrency.
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+    Serialized like DynamoDB itself (see ops/emulator.py): a stock threaded moto
+    server lets two racing conditional writes both succeed.
+    """
+    from ops.emulator import Emulator
+
+    with Emulator() as emulator:
+        yield emulator.endpoint
 
 
 @pytest.fixture
@@ -141,3 +142,40 @@ class ServerSession:
 
     def client(self, name: str, **kwargs):
         return self._session.client(name, endpoint_url=self.endpoint, **kwargs)
+
+
+class RequestCounter:
+    """Counts AWS requests per operation through botocore's own event hooks (what went on the wire)."""
+
+    WRITES = {
+        "PutItem",
+        "UpdateItem",
+        "DeleteItem",
+        "BatchWriteItem",
+        "TransactWriteItems",
+    }
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def attach(self, client):
+        client.meta.events.register("before-call.*.*", self._count)
+        return client
+
+    def _count(self, model, **_kwargs):
+        self.calls.append(model.name)
+
+    def count(self, operation: str) -> int:
+        return self.calls.count(operation)
+
+    @property
+    def writes(self) -> int:
+        return sum(1 for c in self.calls if c in self.WRITES)
+
+    def reset(self) -> None:
+        self.calls.clear()
+
+
+@pytest.fixture
+def request_counter() -> RequestCounter:
+    return RequestCounter()

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from jobfence.errors import StoreError
+from jobfence.errors import JobfenceError, StoreError
 
 RUN_ROW_RETENTION_MS = 90 * 24 * 3_600_000
 MAX_ERROR_CHARS = 300
@@ -50,8 +50,19 @@ class RunRecord:
 
 
 def safe_error(exc: BaseException) -> str:
-    """Class and message, bounded. Messages of our own errors never carry payloads."""
-    text = f"{type(exc).__name__}: {exc}"
+    """Class and message, bounded, and only where the message is known to be safe.
+
+    Our own errors are written never to carry payloads, and an AWS error is
+    reduced to its code. Any other exception may quote whatever it was handed
+    (a provider's response body, a customer's field), so only its class is kept.
+    """
+    name = type(exc).__name__
+    if isinstance(exc, JobfenceError):
+        text = f"{name}: {exc}"
+    elif isinstance(exc, ClientError):
+        text = f"{name}: {exc.response.get('Error', {}).get('Code', 'Unknown')}"
+    else:
+        text = name
     return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
 
 

@@ -1,0 +1,105 @@
+"""The scheduled handler end to end: cold start from the environment, event contract, fail closed."""
+
+from __future__ import annotations
+
+import importlib
+import io
+import sys
+
+import pytest
+
+from conftest import load_event
+from jobfence.config import table_env
+from jobfence.errors import InvalidEvent, SettingsError, UnknownJob
+
+
+def environment(tables, job="clean_conversations"):
+    env = {"JOB_NAME": job, "LEASES_TABLE": tables["leases"], "RUNS_TABLE": tables["runs"]}
+    env.update({table_env(name): physical for name, physical in tables.items()})
+    return env
+
+
+def cold_start(monkeypatch, env):
+    """Import the handler module afresh with `env` as the function's environment."""
+    for name in list(env) + ["JOB_NAME", "LEASES_TABLE", "RUNS_TABLE"]:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    sys.modules.pop("handlers.scheduled", None)
+    return importlib.import_module("handlers.scheduled")
+
+
+def table_items(dynamodb, name):
+    return dynamodb.scan(TableName=name)["Items"]
+
+
+def test_a_scheduled_tick_runs_the_functions_own_job(monkeypatch, dynamodb, tables, lambda_context):
+    handler = cold_start(monkeypatch, environment(tables))
+    result = handler.handler(load_event("scheduled_tick"), lambda_context)
+    assert set(result) == {"job", "outcome", "run_id", "duration_ms", "summary"}
+    assert (result["job"], result["outcome"]) == ("clean_conversations", "ran")
+    row, = table_items(dynamodb, tables["runs"])
+    assert row["trigger"] == {"S": "scheduled"}
+    assert row["scheduled_at"] == {"N": "1767229200000"}  # the tick's own time, 2026-01-01T01:00Z
+
+
+def test_a_manual_trigger_has_the_same_contract_and_cannot_pick_a_job(monkeypatch, dynamodb, tables, lambda_context):
+    handler = cold_start(monkeypatch, environment(tables))
+    event = {**load_event("manual_trigger")}
+    result = handler.handler(event, lambda_context)
+    assert result["outcome"] == "ran" and result["job"] == "clean_conversations"
+    assert table_items(dynamodb, tables["runs"])[0]["trigger"] == {"S": "manual"}
+    # a manual trigger naming another job is refused outright
+    with pytest.raises(InvalidEvent, match="job"):
+        handler.handler(load_event("malformed_manual_trigger"), lambda_context)
+
+
+@pytest.mark.parametrize(
+    "event, message",
+    [
+        ("malformed_scheduled_tick", "detail-type='Scheduled Event'"),
+        ({"hello": "world"}, "neither an EventBridge Scheduled Event"),
+        ([1, 2], "must be a JSON object"),
+        ({"trigger": "manual"}, "requested_by: Field required"),
+        ({"trigger": "cron", "requested_by": "x"}, "trigger"),
+        ({"detail-type": "Scheduled Event", "source": "aws.events"}, "invalid EventBridge event"),
+    ],
+)
+def test_bad_events_get_a_clear_error_and_nothing_is_written(monkeypatch, dynamodb, tables, lambda_context, event, message):
+    handler = cold_start(monkeypatch, environment(tables))
+    if isinstance(event, str):
+        event = load_event(event)
+    with pytest.raises(InvalidEvent) as refused:
+        handler.handler(event, lambda_context)
+    assert message in str(refused.value)
+    assert table_items(dynamodb, tables["leases"]) == []
+    assert table_items(dynamodb, tables["runs"]) == []
+
+
+def test_an_unknown_job_name_fails_closed_at_cold_start(monkeypatch, tables):
+    with pytest.raises(UnknownJob, match="'drop_all_tables' is not a registered job"):
+        cold_start(monkeypatch, environment(tables, job="drop_all_tables"))
+
+
+def test_missing_settings_name_the_missing_variables(monkeypatch, tables):
+    env = environment(tables)
+    del env["LEASES_TABLE"]
+    del env[table_env("conversations")]
+    with pytest.raises(SettingsError, match="LEASES_TABLE: Field required"):
+        cold_start(monkeypatch, env)
+    env["LEASES_TABLE"] = tables["leases"]
+    with pytest.raises(SettingsError, match="TABLE_CONVERSATIONS is not set"):
+        cold_start(monkeypatch, env)
+
+
+def test_logs_of_a_run_carry_no_payload(monkeypatch, dynamodb, tables, lambda_context):
+    handler = cold_start(monkeypatch, environment(tables))
+    stream = io.StringIO()
+    handler.logger.registered_handler.setStream(stream)
+    event = {**load_event("scheduled_tick"), "detail": {"card_number": "4111111111111111"}}
+    handler.handler(event, lambda_context)
+    handler.handler({"trigger": "manual", "requested_by": "ops"}, lambda_context)
+    out = stream.getvalue()
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    assert any('"outcome":"ran"' in line for line in lines)
+    assert "4111111111111111" not in out and "card_number" not in out
