@@ -6,10 +6,11 @@ alarms) are both derived from `CATALOG`.
 """
 
 from jobfence.registry import Registry
+from jobs.backoffice import catalog as backoffice
 from jobs.commerce import catalog as commerce
 
 CATALOG = Registry(
-    tables=[*commerce.TABLES],
-    jobs=[*commerce.JOBS],
+    tables=[*commerce.TABLES, *backoffice.TABLES],
+    jobs=[*commerce.JOBS, *backoffice.JOBS],
     queues=[],
 )

@@ -2,9 +2,13 @@
 
 from jobfence.expiry import EXPIRY_INDEX_SPEC
 from jobfence.registry import JobSpec, TableSpec
+from jobs.commerce import accounts, deferred_payments, financial_operations, orders
 
 SUBSYSTEM = "commerce"
 HOURLY = "cron(0 * * * ? *)"  # seed 000: 0 * * * *
+EVERY_5_MINUTES = "rate(5 minutes)"  # seed 001: the safety net, behind its interval gate
+PAYPAL = "paypal"
+PAYPAL_SECRET = "paypal_credentials"
 
 TABLES = (
     TableSpec(
@@ -22,6 +26,68 @@ TABLES = (
         ttl_attribute="ttl",
         indexes=(EXPIRY_INDEX_SPEC,),
         description="customer conversations with an expiry",
+    ),
+    TableSpec(
+        name="orders",
+        subsystem=SUBSYSTEM,
+        partition_key=("order_id", "S"),
+        indexes=(orders.BY_STATUS, orders.BY_ACCOUNT),
+        description="orders: status machine (cancellation_pending ...), personal fields that redaction removes",
+    ),
+    TableSpec(
+        name="accounts",
+        subsystem=SUBSYSTEM,
+        partition_key=("account_id", "S"),
+        indexes=(accounts.BY_RECOVERY,),
+        description="customer accounts, their one pending account operation, deleted-account recovery flag",
+    ),
+    TableSpec(
+        name="account_intents",
+        subsystem=SUBSYSTEM,
+        partition_key=("intent_id", "S"),
+        ttl_attribute="ttl",
+        indexes=(EXPIRY_INDEX_SPEC,),
+        description="unconfirmed account intents with an expiry",
+    ),
+    TableSpec(
+        name="financial_operations",
+        subsystem=SUBSYSTEM,
+        partition_key=("operation_id", "S"),
+        indexes=(financial_operations.BY_DUE, financial_operations.BY_ACCOUNT),
+        description="charges and returns with retry state and a stable idempotency key",
+    ),
+    TableSpec(
+        name="agent_invitations",
+        subsystem=SUBSYSTEM,
+        partition_key=("invitation_id", "S"),
+        ttl_attribute="ttl",
+        indexes=(EXPIRY_INDEX_SPEC,),
+        description="agent invitations with an expiry",
+    ),
+    TableSpec(
+        name="customer_activity",
+        subsystem=SUBSYSTEM,
+        partition_key=("account_id", "S"),
+        sort_key=("activity_id", "S"),
+        ttl_attribute="ttl",
+        indexes=(EXPIRY_INDEX_SPEC,),
+        description="customer activity, expiring 30 days after it happened",
+    ),
+    TableSpec(
+        name="diagnostic_captures",
+        subsystem=SUBSYSTEM,
+        partition_key=("capture_id", "S"),
+        sort_key=("part", "S"),
+        ttl_attribute="ttl",
+        indexes=(EXPIRY_INDEX_SPEC,),
+        description="diagnostic parents (expiry, retained charge), their refs/header/token children, usage rows",
+    ),
+    TableSpec(
+        name="payment_intents",
+        subsystem=SUBSYSTEM,
+        partition_key=("intent_id", "S"),
+        indexes=(deferred_payments.BY_STATUS_UPDATED,),
+        description="deferred PayPal payment intents (approved, uncaptured); updated_at = buyer activity",
     ),
 )
 
@@ -45,5 +111,56 @@ JOBS = (
         timeout_s=600,
         tables={"dpop_proofs": "read_write"},
         description="delete expired DPoP proofs, 1,000 a batch, at most 100 batches",
+    ),
+    JobSpec(
+        name="recover_pending_cancellations",
+        subsystem=SUBSYSTEM,
+        entry="jobs.commerce.cancellations:build_recover_pending_cancellations",
+        schedule=HOURLY,
+        interval_s=3600,
+        timeout_s=300,
+        tables={"orders": "read_write", "financial_operations": "read_write"},
+        description="finish cancellations left pending: 100 orders a batch, at most 20 batches; no provider call",
+    ),
+    JobSpec(
+        name="recover_financial_operations",
+        subsystem=SUBSYSTEM,
+        entry="jobs.commerce.financial_recovery:build_recover_financial_operations",
+        schedule=HOURLY,
+        interval_s=3600,
+        timeout_s=600,
+        tables={
+            "account_intents": "read_write",
+            "accounts": "read_write",
+            "financial_operations": "read_write",
+            "orders": "read_write",
+            "diagnostic_captures": "read_write",
+            "customer_activity": "read_write",
+        },
+        secrets=(PAYPAL_SECRET,),
+        providers=(PAYPAL,),
+        description="financial recovery (intents, deleted accounts, returns, card retries) alongside retention",
+    ),
+    JobSpec(
+        name="expire_agent_invitations",
+        subsystem=SUBSYSTEM,
+        entry="jobs.commerce.invitations:build_expire_agent_invitations",
+        schedule=HOURLY,
+        interval_s=3600,
+        timeout_s=120,
+        tables={"agent_invitations": "read_write"},
+        description="only removes expired invitations: 500 a batch, at most 20 batches",
+    ),
+    JobSpec(
+        name="capture_abandoned_deferred",
+        subsystem=SUBSYSTEM,
+        entry="jobs.commerce.safety_net:build_capture_abandoned_deferred",
+        schedule=EVERY_5_MINUTES,
+        interval_s=300,
+        timeout_s=240,
+        tables={"payment_intents": "read_write"},
+        secrets=(PAYPAL_SECRET,),
+        providers=(PAYPAL,),
+        description="seed 001 safety net: capture deferred intents untouched for 20 minutes, 50 a batch",
     ),
 )

@@ -1,0 +1,73 @@
+"""Store of the backoffice operator-access ledger: who used operator access, when, until when.
+
+    entry_id (key) | operator_id | action | session_digest | at | expires_at | expiry_shard | ttl
+
+The ledger records a SHA-256 digest of the operator session, never the session
+itself, and no method returns a digest, so nothing read from this table can
+expose an operator session. Readers apply live expiry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.models import Model
+
+from jobfence.clock import Clock, ttl_seconds
+from jobfence.dynamo import bind
+from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
+
+
+class _Entry(Model):
+    class Meta:
+        table_name = "unbound"
+
+    entry_id = UnicodeAttribute(hash_key=True)
+    operator_id = UnicodeAttribute()
+    action = UnicodeAttribute()
+    session_digest = UnicodeAttribute()
+    at = NumberAttribute()
+    expires_at = NumberAttribute()
+    expiry_shard = UnicodeAttribute()
+    ttl = NumberAttribute()
+    by_expiry = ExpiryIndex()
+
+
+class OperatorLedgerStore:
+    """Record operator access, read live entries (without digests), delete expired ones."""
+
+    def __init__(self, table_name: str, clock: Clock) -> None:
+        self.model: Any = bind(_Entry, table_name)
+        self._clock = clock
+
+    def record(self, entry_id: str, operator_id: str, action: str, session: str, expires_at: int) -> None:
+        self.model(
+            entry_id,
+            operator_id=operator_id,
+            action=action,
+            session_digest=hashlib.sha256(session.encode()).hexdigest(),
+            at=self._clock.now_ms(),
+            expires_at=expires_at,
+            expiry_shard=expiry_shard(entry_id),
+            ttl=ttl_seconds(expires_at),
+        ).save()
+
+    def get(self, entry_id: str) -> dict[str, Any] | None:
+        """A live entry's operator, action and time; never the session digest."""
+        try:
+            row = self.model.get(entry_id, consistent_read=True)
+        except self.model.DoesNotExist:
+            return None
+        if not is_live(row, self._clock.now_ms()):
+            return None
+        return {"entry_id": row.entry_id, "operator_id": row.operator_id, "action": row.action, "at": int(row.at)}
+
+    def delete_expired(self, limit: int) -> int:
+        """Delete up to `limit` expired entries (BatchWriteItem: entries are append-only, never extended)."""
+        rows = list(expired(self.model, self._clock.now_ms(), limit))
+        with self.model.batch_write() as batch:
+            for row in rows:
+                batch.delete(self.model(row.entry_id))
+        return len(rows)

@@ -1,0 +1,114 @@
+"""Store of account intents: unconfirmed requests (sign-up, email confirmation) with an expiry.
+
+    intent_id (key) | account_id | kind | status | expires_at | expiry_shard | ttl
+
+An unconfirmed intent sits in the sparse `by_expiry` index (it carries
+`expiry_shard`); confirming or expiring it removes `expiry_shard`, so the index
+holds only intents that may still need expiring. Readers apply live expiry: an
+unconfirmed intent past `expires_at` reads as expired even before recovery
+marks it, also for rows restored from a backup.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.exceptions import UpdateError
+from pynamodb.models import Model
+
+from jobfence.clock import Clock, ttl_seconds
+from jobfence.dynamo import bind
+from jobfence.errors import StoreError
+from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
+
+KEEP_EXPIRED_MS = 30 * 24 * 3_600_000  # DynamoDB TTL removes the row this long after it expired
+
+
+class IntentStatus(str, enum.Enum):
+    """Lifecycle of an account intent."""
+
+    UNCONFIRMED = "unconfirmed"  # created by the API; the customer's confirmation link moves it on
+    CONFIRMED = "confirmed"  # terminal: the customer confirmed before expires_at
+    EXPIRED = "expired"  # terminal: recover_financial_operations marked it after expires_at
+
+
+class _Intent(Model):
+    class Meta:
+        table_name = "unbound"
+
+    intent_id = UnicodeAttribute(hash_key=True)
+    account_id = UnicodeAttribute()
+    kind = UnicodeAttribute()
+    status = UnicodeAttribute()
+    expires_at = NumberAttribute()
+    expiry_shard = UnicodeAttribute(null=True)
+    ttl = NumberAttribute()
+    by_expiry = ExpiryIndex()
+
+
+class AccountIntentStore:
+    """Create, read (live), confirm and expire account intents."""
+
+    def __init__(self, table_name: str, clock: Clock) -> None:
+        self.model: Any = bind(_Intent, table_name)
+        self._clock = clock
+
+    def create(self, intent_id: str, account_id: str, kind: str, expires_at: int) -> None:
+        self.model(
+            intent_id,
+            account_id=account_id,
+            kind=kind,
+            status=IntentStatus.UNCONFIRMED.value,
+            expires_at=expires_at,
+            expiry_shard=expiry_shard(intent_id),
+            ttl=ttl_seconds(expires_at + KEEP_EXPIRED_MS),
+        ).save()
+
+    def status(self, intent_id: str) -> IntentStatus | None:
+        """The intent's effective status (live expiry applied), or None if unknown."""
+        try:
+            row = self.model.get(intent_id, consistent_read=True)
+        except self.model.DoesNotExist:
+            return None
+        status = IntentStatus(row.status)
+        if status is IntentStatus.UNCONFIRMED and not is_live(row, self._clock.now_ms()):
+            return IntentStatus.EXPIRED
+        return status
+
+    def confirm(self, intent_id: str) -> bool:
+        """The customer confirms: only an unconfirmed intent that has not expired."""
+        model = self.model
+        try:
+            model(intent_id).update(
+                actions=[model.status.set(IntentStatus.CONFIRMED.value), model.expiry_shard.remove()],
+                condition=(model.status == IntentStatus.UNCONFIRMED.value) & (model.expires_at > self._clock.now_ms()),
+            )
+        except UpdateError as exc:
+            if exc.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise StoreError(f"confirming intent {intent_id} failed: {exc.cause_response_code}") from exc
+        return True
+
+    def expire_due(self, limit: int) -> tuple[int, int]:
+        """Mark up to `limit` expired unconfirmed intents expired; return (expired, scanned).
+
+        Each update is conditioned on the intent still being unconfirmed and
+        expired, so a second run (or a confirmation that won) changes nothing.
+        """
+        model = self.model
+        now = self._clock.now_ms()
+        rows = list(expired(model, now, limit))
+        changed = 0
+        for row in rows:
+            try:
+                model(row.intent_id).update(
+                    actions=[model.status.set(IntentStatus.EXPIRED.value), model.expiry_shard.remove()],
+                    condition=(model.status == IntentStatus.UNCONFIRMED.value) & (model.expires_at <= now),
+                )
+                changed += 1
+            except UpdateError as exc:
+                if exc.cause_response_code != "ConditionalCheckFailedException":
+                    raise StoreError(f"expiring intent {row.intent_id} failed: {exc.cause_response_code}") from exc
+        return changed, len(rows)

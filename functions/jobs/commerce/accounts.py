@@ -1,0 +1,195 @@
+"""Store of customer accounts and their one pending account operation.
+
+    account_id (key) | status | email | display_name | pending_operation {operation_id, kind,
+    new_email, requested_at, attempts} | deleted_at | recovery_due
+
+An account operation (email change, deletion) needs the account provider and
+sends a notification, so it runs only on an explicit request
+(`account_operations.resume_account_operation`), never in a scheduled job.
+
+Deletion removes the personal fields and sets `recovery_due`, which puts the
+account in the sparse index `by_recovery` (recovery_due, deleted_at): financial
+recovery then settles its payments and redacts its terminal orders, and
+clears `recovery_due` when nothing is left, so the index holds open work only.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Iterable
+
+from pynamodb.attributes import MapAttribute, NumberAttribute, UnicodeAttribute
+from pynamodb.exceptions import UpdateError
+from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
+from pynamodb.models import Model
+
+from jobfence.clock import Clock
+from jobfence.dynamo import bind
+from jobfence.errors import StoreError
+from jobfence.registry import IndexSpec
+
+RECOVERY_DUE = "due"
+BY_RECOVERY = IndexSpec(
+    name="by_recovery", partition_key=("recovery_due", "S"), sort_key=("deleted_at", "N"), projection="KEYS_ONLY"
+)
+
+
+class AccountStatus(str, enum.Enum):
+    """Lifecycle of an account."""
+
+    ACTIVE = "active"  # signed up; a deletion request moves it to deletion_pending
+    DELETION_PENDING = "deletion_pending"  # the customer asked; resume_account_operation deletes it at the provider
+    DELETED = "deleted"  # terminal: resume_account_operation finished the deletion; personal fields gone
+
+
+class OperationKind(str, enum.Enum):
+    """Account operations that need the account provider."""
+
+    EMAIL_CHANGE = "email_change"
+    DELETION = "deletion"
+
+
+class AccountOperationGone(StoreError):
+    """The pending operation was completed or replaced since it was read."""
+
+
+class _PendingOperation(MapAttribute):
+    operation_id = UnicodeAttribute()
+    kind = UnicodeAttribute()
+    new_email = UnicodeAttribute(null=True)
+    requested_at = NumberAttribute()
+    attempts = NumberAttribute(default=0)
+
+
+class _ByRecovery(GlobalSecondaryIndex):
+    class Meta:
+        index_name = BY_RECOVERY.name
+        projection = KeysOnlyProjection()
+
+    recovery_due = UnicodeAttribute(hash_key=True)
+    deleted_at = NumberAttribute(range_key=True)
+
+
+class _Account(Model):
+    class Meta:
+        table_name = "unbound"
+
+    account_id = UnicodeAttribute(hash_key=True)
+    status = UnicodeAttribute()
+    email = UnicodeAttribute(null=True)
+    display_name = UnicodeAttribute(null=True)
+    pending_operation = _PendingOperation(null=True)
+    deleted_at = NumberAttribute(null=True)
+    recovery_due = UnicodeAttribute(null=True)
+    updated_at = NumberAttribute()
+    by_recovery = _ByRecovery()
+
+
+class AccountStore:
+    """Accounts: read, request and complete account operations, track deleted-account recovery."""
+
+    def __init__(self, table_name: str, clock: Clock) -> None:
+        self.model: Any = bind(_Account, table_name)
+        self._clock = clock
+
+    def create(self, account_id: str, email: str, display_name: str = "") -> None:
+        self.model(
+            account_id,
+            status=AccountStatus.ACTIVE.value,
+            email=email,
+            display_name=display_name or None,
+            updated_at=self._clock.now_ms(),
+        ).save(condition=self.model.account_id.does_not_exist())
+
+    def get(self, account_id: str) -> Any | None:
+        try:
+            return self.model.get(account_id, consistent_read=True)
+        except self.model.DoesNotExist:
+            return None
+
+    def statuses(self, account_ids: Iterable[str]) -> dict[str, str]:
+        """Status of each existing account (one BatchGetItem per 100 ids)."""
+        ids = sorted(set(account_ids))
+        return {row.account_id: row.status for row in self.model.batch_get(ids, attributes_to_get=["account_id", "status"])}
+
+    def request_operation(self, account_id: str, operation_id: str, kind: OperationKind, new_email: str | None = None) -> None:
+        """The API records a pending operation (deletion also moves the account to deletion_pending)."""
+        model = self.model
+        now = self._clock.now_ms()
+        actions = [
+            model.pending_operation.set(
+                _PendingOperation(operation_id=operation_id, kind=kind.value, new_email=new_email, requested_at=now, attempts=0)
+            ),
+            model.updated_at.set(now),
+        ]
+        if kind is OperationKind.DELETION:
+            actions.append(model.status.set(AccountStatus.DELETION_PENDING.value))
+        model(account_id).update(actions=actions, condition=model.status.is_in(AccountStatus.ACTIVE.value, AccountStatus.DELETION_PENDING.value))
+
+    def note_attempt(self, account_id: str, operation_id: str) -> None:
+        """Count one provider attempt of the pending operation (idempotent on a replaced operation)."""
+        model = self.model
+        try:
+            model(account_id).update(
+                actions=[model.pending_operation.attempts.add(1)],
+                condition=model.pending_operation.operation_id == operation_id,
+            )
+        except UpdateError as exc:
+            raise _gone_or_store(exc, account_id) from exc
+
+    def complete_email_change(self, account_id: str, operation_id: str, new_email: str) -> None:
+        model = self.model
+        try:
+            model(account_id).update(
+                actions=[model.email.set(new_email), model.pending_operation.remove(), model.updated_at.set(self._clock.now_ms())],
+                condition=model.pending_operation.operation_id == operation_id,
+            )
+        except UpdateError as exc:
+            raise _gone_or_store(exc, account_id) from exc
+
+    def complete_deletion(self, account_id: str, operation_id: str) -> None:
+        """deletion_pending -> deleted: personal fields removed, deleted-account recovery becomes due."""
+        model = self.model
+        now = self._clock.now_ms()
+        try:
+            model(account_id).update(
+                actions=[
+                    model.status.set(AccountStatus.DELETED.value),
+                    model.email.remove(),
+                    model.display_name.remove(),
+                    model.pending_operation.remove(),
+                    model.deleted_at.set(now),
+                    model.recovery_due.set(RECOVERY_DUE),
+                    model.updated_at.set(now),
+                ],
+                condition=(model.pending_operation.operation_id == operation_id)
+                & (model.status == AccountStatus.DELETION_PENDING.value),
+            )
+        except UpdateError as exc:
+            raise _gone_or_store(exc, account_id) from exc
+
+    def recovery_due(self, limit: int, after: dict[str, Any] | None = None) -> tuple[list[str], dict[str, Any] | None]:
+        """Up to `limit` deleted accounts with open recovery, and a cursor for the next page."""
+        page = self.model.by_recovery.query(RECOVERY_DUE, limit=limit, last_evaluated_key=after)
+        ids = [row.account_id for row in page]
+        return ids, page.last_evaluated_key
+
+    def clear_recovery(self, account_id: str) -> bool:
+        """Deleted-account recovery is complete: leave the index (False if already cleared)."""
+        model = self.model
+        try:
+            model(account_id).update(
+                actions=[model.recovery_due.remove()],
+                condition=model.recovery_due.exists() & (model.status == AccountStatus.DELETED.value),
+            )
+        except UpdateError as exc:
+            if exc.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise StoreError(f"clearing recovery of account {account_id} failed: {exc.cause_response_code}") from exc
+        return True
+
+
+def _gone_or_store(exc: UpdateError, account_id: str) -> StoreError:
+    if exc.cause_response_code == "ConditionalCheckFailedException":
+        return AccountOperationGone(f"account {account_id}: the pending operation is no longer the one requested")
+    return StoreError(f"updating account {account_id} failed: {exc.cause_response_code}")

@@ -1,0 +1,106 @@
+"""Store of agent invitations: a customer invites an agent; the invitation expires.
+
+    invitation_id (key) | account_id | agent_email | status | expires_at | expiry_shard | ttl
+
+Pending invitations sit in the sparse `by_expiry` index; accepting removes
+`expiry_shard`. Readers apply live expiry. Sending an invitation and cleaning
+up a delegated session at the provider are explicit requests of the API; the
+store has no method for either, so `expire_agent_invitations` cannot do them.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.exceptions import DeleteError, UpdateError
+from pynamodb.models import Model
+
+from jobfence.clock import Clock, ttl_seconds
+from jobfence.dynamo import bind
+from jobfence.errors import StoreError
+from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
+
+
+class InvitationStatus(str, enum.Enum):
+    """Lifecycle of an invitation."""
+
+    PENDING = "pending"  # created by the API; the agent accepting moves it on, or expire_agent_invitations deletes it
+    ACCEPTED = "accepted"  # terminal: the agent accepted before expires_at (leaves the expiry index)
+
+
+class _Invitation(Model):
+    class Meta:
+        table_name = "unbound"
+
+    invitation_id = UnicodeAttribute(hash_key=True)
+    account_id = UnicodeAttribute()
+    agent_email = UnicodeAttribute()
+    status = UnicodeAttribute()
+    expires_at = NumberAttribute()
+    expiry_shard = UnicodeAttribute(null=True)
+    ttl = NumberAttribute()
+    by_expiry = ExpiryIndex()
+
+
+class AgentInvitationStore:
+    """Create, read (live), accept and delete expired invitations."""
+
+    def __init__(self, table_name: str, clock: Clock) -> None:
+        self.model: Any = bind(_Invitation, table_name)
+        self._clock = clock
+
+    def create(self, invitation_id: str, account_id: str, agent_email: str, expires_at: int) -> None:
+        self.model(
+            invitation_id,
+            account_id=account_id,
+            agent_email=agent_email,
+            status=InvitationStatus.PENDING.value,
+            expires_at=expires_at,
+            expiry_shard=expiry_shard(invitation_id),
+            ttl=ttl_seconds(expires_at),
+        ).save()
+
+    def get(self, invitation_id: str) -> Any | None:
+        """A pending invitation that has not expired, or an accepted one (live expiry)."""
+        try:
+            row = self.model.get(invitation_id, consistent_read=True)
+        except self.model.DoesNotExist:
+            return None
+        if row.status == InvitationStatus.PENDING.value and not is_live(row, self._clock.now_ms()):
+            return None
+        return row
+
+    def accept(self, invitation_id: str) -> bool:
+        model = self.model
+        try:
+            model(invitation_id).update(
+                actions=[model.status.set(InvitationStatus.ACCEPTED.value), model.expiry_shard.remove()],
+                condition=(model.status == InvitationStatus.PENDING.value) & (model.expires_at > self._clock.now_ms()),
+            )
+        except UpdateError as exc:
+            if exc.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise StoreError(f"accepting invitation {invitation_id} failed: {exc.cause_response_code}") from exc
+        return True
+
+    def delete_expired(self, limit: int) -> tuple[int, int]:
+        """Delete up to `limit` expired pending invitations; return (deleted, scanned).
+
+        Each delete is conditioned on the row still being pending and expired.
+        """
+        model = self.model
+        now = self._clock.now_ms()
+        rows = list(expired(model, now, limit))
+        deleted = 0
+        for row in rows:
+            try:
+                model(row.invitation_id).delete(
+                    condition=(model.status == InvitationStatus.PENDING.value) & (model.expires_at <= now)
+                )
+                deleted += 1
+            except DeleteError as exc:
+                if exc.cause_response_code != "ConditionalCheckFailedException":
+                    raise StoreError(f"deleting invitation {row.invitation_id} failed: {exc.cause_response_code}") from exc
+        return deleted, len(rows)

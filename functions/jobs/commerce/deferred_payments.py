@@ -1,0 +1,187 @@
+"""Store of deferred payment intents (seed 001): approved PayPal orders not captured yet.
+
+    intent_id (key) | sale_ref (PayPal order id) | account_id | amount_cents | currency | status
+    | updated_at | created_at | captured_by | capture_ref | capture_attempts | last_error
+
+Checkout leaves an intent `deferred` so a post-purchase upsell can be added
+before anything is charged; every accepted upsell patch refreshes `updated_at`.
+So "not updated for 20 minutes" means "this buyer is not in the upsell flow any
+more", and the safety net finds those through the index `by_status_updated`
+(status, updated_at): `status = deferred AND updated_at < cutoff`, a bounded
+query, never a scan. A failed capture attempt never touches `updated_at`
+(it is the buyer's activity signal, not ours).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.exceptions import UpdateError
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+from pynamodb.models import Model
+
+from jobfence.clock import Clock
+from jobfence.dynamo import bind
+from jobfence.errors import StoreError
+from jobfence.registry import IndexSpec
+from jobs.commerce import transact
+
+CAPTURE_ATTEMPTS_CAP = 5
+
+BY_STATUS_UPDATED = IndexSpec(name="by_status_updated", partition_key=("status", "S"), sort_key=("updated_at", "N"))
+
+
+class DeferredStatus(str, enum.Enum):
+    """Lifecycle of a deferred intent."""
+
+    DEFERRED = "deferred"  # checkout approved it uncaptured; the buyer's final capture or the safety net moves it on
+    CAPTURED = "captured"  # terminal: captured by the buyer's path or the safety net (captured_by says which)
+    CAPTURE_FAILED = "capture_failed"  # terminal: the safety net met a decline or the attempts cap; operators follow up
+
+
+class Initiator(str, enum.Enum):
+    """Who captured: also the namespace of the idempotency key (seed 001)."""
+
+    BUYER = "buyer"
+    SAFETY_NET = "safetynet"
+
+
+def capture_key(initiator: Initiator, intent_id: str) -> str:
+    """`buyer:<id>` or `safetynet:<id>`: distinct keys, so a race fails on the provider's state machine."""
+    return f"{initiator.value}:{intent_id}"
+
+
+class _ByStatusUpdated(GlobalSecondaryIndex):
+    class Meta:
+        index_name = BY_STATUS_UPDATED.name
+        projection = AllProjection()
+
+    status = UnicodeAttribute(hash_key=True)
+    updated_at = NumberAttribute(range_key=True)
+
+
+class _Intent(Model):
+    class Meta:
+        table_name = "unbound"
+
+    intent_id = UnicodeAttribute(hash_key=True)
+    sale_ref = UnicodeAttribute(null=True)
+    account_id = UnicodeAttribute(null=True)
+    amount_cents = NumberAttribute()
+    currency = UnicodeAttribute()
+    status = UnicodeAttribute()
+    created_at = NumberAttribute()
+    updated_at = NumberAttribute()
+    captured_by = UnicodeAttribute(null=True)
+    capture_ref = UnicodeAttribute(null=True)
+    capture_attempts = NumberAttribute(default=0)
+    last_error = UnicodeAttribute(null=True)
+    by_status_updated = _ByStatusUpdated()
+
+
+class DeferredPaymentStore:
+    """Deferred intents: create, patch upsells, find stale ones, record captures."""
+
+    def __init__(self, table_name: str, clock: Clock) -> None:
+        self.model: Any = bind(_Intent, table_name)
+        self.table_name = table_name
+        self._clock = clock
+
+    def create(self, intent_id: str, sale_ref: str | None, amount_cents: int, currency: str = "EUR", account_id: str | None = None) -> None:
+        """Checkout approved the order and deferred its capture."""
+        now = self._clock.now_ms()
+        self.model(
+            intent_id,
+            sale_ref=sale_ref,
+            account_id=account_id,
+            amount_cents=amount_cents,
+            currency=currency,
+            status=DeferredStatus.DEFERRED.value,
+            created_at=now,
+            updated_at=now,
+            capture_attempts=0,
+        ).save(condition=self.model.intent_id.does_not_exist())
+
+    def get(self, intent_id: str) -> Any | None:
+        try:
+            return self.model.get(intent_id, consistent_read=True)
+        except self.model.DoesNotExist:
+            return None
+
+    def patch_upsell(self, intent_id: str, add_cents: int) -> bool:
+        """An accepted upsell: add to the amount and refresh `updated_at` (only while deferred)."""
+        model = self.model
+        try:
+            model(intent_id).update(
+                actions=[model.amount_cents.add(add_cents), model.updated_at.set(self._clock.now_ms())],
+                condition=model.status == DeferredStatus.DEFERRED.value,
+            )
+        except UpdateError as exc:
+            if exc.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise StoreError(f"patching intent {intent_id} failed: {exc.cause_response_code}") from exc
+        return True
+
+    def stale_deferred(
+        self, cutoff: int, limit: int, after: dict[str, Any] | None = None
+    ) -> tuple[list[Any], dict[str, Any] | None]:
+        """Up to `limit` intents still deferred and untouched since before `cutoff`, and a cursor."""
+        page = self.model.by_status_updated.query(
+            DeferredStatus.DEFERRED.value, self.model.updated_at < cutoff, limit=limit, last_evaluated_key=after
+        )
+        rows = list(page)
+        return rows, page.last_evaluated_key
+
+    def captured_item(self, row: Any, by: Initiator, capture_ref: str | None) -> dict[str, Any]:
+        """Fenced-write entry: deferred -> captured (by whom), only if still deferred."""
+        values: dict[str, Any] = {
+            ":captured": DeferredStatus.CAPTURED.value,
+            ":deferred": DeferredStatus.DEFERRED.value,
+            ":by": by.value,
+            ":now": self._clock.now_ms(),
+        }
+        expression = "SET #status = :captured, captured_by = :by, updated_at = :now"
+        if capture_ref:
+            expression += ", capture_ref = :ref"
+            values[":ref"] = capture_ref
+        return transact.update(
+            self.table_name, {"intent_id": row.intent_id}, expression, "#status = :deferred", values, {"#status": "status"}
+        )
+
+    def failed_attempt_item(self, row: Any, error: str, terminal: bool) -> dict[str, Any]:
+        """Fenced-write entry counting a failed capture attempt (terminal at a decline or the cap).
+
+        `updated_at` is left alone: it is the buyer's activity signal.
+        """
+        attempts = int(row.capture_attempts or 0) + 1
+        status = DeferredStatus.CAPTURE_FAILED if terminal or attempts >= CAPTURE_ATTEMPTS_CAP else DeferredStatus.DEFERRED
+        return transact.update(
+            self.table_name,
+            {"intent_id": row.intent_id},
+            "SET #status = :status, capture_attempts = :attempts, last_error = :err",
+            "#status = :deferred AND updated_at = :seen",
+            {
+                ":status": status.value,
+                ":attempts": attempts,
+                ":err": error[:200],
+                ":deferred": DeferredStatus.DEFERRED.value,
+                ":seen": int(row.updated_at),
+            },
+            {"#status": "status"},
+        )
+
+    def mark_captured(self, intent_id: str, by: Initiator, capture_ref: str | None) -> bool:
+        """The buyer's own path records its capture (unfenced: it holds no job lease)."""
+        model = self.model
+        actions = [model.status.set(DeferredStatus.CAPTURED.value), model.captured_by.set(by.value), model.updated_at.set(self._clock.now_ms())]
+        if capture_ref:
+            actions.append(model.capture_ref.set(capture_ref))
+        try:
+            model(intent_id).update(actions=actions, condition=model.status == DeferredStatus.DEFERRED.value)
+        except UpdateError as exc:
+            if exc.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise StoreError(f"recording capture of {intent_id} failed: {exc.cause_response_code}") from exc
+        return True

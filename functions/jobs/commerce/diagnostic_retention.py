@@ -1,0 +1,55 @@
+"""The retention branch of `recover_financial_operations`: diagnostics and customer activity.
+
+Diagnostic chunks select at most 1,000 expired parents (through the sparse
+expiry index), release each parent's recorded retained charge exactly once
+(a fenced transaction conditioned on the parent's `charge_released_at` not
+being set), then delete its refs/header/token children and finally the parent.
+Minute write charges are never refunded. Customer activity older than 30 days
+is deleted in batches of 1,000; orders and payment records are other tables and
+are never touched. Every chunk is one batch (a renewal checkpoint).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from aws_lambda_powertools import Logger
+
+from jobfence.errors import ConditionFailed
+from jobfence.scheduled import RunContext
+from jobs.commerce.customer_activity import CustomerActivityStore
+from jobs.commerce.diagnostics import DiagnosticStore
+
+DIAGNOSTIC_CHUNK = 1_000
+DIAGNOSTIC_MAX_CHUNKS = 10
+ACTIVITY_BATCH = 1_000
+ACTIVITY_MAX_BATCHES = 20
+
+
+def retention_batches(
+    diagnostics: DiagnosticStore, activity: CustomerActivityStore, ctx: RunContext, logger: Logger
+) -> Iterator[dict[str, Any]]:
+    """Diagnostic chunks first, then activity batches; each yield is one bounded batch."""
+    for _ in range(DIAGNOSTIC_MAX_CHUNKS):
+        parents = diagnostics.expired_parents(DIAGNOSTIC_CHUNK)
+        released = 0
+        rows_deleted = 0
+        for parent in parents:
+            if diagnostics.needs_release(parent):
+                try:
+                    ctx.fenced_write(diagnostics.release_items(parent))
+                    released += 1
+                except ConditionFailed as exc:
+                    if exc.index != 0:
+                        # the usage row is missing: keep the parent (its delete is conditioned on the release)
+                        logger.error("retained charge has no usage row", extra={"capture_id": parent.capture_id})
+                    # index 0: already released by an earlier or overlapping run -> never twice
+            rows_deleted += diagnostics.delete_capture(parent)
+        yield {"diagnostics_expired": len(parents), "charges_released": released, "diagnostic_rows_deleted": rows_deleted}
+        if len(parents) < DIAGNOSTIC_CHUNK:
+            break
+    for _ in range(ACTIVITY_MAX_BATCHES):
+        deleted = activity.delete_expired(ACTIVITY_BATCH)
+        yield {"activity_deleted": deleted}
+        if deleted < ACTIVITY_BATCH:
+            break

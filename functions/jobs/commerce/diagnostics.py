@@ -1,0 +1,191 @@
+"""Store of diagnostic captures: parents with an expiry, their children, and the charge they retain.
+
+One table, one partition per capture, plus one usage row per account:
+
+    capture_id (key) | part (sort)
+    <capture>        | parent      account_id, expires_at, expiry_shard, retained_charge_cents,
+                                   minute_write_cents, charge_released_at, ttl
+    <capture>        | ref#0001..  one row per recorded reference
+    <capture>        | header      the captured request header
+    <capture>        | token       the captured token digest
+    usage#<account>  | usage       retained_cents (released on expiry), minute_write_cents (never refunded)
+
+Recording a capture adds its retained charge and its minute write charge to the
+account's usage. When the parent expires, retention releases the retained
+charge back **exactly once**: the release is one transaction whose first entry
+sets `charge_released_at` on the parent under the condition that it is not set
+yet, so a second run, an overlapping run or a retry cannot release twice.
+Minute write charges are never refunded. Only parents carry `expiry_shard`, so
+the sparse `by_expiry` index lists expired parents, never children. Readers
+apply live expiry through the parent, also to rows restored from a backup.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.exceptions import DeleteError
+from pynamodb.models import Model
+from pynamodb.transactions import TransactWrite
+
+from jobfence.clock import Clock, ttl_seconds
+from jobfence.dynamo import bind
+from jobfence.errors import StoreError
+from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
+from jobs.commerce import transact
+
+PARENT = "parent"
+HEADER = "header"
+TOKEN = "token"
+USAGE = "usage"
+
+
+def _usage_key(account_id: str) -> str:
+    return f"usage#{account_id}"
+
+
+class _Diagnostic(Model):
+    class Meta:
+        table_name = "unbound"
+
+    capture_id = UnicodeAttribute(hash_key=True)
+    part = UnicodeAttribute(range_key=True)
+    account_id = UnicodeAttribute(null=True)
+    body = UnicodeAttribute(null=True)
+    expires_at = NumberAttribute(null=True)
+    expiry_shard = UnicodeAttribute(null=True)
+    retained_charge_cents = NumberAttribute(null=True)
+    minute_write_cents = NumberAttribute(null=True)
+    charge_released_at = NumberAttribute(null=True)
+    retained_cents = NumberAttribute(null=True)
+    ttl = NumberAttribute(null=True)
+    by_expiry = ExpiryIndex()
+
+
+class DiagnosticStore:
+    """Record captures, read them (live only), and retire expired ones."""
+
+    def __init__(self, table_name: str, clock: Clock) -> None:
+        self.model: Any = bind(_Diagnostic, table_name)
+        self.table_name = table_name
+        self._clock = clock
+
+    # -- the API side -----------------------------------------------------------------------
+
+    def record(
+        self,
+        capture_id: str,
+        account_id: str,
+        refs: list[str],
+        header: str,
+        token: str,
+        expires_at: int,
+        retained_charge_cents: int,
+        minute_write_cents: int,
+    ) -> None:
+        """Write a parent, its children and the account's charges in one transaction."""
+        model = self.model
+        ttl = ttl_seconds(expires_at)
+        with TransactWrite(connection=model._get_connection().connection) as tx:
+            tx.save(
+                model(
+                    capture_id,
+                    PARENT,
+                    account_id=account_id,
+                    expires_at=expires_at,
+                    expiry_shard=expiry_shard(capture_id),
+                    retained_charge_cents=retained_charge_cents,
+                    minute_write_cents=minute_write_cents,
+                    ttl=ttl,
+                ),
+                condition=model.capture_id.does_not_exist(),
+            )
+            for i, ref in enumerate(refs):
+                tx.save(model(capture_id, f"ref#{i:04d}", body=ref, ttl=ttl))
+            tx.save(model(capture_id, HEADER, body=header, ttl=ttl))
+            tx.save(model(capture_id, TOKEN, body=token, ttl=ttl))
+            tx.update(
+                model(_usage_key(account_id), USAGE),
+                actions=[model.retained_cents.add(retained_charge_cents), model.minute_write_cents.add(minute_write_cents)],
+            )
+
+    def read(self, capture_id: str) -> dict[str, Any] | None:
+        """A live capture's parts by name, or None if unknown or expired (live expiry via the parent)."""
+        rows = {row.part: row for row in self.model.query(capture_id, consistent_read=True)}
+        parent = rows.get(PARENT)
+        if parent is None or not is_live(parent, self._clock.now_ms()):
+            return None
+        return {part: row.body for part, row in rows.items() if part != PARENT}
+
+    def usage(self, account_id: str) -> tuple[int, int]:
+        """(retained_cents, minute_write_cents) currently charged to the account."""
+        try:
+            row = self.model.get(_usage_key(account_id), USAGE, consistent_read=True)
+        except self.model.DoesNotExist:
+            return 0, 0
+        return int(row.retained_cents or 0), int(row.minute_write_cents or 0)
+
+    # -- retention --------------------------------------------------------------------------
+
+    def expired_parents(self, limit: int) -> list[Any]:
+        """Up to `limit` expired parents, full rows (keys from the index, then BatchGetItem)."""
+        now = self._clock.now_ms()
+        keys = [(row.capture_id, row.part) for row in expired(self.model, now, limit)]
+        if not keys:
+            return []
+        rows = list(self.model.batch_get(keys, consistent_read=True))
+        # a row restored or extended after the index read must not be retired
+        return [row for row in rows if row.part == PARENT and not is_live(row, now)]
+
+    def needs_release(self, parent: Any) -> bool:
+        return bool(parent.retained_charge_cents) and parent.charge_released_at is None
+
+    def release_items(self, parent: Any) -> list[dict[str, Any]]:
+        """Fenced-write entries releasing a parent's retained charge once.
+
+        Entry 0 is the parent's marker (condition: expired, not released yet);
+        entry 1 gives the retained amount back on the account's usage row.
+        """
+        now = self._clock.now_ms()
+        return [
+            transact.update(
+                self.table_name,
+                {"capture_id": parent.capture_id, "part": PARENT},
+                "SET charge_released_at = :now",
+                "attribute_not_exists(charge_released_at) AND expires_at <= :now",
+                {":now": now},
+            ),
+            transact.update(
+                self.table_name,
+                {"capture_id": _usage_key(parent.account_id), "part": USAGE},
+                "ADD retained_cents :minus",
+                "attribute_exists(retained_cents)",
+                {":minus": -int(parent.retained_charge_cents)},
+            ),
+        ]
+
+    def delete_capture(self, parent: Any) -> int:
+        """Delete the children (refs, header, token), then the parent; return rows deleted.
+
+        The parent goes last and only if it is still expired and holds no
+        unreleased charge, so a crash in between leaves it in the index and
+        the next chunk finishes the cascade.
+        """
+        model = self.model
+        parts = model.query(parent.capture_id, attributes_to_get=["capture_id", "part"], consistent_read=True)
+        children = [row for row in parts if row.part != PARENT]
+        with model.batch_write() as batch:
+            for row in children:
+                batch.delete(model(row.capture_id, row.part))
+        now = self._clock.now_ms()
+        try:
+            model(parent.capture_id, PARENT).delete(
+                condition=(model.expires_at <= now)
+                & (model.charge_released_at.exists() | model.retained_charge_cents.does_not_exist() | (model.retained_charge_cents == 0))
+            )
+        except DeleteError as exc:
+            if exc.cause_response_code == "ConditionalCheckFailedException":
+                return len(children)
+            raise StoreError(f"deleting diagnostic {parent.capture_id} failed: {exc.cause_response_code}") from exc
+        return len(children) + 1

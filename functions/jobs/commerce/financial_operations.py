@@ -1,0 +1,225 @@
+"""Store of financial operations: charges and returns, with retry state and a stable idempotency key.
+
+    operation_id (key) | account_id | order_id | kind | target_ref | amount_cents | currency
+    | initiator | idempotency_key | status | attempts | due_at | result_ref | last_error
+    | created_at | updated_at
+
+`idempotency_key` is fixed when the operation is created, namespaced by who
+initiated it (`buyer:<op>`, `cancel:<order>`, `operator:<op>`), and every retry
+sends that same key, so the provider answers a repeat with the first result.
+
+Timeline of one operation (the sparse index `by_due` (status, due_at) holds
+only non-terminal rows, so recovery reads grow with open work, not history):
+
+    t0          created       status=pending, due_at=t0+15 min (the request path is still working on it)
+    t0+15 min   recovery      provider call with the stable key
+                  ok ──────► succeeded        (due_at removed: leaves the index)
+                  transient ─► retry_scheduled, attempts+1, due_at=now+backoff   (failed at the cap)
+                  declined ──► failed         (due_at removed)
+    (account deleted)  a charge not yet captured ─► voided, no provider call
+
+Every settlement is conditioned on the status and attempts the caller read,
+so two overlapping runs cannot both apply an outcome.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.exceptions import PutError
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+from pynamodb.models import Model
+
+from jobfence.clock import Clock
+from jobfence.dynamo import bind
+from jobfence.errors import StoreError
+from jobfence.registry import IndexSpec
+from jobs.commerce import transact
+
+PENDING_GRACE_MS = 15 * 60_000  # the request path owns a fresh operation this long
+ATTEMPTS_CAP = 5
+RETRY_BASE_MS = 5 * 60_000
+RETRY_MAX_MS = 6 * 3_600_000
+
+BY_DUE = IndexSpec(name="by_due", partition_key=("status", "S"), sort_key=("due_at", "N"))
+BY_ACCOUNT = IndexSpec(name="by_account", partition_key=("account_id", "S"), sort_key=("created_at", "N"))
+
+
+class OperationKind(str, enum.Enum):
+    """What an operation does at the provider."""
+
+    CHARGE = "charge"  # capture an approved order
+    RETURN = "return"  # refund (part of) a capture
+
+
+class OperationStatus(str, enum.Enum):
+    """Where an operation is. Terminal: succeeded, failed, voided."""
+
+    PENDING = "pending"  # created by the request path; recovery takes it over after the grace period
+    RETRY_SCHEDULED = "retry_scheduled"  # recovery met a transient failure; recovery retries at due_at
+    SUCCEEDED = "succeeded"  # terminal: the provider confirmed it (request path or recovery)
+    FAILED = "failed"  # terminal: declined / not capturable / attempts cap (recovery); only operators act on it
+    VOIDED = "voided"  # terminal: recovery dropped a deleted account's uncaptured charge (no money moved)
+
+
+TERMINAL = frozenset({OperationStatus.SUCCEEDED, OperationStatus.FAILED, OperationStatus.VOIDED})
+
+
+def retry_delay_ms(attempts: int) -> int:
+    """Back-off before the next attempt: 5 min doubling, at most 6 h."""
+    return min(RETRY_BASE_MS * 2 ** max(attempts - 1, 0), RETRY_MAX_MS)
+
+
+class _ByDue(GlobalSecondaryIndex):
+    class Meta:
+        index_name = BY_DUE.name
+        projection = AllProjection()
+
+    status = UnicodeAttribute(hash_key=True)
+    due_at = NumberAttribute(range_key=True)
+
+
+class _ByAccount(GlobalSecondaryIndex):
+    class Meta:
+        index_name = BY_ACCOUNT.name
+        projection = AllProjection()
+
+    account_id = UnicodeAttribute(hash_key=True)
+    created_at = NumberAttribute(range_key=True)
+
+
+class _Operation(Model):
+    class Meta:
+        table_name = "unbound"
+
+    operation_id = UnicodeAttribute(hash_key=True)
+    account_id = UnicodeAttribute()
+    order_id = UnicodeAttribute(null=True)
+    kind = UnicodeAttribute()
+    target_ref = UnicodeAttribute(null=True)
+    amount_cents = NumberAttribute()
+    currency = UnicodeAttribute()
+    initiator = UnicodeAttribute()
+    idempotency_key = UnicodeAttribute()
+    status = UnicodeAttribute()
+    attempts = NumberAttribute(default=0)
+    due_at = NumberAttribute(null=True)
+    result_ref = UnicodeAttribute(null=True)
+    last_error = UnicodeAttribute(null=True)
+    created_at = NumberAttribute()
+    updated_at = NumberAttribute()
+    by_due = _ByDue()
+    by_account = _ByAccount()
+
+
+def idempotency_key(initiator: str, operation_id: str) -> str:
+    """The stable key of an operation, namespaced by who initiated it."""
+    return f"{initiator}:{operation_id}"
+
+
+class FinancialOperationStore:
+    """Create operations, find due ones, settle them conditionally."""
+
+    def __init__(self, table_name: str, clock: Clock) -> None:
+        self.model: Any = bind(_Operation, table_name)
+        self.table_name = table_name
+        self._clock = clock
+
+    def _item(
+        self, operation_id: str, account_id: str, kind: OperationKind, target_ref: str | None, amount_cents: int,
+        currency: str, initiator: str, order_id: str | None,
+    ) -> dict[str, Any]:
+        now = self._clock.now_ms()
+        return {
+            "operation_id": operation_id,
+            "account_id": account_id,
+            "order_id": order_id,
+            "kind": kind.value,
+            "target_ref": target_ref,
+            "amount_cents": amount_cents,
+            "currency": currency,
+            "initiator": initiator,
+            "idempotency_key": idempotency_key(initiator, operation_id),
+            "status": OperationStatus.PENDING.value,
+            "attempts": 0,
+            "due_at": now + PENDING_GRACE_MS,
+            "created_at": now,
+            "updated_at": now,
+        }
+
+    def create(
+        self, operation_id: str, account_id: str, kind: OperationKind, target_ref: str | None, amount_cents: int,
+        currency: str, initiator: str, order_id: str | None = None,
+    ) -> bool:
+        """Record a new pending operation; False if that id already exists (idempotent)."""
+        item = self._item(operation_id, account_id, kind, target_ref, amount_cents, currency, initiator, order_id)
+        row = self.model(**{k: v for k, v in item.items() if v is not None})
+        try:
+            row.save(condition=self.model.operation_id.does_not_exist())
+        except PutError as exc:
+            if exc.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise StoreError(f"creating operation {operation_id} failed: {exc.cause_response_code}") from exc
+        return True
+
+    def create_item(
+        self, operation_id: str, account_id: str, kind: OperationKind, target_ref: str | None, amount_cents: int,
+        currency: str, initiator: str, order_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Fenced-write entry creating a pending operation unless that id exists."""
+        item = self._item(operation_id, account_id, kind, target_ref, amount_cents, currency, initiator, order_id)
+        return transact.put(self.table_name, item, "attribute_not_exists(operation_id)")
+
+    def get(self, operation_id: str) -> Any | None:
+        try:
+            return self.model.get(operation_id, consistent_read=True)
+        except self.model.DoesNotExist:
+            return None
+
+    def due(self, status: OperationStatus, now: int, limit: int) -> list[Any]:
+        """Up to `limit` operations in `status` whose due time has come (oldest due first)."""
+        return list(self.model.by_due.query(status.value, self.model.due_at <= now, limit=limit))
+
+    def of_account(self, account_id: str, limit: int) -> list[Any]:
+        """Up to `limit` operations of one account (for deleted-account recovery)."""
+        return list(self.model.by_account.query(account_id, limit=limit))
+
+    def settle_item(
+        self, row: Any, status: OperationStatus, *, attempted: bool, result_ref: str | None = None, error: str | None = None
+    ) -> dict[str, Any]:
+        """Fenced-write entry moving an operation on, only if nobody moved it since `row` was read.
+
+        `attempted` counts a provider call toward the attempts cap.
+        """
+        now = self._clock.now_ms()
+        sets = ["#status = :status", "updated_at = :now", "attempts = :attempts"]
+        values: dict[str, Any] = {
+            ":status": status.value,
+            ":now": now,
+            ":seen_status": row.status,
+            ":seen_attempts": int(row.attempts or 0),
+        }
+        attempts = int(row.attempts or 0) + (1 if attempted else 0)
+        if status is OperationStatus.RETRY_SCHEDULED:
+            sets.append("due_at = :due")
+            values[":due"] = now + retry_delay_ms(attempts)
+        values[":attempts"] = attempts
+        if result_ref is not None:
+            sets.append("result_ref = :ref")
+            values[":ref"] = result_ref
+        if error is not None:
+            sets.append("last_error = :err")
+            values[":err"] = error[:200]
+        expression = "SET " + ", ".join(sets)
+        if status in TERMINAL:
+            expression += " REMOVE due_at"  # terminal rows leave the sparse index
+        return transact.update(
+            self.table_name,
+            {"operation_id": row.operation_id},
+            expression,
+            "#status = :seen_status AND attempts = :seen_attempts",
+            values,
+            {"#status": "status"},
+        )

@@ -1,0 +1,31 @@
+"""`expire_agent_invitations` (seed 000, hourly): only removes expired invitations.
+
+Bounded batches of 500 expired pending invitations, at most 20 a run, each
+delete conditioned on the row still being pending and expired. It never sends
+an invitation and never cleans up a delegated session at the provider: those
+are explicit requests of the API, and this module has no port for either.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from jobfence.scheduled import JobDeps, RunContext
+from jobs.commerce.agent_invitations import AgentInvitationStore
+
+INVITATION_BATCH = 500
+INVITATION_MAX_BATCHES = 20
+
+
+def expire_agent_invitations(store: AgentInvitationStore, ctx: RunContext) -> Iterator[dict[str, Any]]:
+    """Delete expired pending invitations, 500 a batch, at most 20 batches."""
+    for _ in range(INVITATION_MAX_BATCHES):
+        deleted, scanned = store.delete_expired(INVITATION_BATCH)
+        yield {"invitations_deleted": deleted, "invitations_scanned": scanned}
+        if scanned < INVITATION_BATCH:
+            return
+
+
+def build_expire_agent_invitations(deps: JobDeps):
+    store = AgentInvitationStore(deps.settings.table("agent_invitations"), deps.clock)
+    return lambda ctx: expire_agent_invitations(store, ctx)

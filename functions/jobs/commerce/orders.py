@@ -1,0 +1,179 @@
+"""Store of orders: their status machine, cancellation, and redaction of personal fields.
+
+    order_id (key) | account_id | status | amount_cents | currency | sale_ref | capture_ref
+    | customer_name | customer_email | shipping_address | created_at | updated_at | redacted_at
+
+Indexes: `by_status` (status, updated_at) finds orders waiting in one state
+(cancellation_pending) without a scan; `by_account` (account_id, created_at)
+lists one account's orders for redaction after the account is deleted.
+Redaction removes the personal fields only; amounts and references stay, so
+payment records remain intact.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.exceptions import UpdateError
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
+from pynamodb.models import Model
+
+from jobfence.clock import Clock
+from jobfence.dynamo import bind
+from jobfence.errors import StoreError
+from jobfence.registry import IndexSpec
+from jobs.commerce import transact
+
+
+class OrderStatus(str, enum.Enum):
+    """Where an order is. Terminal: cancelled, fulfilled, refunded."""
+
+    PLACED = "placed"  # checkout created it; the buyer's capture moves it to paid
+    PAID = "paid"  # captured; fulfilment moves it to fulfilled, a cancel request to cancellation_pending
+    CANCELLATION_PENDING = "cancellation_pending"  # the API accepted a cancel; recover_pending_cancellations completes it
+    CANCELLED = "cancelled"  # terminal: recover_pending_cancellations (or the request itself) finished the cancel
+    FULFILLED = "fulfilled"  # terminal: fulfilment shipped it
+    REFUNDED = "refunded"  # terminal: a full return was paid back
+
+
+TERMINAL = frozenset({OrderStatus.CANCELLED, OrderStatus.FULFILLED, OrderStatus.REFUNDED})
+PERSONAL_FIELDS = ("customer_name", "customer_email", "shipping_address")
+
+BY_STATUS = IndexSpec(name="by_status", partition_key=("status", "S"), sort_key=("updated_at", "N"))
+BY_ACCOUNT = IndexSpec(name="by_account", partition_key=("account_id", "S"), sort_key=("created_at", "N"))
+
+
+class UnknownOrderState(StoreError):
+    """An order row whose status is not an `OrderStatus` (bad data; the row is left as it is)."""
+
+
+class _ByStatus(GlobalSecondaryIndex):
+    class Meta:
+        index_name = BY_STATUS.name
+        projection = AllProjection()
+
+    status = UnicodeAttribute(hash_key=True)
+    updated_at = NumberAttribute(range_key=True)
+
+
+class _ByAccount(GlobalSecondaryIndex):
+    class Meta:
+        index_name = BY_ACCOUNT.name
+        projection = AllProjection()
+
+    account_id = UnicodeAttribute(hash_key=True)
+    created_at = NumberAttribute(range_key=True)
+
+
+class _Order(Model):
+    class Meta:
+        table_name = "unbound"
+
+    order_id = UnicodeAttribute(hash_key=True)
+    account_id = UnicodeAttribute()
+    status = UnicodeAttribute()
+    amount_cents = NumberAttribute()
+    currency = UnicodeAttribute()
+    sale_ref = UnicodeAttribute(null=True)
+    capture_ref = UnicodeAttribute(null=True)
+    customer_name = UnicodeAttribute(null=True)
+    customer_email = UnicodeAttribute(null=True)
+    shipping_address = UnicodeAttribute(null=True)
+    created_at = NumberAttribute()
+    updated_at = NumberAttribute()
+    cancelled_at = NumberAttribute(null=True)
+    redacted_at = NumberAttribute(null=True)
+    by_status = _ByStatus()
+    by_account = _ByAccount()
+
+
+def status_of(row: Any) -> OrderStatus:
+    """The row's status as the enum, or `UnknownOrderState` naming the order (not its data)."""
+    try:
+        return OrderStatus(row.status)
+    except ValueError:
+        raise UnknownOrderState(f"order {row.order_id} is in an unknown state") from None
+
+
+class OrderStore:
+    """Orders: create, read, find pending cancellations, cancel (fenced), redact."""
+
+    def __init__(self, table_name: str, clock: Clock) -> None:
+        self.model: Any = bind(_Order, table_name)
+        self.table_name = table_name
+        self._clock = clock
+
+    def create(self, order_id: str, account_id: str, amount_cents: int, currency: str, status: str = "placed", **fields: Any) -> None:
+        """Write an order (the API's checkout path; also test and demo seeding)."""
+        now = self._clock.now_ms()
+        self.model(
+            order_id,
+            account_id=account_id,
+            status=status,
+            amount_cents=amount_cents,
+            currency=currency,
+            created_at=fields.pop("created_at", now),
+            updated_at=fields.pop("updated_at", now),
+            **fields,
+        ).save()
+
+    def get(self, order_id: str) -> Any | None:
+        try:
+            return self.model.get(order_id, consistent_read=True)
+        except self.model.DoesNotExist:
+            return None
+
+    def pending_cancellations(self, older_than: int, limit: int) -> list[Any]:
+        """Orders waiting in cancellation_pending since before `older_than` (oldest first)."""
+        return list(
+            self.model.by_status.query(
+                OrderStatus.CANCELLATION_PENDING.value, self.model.updated_at < older_than, limit=limit
+            )
+        )
+
+    def cancel_item(self, row: Any) -> dict[str, Any]:
+        """Fenced-write entry: cancellation_pending -> cancelled, only if still pending."""
+        now = self._clock.now_ms()
+        return transact.update(
+            self.table_name,
+            {"order_id": row.order_id},
+            "SET #status = :cancelled, updated_at = :now, cancelled_at = :now",
+            "#status = :pending",
+            {":cancelled": OrderStatus.CANCELLED.value, ":pending": OrderStatus.CANCELLATION_PENDING.value, ":now": now},
+            {"#status": "status"},
+        )
+
+    def of_account(self, account_id: str, limit: int) -> list[Any]:
+        """Up to `limit` orders of one account."""
+        return list(self.model.by_account.query(account_id, limit=limit))
+
+    def redact(self, row: Any) -> bool:
+        """Remove the personal fields of a terminal order; False if already redacted (idempotent).
+
+        Raises `UnknownOrderState` for a status outside the enum, and refuses
+        (False) a non-terminal order: its customer may still need the address.
+        """
+        status = status_of(row)
+        if status not in TERMINAL:
+            return False
+        model = self.model
+        try:
+            model(row.order_id).update(
+                actions=[model.redacted_at.set(self._clock.now_ms()), *(getattr(model, f).remove() for f in PERSONAL_FIELDS)],
+                condition=model.status.is_in(*(s.value for s in TERMINAL)) & model.redacted_at.does_not_exist(),
+            )
+        except UpdateError as exc:
+            if exc.cause_response_code == "ConditionalCheckFailedException":
+                return False
+            raise StoreError(f"redacting order {row.order_id} failed: {exc.cause_response_code}") from exc
+        return True
+
+    def request_cancellation(self, order_id: str) -> None:
+        """The API's cancel request: paid/placed -> cancellation_pending (refreshes updated_at)."""
+        model = self.model
+        model(order_id).update(
+            actions=[model.status.set(OrderStatus.CANCELLATION_PENDING.value), model.updated_at.set(self._clock.now_ms())],
+            condition=model.status.is_in(OrderStatus.PLACED.value, OrderStatus.PAID.value),
+        )

@@ -1,0 +1,261 @@
+"""The real PayPal adapter of the payment port (Orders v2 capture, Payments v2 refund).
+
+- OAuth2 client credentials (`POST /v1/oauth2/token`, HTTP Basic): the bearer
+  token is cached until shortly before its `expires_in`, on the injected clock;
+  a 401 on a money call drops the cached token and fetches a new one once.
+- `POST /v2/checkout/orders/{id}/capture` and `POST /v2/payments/captures/{id}/refund`
+  carry `PayPal-Request-Id` = our idempotency key, so PayPal answers a repeated
+  key with the first result.
+- Retries happen only where the outcome is unknown: a network error or a 5xx,
+  with the *same* request id (so a retry after a lost answer cannot capture
+  twice). A 4xx is an answer, never retried: its `details[0].issue` becomes a
+  typed error (`ORDER_ALREADY_CAPTURED` -> `AlreadyCaptured`, `INSTRUMENT_DECLINED`
+  -> `InstrumentDeclined`, ...). After the last attempt the error is
+  `TransientPaymentError`: the caller retries later with the same key.
+- Nothing is logged here; error messages carry status, issue and PayPal's
+  debug id only, never a request or response body, never a credential.
+
+Credentials come from a callable (Secrets Manager through Powertools parameters
+at the composition root), so only functions that call PayPal can read them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+from decimal import Decimal, InvalidOperation
+from typing import Any, Callable, Mapping
+
+import urllib3
+from aws_lambda_powertools.utilities.parameters import SecretsProvider
+
+from jobfence.clock import Clock
+from providers.payments import (
+    AlreadyCaptured,
+    CaptureResult,
+    CaptureStatus,
+    InstrumentDeclined,
+    OrderNotCapturable,
+    PaymentAuthError,
+    PaymentError,
+    RefundResult,
+    TransientPaymentError,
+)
+
+TOKEN_PATH = "/v1/oauth2/token"
+TOKEN_MARGIN_MS = 60_000  # refresh a minute early: a token must not expire in flight
+DEFAULT_ATTEMPTS = 3
+DEFAULT_BACKOFF_S = 0.2
+_ID = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+
+_TERMINAL_ISSUES: dict[str, type[PaymentError]] = {
+    "ORDER_ALREADY_CAPTURED": AlreadyCaptured,
+    "INSTRUMENT_DECLINED": InstrumentDeclined,
+    "PAYER_ACTION_REQUIRED": InstrumentDeclined,
+    "TRANSACTION_REFUSED": InstrumentDeclined,
+    "ORDER_NOT_APPROVED": OrderNotCapturable,
+    "ORDER_EXPIRED": OrderNotCapturable,
+    "CAPTURE_FULLY_REFUNDED": OrderNotCapturable,
+    "REFUND_AMOUNT_EXCEEDED": OrderNotCapturable,
+    "INVALID_RESOURCE_ID": OrderNotCapturable,
+}
+
+
+class PayPalPayments:
+    """`PaymentPort` over PayPal's REST API."""
+
+    def __init__(
+        self,
+        base_url: str,
+        credentials: Callable[[], Mapping[str, str]],
+        clock: Clock,
+        http: urllib3.PoolManager,
+        sleep: Callable[[float], None],
+        attempts: int = DEFAULT_ATTEMPTS,
+        backoff_s: float = DEFAULT_BACKOFF_S,
+    ) -> None:
+        self._base = base_url.rstrip("/")
+        self._credentials = credentials
+        self._clock = clock
+        self._http = http
+        self._sleep = sleep
+        self._attempts = attempts
+        self._backoff_s = backoff_s
+        self._token: str | None = None
+        self._token_expires_at = 0
+        self.token_fetches = 0
+
+    # -- the port ---------------------------------------------------------------------------
+
+    def capture(self, order_id: str, idempotency_key: str) -> CaptureResult:
+        """Capture an approved order with `PayPal-Request-Id: idempotency_key`."""
+        _check_id("order id", order_id)
+        body = self._money_call(f"/v2/checkout/orders/{order_id}/capture", {}, idempotency_key)
+        try:
+            capture = body["purchase_units"][0]["payments"]["captures"][0]
+            result = CaptureResult(
+                order_id=str(body.get("id", order_id)),
+                capture_id=str(capture["id"]),
+                status=_status(capture.get("status"), order_id),
+                amount_cents=_cents(capture["amount"]["value"]),
+                currency=str(capture["amount"]["currency_code"]),
+            )
+        except (KeyError, IndexError, TypeError) as exc:
+            raise PaymentError(f"PayPal capture of {order_id}: unexpected response shape") from exc
+        return result
+
+    def refund(self, capture_id: str, amount_cents: int, currency: str, idempotency_key: str) -> RefundResult:
+        """Refund `amount_cents` of a capture with `PayPal-Request-Id: idempotency_key`."""
+        _check_id("capture id", capture_id)
+        payload = {"amount": {"value": f"{Decimal(amount_cents) / 100:.2f}", "currency_code": currency}}
+        body = self._money_call(f"/v2/payments/captures/{capture_id}/refund", payload, idempotency_key)
+        try:
+            return RefundResult(
+                capture_id=capture_id,
+                refund_id=str(body["id"]),
+                status=_status(body.get("status"), capture_id),
+                amount_cents=_cents(body["amount"]["value"]),
+                currency=str(body["amount"]["currency_code"]),
+            )
+        except (KeyError, TypeError) as exc:
+            raise PaymentError(f"PayPal refund of {capture_id}: unexpected response shape") from exc
+
+    # -- HTTP -------------------------------------------------------------------------------
+
+    def _money_call(self, path: str, payload: Mapping[str, Any], request_id: str) -> dict[str, Any]:
+        """POST with retries on network errors and 5xx only, always with the same request id."""
+        data = json.dumps(payload).encode()
+        refreshed = False
+        attempt = 0
+        last = "no attempt"
+        while attempt < self._attempts:
+            headers = {
+                "Authorization": f"Bearer {self._bearer()}",
+                "Content-Type": "application/json",
+                "PayPal-Request-Id": request_id,
+                "Prefer": "return=representation",
+            }
+            try:
+                response = self._http.request("POST", self._base + path, body=data, headers=headers)
+            except urllib3.exceptions.HTTPError as exc:
+                attempt, last = attempt + 1, f"network error {type(exc).__name__}"
+                self._pause(attempt)
+                continue
+            if response.status == 401 and not refreshed:
+                # an expired or revoked token: fetch a new one once, not counted as an attempt
+                refreshed = True
+                self._token = None
+                continue
+            if response.status >= 500:
+                attempt, last = attempt + 1, f"HTTP {response.status}{_debug_id(response.data)}"
+                self._pause(attempt)
+                continue
+            if response.status >= 400:
+                raise _typed_error(path, response.status, response.data)
+            return _json(response.data, path)
+        raise TransientPaymentError(f"PayPal {path}: outcome unknown after {self._attempts} attempts ({last})")
+
+    def _pause(self, attempt: int) -> None:
+        if attempt < self._attempts:
+            self._sleep(self._backoff_s * 2 ** (attempt - 1))
+
+    def _bearer(self) -> str:
+        """The cached token, or a new one when it is missing or about to expire."""
+        now = self._clock.now_ms()
+        if self._token and now < self._token_expires_at - TOKEN_MARGIN_MS:
+            return self._token
+        creds = self._credentials()
+        basic = base64.b64encode(f"{creds['client_id']}:{creds['client_secret']}".encode()).decode()
+        try:
+            response = self._http.request(
+                "POST",
+                self._base + TOKEN_PATH,
+                body=b"grant_type=client_credentials",
+                headers={"Authorization": f"Basic {basic}", "Content-Type": "application/x-www-form-urlencoded"},
+            )
+        except urllib3.exceptions.HTTPError as exc:
+            raise TransientPaymentError(f"PayPal token: network error {type(exc).__name__}") from None
+        if response.status in (400, 401, 403):
+            raise PaymentAuthError(f"PayPal token: client credentials refused (HTTP {response.status})")
+        if response.status != 200:
+            raise TransientPaymentError(f"PayPal token: HTTP {response.status}")
+        body = _json(response.data, TOKEN_PATH)
+        try:
+            self._token = str(body["access_token"])
+            self._token_expires_at = now + int(body["expires_in"]) * 1000
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PaymentError("PayPal token: unexpected response shape") from exc
+        self.token_fetches += 1
+        return self._token
+
+
+def _check_id(what: str, value: str) -> None:
+    # ids go into the URL path: refuse anything that could change the path
+    if not isinstance(value, str) or not _ID.match(value):
+        raise OrderNotCapturable(f"invalid PayPal {what}")
+
+
+def _json(data: bytes, path: str) -> dict[str, Any]:
+    try:
+        body = json.loads(data or b"{}")
+    except ValueError as exc:
+        raise PaymentError(f"PayPal {path}: response is not JSON") from exc
+    if not isinstance(body, dict):
+        raise PaymentError(f"PayPal {path}: response is not a JSON object")
+    return body
+
+
+def _debug_id(data: bytes) -> str:
+    try:
+        debug = json.loads(data or b"{}").get("debug_id")
+    except (ValueError, AttributeError):
+        return ""
+    return f" debug_id={str(debug)[:40]}" if debug else ""
+
+
+def _typed_error(path: str, status: int, data: bytes) -> PaymentError:
+    issue = ""
+    try:
+        body = json.loads(data or b"{}")
+        details = body.get("details") or []
+        issue = str(details[0].get("issue", "")) if details else str(body.get("name", ""))
+    except (ValueError, AttributeError, IndexError, TypeError):
+        pass
+    kind = _TERMINAL_ISSUES.get(issue)
+    if kind is None and status == 404:
+        kind = OrderNotCapturable
+    if kind is None and status in (401, 403):
+        kind = PaymentAuthError
+    message = f"PayPal {path}: HTTP {status} {issue or 'error'}{_debug_id(data)}"
+    return (kind or PaymentError)(message[:300])
+
+
+def _status(value: Any, target: str) -> CaptureStatus:
+    if value in ("DECLINED", "FAILED"):
+        raise InstrumentDeclined(f"PayPal {target}: capture {value}")
+    try:
+        return CaptureStatus(value)
+    except ValueError:
+        raise PaymentError(f"PayPal {target}: unexpected status {str(value)[:20]}") from None
+
+
+def _cents(value: Any) -> int:
+    try:
+        return int((Decimal(str(value)) * 100).to_integral_value())
+    except InvalidOperation as exc:
+        raise PaymentError("PayPal amount is not a decimal") from exc
+
+
+def build_paypal(base_url: str, secret_name: str, session: Any, clock: Clock) -> PayPalPayments:
+    """The composition root's adapter: credentials from Secrets Manager via Powertools parameters."""
+    secrets = SecretsProvider(boto3_session=session)
+    http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=3.0, read=10.0), retries=False)
+    return PayPalPayments(
+        base_url,
+        lambda: secrets.get(secret_name, transform="json", max_age=300),  # type: ignore[arg-type, return-value]
+        clock,
+        http,
+        time.sleep,  # back-off between retries only; never reads time
+    )
