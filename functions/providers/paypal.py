@@ -32,6 +32,7 @@ import urllib3
 from aws_lambda_powertools.utilities.parameters import SecretsProvider
 
 from jobfence.clock import Clock
+from jobfence.config import Settings, secret_name
 from providers.payments import (
     AlreadyCaptured,
     CaptureResult,
@@ -259,3 +260,14 @@ def build_paypal(base_url: str, secret_name: str, session: Any, clock: Clock) ->
         http,
         time.sleep,  # back-off between retries only; never reads time
     )
+
+
+PAYPAL = "paypal"
+PAYPAL_SECRET = "paypal_credentials"
+
+
+def paypal_from_settings(settings: Settings, session: Any, clock: Clock) -> PayPalPayments:
+    """The adapter of a function that calls PayPal: base URL from PROVIDER_PAYPAL_URL,
+    credentials from the secret named by SECRET_PAYPAL_CREDENTIALS (its fixed name if unset)."""
+    name = settings.secrets.get(PAYPAL_SECRET) or secret_name(PAYPAL_SECRET)
+    return build_paypal(settings.provider_url(PAYPAL), name, session, clock)

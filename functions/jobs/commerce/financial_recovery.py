@@ -58,7 +58,7 @@ from providers.payments import (
     PaymentPort,
     TransientPaymentError,
 )
-from providers.paypal import build_paypal
+from providers.paypal import paypal_from_settings
 
 INTENT_BATCH = 500
 ACCOUNT_BATCH = 25
@@ -248,7 +248,7 @@ def build_recover_financial_operations(deps: JobDeps):
         AccountStore(settings.table("accounts"), clock),
         FinancialOperationStore(settings.table("financial_operations"), clock),
         OrderStore(settings.table("orders"), clock),
-        build_paypal(settings.provider_url("paypal"), settings.secret("paypal_credentials"), deps.session, clock),
+        paypal_from_settings(settings, deps.session, clock),
         deps.logger,
     )
     diagnostics = DiagnosticStore(settings.table("diagnostic_captures"), clock)

@@ -27,7 +27,7 @@ from jobfence.runs import safe_error
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.commerce.deferred_payments import DeferredPaymentStore, Initiator, capture_key
 from providers.payments import AlreadyCaptured, InstrumentDeclined, OrderNotCapturable, PaymentPort
-from providers.paypal import build_paypal
+from providers.paypal import paypal_from_settings
 
 CUTOFF_MS = 20 * 60_000
 SAFETY_NET_BATCH = 50
@@ -83,5 +83,5 @@ def _write(ctx: RunContext, item: dict[str, Any]) -> bool:
 def build_capture_abandoned_deferred(deps: JobDeps):
     settings = deps.settings
     intents = DeferredPaymentStore(settings.table("payment_intents"), deps.clock)
-    payments = build_paypal(settings.provider_url("paypal"), settings.secret("paypal_credentials"), deps.session, deps.clock)
+    payments = paypal_from_settings(settings, deps.session, deps.clock)
     return lambda ctx: capture_abandoned_deferred(intents, payments, ctx, deps.logger)
