@@ -9,7 +9,7 @@ import boto3
 import pytest
 from aws_lambda_powertools import Logger, Metrics
 
-from conftest import create_catalog_tables
+from tests.support import create_catalog_tables
 from jobfence.clock import FrozenClock
 from jobfence.errors import LeaseHeld
 from jobfence.lease import LeaseStore

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import load_event
+from tests.support import load_event
 from jobfence.config import table_env
 from jobfence.errors import InvalidEvent, SettingsError, UnknownJob
 

@@ -15,7 +15,7 @@ from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from moto import mock_aws
 
-from conftest import create_catalog_tables
+from tests.support import create_catalog_tables
 from jobfence.clock import FrozenClock
 from jobfence.errors import IntervalNotElapsed, LeaseHeld, LeaseLost
 from jobfence.lease import LeaseStore
