@@ -1,4 +1,5 @@
-"""Fixtures of the commerce and backoffice job tests: stores on moto tables, a runner, fakes."""
+"""Fixtures of the commerce and backoffice job tests (imported by each test module, not a conftest,
+so the top-level `conftest` module name stays the shared one): stores on moto tables, a runner, fakes."""
 
 from __future__ import annotations
 
