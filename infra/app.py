@@ -23,8 +23,11 @@ def schedules_enabled(app: App) -> bool:
     return value == "enabled"
 
 
-def build_app(app: App, catalog: Any) -> JobfenceStack:
-    """Add the stack (and, unless `-c nag=false`, the cdk-nag packs) to `app`."""
+def build_app(app: App, catalog: Any, **overrides: Any) -> JobfenceStack:
+    """Add the stack (and, unless `-c nag=false`, the cdk-nag packs) to `app`.
+
+    `overrides` are extra stack arguments for tests (e.g. `health=True`).
+    """
     stack = JobfenceStack(
         app,
         STACK_NAME,
@@ -32,6 +35,7 @@ def build_app(app: App, catalog: Any) -> JobfenceStack:
         prefix=str(app.node.try_get_context("prefix") or "jobfence"),
         schedules_enabled=schedules_enabled(app),
         description="jobfence: durable scheduled jobs and background batches",
+        **overrides,
     )
     if str(app.node.try_get_context("nag")).lower() != "false":
         from cdk_nag import AwsSolutionsChecks, ServerlessChecks

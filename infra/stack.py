@@ -1,4 +1,8 @@
-"""`JobfenceStack`: composes the constructs; every resource is derived from the catalog."""
+"""`JobfenceStack`: composes the constructs; every resource is derived from the catalog.
+
+Order matters only where one resource's name feeds another's environment:
+tables, then every queue, then secrets, then the functions that use them.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +13,17 @@ from constructs import Construct
 
 from infra.access import CatalogResources
 from infra.code import FunctionCode
+from infra.health_api import HEALTH_HANDLER, HealthApi
+from infra.monitoring import Monitoring
 from infra.scheduled_job import ScheduledJob
-from infra.tables import CatalogTables, _construct_id
-from infra.validation import deployable
+from infra.secrets import CatalogSecrets
+from infra.tables import CatalogTables, pascal
+from infra.validation import deployable, handler_file
+from infra.work_queue import WorkQueue
 
 
 class JobfenceStack(Stack):
-    """Attributes: `catalog`, `tables`, `jobs` (name -> ScheduledJob), `resources`."""
+    """Attributes: `catalog`, `tables`, `queues`, `secrets`, `jobs`, `health` (or None), `monitoring`."""
 
     def __init__(
         self,
@@ -25,21 +33,32 @@ class JobfenceStack(Stack):
         catalog: Any,
         prefix: str = "jobfence",
         schedules_enabled: bool = True,
+        health: bool | None = None,
         **kwargs: Any,
     ) -> None:
         # Refuse a bad catalog before any construct exists, with a message naming the entry.
         self.catalog = deployable(catalog, prefix)
         super().__init__(scope, construct_id, **kwargs)
+        specs = [*self.catalog.jobs.values(), *self.catalog.queues.values()]
+
         self.tables = CatalogTables(self, "Tables", catalog=self.catalog, prefix=prefix)
+        self.queues = {
+            name: WorkQueue(self, f"Queue{pascal(name)}", spec=spec, prefix=prefix)
+            for name, spec in sorted(self.catalog.queues.items())
+        }
+        self.secrets = CatalogSecrets(self, "Secrets", names=[s for spec in specs for s in spec.secrets])
         self.resources = CatalogResources(
             tables=self.tables.tables,
             indexes={name: tuple(i.name for i in spec.indexes) for name, spec in self.catalog.tables.items()},
+            queues={name: q.queue for name, q in self.queues.items()},
+            secrets=self.secrets.secrets,
         )
+
         code = FunctionCode(self, "Code")
         self.jobs = {
             name: ScheduledJob(
                 self,
-                f"Job{_construct_id(name)}",
+                f"Job{pascal(name)}",
                 spec=spec,
                 code=code,
                 resources=self.resources,
@@ -48,3 +67,14 @@ class JobfenceStack(Stack):
             )
             for name, spec in sorted(self.catalog.jobs.items())
         }
+        for queue in self.queues.values():
+            queue.attach_worker(code=code, resources=self.resources)
+        # The health handler is optional: without handlers/health.py the app still deploys.
+        if health is None:
+            health = handler_file(HEALTH_HANDLER).is_file()
+        self.health = (
+            HealthApi(self, "HealthApi", code=code, prefix=prefix, job_count=len(self.catalog.jobs)) if health else None
+        )
+        self.monitoring = Monitoring(
+            self, "Monitoring", prefix=prefix, jobs=self.jobs.values(), queues=self.queues.values()
+        )

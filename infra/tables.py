@@ -33,7 +33,7 @@ class CatalogTables(Construct):
     def _table(self, spec: TableSpec, prefix: str) -> dynamodb.Table:
         table = dynamodb.Table(
             self,
-            _construct_id(spec.name),
+            pascal(spec.name),
             table_name=f"{prefix}-{spec.name}",
             partition_key=_attribute(spec.partition_key),
             sort_key=_attribute(spec.sort_key) if spec.sort_key else None,
@@ -53,9 +53,10 @@ class CatalogTables(Construct):
                 sort_key=_attribute(index.sort_key) if index.sort_key else None,
                 projection_type=_PROJECTIONS[index.projection],
             )
-        CfnOutput(self, f"{_construct_id(spec.name)}Name", value=table.table_name, description=spec.description or spec.name)
+        CfnOutput(self, f"{pascal(spec.name)}Name", value=table.table_name, description=spec.description or spec.name)
         return table
 
 
-def _construct_id(name: str) -> str:
+def pascal(name: str) -> str:
+    """A construct id for a snake_case catalog name ("clean_runs" -> "CleanRuns")."""
     return "".join(part.capitalize() for part in name.split("_"))

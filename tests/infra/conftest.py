@@ -1,14 +1,21 @@
 """Synthesized templates, built once per test session (jsii synthesis is slow).
 
-`synthesized` is the app exactly as `make synth` builds it from the real
-catalog, cdk-nag packs included, minus dependency bundling. If nag refuses the
-app, its report is kept for `test_infra_nag` and the other tests get a
-template synthesized without the packs, so one finding does not hide the rest.
-`disabled_template` is the same app with `-c schedules=disabled`.
+- `synthesized`: the app exactly as `make synth` builds it from the real
+  catalog, cdk-nag packs included, minus dependency bundling.
+- `probe`: the same app from the real catalog plus a few probe entries that
+  exercise what the real catalog may not have yet (a work queue, secrets, a
+  provider, a second subsystem's table) and the health API, so every
+  construct is tested whatever has landed.
+- `disabled_template`: the real catalog with `-c schedules=disabled`.
+
+If nag refuses an app, its report is kept for `test_infra_nag` and the other
+tests get a template synthesized without the packs, so one finding does not
+hide the rest.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -22,13 +29,18 @@ import pytest  # noqa: E402
 
 @dataclass
 class Synthesis:
+    catalog: object
     stack: object
     template: object  # aws_cdk.assertions.Template
     nag_report: dict | None  # validation-report.json of the nag packs
     nag_error: str | None  # the message when the packs refused the app
 
+    @property
+    def resources(self) -> dict:
+        return self.template.to_json()["Resources"]
 
-def synthesize(catalog, **context):
+
+def synthesize(catalog, overrides=None, **context):
     """Build the app as app.py does (nag off unless asked), without bundling; return (stack, Template)."""
     from aws_cdk import App
     from aws_cdk.assertions import Template
@@ -37,11 +49,12 @@ def synthesize(catalog, **context):
     from infra.code import SKIP_BUNDLING_CONTEXT
 
     app = App(context={**SKIP_BUNDLING_CONTEXT, "nag": "false", **context}, outdir=tempfile.mkdtemp(prefix="cdk-"))
-    stack = build_app(app, catalog)
+    stack = build_app(app, catalog, **(overrides or {}))
     return stack, Template.from_stack(stack)
 
 
-def _synthesize_with_nag(catalog) -> Synthesis:
+def synthesize_with_nag(catalog, **overrides) -> Synthesis:
+    """Synthesize with the nag packs like `make synth`; keep the validation report."""
     from aws_cdk import App
     from aws_cdk.assertions import Template
 
@@ -50,22 +63,76 @@ def _synthesize_with_nag(catalog) -> Synthesis:
 
     outdir = pathlib.Path(tempfile.mkdtemp(prefix="cdk-"))
     app = App(context={**SKIP_BUNDLING_CONTEXT, "nag": "true"}, outdir=str(outdir))
-    stack = build_app(app, catalog)
+    stack = build_app(app, catalog, **overrides)
+    report = outdir / "validation-report.json"
     try:
         app.synth()
     except RuntimeError as exc:
-        report = outdir / "validation-report.json"
-        stack, template = synthesize(catalog)
-        return Synthesis(stack, template, json.loads(report.read_text()) if report.exists() else None, str(exc))
+        stack, template = synthesize(catalog, overrides)
+        return Synthesis(catalog, stack, template, json.loads(report.read_text()) if report.exists() else None, str(exc))
     template = Template.from_json(json.loads((outdir / f"{STACK_NAME}.template.json").read_text()))
-    return Synthesis(stack, template, json.loads((outdir / "validation-report.json").read_text()), None)
+    return Synthesis(catalog, stack, template, json.loads(report.read_text()), None)
+
+
+def probe_catalog():
+    """The real catalog plus probe entries covering every construct and grant shape."""
+    from jobfence.registry import CORE_TABLES, JobSpec, QueueSpec, Registry, TableSpec
+    from jobs.catalog import CATALOG
+
+    core = {t.name for t in CORE_TABLES}
+    template_job = next(iter(CATALOG.jobs.values()))
+    domain_table = next(name for name, t in CATALOG.tables.items() if t.subsystem == template_job.subsystem)
+    probe_queue = QueueSpec(
+        name="probe_work",
+        subsystem=template_job.subsystem,
+        handler="handlers.scheduled.handler",  # any existing handler: only the wiring is under test
+        worker_timeout_s=60,
+        visibility_timeout_s=360,
+        max_receive_count=5,
+        max_concurrency=2,
+        tables={domain_table: "read_write"},
+        queues=("probe_work",),
+        secrets=("probe_token",),
+        description="probe queue",
+    )
+    probe_job = dataclasses.replace(
+        template_job,
+        name="probe_sender",
+        schedule="rate(5 minutes)",
+        interval_s=None,
+        tables={domain_table: "read"},
+        queues=("probe_work",),
+        secrets=("probe_signing_key",),
+        providers=("paypal",),
+    )
+    other_table = TableSpec(name="probe_ledger", subsystem="probe_backoffice", partition_key=("id", "S"), ttl_attribute="ttl")
+    other_job = dataclasses.replace(
+        template_job, name="probe_ledger_cleanup", subsystem="probe_backoffice", schedule="cron(15 3 * * ? *)",
+        interval_s=None, tables={"probe_ledger": "read_write"},
+    )
+    return Registry(
+        tables=[*(t for n, t in CATALOG.tables.items() if n not in core), other_table],
+        jobs=[*CATALOG.jobs.values(), probe_job, other_job],
+        queues=[*CATALOG.queues.values(), probe_queue],
+    )
 
 
 @pytest.fixture(scope="session")
 def synthesized() -> Synthesis:
     from jobs.catalog import CATALOG
 
-    return _synthesize_with_nag(CATALOG)
+    return synthesize_with_nag(CATALOG)
+
+
+@pytest.fixture(scope="session")
+def probe() -> Synthesis:
+    return synthesize_with_nag(probe_catalog(), health=True)
+
+
+@pytest.fixture(scope="session", params=["catalog", "probe"])
+def each(request) -> Synthesis:
+    """Both syntheses, for properties that must hold for every entry of any catalog."""
+    return request.getfixturevalue("synthesized" if request.param == "catalog" else "probe")
 
 
 @pytest.fixture(scope="session")
@@ -79,9 +146,9 @@ def template(synthesized):
 
 
 @pytest.fixture(scope="session")
-def resources(template) -> dict:
-    """Logical id -> resource of the synthesized template."""
-    return template.to_json()["Resources"]
+def resources(synthesized) -> dict:
+    """Logical id -> resource of the real catalog's template."""
+    return synthesized.resources
 
 
 @pytest.fixture(scope="session")
@@ -93,5 +160,5 @@ def disabled_template():
 
 @pytest.fixture(scope="session")
 def synthesize_app():
-    """`synthesize(catalog, **context)` for tests that need their own (cheap, failing) synthesis."""
+    """`synthesize(catalog, overrides, **context)` for tests that need their own (cheap, failing) synthesis."""
     return synthesize

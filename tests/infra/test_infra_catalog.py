@@ -9,25 +9,13 @@ import pytest
 
 from jobfence.registry import CatalogError, JobSpec, QueueSpec, Registry, TableSpec
 from jobs.catalog import CATALOG
+from tests.infra.cfn import as_list, function_of_role, env, of_type, ref_id, role_statements
 
 
-def of_type(resources: dict, kind: str) -> dict:
-    return {k: v for k, v in resources.items() if v["Type"] == kind}
-
-
-def statements(resources: dict):
-    for kind in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
-        for policy in of_type(resources, kind).values():
-            yield from policy["Properties"]["PolicyDocument"]["Statement"]
-    for role in of_type(resources, "AWS::IAM::Role").values():
-        for policy in role["Properties"].get("Policies", []):
-            yield from policy["PolicyDocument"]["Statement"]
-
-
-def test_one_table_per_catalog_table_with_keys_indexes_ttl_and_protection(resources):
-    tables = {t["Properties"]["TableName"]: t["Properties"] for t in of_type(resources, "AWS::DynamoDB::Table").values()}
-    assert set(tables) == {f"jobfence-{name}" for name in CATALOG.tables}
-    for name, spec in CATALOG.tables.items():
+def test_one_table_per_catalog_table_with_keys_indexes_ttl_and_protection(each):
+    tables = {t["Properties"]["TableName"]: t["Properties"] for t in of_type(each.resources, "AWS::DynamoDB::Table").values()}
+    assert set(tables) == {f"jobfence-{name}" for name in each.catalog.tables}
+    for name, spec in each.catalog.tables.items():
         table = tables[f"jobfence-{name}"]
         keys = [(k["AttributeName"], k["KeyType"]) for k in table["KeySchema"]]
         assert keys == [(spec.partition_key[0], "HASH")] + ([(spec.sort_key[0], "RANGE")] if spec.sort_key else [])
@@ -45,48 +33,77 @@ def test_one_table_per_catalog_table_with_keys_indexes_ttl_and_protection(resour
             assert indexes[index.name]["KeySchema"][0] == {"AttributeName": index.partition_key[0], "KeyType": "HASH"}
 
 
-def test_no_iam_statement_has_a_wildcard_action(resources):
-    for statement in statements(resources):
-        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
-        assert not [a for a in actions if "*" in a], statement
-
-
-def test_resource_star_only_where_the_service_has_no_resource_level_permissions(resources):
-    for statement in statements(resources):
-        if statement["Resource"] == "*":
-            assert set(statement["Action"]) <= {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}, statement
-
-
-def test_tables_of_one_subsystem_are_never_granted_to_another_subsystems_functions(resources):
-    # GIVEN each function's subsystem (POWERTOOLS_SERVICE_NAME) and each table's owner
-    owner = {k: CATALOG.tables[v["Properties"]["TableName"].removeprefix("jobfence-")].subsystem
-             for k, v in of_type(resources, "AWS::DynamoDB::Table").items()}
-    role_subsystem = {}
-    for fn in of_type(resources, "AWS::Lambda::Function").values():
-        variables = fn["Properties"].get("Environment", {}).get("Variables", {})
-        if "POWERTOOLS_SERVICE_NAME" in variables:
-            role_subsystem[fn["Properties"]["Role"]["Fn::GetAtt"][0]] = variables["POWERTOOLS_SERVICE_NAME"]
+def test_no_iam_statement_has_a_wildcard_action(each):
     checked = 0
-    for policy in of_type(resources, "AWS::IAM::Policy").values():
-        subsystems = {role_subsystem.get(r["Ref"]) for r in policy["Properties"]["Roles"]} - {None}
-        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
-            for target in statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]:
-                table = _table_of(target)
-                if table in owner:
-                    checked += 1
-                    # THEN the table is shared or belongs to the function's own subsystem
-                    assert subsystems <= {owner[table], "shared"} or owner[table] == "shared", (table, subsystems)
-    assert checked > 0
+    for _role, statement in role_statements(each.resources):
+        checked += 1
+        assert not [a for a in as_list(statement["Action"]) if "*" in a], statement
+    assert checked
 
 
-def _table_of(target) -> str | None:
-    if isinstance(target, dict) and "Fn::GetAtt" in target:
-        return target["Fn::GetAtt"][0]
-    if isinstance(target, dict) and "Fn::Join" in target:
-        parts = target["Fn::Join"][1]
-        if parts and isinstance(parts[0], dict) and "Fn::GetAtt" in parts[0]:
-            return parts[0]["Fn::GetAtt"][0]
+def test_resource_star_only_where_the_service_has_no_resource_level_permissions(each):
+    for _role, statement in role_statements(each.resources):
+        if "*" in as_list(statement["Resource"]):
+            assert set(as_list(statement["Action"])) <= {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}, statement
+
+
+def test_domain_table_grants_follow_declared_access_on_the_table_and_its_indexes(each):
+    # GIVEN every function and the tables its catalog entry declares
+    table_ids = {k: v["Properties"]["TableName"].removeprefix("jobfence-")
+                 for k, v in of_type(each.resources, "AWS::DynamoDB::Table").items()}
+    roles = function_of_role(each.resources)
+    granted: dict[tuple[str, str], set[str]] = {}
+    for role, statement in role_statements(each.resources):
+        for target in as_list(statement["Resource"]):
+            table = table_ids.get(ref_id(target))
+            if table and table not in ("leases", "runs"):
+                granted.setdefault((role, table), set()).update(as_list(statement["Action"]))
+                # index grants name the index: never index/*
+                if isinstance(target, dict) and "Fn::Join" in target:
+                    assert not target["Fn::Join"][1][-1].endswith("/*"), target
+    for role, fn in roles.items():
+        spec = _spec_of(each.catalog, fn)
+        if spec is None:
+            continue
+        declared = dict(spec.tables)
+        # THEN exactly the declared tables are granted ...
+        assert {t for (r, t) in granted if r == role} == {t for t in declared if t not in ("leases", "runs")}, spec.name
+        for table, access in declared.items():
+            if table in ("leases", "runs"):
+                continue
+            actions = granted[(role, table)]
+            # ... read-only entries cannot write
+            writes = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
+            assert bool(actions & writes) == (access == "read_write"), (spec.name, table, access)
+            assert "dynamodb:GetItem" in actions
+
+
+def _spec_of(catalog, fn):
+    variables = env(fn)
+    if "JOB_NAME" in variables:
+        return catalog.job(variables["JOB_NAME"])
+    name = fn["Properties"].get("FunctionName", "")
+    for queue in catalog.queues.values():
+        if name == f"jobfence-{queue.name}-worker":
+            return queue
     return None
+
+
+def test_tables_of_one_subsystem_are_never_granted_to_another_subsystems_functions(each):
+    # GIVEN each function's subsystem (POWERTOOLS_SERVICE_NAME) and each table's owner
+    owner = {k: each.catalog.tables[v["Properties"]["TableName"].removeprefix("jobfence-")].subsystem
+             for k, v in of_type(each.resources, "AWS::DynamoDB::Table").items()}
+    roles = function_of_role(each.resources)
+    checked = 0
+    for role, statement in role_statements(each.resources):
+        subsystem = env(roles[role]).get("POWERTOOLS_SERVICE_NAME")
+        for target in as_list(statement["Resource"]):
+            table = ref_id(target)
+            if table in owner:
+                checked += 1
+                # THEN the table is shared or belongs to the function's own subsystem
+                assert owner[table] in ("shared", subsystem), (table, subsystem)
+    assert checked > 0
 
 
 # -- synthesis refuses bad catalog entries, naming the entry -------------------------------------

@@ -9,67 +9,58 @@ from aws_cdk.assertions import Match
 from infra.validation import handler_file, module_file
 from jobfence.config import ENV_JOB_NAME
 from jobfence.registry import LEASE_MARGIN_S
-from jobs.catalog import CATALOG
+from tests.infra.cfn import env, of_type, ref_id, role_statements
 
 
-def of_type(resources: dict, kind: str) -> dict:
-    return {k: v for k, v in resources.items() if v["Type"] == kind}
-
-
-def ref_id(value) -> str:
-    return value["Fn::GetAtt"][0] if "Fn::GetAtt" in value else value["Ref"]
-
-
-def test_every_catalog_job_has_one_rule_with_its_schedule(resources):
+def test_every_catalog_job_has_one_enabled_rule_with_its_schedule(each):
     # GIVEN the synthesized app WHEN its rules are listed
-    rules = {r["Properties"]["Name"]: r["Properties"] for r in of_type(resources, "AWS::Events::Rule").values()}
+    rules = {r["Properties"]["Name"]: r["Properties"] for r in of_type(each.resources, "AWS::Events::Rule").values()}
     # THEN there is exactly one rule per registered job, carrying the job's schedule
-    assert set(rules) == {f"jobfence-{name}" for name in CATALOG.jobs}
-    for name, spec in CATALOG.jobs.items():
+    assert set(rules) == {f"jobfence-{name}" for name in each.catalog.jobs}
+    for name, spec in each.catalog.jobs.items():
         assert rules[f"jobfence-{name}"]["ScheduleExpression"] == spec.schedule
         assert rules[f"jobfence-{name}"]["State"] == "ENABLED"
 
 
-def test_every_rule_targets_a_function_of_a_registered_job_whose_handler_exists(resources):
-    functions = of_type(resources, "AWS::Lambda::Function")
-    for rule in of_type(resources, "AWS::Events::Rule").values():
+def test_every_rule_targets_a_function_of_a_registered_job_whose_handler_exists(each):
+    functions = of_type(each.resources, "AWS::Lambda::Function")
+    for rule in of_type(each.resources, "AWS::Events::Rule").values():
         (target,) = rule["Properties"]["Targets"]
-        fn = functions[ref_id(target["Arn"])]["Properties"]
+        fn = functions[ref_id(target["Arn"])]
         # THEN the handler string imports from functions/ ...
-        assert handler_file(fn["Handler"]).is_file(), fn["Handler"]
-        # ... and the JOB_NAME is registered, its entry module exists, and the rule is that job's own
-        job = CATALOG.job(fn["Environment"]["Variables"][ENV_JOB_NAME])
+        assert handler_file(fn["Properties"]["Handler"]).is_file(), fn["Properties"]["Handler"]
+        # ... the JOB_NAME is registered, its entry module exists, and the rule is that job's own
+        job = each.catalog.job(env(fn)[ENV_JOB_NAME])
         assert module_file(job.entry.partition(":")[0]).is_file()
         assert rule["Properties"]["Name"] == f"jobfence-{job.name}"
-        assert fn["Runtime"] == "python3.12"
-        assert fn["Timeout"] == job.timeout_s and fn["MemorySize"] == job.memory_mb
+        assert fn["Properties"]["Runtime"] == "python3.12"
+        assert fn["Properties"]["Timeout"] == job.timeout_s and fn["Properties"]["MemorySize"] == job.memory_mb
 
 
-def test_every_rule_target_retries_briefly_then_dead_letters(resources):
-    queues = of_type(resources, "AWS::SQS::Queue")
-    for rule in of_type(resources, "AWS::Events::Rule").values():
+def test_every_rule_target_retries_briefly_then_dead_letters(each):
+    queues = of_type(each.resources, "AWS::SQS::Queue")
+    for rule in of_type(each.resources, "AWS::Events::Rule").values():
         (target,) = rule["Properties"]["Targets"]
         assert ref_id(target["DeadLetterConfig"]["Arn"]) in queues
         assert target["RetryPolicy"]["MaximumEventAgeInSeconds"] <= 3600
         assert target["RetryPolicy"]["MaximumRetryAttempts"] <= 3
 
 
-def test_scheduled_functions_never_retry_async_and_send_failures_to_a_queue(resources):
-    functions = of_type(resources, "AWS::Lambda::Function")
-    queues = of_type(resources, "AWS::SQS::Queue")
-    configs = {ref_id(c["Properties"]["FunctionName"]) if isinstance(c["Properties"]["FunctionName"], dict) else None: c["Properties"]
-               for c in of_type(resources, "AWS::Lambda::EventInvokeConfig").values()}
-    for rule in of_type(resources, "AWS::Events::Rule").values():
+def test_scheduled_functions_never_retry_async_and_send_failures_to_a_queue(each):
+    queues = of_type(each.resources, "AWS::SQS::Queue")
+    configs = {ref_id(c["Properties"]["FunctionName"]) if isinstance(c["Properties"]["FunctionName"], dict)
+               else c["Properties"]["FunctionName"]: c["Properties"]
+               for c in of_type(each.resources, "AWS::Lambda::EventInvokeConfig").values()}
+    for rule in of_type(each.resources, "AWS::Events::Rule").values():
         (target,) = rule["Properties"]["Targets"]
         config = configs[ref_id(target["Arn"])]
         assert config["MaximumRetryAttempts"] == 0
         assert ref_id(config["DestinationConfig"]["OnFailure"]["Destination"]) in queues
-        assert ref_id(target["Arn"]) in functions
 
 
-def test_every_eventbridge_invoke_permission_carries_the_rule_arn_and_account(resources):
-    rules = of_type(resources, "AWS::Events::Rule")
-    permissions = [p["Properties"] for p in of_type(resources, "AWS::Lambda::Permission").values()
+def test_every_eventbridge_invoke_permission_carries_the_rule_arn_and_account(each):
+    rules = of_type(each.resources, "AWS::Events::Rule")
+    permissions = [p["Properties"] for p in of_type(each.resources, "AWS::Lambda::Permission").values()
                    if p["Properties"]["Principal"] == "events.amazonaws.com"]
     assert len(permissions) == len(rules)
     for permission in permissions:
@@ -81,17 +72,20 @@ def test_every_eventbridge_invoke_permission_carries_the_rule_arn_and_account(re
         assert permission["SourceAccount"] == {"Ref": "AWS::AccountId"}
 
 
-def test_lease_ttl_outlives_the_deployed_function_timeout(resources):
-    for fn in of_type(resources, "AWS::Lambda::Function").values():
-        name = fn["Properties"].get("Environment", {}).get("Variables", {}).get(ENV_JOB_NAME)
+def test_lease_ttl_outlives_the_deployed_function_timeout(each):
+    checked = 0
+    for fn in of_type(each.resources, "AWS::Lambda::Function").values():
+        name = env(fn).get(ENV_JOB_NAME)
         if name:
-            assert CATALOG.job(name).lease_ttl_s > fn["Properties"]["Timeout"] + LEASE_MARGIN_S
+            checked += 1
+            assert each.catalog.job(name).lease_ttl_s > fn["Properties"]["Timeout"] + LEASE_MARGIN_S
+    assert checked == len(each.catalog.jobs)
 
 
-def test_scheduled_function_may_touch_only_its_own_lease_and_run_items(template, resources):
-    # GIVEN a job WHEN its role policy is read THEN leases/runs statements are conditioned on its name
-    for name in CATALOG.jobs:
-        template.has_resource_properties(
+def test_scheduled_function_may_touch_only_its_own_lease_and_run_items(each):
+    # GIVEN a job WHEN its role policy is read THEN its lease statement is conditioned on its own name
+    for name in each.catalog.jobs:
+        each.template.has_resource_properties(
             "AWS::IAM::Policy",
             {
                 "PolicyDocument": {
@@ -104,23 +98,26 @@ def test_scheduled_function_may_touch_only_its_own_lease_and_run_items(template,
                 }
             },
         )
-    core = {k for k, v in of_type(resources, "AWS::DynamoDB::Table").items()
+    # AND no statement on the leases or runs table is unconditioned, or allows Scan
+    core = {k for k, v in of_type(each.resources, "AWS::DynamoDB::Table").items()
             if v["Properties"]["TableName"] in ("jobfence-leases", "jobfence-runs")}
-    for policy in of_type(resources, "AWS::IAM::Policy").values():
-        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
-            targets = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
-            if any(isinstance(t, dict) and "Fn::GetAtt" in t and ref_id(t) in core for t in targets):
-                assert "dynamodb:LeadingKeys" in str(statement.get("Condition")), statement
-                assert "dynamodb:Scan" not in statement["Action"]
+    checked = 0
+    for _role, statement in role_statements(each.resources):
+        targets = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        if any(ref_id(t) in core for t in targets):
+            checked += 1
+            assert "dynamodb:LeadingKeys" in str(statement.get("Condition")), statement
+            assert "dynamodb:Scan" not in statement["Action"]
+    assert checked == 2 * len(each.catalog.jobs)
 
 
-def test_kill_switch_context_disables_every_rule(disabled_template):
+def test_kill_switch_context_disables_every_rule(disabled_template, synthesized):
     # GIVEN -c schedules=disabled WHEN synthesized THEN every rule is DISABLED (none enabled)
     rules = disabled_template.find_resources("AWS::Events::Rule")
-    assert len(rules) == len(CATALOG.jobs)
+    assert len(rules) == len(synthesized.catalog.jobs)
     assert {r["Properties"]["State"] for r in rules.values()} == {"DISABLED"}
 
 
-def test_rule_and_function_names_share_the_project_prefix(resources):
-    for rule in of_type(resources, "AWS::Events::Rule").values():
+def test_rule_names_share_the_project_prefix(each):
+    for rule in of_type(each.resources, "AWS::Events::Rule").values():
         assert re.fullmatch(r"jobfence-[a-z0-9_]+", rule["Properties"]["Name"])

@@ -1,0 +1,203 @@
+"""`Monitoring`: one dashboard and the alarms of every job and queue, published to one topic.
+
+Job metrics are the runner's EMF metrics: namespace "jobfence", dimensions
+exactly `registry.metric_dimensions(spec)` ({service, job}), one metric per
+outcome ("ran", "failed", ...) plus "duration". Per job:
+
+- `<prefix>-<job>-failed`: any `failed` outcome;
+- `<prefix>-<job>-lease-lost`: any `lease_lost` outcome;
+- `<prefix>-<job>-not-running`: no `ran` within two of the job's intervals,
+  missing data breaching (a schedule that silently stopped, a disabled rule,
+  a job that always skips);
+- `<prefix>-<job>-dead-letters`: a tick that never ran (rule target or async
+  failure dead-letter queue not empty).
+
+Per queue: its DLQ not empty, and the oldest message older than
+`oldest_age_threshold_s`. Queue panels use the SQS and Lambda metrics every
+queue has (messages deleted = items completed, worker errors and DLQ depth =
+items failed), so they exist before any worker emits its own.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from jobfence.config import METRICS_NAMESPACE
+from jobfence.registry import JobSpec, QueueSpec, metric_dimensions
+from jobfence.scheduled import Outcome
+from infra.schedule import tick_interval_s
+from infra.scheduled_job import ScheduledJob
+from infra.work_queue import WorkQueue
+
+ALARM_PERIOD = Duration.minutes(5)
+DAY_S = 86400
+MAX_EVALUATION_S = 7 * DAY_S  # CloudWatch's longest evaluation range (periods of an hour or more)
+MIN_OLDEST_AGE_S = 15 * 60  # the batch-stale bound (DESIGN §3): older than this, reclaim is due
+
+
+def job_metric(spec: JobSpec, name: str, statistic: str, period: Duration = ALARM_PERIOD) -> cloudwatch.Metric:
+    """A runner metric of `spec` with its exact dimensions."""
+    return cloudwatch.Metric(
+        namespace=METRICS_NAMESPACE,
+        metric_name=name,
+        dimensions_map=metric_dimensions(spec),
+        statistic=statistic,
+        period=period,
+    )
+
+
+def not_running_window(spec: JobSpec) -> tuple[int, int]:
+    """(period seconds, evaluation periods) covering two of the job's intervals."""
+    interval = tick_interval_s(spec)
+    period = min(max(60, math.ceil(interval / 60) * 60), DAY_S)
+    periods = max(1, min(math.ceil(2 * interval / period), MAX_EVALUATION_S // period))
+    return period, periods
+
+
+def oldest_age_threshold_s(spec: QueueSpec) -> int:
+    """Oldest-message age that means the queue is not being drained."""
+    return max(2 * spec.visibility_timeout_s, MIN_OLDEST_AGE_S)
+
+
+class Monitoring(Construct):
+    """Attributes: `topic` (alarm notifications), `dashboard`, `alarms` (name -> Alarm)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        prefix: str,
+        jobs: Iterable[ScheduledJob],
+        queues: Iterable[WorkQueue],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.prefix = prefix
+        self.alarms: dict[str, cloudwatch.Alarm] = {}
+        key = kms.Key(
+            self,
+            "TopicKey",
+            description=f"{prefix}: encrypts alarm notifications",
+            enable_key_rotation=True,
+        )
+        # CloudWatch publishes alarms to an encrypted topic only if it may use the key.
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                resources=["*"],  # in a key policy "*" means this key
+            )
+        )
+        self.topic = sns.Topic(self, "Alarms", topic_name=f"{prefix}-alarms", master_key=key, enforce_ssl=True)
+        self._action = actions.SnsAction(self.topic)
+        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=prefix)
+
+        jobs, queues = list(jobs), list(queues)
+        for job in jobs:
+            self._job(job)
+        for queue in queues:
+            self._queue(queue)
+        dead_letters = [(j.spec.name, j.dead_letters) for j in jobs] + [(q.spec.name, q.dead_letters) for q in queues]
+        if dead_letters:
+            self.dashboard.add_widgets(
+                cloudwatch.GraphWidget(
+                    title="dead-letter queue depth",
+                    width=24,
+                    left=[_depth(dlq, label=name) for name, dlq in dead_letters],
+                )
+            )
+
+    def _alarm(self, name: str, **props) -> cloudwatch.Alarm:
+        alarm = cloudwatch.Alarm(self, name, alarm_name=f"{self.prefix}-{name}", **props)
+        alarm.add_alarm_action(self._action)
+        self.alarms[alarm_name := f"{self.prefix}-{name}"] = alarm
+        return self.alarms[alarm_name]
+
+    def _job(self, job: ScheduledJob) -> None:
+        spec = job.spec
+        for outcome, label in ((Outcome.FAILED, "failed"), (Outcome.LEASE_LOST, "lease-lost")):
+            self._alarm(
+                f"{spec.name}-{label}",
+                alarm_description=f"job {spec.name}: a run ended {outcome.value}",
+                metric=job_metric(spec, outcome.value, "Sum"),
+                threshold=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                evaluation_periods=1,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+        period, periods = not_running_window(spec)
+        self._alarm(
+            f"{spec.name}-not-running",
+            alarm_description=f"job {spec.name}: no ran outcome within two intervals ({2 * tick_interval_s(spec)}s)",
+            metric=job_metric(spec, Outcome.RAN.value, "Sum", Duration.seconds(period)),
+            threshold=1,
+            comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+            evaluation_periods=periods,
+            datapoints_to_alarm=periods,
+            treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
+        )
+        self._dead_letter_alarm(f"{spec.name}-dead-letters", f"job {spec.name}: a tick never ran", job.dead_letters)
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title=f"{spec.name}: outcomes",
+                width=12,
+                left=[job_metric(spec, o.value, "Sum").with_(label=o.value) for o in Outcome],
+            ),
+            cloudwatch.GraphWidget(
+                title=f"{spec.name}: duration (ms)",
+                width=12,
+                left=[job_metric(spec, "duration", s).with_(label=s) for s in ("Average", "Maximum")],
+            ),
+        )
+
+    def _queue(self, queue: WorkQueue) -> None:
+        spec = queue.spec
+        self._dead_letter_alarm(f"{spec.name}-dead-letters", f"queue {spec.name}: items were dead-lettered", queue.dead_letters)
+        oldest = queue.queue.metric_approximate_age_of_oldest_message(statistic="Maximum", period=ALARM_PERIOD)
+        threshold = oldest_age_threshold_s(spec)
+        self._alarm(
+            f"{spec.name}-oldest-message",
+            alarm_description=f"queue {spec.name}: oldest message older than {threshold}s",
+            metric=oldest,
+            threshold=threshold,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        failed = [_depth(queue.dead_letters, label="dead-lettered")]
+        if queue.function is not None:
+            failed.append(queue.function.metric_errors(period=ALARM_PERIOD, label="worker errors"))
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title=f"{spec.name}: items completed",
+                width=8,
+                left=[queue.queue.metric_number_of_messages_deleted(period=ALARM_PERIOD, label="completed")],
+            ),
+            cloudwatch.GraphWidget(title=f"{spec.name}: items failed", width=8, left=failed),
+            cloudwatch.GraphWidget(title=f"{spec.name}: oldest message (s)", width=8, left=[oldest]),
+        )
+
+    def _dead_letter_alarm(self, name: str, description: str, dlq: sqs.IQueue) -> None:
+        self._alarm(
+            name,
+            alarm_description=description,
+            metric=_depth(dlq),
+            threshold=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+
+
+def _depth(queue: sqs.IQueue, label: str | None = None) -> cloudwatch.Metric:
+    return queue.metric_approximate_number_of_messages_visible(statistic="Maximum", period=ALARM_PERIOD, label=label)

@@ -1,0 +1,86 @@
+"""Monitoring: an alarm set per job with the runner's exact metric dimensions, DLQ and queue-age
+alarms, and the dashboard."""
+
+from __future__ import annotations
+
+from infra.schedule import tick_interval_s
+from jobfence.registry import metric_dimensions
+from tests.infra.cfn import as_list, of_type, ref_id
+
+
+def _alarms(resources) -> dict[str, dict]:
+    return {a["Properties"]["AlarmName"]: a["Properties"] for a in of_type(resources, "AWS::CloudWatch::Alarm").values()}
+
+
+def _dimensions(alarm) -> dict:
+    return {d["Name"]: d["Value"] for d in alarm.get("Dimensions", [])}
+
+
+def test_every_job_has_failed_lease_lost_not_running_and_dead_letter_alarms(each):
+    alarms = _alarms(each.resources)
+    topic = next(iter(of_type(each.resources, "AWS::SNS::Topic")))
+    for name, spec in each.catalog.jobs.items():
+        for kind, metric in (("failed", "failed"), ("lease-lost", "lease_lost")):
+            alarm = alarms[f"jobfence-{name}-{kind}"]
+            # THEN the alarm watches the runner's metric with exactly its dimensions
+            assert alarm["Namespace"] == "jobfence" and alarm["MetricName"] == metric
+            assert _dimensions(alarm) == metric_dimensions(spec)
+            assert alarm["Threshold"] == 1 and alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+            assert [ref_id(a) for a in alarm["AlarmActions"]] == [topic]
+        silent = alarms[f"jobfence-{name}-not-running"]
+        assert silent["MetricName"] == "ran" and _dimensions(silent) == metric_dimensions(spec)
+        assert silent["TreatMissingData"] == "breaching"
+        assert silent["ComparisonOperator"] == "LessThanThreshold" and silent["Threshold"] == 1
+        window = silent["Period"] * silent["EvaluationPeriods"]
+        # two intervals (capped at CloudWatch's 7-day evaluation range), every period breaching
+        assert window >= min(2 * tick_interval_s(spec), 7 * 86400)
+        assert window <= 2 * tick_interval_s(spec) + silent["Period"]
+        assert silent["DatapointsToAlarm"] == silent["EvaluationPeriods"]
+        assert f"jobfence-{name}-dead-letters" in alarms
+
+
+def test_every_dead_letter_queue_has_a_depth_alarm(each):
+    # GIVEN every queue used as a DLQ anywhere: queue redrive, rule target, async failure destination
+    resources = each.resources
+    dlqs = set()
+    for queue in of_type(resources, "AWS::SQS::Queue").values():
+        if "RedrivePolicy" in queue["Properties"]:
+            dlqs.add(ref_id(queue["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]))
+    for rule in of_type(resources, "AWS::Events::Rule").values():
+        for target in rule["Properties"]["Targets"]:
+            dlqs.add(ref_id(target["DeadLetterConfig"]["Arn"]))
+    for config in of_type(resources, "AWS::Lambda::EventInvokeConfig").values():
+        dlqs.add(ref_id(config["Properties"]["DestinationConfig"]["OnFailure"]["Destination"]))
+    assert len(dlqs) == len(each.catalog.jobs) + len(each.catalog.queues)
+    # THEN each has an alarm on its visible messages, firing on the first one
+    watched = {ref_id(_dimensions(a)["QueueName"]) for a in _alarms(resources).values()
+               if a.get("MetricName") == "ApproximateNumberOfMessagesVisible" and a["Threshold"] == 1}
+    assert dlqs <= watched
+
+
+def test_every_work_queue_has_an_oldest_message_alarm(each):
+    alarms = _alarms(each.resources)
+    for name, spec in each.catalog.queues.items():
+        alarm = alarms[f"jobfence-{name}-oldest-message"]
+        assert alarm["MetricName"] == "ApproximateAgeOfOldestMessage" and alarm["Namespace"] == "AWS/SQS"
+        assert alarm["Threshold"] >= spec.visibility_timeout_s
+
+
+def test_dashboard_shows_every_job_and_queue(each):
+    (dashboard,) = of_type(each.resources, "AWS::CloudWatch::Dashboard").values()
+    body = str(dashboard["Properties"]["DashboardBody"])
+    for name in [*each.catalog.jobs, *each.catalog.queues]:
+        assert f"{name}:" in body
+    for outcome in ("ran", "skipped_leased", "skipped_interval", "lease_lost", "failed", "duration"):
+        assert f'\\"{outcome}\\"' in body or f'"{outcome}"' in body
+
+
+def test_alarm_topic_is_encrypted_and_ssl_only(each):
+    (topic,) = of_type(each.resources, "AWS::SNS::Topic").values()
+    assert ref_id(topic["Properties"]["KmsMasterKeyId"]) in of_type(each.resources, "AWS::KMS::Key")
+    (key,) = of_type(each.resources, "AWS::KMS::Key").values()
+    assert key["Properties"]["EnableKeyRotation"] is True
+    denies = [s for p in of_type(each.resources, "AWS::SNS::TopicPolicy").values()
+              for s in p["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"]
+    assert any(s.get("Condition") == {"Bool": {"aws:SecureTransport": "false"}} for s in denies)
+    assert as_list(denies[0]["Action"])
