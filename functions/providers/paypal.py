@@ -32,7 +32,7 @@ import urllib3
 from aws_lambda_powertools.utilities.parameters import SecretsProvider
 
 from jobfence.clock import Clock
-from jobfence.config import Settings, secret_name
+from jobfence.config import Settings
 from providers.payments import (
     AlreadyCaptured,
     CaptureResult,
@@ -268,6 +268,5 @@ PAYPAL_SECRET = "paypal_credentials"
 
 def paypal_from_settings(settings: Settings, session: Any, clock: Clock) -> PayPalPayments:
     """The adapter of a function that calls PayPal: base URL from PROVIDER_PAYPAL_URL,
-    credentials from the secret named by SECRET_PAYPAL_CREDENTIALS (its fixed name if unset)."""
-    name = settings.secrets.get(PAYPAL_SECRET) or secret_name(PAYPAL_SECRET)
-    return build_paypal(settings.provider_url(PAYPAL), name, session, clock)
+    credentials from the secret named by SECRET_PAYPAL_CREDENTIALS."""
+    return build_paypal(settings.provider_url(PAYPAL), settings.secret(PAYPAL_SECRET), session, clock)

@@ -9,9 +9,6 @@ HOURLY = "cron(0 * * * ? *)"  # seed 000: 0 * * * *
 EVERY_5_MINUTES = "rate(5 minutes)"  # seed 001: the safety net, behind its interval gate
 PAYPAL = "paypal"
 PAYPAL_SECRET = "paypal_credentials"
-# The PayPal jobs read PAYPAL_SECRET; it is declared here once the stack creates catalog secrets
-# (infra/secrets.py, in flight). Until then the adapter's secret name falls back to the fixed name.
-PAYPAL_SECRETS: tuple[str, ...] = ()
 
 TABLES = (
     TableSpec(
@@ -140,7 +137,7 @@ JOBS = (
             "diagnostic_captures": "read_write",
             "customer_activity": "read_write",
         },
-        secrets=PAYPAL_SECRETS,
+        secrets=(PAYPAL_SECRET,),
         providers=(PAYPAL,),
         description="financial recovery (intents, deleted accounts, returns, card retries) alongside retention",
     ),
@@ -162,7 +159,7 @@ JOBS = (
         interval_s=300,
         timeout_s=240,
         tables={"payment_intents": "read_write"},
-        secrets=PAYPAL_SECRETS,
+        secrets=(PAYPAL_SECRET,),
         providers=(PAYPAL,),
         description="seed 001 safety net: capture deferred intents untouched for 20 minutes, 50 a batch",
     ),

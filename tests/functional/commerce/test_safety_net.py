@@ -32,7 +32,7 @@ def test_schedule_is_a_short_rate_behind_an_interval_gate():
     spec = CATALOG.job("capture_abandoned_deferred")
     assert spec.schedule == "rate(5 minutes)"
     assert spec.interval_s == 300
-    assert spec.providers == ("paypal",)
+    assert spec.providers == ("paypal",) and spec.secrets == ("paypal_credentials",)
     assert safety_net.CUTOFF_MS == 20 * 60_000
 
 
