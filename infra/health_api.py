@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import jsii
-from aws_cdk import CfnOutput, RemovalPolicy
+from aws_cdk import Aws, CfnOutput, RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_apigatewayv2_integrations as integrations
@@ -87,8 +87,10 @@ class HealthApi(Construct):
             throttle=apigwv2.ThrottleSettings(rate_limit=RATE_PER_SECOND, burst_limit=BURST),
             access_log_settings=_AccessLogs(access_logs),
         )
-        self.url = self.api.api_endpoint
-        CfnOutput(self, "Url", value=self.api.api_endpoint, description="health endpoint (GET / or /health)")
+        # Built from the API id (a Ref), not GetAtt ApiEndpoint: the emulator's CloudFormation
+        # (local runtime) rejects outputs that GetAtt a resource type it does not model.
+        self.url = f"https://{self.api.api_id}.execute-api.{Aws.REGION}.{Aws.URL_SUFFIX}/"
+        CfnOutput(self, "Url", value=self.url, description="health endpoint (GET / or /health)")
         for route in self.api.node.find_all():
             if isinstance(route, apigwv2.CfnRoute):
                 acknowledge(route, "AwsSolutions-APIG4", "public health check by design: reveals only service name and job count")

@@ -19,11 +19,19 @@ from infra.tables import pascal
 
 
 class CatalogSecrets(Construct):
-    """Attribute `secrets`: logical name -> Secret."""
+    """Attributes: `secrets` (logical name -> the Secret resource) and `grantable`
+    (logical name -> the same secret referenced by its fixed name, for grants).
+
+    Grants name the secret by its fixed name (ARN `...:secret:<name>-??????`)
+    rather than referencing the resource: a policy that references a resource the
+    local runtime's emulator does not model (Secrets Manager) fails there, and the
+    name is fixed anyway.
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, names: Iterable[str]) -> None:
         super().__init__(scope, construct_id)
         self.secrets: dict[str, secretsmanager.Secret] = {}
+        self.grantable: dict[str, secretsmanager.ISecret] = {}
         for name in sorted(set(names)):
             secret = secretsmanager.Secret(
                 self,
@@ -37,3 +45,6 @@ class CatalogSecrets(Construct):
                 "a third-party credential: rotated by the operator at the provider, not by a Lambda",
             )
             self.secrets[name] = secret
+            self.grantable[name] = secretsmanager.Secret.from_secret_name_v2(
+                self, f"{pascal(name)}ByName", secret_name(name)
+            )

@@ -51,7 +51,7 @@ class JobfenceStack(Stack):
             tables=self.tables.tables,
             indexes={name: tuple(i.name for i in spec.indexes) for name, spec in self.catalog.tables.items()},
             queues={name: q.queue for name, q in self.queues.items()},
-            secrets=self.secrets.secrets,
+            secrets=self.secrets.grantable,
         )
 
         code = FunctionCode(self, "Code")

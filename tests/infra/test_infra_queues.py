@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from jobfence.config import PROVIDER_DEFAULT_URLS, provider_env, queue_env, secret_env, secret_name, table_env
 from tests.infra.cfn import as_list, env, function_of_role, of_type, ref_id, role_statements
 
@@ -95,10 +97,14 @@ def test_a_secret_is_readable_only_by_the_functions_whose_entry_lists_it(each):
     roles = function_of_role(each.resources)
     readers: dict[str, set[str]] = {}
     for role, statement in role_statements(each.resources):
+        if not any(a.startswith("secretsmanager:") for a in as_list(statement["Action"])):
+            continue
+        assert set(as_list(statement["Action"])) <= {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}
         for target in as_list(statement["Resource"]):
-            if ref_id(target) in secrets:
-                assert set(as_list(statement["Action"])) <= {"secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"}
-                readers.setdefault(secrets[ref_id(target)], set()).add(roles[role]["Properties"]["FunctionName"])
+            # grants name the secret by its fixed name: arn:...:secret:<name>-?????? (never *)
+            rendered = json.dumps(target)
+            (name,) = [n for n in listed if f":secret:{n}-??????" in rendered]
+            readers.setdefault(name, set()).add(roles[role]["Properties"]["FunctionName"])
     for spec in [*each.catalog.jobs.values(), *each.catalog.queues.values()]:
         fn = f"jobfence-{spec.name}" if spec.name in each.catalog.jobs else f"jobfence-{spec.name}-worker"
         for name in spec.secrets:
