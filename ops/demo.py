@@ -39,7 +39,7 @@ def print_report(console: Console, report: ScenarioReport) -> None:
         console.print(f"{mark} invariant {check.number}: {check.title} — {check.detail}")
 
 
-def demo(seed: int = 7, console: Console | None = None) -> int:
+def demo(seed: int = 7, hours: float | None = None, live: bool = True, console: Console | None = None) -> int:
     """Run the scenario; 0 when every invariant holds, 1 otherwise."""
     console = console or Console()
     with Emulator() as emulator:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import warnings
 from typing import Any
 
 import boto3
@@ -75,6 +76,9 @@ class Emulator:
     def start(self) -> "Emulator":
         """Start the server (port 0: the OS picks a free loopback port)."""
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one access-log line per request otherwise
+        # moto warns about every CloudFormation resource type it does not model (queue policies, ...)
+        logging.getLogger("moto").setLevel(logging.ERROR)
+        warnings.filterwarnings("ignore", category=UserWarning, module=r"moto\..*")
         self._server = SerializedMotoServer("127.0.0.1", 0)
         self._server.start()
         host, port = self._server.get_host_and_port()

@@ -1,0 +1,118 @@
+"""Secrets and provider stubs that the emulator does not give the functions by itself.
+
+- Secrets: every `SECRET_<LOGICAL>` a function's environment names (and every
+  secret its catalog entry lists) is created in the emulator's Secrets Manager
+  under `jobfence.config.secret_name(logical)`, and the variable is set if the
+  deployment dropped it.
+- Providers: for every `PROVIDER_<NAME>_URL` a function's environment carries
+  (and every provider its catalog entry lists), a loopback stub from
+  `ops/stubs/<name>.py` is started once and the variable points at it. A stub
+  module either defines `start_local(clock) -> (stub, base_url, secret_value)`
+  or a `<Name>Stub(clock)` class with `start() -> base_url` and `stop()`; the
+  secret of the same logical name is then filled from its `client_id` and
+  `client_secret` when it has them, so the real adapter authenticates against it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import secrets as token_source
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from jobfence.config import (
+    ENV_PROVIDER_PREFIX,
+    ENV_SECRET_PREFIX,
+    provider_env,
+    secret_env,
+    secret_name,
+)
+
+
+@dataclass
+class StartedStub:
+    name: str
+    stub: Any
+    base_url: str
+    secret_value: str | None = None
+
+
+@dataclass
+class LocalProviders:
+    """Stubs started for this runtime and the secrets created in the emulator."""
+
+    stubs: dict[str, StartedStub] = field(default_factory=dict)
+    secrets: dict[str, str] = field(default_factory=dict)  # logical -> secret name
+    missing_stubs: set[str] = field(default_factory=set)
+
+    def stop(self) -> None:
+        for started in self.stubs.values():
+            stop = getattr(started.stub, "stop", None)
+            if stop:
+                stop()
+        self.stubs.clear()
+
+
+def _catalog_spec(environment: Mapping[str, str]) -> Any:
+    from jobs.catalog import CATALOG
+
+    job = environment.get("JOB_NAME")
+    return CATALOG.jobs.get(job) if job else None
+
+
+def start_stub(name: str, clock: Any) -> StartedStub | None:
+    """Start `ops/stubs/<name>.py`'s stub on loopback, or None when there is no stub."""
+    try:
+        module = importlib.import_module(f"ops.stubs.{name}")
+    except ModuleNotFoundError:
+        return None
+    if hasattr(module, "start_local"):
+        stub, url, secret = module.start_local(clock)
+        return StartedStub(name, stub, url, secret)
+    classes = [v for k, v in vars(module).items() if k.endswith("Stub") and isinstance(v, type) and hasattr(v, "start")]
+    if not classes:
+        return None
+    stub = classes[0](clock)
+    url = stub.start()
+    secret = None
+    if hasattr(stub, "client_id") and hasattr(stub, "client_secret"):
+        secret = json.dumps({"client_id": stub.client_id, "client_secret": stub.client_secret})
+    return StartedStub(name, stub, url, secret)
+
+
+def complete_environments(
+    session: Any, environments: Mapping[str, Mapping[str, str]], clock: Any, providers: LocalProviders
+) -> dict[str, dict[str, str]]:
+    """function -> variables to add or override: secrets created, provider URLs pointed at stubs."""
+    sm = session.client("secretsmanager")
+    extra: dict[str, dict[str, str]] = {}
+    for function, env in environments.items():
+        spec = _catalog_spec(env)
+        add: dict[str, str] = {}
+        provider_names = {k[len(ENV_PROVIDER_PREFIX) : -len("_URL")].lower() for k in env if k.startswith(ENV_PROVIDER_PREFIX) and k.endswith("_URL")}
+        provider_names |= set(getattr(spec, "providers", ()) or ())
+        for name in sorted(provider_names):
+            if name not in providers.stubs and name not in providers.missing_stubs:
+                started = start_stub(name, clock)
+                if started is None:
+                    providers.missing_stubs.add(name)
+                else:
+                    providers.stubs[name] = started
+            if name in providers.stubs:
+                add[provider_env(name)] = providers.stubs[name].base_url
+        secret_names = {k[len(ENV_SECRET_PREFIX) :].lower() for k in env if k.startswith(ENV_SECRET_PREFIX)}
+        secret_names |= set(getattr(spec, "secrets", ()) or ())
+        for logical in sorted(secret_names):
+            name = env.get(secret_env(logical)) or secret_name(logical)
+            if logical not in providers.secrets:
+                stub = providers.stubs.get(logical)
+                value = stub.secret_value if stub and stub.secret_value else json.dumps({"value": token_source.token_hex(16)})
+                try:
+                    sm.create_secret(Name=name, SecretString=value)
+                except sm.exceptions.ResourceExistsException:
+                    sm.put_secret_value(SecretId=name, SecretString=value)
+                providers.secrets[logical] = name
+            add.setdefault(secret_env(logical), name)
+        extra[function] = add
+    return extra

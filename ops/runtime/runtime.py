@@ -1,0 +1,247 @@
+"""`LocalRuntime`: the deployed template running on moto, driven by a simulated clock.
+
+    runtime = LocalRuntime().start()     # emulator, synth, deploy, discover, stubs, secrets
+    runtime.advance_to(t)                # fire due EventBridge ticks, deliver SQS batches, up to t
+    runtime.invoke("jobfence-x", event)  # one invocation in a warm isolate (Lambda Invoke)
+    runtime.stop()
+
+Ticks and deliveries happen at simulated instants in order: the driver jumps
+the clock to the next rule fire or visibility expiry, fires the rules that are
+ENABLED at that moment (their state is read from EventBridge, so `disable`
+stops ticks and `enable` resumes them), then pumps every queue until nothing is
+visible. The rules of one instant are invoked in parallel, like EventBridge's
+asynchronous invokes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import pathlib
+import shutil
+import tempfile
+import threading
+import uuid
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ops.emulator import Emulator
+from ops.runtime.clock import DEFAULT_START_MS, SimulatedClock
+from ops.runtime.providers import LocalProviders, complete_environments
+from ops.runtime.schedule import Schedule
+from ops.runtime.sqs import PumpStats, QueuePoller
+from ops.runtime.template import ROOT, CloudAssembly, deploy, synthesize
+from ops.runtime.topology import RuleInfo, Topology, discover, read_rule
+from ops.runtime.workers import Invocation, WorkerPool
+
+
+@dataclass
+class Tick:
+    """One rule firing (or not, when the rule was disabled at that instant)."""
+
+    rule: str
+    job: str | None
+    at_ms: int
+    fired: bool
+    invocation: Invocation | None = None
+
+
+@dataclass
+class Timeline:
+    ticks: list[Tick] = field(default_factory=list)
+    pumped: PumpStats = field(default_factory=PumpStats)
+
+
+def scheduled_event(rule: RuleInfo, at_ms: int, account: str, region: str) -> dict[str, Any]:
+    """The event EventBridge sends a scheduled rule's target."""
+    when = dt.datetime.fromtimestamp(at_ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": account,
+        "time": when,
+        "region": region,
+        "resources": [rule.arn],
+        "detail": {},
+    }
+
+
+class LocalRuntime:
+    """The embedded runtime. One per process is plenty; tests share one per session."""
+
+    def __init__(
+        self,
+        *,
+        start_ms: int = DEFAULT_START_MS,
+        workdir: pathlib.Path | None = None,
+        context: dict[str, Any] | None = None,
+        app_dir: pathlib.Path = ROOT,
+    ) -> None:
+        self.clock = SimulatedClock(start_ms)
+        self.start_ms = start_ms
+        self._own_workdir = workdir is None
+        self.workdir = workdir or pathlib.Path(tempfile.mkdtemp(prefix="jobfence-local-"))
+        self._context = context or {}
+        self._app_dir = app_dir
+        self.emulator = Emulator()
+        self.providers = LocalProviders()
+        self.assembly: CloudAssembly | None = None
+        self.topology: Topology | None = None
+        self.pool: WorkerPool | None = None
+        self.poller: QueuePoller | None = None
+        self.timeline = Timeline()
+        self.on_tick: Callable[[Tick], None] | None = None
+        self._schedules: dict[str, Schedule] = {}
+        self._scheduled_until = start_ms
+        self._lock = threading.Lock()
+        self.account = "123456789012"
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self, assembly: CloudAssembly | None = None) -> "LocalRuntime":
+        """Start moto, deploy the synthesized template, read it back, prepare the isolates."""
+        self.emulator.start()
+        session = self.session
+        self.assembly = assembly or synthesize(self.workdir / "cdk.out", self._context, self._app_dir)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # moto warns about resource types it does not model
+            deploy(session, self.assembly)
+        self.account = session.client("sts").get_caller_identity()["Account"]
+        self.topology = discover(session, self.assembly.stack_name, self.assembly.template)
+        code_dirs = {}
+        for name, info in self.topology.functions.items():
+            folder = self.assembly.code_directory(info.code_key or "")
+            if folder is None:
+                raise RuntimeError(f"function {name}: its code asset {info.code_key} is not in the assembly")
+            code_dirs[name] = folder
+        extra = complete_environments(
+            session, {n: f.environment for n, f in self.topology.functions.items()}, self.clock, self.providers
+        )
+        log_dir = self.workdir / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.pool = WorkerPool(self.topology.functions, code_dirs, self.clock, self.emulator.environment(), extra, log_dir)
+        self.poller = QueuePoller(session, self.topology, self.pool, self.clock)
+        self._schedules = {
+            name: Schedule(rule.schedule, self.start_ms) for name, rule in self.topology.rules.items() if rule.schedule
+        }
+        return self
+
+    def stop(self) -> None:
+        """Stop every isolate, stub and the emulator; remove a temporary work folder."""
+        if self.pool is not None:
+            self.pool.stop()
+        self.providers.stop()
+        self.emulator.stop()
+        if self._own_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> "LocalRuntime":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def session(self):
+        return self.emulator.session()
+
+    @property
+    def log_dir(self) -> pathlib.Path:
+        return self.workdir / "logs"
+
+    # -- invoking ------------------------------------------------------------------------------
+
+    def invoke(self, function: str, event: Any, faults: list[dict[str, Any]] | None = None) -> Invocation:
+        """Invoke a function synchronously in one of its isolates (Lambda's RequestResponse)."""
+        assert self.pool is not None, "start() the runtime first"
+        return self.pool.invoke(function, event, faults)
+
+    def function_of_job(self, job: str) -> str:
+        assert self.topology is not None
+        try:
+            return self.topology.job_functions()[job].name
+        except KeyError:
+            raise KeyError(f"no deployed function runs job {job!r}") from None
+
+    # -- simulated time --------------------------------------------------------------------------
+
+    def next_event_ms(self, until_ms: int) -> int:
+        """The next instant (<= until) at which a rule fires or a message becomes visible."""
+        candidates = [until_ms]
+        for schedule in self._schedules.values():
+            candidates.append(schedule.next_after(self._scheduled_until))
+        assert self.poller is not None
+        visible = self.poller.next_visibility_ms()
+        if visible is not None:
+            candidates.append(max(visible, self.clock.now_ms()))
+        return min(candidates)
+
+    def advance_to(self, until_ms: int, faults: dict[str, list[dict[str, Any]]] | None = None) -> Timeline:
+        """Run the system up to `until_ms`: every due tick fired, every queue drained, in time order."""
+        timeline = Timeline()
+        assert self.poller is not None
+        self.poller.faults.update(faults or {})
+        self.pump(timeline)
+        while True:
+            target = self.next_event_ms(until_ms)
+            self.clock.set(max(target, self.clock.now_ms()))
+            self._fire_due(timeline)
+            self.pump(timeline)
+            if target >= until_ms:
+                break
+        return timeline
+
+    def advance(self, **delta: float) -> Timeline:
+        """`advance_to(now + delta)`; keywords as `SimulatedClock.advance`."""
+        step = int(delta.get("ms", 0) + delta.get("seconds", 0) * 1000 + delta.get("minutes", 0) * 60_000 + delta.get("hours", 0) * 3_600_000)
+        return self.advance_to(self.clock.now_ms() + step)
+
+    def pump(self, timeline: Timeline | None = None) -> PumpStats:
+        """Deliver queue messages until nothing is visible (at the current instant)."""
+        assert self.poller is not None
+        stats = self.poller.pump()
+        if timeline is not None:
+            timeline.pumped.batches += stats.batches
+            timeline.pumped.messages += stats.messages
+            timeline.pumped.failed += stats.failed
+            timeline.pumped.deliveries.extend(stats.deliveries)
+        return stats
+
+    def _fire_due(self, timeline: Timeline) -> None:
+        now = self.clock.now_ms()
+        due: list[tuple[RuleInfo, int]] = []
+        assert self.topology is not None
+        events = self.session.client("events")
+        for name, schedule in self._schedules.items():
+            for at in schedule.fires_between(self._scheduled_until, now):
+                due.append((read_rule(events, name), at))
+        self._scheduled_until = now
+        fired: list[Tick] = []
+        calls = []
+        for rule, at in due:
+            for arn, constant in rule.targets:
+                function = self.topology.function_by_arn(arn)
+                tick = Tick(rule.name, function.job, at, rule.state == "ENABLED")
+                fired.append(tick)
+                if tick.fired:
+                    event = scheduled_event(rule, at, self.account, self.session.region_name) if constant is None else _json(constant)
+                    calls.append((tick, function.name, event))
+        if calls:
+            with ThreadPoolExecutor(max_workers=len(calls)) as executor:
+                results = list(executor.map(lambda c: self.invoke(c[1], c[2]), calls))
+            for (tick, _, _), result in zip(calls, results):
+                tick.invocation = result
+        for tick in fired:
+            timeline.ticks.append(tick)
+            self.timeline.ticks.append(tick)
+            if self.on_tick:
+                self.on_tick(tick)
+
+
+def _json(text: str) -> Any:
+    import json
+
+    return json.loads(text)

@@ -1,0 +1,107 @@
+"""EventBridge schedule expressions on a simulated clock, with croniter doing the cron work.
+
+EventBridge cron has six fields, `cron(minutes hours day-of-month month
+day-of-week year)`, with `?` for "no value" in one of the day fields and
+day-of-week counted 1-7 from Sunday. croniter speaks classic five-field cron
+(day-of-week 0-6 from Sunday), so `adapt_cron` only translates: `?` becomes
+`*`, numeric day-of-week values shift down by one, and the year field is applied
+as a filter on croniter's results. `rate(n unit)` fires every n units from the
+rule's creation.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from croniter import croniter
+
+_RATE = re.compile(r"^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$")
+_CRON = re.compile(r"^cron\((.+)\)$")
+_UNIT_MS = {"minute": 60_000, "hour": 3_600_000, "day": 86_400_000}
+_MAX_YEAR_SKIPS = 100_000
+
+
+class ScheduleError(ValueError):
+    """An expression EventBridge would refuse, or one this runtime cannot fire."""
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When a rule fires: `next_after(t)` is the first fire time strictly after `t`."""
+
+    expression: str
+    anchor_ms: int  # rate(): the rule's creation instant
+
+    def next_after(self, t_ms: int) -> int:
+        rate = _RATE.match(self.expression)
+        if rate:
+            value, unit = int(rate.group(1)), rate.group(2).rstrip("s")
+            if value <= 0:
+                raise ScheduleError(f"{self.expression}: the rate must be positive")
+            period = value * _UNIT_MS[unit]
+            elapsed = max(0, t_ms - self.anchor_ms)
+            return self.anchor_ms + (elapsed // period + 1) * period
+        cron, years = adapt_cron(self.expression)
+        it = croniter(cron, datetime.fromtimestamp(t_ms / 1000, tz=timezone.utc))
+        for _ in range(_MAX_YEAR_SKIPS):
+            fire = it.get_next(datetime)
+            if years is None or fire.year in years:
+                return int(fire.timestamp() * 1000)
+        raise ScheduleError(f"{self.expression}: no fire time in the years it names")
+
+    def fires_between(self, after_ms: int, until_ms: int) -> list[int]:
+        """Fire times in (after, until]."""
+        out = []
+        t = self.next_after(after_ms)
+        while t <= until_ms:
+            out.append(t)
+            t = self.next_after(t)
+        return out
+
+
+def adapt_cron(expression: str) -> tuple[str, set[int] | None]:
+    """EventBridge `cron(...)` -> (five-field croniter expression, years it is limited to or None)."""
+    match = _CRON.match(expression.strip())
+    if not match:
+        raise ScheduleError(f"{expression!r} is neither cron(...) nor rate(n minute|minutes|hour|hours|day|days)")
+    fields = match.group(1).split()
+    if len(fields) != 6:
+        raise ScheduleError(f"{expression!r}: EventBridge cron has 6 fields (minutes hours day-of-month month day-of-week year)")
+    minutes, hours, dom, month, dow, year = fields
+    if (dom == "?") == (dow == "?"):
+        raise ScheduleError(f"{expression!r}: exactly one of day-of-month and day-of-week must be '?'")
+    if "W" in dom:
+        raise ScheduleError(f"{expression!r}: the W (nearest weekday) option is not supported locally")
+    cron = " ".join([minutes, hours, "*" if dom == "?" else dom, month, "*" if dow == "?" else _shift_dow(dow)])
+    if not croniter.is_valid(cron):
+        raise ScheduleError(f"{expression!r}: not a valid cron expression")
+    return cron, _years(year, expression)
+
+
+def _shift_dow(dow: str) -> str:
+    # EventBridge counts Sunday as 1; croniter as 0. Names (MON-FRI) need no shift.
+    def shift(m: re.Match) -> str:
+        value = int(m.group(0))
+        if not 1 <= value <= 7:
+            raise ScheduleError(f"day-of-week {value} is outside 1-7")
+        return str(value - 1)
+
+    if dow.endswith("L") and dow[:-1].isdigit():  # last <weekday> of the month: croniter writes it L<n>
+        return "L" + _shift_dow(dow[:-1])
+    head, sep, nth = dow.partition("#")
+    step_base, slash, step = head.partition("/")
+    return re.sub(r"\d+", shift, step_base) + slash + step + sep + nth
+
+
+def _years(field: str, expression: str) -> set[int] | None:
+    if field == "*":
+        return None
+    years: set[int] = set()
+    for part in field.split(","):
+        low, dash, high = part.partition("-")
+        if not low.isdigit() or (dash and not high.isdigit()):
+            raise ScheduleError(f"{expression!r}: year field {field!r} is not supported locally")
+        years.update(range(int(low), int(high or low) + 1))
+    return years

@@ -1,0 +1,153 @@
+"""Synthesize the CDK app and deploy its template into the emulator's CloudFormation.
+
+The same app `cdk deploy` runs (`app.py`), with bundling skipped (the layer of
+dependencies is not needed locally: workers run on this checkout's venv) and
+the cdk-nag packs off (they only validate). Deployment does what the CDK
+bootstrap and `cdk deploy` would: the bootstrap version parameter, the asset
+bucket, every file asset uploaded (zipped when the manifest says so) under its
+object key, then `CreateStack` with the template.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+import zipfile
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BOOTSTRAP_QUALIFIER = "hnb659fds"  # the CDK default; the synthesized template names it
+BOOTSTRAP_VERSION_PARAMETER = f"/cdk-bootstrap/{BOOTSTRAP_QUALIFIER}/version"
+BOOTSTRAP_VERSION = "30"
+# CDK's own switch for "bundle no stack" (the infra package exposes it as SKIP_BUNDLING_CONTEXT).
+SKIP_BUNDLING = {"aws:cdk:bundling-stacks": []}
+STACK_STATUS_DONE = {"CREATE_COMPLETE", "UPDATE_COMPLETE"}
+
+
+class DeployError(RuntimeError):
+    """Synthesis or deployment into the emulator failed; the message says which step and why."""
+
+
+@dataclass(frozen=True)
+class FileAsset:
+    """One file asset of the cloud assembly: where it is on disk and where it goes in S3."""
+
+    source: pathlib.Path
+    packaging: str  # "zip" (a folder) or "file"
+    object_key: str
+
+
+@dataclass(frozen=True)
+class CloudAssembly:
+    """The synthesized stack: its name, template and file assets."""
+
+    directory: pathlib.Path
+    stack_name: str
+    template: Mapping[str, Any]
+    assets: tuple[FileAsset, ...]
+
+    def code_directory(self, s3_key: str) -> pathlib.Path | None:
+        """The folder on disk of the asset uploaded under `s3_key` (a function's code)."""
+        for asset in self.assets:
+            if asset.object_key == s3_key and asset.packaging == "zip":
+                return asset.source
+        return None
+
+
+def synthesize(out_dir: pathlib.Path, context: Mapping[str, Any] | None = None, app_dir: pathlib.Path = ROOT) -> CloudAssembly:
+    """Run the CDK app (`app.py`) into `out_dir` and read the assembly back."""
+    app = app_dir / "app.py"
+    if not app.is_file():
+        raise DeployError(f"no CDK app at {app}: the infrastructure has not landed in this checkout")
+    ctx = {"nag": "false", **SKIP_BUNDLING, **dict(context or {})}
+    env = {
+        **os.environ,
+        "CDK_OUTDIR": str(out_dir),
+        "CDK_CONTEXT_JSON": json.dumps(ctx),
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+        "JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION": "1",
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run([sys.executable, str(app)], cwd=app_dir, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
+        raise DeployError(f"cdk synth failed (exit {done.returncode}):\n{tail}")
+    return read_assembly(out_dir)
+
+
+def read_assembly(out_dir: pathlib.Path) -> CloudAssembly:
+    """The single CloudFormation stack of a cloud assembly and its file assets."""
+    manifest = json.loads((out_dir / "manifest.json").read_text())
+    stacks = [(name, a) for name, a in manifest["artifacts"].items() if a["type"] == "aws:cloudformation:stack"]
+    if len(stacks) != 1:
+        raise DeployError(f"expected one stack in the assembly, found {[n for n, _ in stacks]}")
+    stack_name, artifact = stacks[0]
+    template = json.loads((out_dir / artifact["properties"]["templateFile"]).read_text())
+    assets: list[FileAsset] = []
+    for name, a in manifest["artifacts"].items():
+        if a["type"] != "cdk:asset-manifest":
+            continue
+        files = json.loads((out_dir / a["properties"]["file"]).read_text()).get("files", {})
+        for entry in files.values():
+            source = pathlib.Path(entry["source"]["path"])
+            source = source if source.is_absolute() else out_dir / source
+            for destination in entry["destinations"].values():
+                assets.append(FileAsset(source, entry["source"].get("packaging", "file"), destination["objectKey"]))
+    return CloudAssembly(out_dir, stack_name, template, tuple(assets))
+
+
+def _zip_folder(folder: pathlib.Path) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                archive.write(path, path.relative_to(folder))
+    return buffer.getvalue()
+
+
+def deploy(session: Any, assembly: CloudAssembly, timeout_s: float = 120) -> dict[str, Any]:
+    """Bootstrap the emulator like `cdk bootstrap`, publish the assets, create the stack.
+
+    Returns the stack description. Raises `DeployError` with CloudFormation's reason.
+    """
+    account = session.client("sts").get_caller_identity()["Account"]
+    region = session.region_name
+    session.client("ssm").put_parameter(
+        Name=BOOTSTRAP_VERSION_PARAMETER, Value=BOOTSTRAP_VERSION, Type="String", Overwrite=True
+    )
+    bucket = f"cdk-{BOOTSTRAP_QUALIFIER}-assets-{account}-{region}"
+    s3 = session.client("s3")
+    s3.create_bucket(Bucket=bucket)
+    published: dict[pathlib.Path, bytes] = {}
+    for asset in assembly.assets:
+        if asset.packaging == "zip":
+            body = published.setdefault(asset.source, _zip_folder(asset.source))
+        else:
+            body = asset.source.read_bytes()
+        s3.put_object(Bucket=bucket, Key=asset.object_key, Body=body)
+    cfn = session.client("cloudformation")
+    try:
+        cfn.create_stack(
+            StackName=assembly.stack_name,
+            TemplateBody=json.dumps(assembly.template),
+            Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"],
+        )
+    except Exception as exc:  # the emulator's refusal, named
+        raise DeployError(f"CreateStack {assembly.stack_name} was refused: {exc}") from exc
+    deadline = time.monotonic() + timeout_s
+    while True:
+        stack = cfn.describe_stacks(StackName=assembly.stack_name)["Stacks"][0]
+        status = stack["StackStatus"]
+        if status in STACK_STATUS_DONE:
+            return stack
+        if status.endswith("FAILED") or "ROLLBACK" in status:
+            raise DeployError(f"stack {assembly.stack_name}: {status}: {stack.get('StackStatusReason')}")
+        if time.monotonic() > deadline:
+            raise DeployError(f"stack {assembly.stack_name} still {status} after {timeout_s}s")
+        time.sleep(0.2)

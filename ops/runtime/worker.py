@@ -1,0 +1,165 @@
+"""The main of one function's worker process: a warm Lambda isolate.
+
+Started by `workers.Isolate` with the function's environment and code folder.
+It does what the Lambda runtime does: load the handler module once (the cold
+start), then take invocations one at a time and answer with the result or the
+error. It makes two local substitutions, both outside the function's code:
+
+- wall time is the simulated clock (`jobfence.clock.SystemClock.now_ms` reads
+  the shared value), so leases and ticks agree with the driver;
+- a fault plan sent with an invocation can kill this process (SIGKILL, an
+  isolate death) or raise a service error right after a matching AWS call,
+  to put a crash exactly "mid-item".
+
+Its stdout/stderr (the function's logs) go to a file, never to the driver's terminal.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import signal
+import sys
+import traceback
+import uuid
+from typing import Any
+
+MAX_ERROR_MESSAGE = 500
+
+
+class LambdaContext:
+    """The parts of the Lambda context object handlers and Powertools use."""
+
+    def __init__(self, meta: dict[str, Any], clock: Any) -> None:
+        self.function_name = meta["name"]
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = meta["arn"]
+        self.memory_limit_in_mb = meta["memory_mb"]
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/{meta['name']}"
+        self.log_stream_name = "local"
+        self._deadline = clock.value + meta["timeout_s"] * 1000
+        self._clock = clock
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, self._deadline - self._clock.value)
+
+
+def _describe(exc: BaseException) -> dict[str, Any]:
+    return {
+        "errorType": type(exc).__name__,
+        "errorMessage": str(exc)[:MAX_ERROR_MESSAGE],
+        "stackTrace": traceback.format_exception(exc)[-6:],
+    }
+
+
+class FaultPlan:
+    """Faults armed for one invocation: after the n-th matching AWS call, kill or raise."""
+
+    def __init__(self, faults: list[dict[str, Any]]) -> None:
+        self.faults = [dict(f) for f in faults]
+
+    def after_call(self, operation: str, params: dict[str, Any]) -> None:
+        text = json.dumps(params, default=str)
+        for fault in self.faults:
+            if fault.get("operation") not in (None, operation):
+                continue
+            if fault.get("contains") and fault["contains"] not in text:
+                continue
+            fault["after"] = int(fault.get("after", 1)) - 1
+            if fault["after"] > 0:
+                continue
+            self.faults.remove(fault)
+            if fault.get("action") == "kill":
+                sys.stdout.flush()
+                os.kill(os.getpid(), signal.SIGKILL)
+            from botocore.exceptions import ClientError
+
+            raise ClientError(
+                {"Error": {"Code": fault.get("code", "InternalServerError"), "Message": "injected by the local runtime"}},
+                operation,
+            )
+
+
+def _install_faults(plan_holder: list[FaultPlan | None]) -> None:
+    from botocore.client import BaseClient
+
+    original = BaseClient._make_api_call
+
+    def make_api_call(self, operation_name, api_params):
+        if operation_name in ("SendMessage", "SendMessageBatch"):
+            api_params = _delay_on_simulated_clock(operation_name, api_params)
+        result = original(self, operation_name, api_params)
+        plan = plan_holder[0]
+        if plan is not None and plan.faults:
+            plan.after_call(operation_name, api_params)
+        return result
+
+    BaseClient._make_api_call = make_api_call
+
+
+DELAY_ATTRIBUTE = "jobfence.local.visible_at"  # read (and hidden from handlers) by the SQS poller
+_clock_value: list[Any] = [None]
+
+
+def _delay_on_simulated_clock(operation: str, params: dict[str, Any]) -> dict[str, Any]:
+    # The emulator would delay a message in real seconds; the poller delays it on the simulated clock instead.
+    def rewrite(entry: dict[str, Any]) -> dict[str, Any]:
+        delay = int(entry.get("DelaySeconds") or 0)
+        if delay <= 0 or _clock_value[0] is None:
+            return entry
+        entry = {**entry, "DelaySeconds": 0}
+        attributes = dict(entry.get("MessageAttributes") or {})
+        attributes[DELAY_ATTRIBUTE] = {"DataType": "Number", "StringValue": str(int(_clock_value[0].value) + delay * 1000)}
+        entry["MessageAttributes"] = attributes
+        return entry
+
+    if operation == "SendMessage":
+        return rewrite(params)
+    return {**params, "Entries": [rewrite(e) for e in params.get("Entries", [])]}
+
+
+def _install_clock(clock: Any) -> None:
+    _clock_value[0] = clock
+    import jobfence.clock
+
+    jobfence.clock.SystemClock.now_ms = lambda self: int(clock.value)
+
+
+def main(conn: Any, meta: dict[str, Any], clock: Any) -> None:
+    """Cold start, then serve invocations until told to stop or killed."""
+    log = open(meta["log_path"], "a", buffering=1)
+    os.dup2(log.fileno(), 1)
+    os.dup2(log.fileno(), 2)
+    sys.stdout = sys.stderr = log
+    os.environ.clear()
+    os.environ.update(meta["environment"])
+    # the function sees its own code folder first, never the checkout's functions/
+    sys.path[:] = [meta["code_dir"]] + [p for p in sys.path if os.path.realpath(p) != os.path.realpath(meta["checkout_functions"])]
+    plan: list[FaultPlan | None] = [None]
+    try:
+        _install_clock(clock)
+        _install_faults(plan)
+        module_name, _, attr = meta["handler"].rpartition(".")
+        handler = getattr(importlib.import_module(module_name), attr)
+    except Exception as exc:  # an init error: Lambda reports it to the invoker and drops the isolate
+        conn.send(("init_error", _describe(exc)))
+        return
+    conn.send(("ready", None))
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return
+        if message[0] == "stop":
+            return
+        _, event, faults = message
+        plan[0] = FaultPlan(faults) if faults else None
+        try:
+            result = handler(event, LambdaContext(meta, clock))
+            conn.send(("ok", json.loads(json.dumps(result, default=str))))
+        except Exception as exc:
+            conn.send(("error", _describe(exc)))
+        finally:
+            plan[0] = None

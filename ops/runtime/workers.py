@@ -1,0 +1,241 @@
+"""Warm worker processes: each function invocation runs in an isolate of its own.
+
+An `Isolate` is one process running `worker.main` for one function. It is
+started on first use (the cold start) and reused while it is idle and alive;
+concurrent invocations of one function get separate isolates, like Lambda.
+Killing an isolate is a real process death: the invocation in flight returns
+`died`, nothing in the function gets to clean up, and the next invocation
+cold-starts a new process.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pathlib
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ops.runtime.clock import SimulatedClock
+from ops.runtime.topology import FunctionInfo
+
+CHECKOUT_FUNCTIONS = pathlib.Path(__file__).resolve().parents[2] / "functions"
+COLD_START_TIMEOUT_S = 60
+# What a Lambda isolate inherits besides its configured environment.
+_PASSTHROUGH = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "SYSTEMROOT", "VIRTUAL_ENV")
+
+
+@dataclass
+class Invocation:
+    """What one invocation came to, as the Lambda Invoke API would report it."""
+
+    function: str
+    status: str  # ok | error (the handler raised) | died (the isolate was killed) | init_error
+    payload: Any = None
+    error_type: str | None = None
+    error_message: str | None = None
+    cold: bool = False
+    wall_ms: int = 0
+    pid: int | None = None
+    started_sim_ms: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "function": self.function,
+            "status": self.status,
+            "payload": self.payload,
+            "error": f"{self.error_type}: {self.error_message}" if self.error_type else None,
+            "cold": self.cold,
+        }
+
+
+class Isolate:
+    """One process of one function."""
+
+    def __init__(self, meta: dict[str, Any], clock: SimulatedClock, ctx: Any) -> None:
+        self.meta = meta
+        self.function = meta["name"]
+        self._conn, child = ctx.Pipe()
+        from ops.runtime import worker
+
+        self.process = ctx.Process(target=worker.main, args=(child, meta, clock.shared), name=f"isolate:{self.function}", daemon=True)
+        self.process.start()
+        child.close()
+        self.cold = True
+        self.busy = False
+        self.ready_error: dict[str, Any] | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.process.is_alive()
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid
+
+    def _await_ready(self) -> None:
+        if not self._conn.poll(COLD_START_TIMEOUT_S):
+            raise TimeoutError(f"{self.function}: no cold start within {COLD_START_TIMEOUT_S}s")
+        kind, detail = self._conn.recv()
+        if kind == "init_error":
+            self.ready_error = detail
+
+    def invoke(self, event: Any, faults: list[dict[str, Any]] | None = None) -> Invocation:
+        """Send one event and wait for the answer (or for the process to die)."""
+        started = time.monotonic()
+        cold = self.cold
+        result = Invocation(self.function, "ok", cold=cold, pid=self.pid)
+        try:
+            if self.cold:
+                self._await_ready()
+                self.cold = False
+            if self.ready_error:
+                result.status, result.error_type, result.error_message = (
+                    "init_error",
+                    self.ready_error["errorType"],
+                    self.ready_error["errorMessage"],
+                )
+                return result
+            self._conn.send(("invoke", event, faults or []))
+            kind, detail = self._conn.recv()
+        except (EOFError, ConnectionError, OSError):
+            result.status, result.error_type, result.error_message = "died", "Runtime.ExitError", "the isolate's process died mid-invocation"
+            return result
+        finally:
+            result.wall_ms = int((time.monotonic() - started) * 1000)
+        if kind == "ok":
+            result.payload = detail
+        else:
+            result.status, result.error_type, result.error_message = "error", detail["errorType"], detail["errorMessage"]
+        return result
+
+    def kill(self) -> None:
+        """SIGKILL: an isolate death. The function gets no chance to clean up."""
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(timeout=5)
+
+    def stop(self) -> None:
+        try:
+            self._conn.send(("stop",))
+        except (OSError, EOFError, BrokenPipeError):
+            pass
+        self.process.join(timeout=2)
+        if self.process.is_alive():
+            self.kill()
+        self._conn.close()
+
+
+class WorkerPool:
+    """Isolates per function: warm ones are reused, concurrent invocations get more."""
+
+    def __init__(
+        self,
+        functions: Mapping[str, FunctionInfo],
+        code_dirs: Mapping[str, pathlib.Path],
+        clock: SimulatedClock,
+        base_environment: Mapping[str, str],
+        extra_environment: Mapping[str, Mapping[str, str]],
+        log_dir: pathlib.Path,
+    ) -> None:
+        self._functions = functions
+        self._code_dirs = code_dirs
+        self._clock = clock
+        self._base = dict(base_environment)
+        self._extra = extra_environment
+        self.log_dir = log_dir
+        self._ctx = multiprocessing.get_context("spawn")
+        self._lock = threading.Lock()
+        self._isolates: dict[str, list[Isolate]] = {}
+        self.cold_starts: dict[str, int] = {}
+
+    def environment(self, function: str) -> dict[str, str]:
+        """The isolate's environment: the template's variables plus what Lambda and the emulator add."""
+        info = self._functions[function]
+        env = {k: os.environ[k] for k in _PASSTHROUGH if k in os.environ}
+        env.update(self._base)
+        env.update(
+            {
+                "AWS_LAMBDA_FUNCTION_NAME": info.name,
+                "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(info.memory_mb),
+                "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+                "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{info.name}",
+                "LAMBDA_TASK_ROOT": str(self._code_dirs[function]),
+                "_HANDLER": info.handler,
+            }
+        )
+        env.update(info.environment)
+        env.update(self._extra.get(function, {}))
+        return env
+
+    def _meta(self, function: str) -> dict[str, Any]:
+        info = self._functions[function]
+        return {
+            "name": info.name,
+            "arn": info.arn,
+            "handler": info.handler,
+            "memory_mb": info.memory_mb,
+            "timeout_s": info.timeout_s,
+            "environment": self.environment(function),
+            "code_dir": str(self._code_dirs[function]),
+            "checkout_functions": str(CHECKOUT_FUNCTIONS),
+            "log_path": str(self.log_dir / f"{function}.log"),
+        }
+
+    def _take(self, function: str) -> Isolate:
+        if function not in self._functions:
+            raise KeyError(f"no function {function!r} is deployed")
+        with self._lock:
+            pool = self._isolates.setdefault(function, [])
+            pool[:] = [i for i in pool if i.alive or i.busy]
+            for isolate in pool:
+                if not isolate.busy and isolate.alive:
+                    isolate.busy = True
+                    return isolate
+            isolate = Isolate(self._meta(function), self._clock, self._ctx)
+            isolate.busy = True
+            pool.append(isolate)
+            self.cold_starts[function] = self.cold_starts.get(function, 0) + 1
+            return isolate
+
+    def invoke(self, function: str, event: Any, faults: list[dict[str, Any]] | None = None) -> Invocation:
+        """Run one event in an isolate of `function` (warm if one is idle)."""
+        isolate = self._take(function)
+        started = self._clock.now_ms()
+        try:
+            result = isolate.invoke(event, faults)
+        finally:
+            with self._lock:
+                isolate.busy = False
+                if not isolate.alive or isolate.ready_error:
+                    isolate.kill()
+                    self._isolates[function].remove(isolate)
+        result.started_sim_ms = started
+        return result
+
+    def isolates(self, function: str) -> list[Isolate]:
+        with self._lock:
+            return list(self._isolates.get(function, []))
+
+    def kill(self, function: str, busy_only: bool = False) -> int:
+        """Kill the isolates of a function (those mid-invocation only, if asked). Returns how many."""
+        killed = 0
+        for isolate in self.isolates(function):
+            if isolate.busy or not busy_only:
+                isolate.kill()
+                killed += 1
+        return killed
+
+    def stop(self) -> None:
+        with self._lock:
+            isolates = [i for pool in self._isolates.values() for i in pool]
+            self._isolates.clear()
+        for isolate in isolates:
+            isolate.stop()

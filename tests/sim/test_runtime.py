@@ -1,0 +1,64 @@
+"""The embedded runtime: the template deployed into moto, ticks on the simulated clock, isolates."""
+
+from __future__ import annotations
+
+import pytest
+
+from ops.runtime.schedule import Schedule, ScheduleError, adapt_cron
+
+pytestmark = pytest.mark.server
+
+HOUR = 3_600_000
+
+
+def test_every_catalog_job_is_deployed_with_its_rule(runtime):
+    from jobs.catalog import CATALOG
+
+    # GIVEN the template deployed into the emulator
+    top = runtime.topology
+    # THEN each catalog job has a function (its own JOB_NAME) and an enabled rule with its schedule
+    assert set(top.job_functions()) == set(CATALOG.jobs)
+    rules = top.job_rules()
+    for name, spec in CATALOG.jobs.items():
+        assert rules[name].schedule == spec.schedule
+        assert rules[name].state == "ENABLED"
+
+
+def test_hourly_ticks_fire_on_the_simulated_clock(runtime):
+    # WHEN two simulated hours pass
+    start = runtime.clock.now_ms()
+    timeline = runtime.advance(hours=2)
+    # THEN every hourly job ticked at each full hour, through its own isolate, and ran or skipped
+    hourly = [t for t in timeline.ticks if t.job in ("clean_dpop_proofs", "clean_conversations")]
+    assert len(hourly) == 4
+    assert all(t.at_ms % HOUR == 0 and start < t.at_ms <= start + 2 * HOUR for t in hourly)
+    assert all(t.invocation.ok and t.invocation.payload["outcome"] in ("ran", "skipped_interval") for t in hourly)
+
+
+def test_an_isolate_is_warm_after_its_first_invocation_and_a_killed_one_cold_starts(runtime):
+    function = runtime.function_of_job("clean_conversations")
+    event = {"trigger": "manual", "requested_by": "test"}
+    first = runtime.invoke(function, event)
+    second = runtime.invoke(function, event)
+    # THEN the second invocation reuses the first one's warm process
+    assert first.ok and second.ok and not second.cold and second.pid == first.pid
+    # WHEN the process is killed
+    assert runtime.pool.kill(function) >= 1
+    third = runtime.invoke(function, event)
+    # THEN the next invocation starts a new process
+    assert third.ok and third.cold and third.pid != second.pid
+
+
+def test_eventbridge_cron_is_adapted_not_reparsed():
+    assert adapt_cron("cron(0 * * * ? *)") == ("0 * * * *", None)
+    assert adapt_cron("cron(0 9 ? * 2 *)") == ("0 9 * * 1", None)  # EventBridge Monday is 2
+    assert adapt_cron("cron(15 10 ? * 6L 2027)") == ("15 10 * * L5", {2027})
+    start = 1_767_225_600_000  # Thursday 2026-01-01 00:00Z
+    assert Schedule("rate(5 minutes)", start).fires_between(start, start + 15 * 60_000) == [
+        start + 5 * 60_000, start + 10 * 60_000, start + 15 * 60_000
+    ]
+    assert Schedule("cron(0 9 ? * 2 *)", start).next_after(start) == start + 4 * 86_400_000 + 9 * HOUR
+    with pytest.raises(ScheduleError, match="exactly one of day-of-month and day-of-week"):
+        adapt_cron("cron(0 9 * * * *)")
+    with pytest.raises(ScheduleError, match="6 fields"):
+        adapt_cron("cron(0 9 * *)")
