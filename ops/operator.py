@@ -190,9 +190,10 @@ def _work_settings(target: Target) -> Settings:
 
 def work_store(target: Target) -> Any:
     """The durable-batches store bound to the deployed tables."""
+    settings = _work_settings(target)  # first: it says so when this checkout has no batches
     from jobs.listings.pipelines import build_store
 
-    return build_store(_work_settings(target), target.clock)
+    return build_store(settings, target.clock)
 
 
 def stale_item_counts(target: Target) -> dict[str, int] | None:

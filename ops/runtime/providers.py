@@ -9,8 +9,10 @@
   `ops/stubs/<name>.py` is started once and the variable points at it. A stub
   module either defines `start_local(clock) -> (stub, base_url, secret_value)`
   or a `<Name>Stub(clock)` class with `start() -> base_url` and `stop()`; the
-  secret of the same logical name is then filled from its `client_id` and
-  `client_secret` when it has them, so the real adapter authenticates against it.
+  secrets the provider's adapter reads (`<NAME>_SECRET` in `providers/<name>.py`,
+  or a `SECRETS` tuple in the stub module, or a secret named after the
+  provider) are filled from the stub's `client_id` and `client_secret`, so the
+  real adapter authenticates against the stub.
 """
 
 from __future__ import annotations
@@ -36,6 +38,18 @@ class StartedStub:
     stub: Any
     base_url: str
     secret_value: str | None = None
+    secrets: tuple[str, ...] = ()  # logical secrets that hold this provider's credentials
+
+
+def _provider_secrets(name: str, stub_module: Any) -> tuple[str, ...]:
+    declared = tuple(getattr(stub_module, "SECRETS", ()) or ())
+    try:
+        adapter = importlib.import_module(f"providers.{name}")
+    except ImportError:
+        adapter = None
+    constant = getattr(adapter, f"{name.upper()}_SECRET", None)
+    found = declared + ((constant,) if isinstance(constant, str) else ())
+    return found or (name,)
 
 
 @dataclass
@@ -69,7 +83,7 @@ def start_stub(name: str, clock: Any) -> StartedStub | None:
         return None
     if hasattr(module, "start_local"):
         stub, url, secret = module.start_local(clock)
-        return StartedStub(name, stub, url, secret)
+        return StartedStub(name, stub, url, secret, _provider_secrets(name, module))
     classes = [v for k, v in vars(module).items() if k.endswith("Stub") and isinstance(v, type) and hasattr(v, "start")]
     if not classes:
         return None
@@ -78,7 +92,7 @@ def start_stub(name: str, clock: Any) -> StartedStub | None:
     secret = None
     if hasattr(stub, "client_id") and hasattr(stub, "client_secret"):
         secret = json.dumps({"client_id": stub.client_id, "client_secret": stub.client_secret})
-    return StartedStub(name, stub, url, secret)
+    return StartedStub(name, stub, url, secret, _provider_secrets(name, module))
 
 
 def complete_environments(
@@ -103,11 +117,17 @@ def complete_environments(
                 add[provider_env(name)] = providers.stubs[name].base_url
         secret_names = {k[len(ENV_SECRET_PREFIX) :].lower() for k in env if k.startswith(ENV_SECRET_PREFIX)}
         secret_names |= set(getattr(spec, "secrets", ()) or ())
+        owners = {}
+        for name in provider_names:
+            started = providers.stubs.get(name)
+            for logical in started.secrets if started and started.secret_value else ():
+                owners[logical] = started
+                secret_names.add(logical)
         for logical in sorted(secret_names):
             name = env.get(secret_env(logical)) or secret_name(logical)
             if logical not in providers.secrets:
-                stub = providers.stubs.get(logical)
-                value = stub.secret_value if stub and stub.secret_value else json.dumps({"value": token_source.token_hex(16)})
+                stub = owners.get(logical)
+                value = stub.secret_value if stub else json.dumps({"value": token_source.token_hex(16)})
                 try:
                     sm.create_secret(Name=name, SecretString=value)
                 except sm.exceptions.ResourceExistsException:
