@@ -1,55 +1,151 @@
-"""`python -m ops demo`: the scenario on a fresh emulator, printed tick by tick, then judged."""
+"""`python -m ops demo`: the day scenario on a fresh embedded runtime, shown live, then judged.
+
+A live view (rich) while the day runs: the simulated time, ticks by outcome
+per job, queue depths and the latest events. Then a report per job (runs by
+outcome, from the runs table) and per batch (items by status, from the item
+rows), then the DESIGN §4 invariants. Exit status 1 when any invariant fails.
+"""
 
 from __future__ import annotations
 
-from collections import Counter
+import time
+from collections import Counter, deque
 
-from rich.console import Console
+from rich.console import Console, Group
+from rich.live import Live
+from rich.panel import Panel
 from rich.table import Table
 
-from ops.emulator import Emulator, point_process_at
-from ops.invariants import Observation
-from ops.scenario import ScenarioReport, run_scenario
+from ops.day import SHORT, DayConfig, DayReport, DayScenario
+from ops.emulator import point_process_at
+from ops.runtime.runtime import LocalRuntime, Tick
 
 
-def _describe(obs: Observation) -> str:
-    if obs.died:
-        return "[magenta]isolate died mid-run (lease kept)[/]"
-    if obs.raised:
-        return f"[red]failed[/] ({obs.error})"
-    colour = {"ran": "green", "skipped_leased": "yellow", "skipped_interval": "yellow"}.get(obs.outcome or "", "red")
-    extra = f" deleted={obs.summary.get('deleted')}" if obs.outcome == "ran" else f" writes={obs.writes} refused={obs.refused_writes}"
-    return f"[{colour}]{obs.outcome}[/]{extra}"
+class LiveView:
+    """What the terminal shows while the day runs."""
+
+    def __init__(self, runtime: LocalRuntime, hours: float) -> None:
+        self.rt = runtime
+        self.hours = hours
+        self.ticks: dict[str, Counter] = {}
+        self.events: deque[str] = deque(maxlen=8)
+        self.deliveries = Counter()
+
+    def tick(self, tick: Tick) -> None:
+        if tick.job is None:
+            return
+        inv = tick.invocation
+        if not tick.fired:
+            label = "not fired (rule disabled)"
+        elif inv is None:
+            label = "?"
+        elif inv.ok:
+            label = str((inv.payload or {}).get("outcome", "ok"))
+        else:
+            label = inv.status
+        self.ticks.setdefault(tick.job, Counter())[label] += 1
+
+    def event(self, line: str) -> None:
+        self.events.append(line)
+
+    def render(self) -> Panel:
+        elapsed_h = (self.rt.clock.now_ms() - self.rt.start_ms) / 3_600_000
+        table = Table(expand=True)
+        table.add_column("job")
+        table.add_column("ticks by outcome")
+        for job in sorted(self.ticks):
+            table.add_row(job, ", ".join(f"{k}={v}" for k, v in sorted(self.ticks[job].items())))
+        poller = self.rt.poller
+        in_flight = len(poller.in_flight) if poller else 0
+        lines = "\n".join(self.events) or "-"
+        bar = int(30 * min(1.0, elapsed_h / self.hours))
+        header = f"simulated {elapsed_h:5.2f} h / {self.hours:g} h  [{'#' * bar}{'.' * (30 - bar)}]   SQS in flight: {in_flight}"
+        return Panel(Group(header, table, Panel(lines, title="events")), title="jobfence: a simulated day on the embedded runtime")
 
 
-def print_report(console: Console, report: ScenarioReport) -> None:
-    """Runs by outcome per job, rows left, and the invariant verdicts."""
-    table = Table(title="runs by outcome (runs table) and invocations by outcome (driver)")
-    table.add_column("job")
-    table.add_column("rows: outcome=count")
-    table.add_column("invocations: outcome=count")
-    for job in sorted({o.job for o in report.observations}):
-        rows = Counter(r["outcome"] for r in report.runs if r["job"] == job)
-        seen = Counter("died" if o.died else (o.outcome or "raised") for o in report.observations if o.job == job)
-        table.add_row(job, ", ".join(f"{k}={v}" for k, v in sorted(rows.items())), ", ".join(f"{k}={v}" for k, v in sorted(seen.items())))
-    console.print(table)
-    console.print(f"seeded rows: {report.seeded}; expired rows left at the end: {report.remaining_expired}")
+def print_report(console: Console, report: DayReport) -> None:
+    """Runs by outcome per job, items by status per batch, the invariant verdicts."""
+    jobs = Table(title="runs by outcome (runs table)", title_justify="left")
+    jobs.add_column("job")
+    jobs.add_column("runs")
+    jobs.add_column("invocations seen by the driver")
+    seen: dict[str, Counter] = {}
+    for obs in report.observations:
+        seen.setdefault(obs.job, Counter())["died" if obs.died else (obs.outcome or "error")] += 1
+    rows = report.runs_by_outcome()
+    for job in sorted(set(rows) | set(seen)):
+        jobs.add_row(job, ", ".join(f"{k}={v}" for k, v in sorted(rows.get(job, {}).items())),
+                     ", ".join(f"{k}={v}" for k, v in sorted(seen.get(job, {}).items())))
+    console.print(jobs)
+    if report.batches:
+        batches = Table(title="batches (item rows by status)", title_justify="left")
+        for column in ("batch", "items", "by status", "batch row"):
+            batches.add_column(column)
+        for b in report.batches:
+            batches.add_row(b.ref, str(b.items), ", ".join(f"{k}={v}" for k, v in b.by_status.items()),
+                            ", ".join(f"{k}={v}" for k, v in b.batch_row.items()))
+        console.print(batches)
+    else:
+        console.print("batches: none (no generation worker is deployed in this checkout)")
     for check in report.checks:
         mark = "[green]PASS[/]" if check.ok else "[red]FAIL[/]"
         console.print(f"{mark} invariant {check.number}: {check.title} — {check.detail}")
+    console.print(f"function logs: {report.log_dir}")
 
 
-def demo(seed: int = 7, hours: float | None = None, live: bool = True, console: Console | None = None) -> int:
-    """Run the scenario; 0 when every invariant holds, 1 otherwise."""
+def run_day(runtime: LocalRuntime, config: DayConfig, seed: int, view: LiveView | None = None) -> DayReport:
+    """The scenario on a started runtime (tests call this with the short config)."""
+    point_process_at(runtime.emulator)  # the driver's own pynamodb stores (seeding, reports)
+    if view is not None:
+        runtime.on_tick = view.tick
+    scenario = DayScenario(runtime, config, seed, on_event=view.event if view else None)
+    return scenario.run()
+
+
+def demo(seed: int = 7, hours: float | None = None, live: bool = True, console: Console | None = None, short: bool = False) -> int:
+    """Run the day on a fresh runtime; 0 when every invariant holds, 1 otherwise."""
     console = console or Console()
-    with Emulator() as emulator:
-        console.print(f"moto server on {emulator.endpoint}")
-        point_process_at(emulator)  # the jobs' pynamodb stores build clients from the environment
-
-        def on_tick(title: str, batch: list[Observation]) -> None:
-            for obs in batch:
-                console.print(f"{title}  {obs.job:<20} {obs.label:<10} {_describe(obs)}")
-
-        report = run_scenario(emulator.session(), seed_value=seed, on_tick=on_tick)
-    print_report(console, report)
+    config = SHORT if short else DayConfig()
+    if hours is not None:
+        config = DayConfig(**{**config.__dict__, "hours": hours})
+    started = time.monotonic()
+    console.print("starting the embedded runtime: cdk synth, deploy into moto's CloudFormation ...")
+    runtime = LocalRuntime()
+    try:
+        runtime.start()
+        top = runtime.topology
+        console.print(
+            f"moto on {runtime.emulator.endpoint}: {len(top.functions)} functions, {len(top.rules)} rules, "
+            f"{len(top.mappings)} SQS event source(s), stubs: {', '.join(sorted(runtime.providers.stubs)) or 'none'} "
+            f"({time.monotonic() - started:.0f}s)"
+        )
+        view = LiveView(runtime, config.hours)
+        if live and console.is_terminal:
+            with Live(view.render(), console=console, refresh_per_second=4) as screen:
+                view.event = _refreshing(view.event, screen, view)
+                view.tick = _refreshing(view.tick, screen, view)
+                report = run_day(runtime, config, seed, view)
+        else:
+            view.event = _echo(view.event, console)
+            report = run_day(runtime, config, seed, view)
+        print_report(console, report)
+    finally:
+        runtime.stop()
+    console.print(f"finished in {time.monotonic() - started:.0f}s (seed {seed})")
     return 0 if report.ok else 1
+
+
+def _refreshing(callback, screen: Live, view: LiveView):
+    def wrapped(*args):
+        callback(*args)
+        screen.update(view.render())
+
+    return wrapped
+
+
+def _echo(callback, console: Console):
+    def wrapped(line: str) -> None:
+        callback(line)
+        console.print(line)
+
+    return wrapped

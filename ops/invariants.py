@@ -214,3 +214,106 @@ def _failure(observations: list[Observation], runs: list[dict[str, Any]], leases
         problems.append("no job failed")
     detail = "; ".join(problems) or f"{len(failed)} failure(s): re-raised, `failed` row with a bounded error, lease released, other jobs ran"
     return Check(4, "a failing job releases, records `failed`, re-raises, blocks nobody", not problems, detail)
+
+
+# -- durable batches (5-9) and logs (10) --------------------------------------------------------
+
+
+def check_batch_invariants(runtime: Any, worker: Any, refs: list[Any], stubs: Mapping[str, Any] | None = None) -> list[Check]:
+    """Invariants 5-9 over the batch, item and quota rows of the demo's batches."""
+    from jobfence.config import Settings
+    from jobfence.work import TERMINAL
+    from jobs.listings.pipelines import build_store
+
+    store = build_store(Settings.from_environ(worker.environment), runtime.clock)
+    cap = 5
+    p5, p6, p7, p8, p9 = [], [], [], [], []
+    tenants: dict[str, tuple[int, int]] = {}
+    completed_refs: list[str] = []
+    for ref in refs:
+        report = store.describe_batch(ref)
+        if report is None:
+            p5.append(f"{ref}: no batch row")
+            continue
+        live = [i for i in report.items if i.status not in TERMINAL]
+        if live:
+            p5.append(f"{ref}: {len(live)} item(s) still {sorted({i.status.value for i in live})}")
+        over = [i.item_id for i in report.items if i.attempts > cap]
+        if over:
+            p5.append(f"{ref}: attempts over the cap on {over[:3]}")
+        counts = report.counts()
+        b = report.batch
+        if b.status.value == "finalized" and (b.completed, b.failed) != (counts["completed"], counts["failed"]):
+            p6.append(f"{ref}: counters completed={b.completed} failed={b.failed}, rows say {counts}")
+        if b.status.value != "finalized" and not live:
+            p6.append(f"{ref}: every item is terminal but the batch is {b.status.value}")
+        reserved = sum(i.quota_reservations for i in report.items)
+        refunded = sum(i.quota_refunds for i in report.items)
+        if any(i.quota_refunds > 1 for i in report.items):
+            p7.append(f"{ref}: an item was refunded more than once")
+        if any(i.status.value == "failed" and i.quota_reservations and i.quota_refunds != i.quota_reservations for i in report.items):
+            p7.append(f"{ref}: a failed item's reservation was not refunded exactly once")
+        r, f = tenants.get(ref.tenant, (0, 0))
+        tenants[ref.tenant] = (r + reserved, f + refunded)
+        foreign = [i.item_id for i in report.items if i.tenant != ref.tenant or i.batch_id != ref.batch_id]
+        if foreign:
+            p8.append(f"{ref}: rows of another tenant or batch in its partition: {foreign[:3]}")
+        completed_refs += [i.result_ref for i in report.items if i.status.value == "completed"]
+    for tenant, (reserved, refunded) in tenants.items():
+        balance = store.quota.balance(tenant)
+        if balance.used != balance.reserved - balance.refunded:
+            p7.append(f"{tenant}: used {balance.used} != reserved {balance.reserved} - refunded {balance.refunded}")
+        if (balance.reserved, balance.refunded) != (reserved, refunded):
+            p7.append(f"{tenant}: quota books {balance.reserved}/{balance.refunded} != item rows {reserved}/{refunded}")
+    if len(set(completed_refs)) != len(completed_refs):
+        p9.append("two completed items share one provider result (a duplicate side effect)")
+    for name, stub in (stubs or {}).items():
+        created = getattr(stub, "created", None)
+        if created is not None and created != len(completed_refs):
+            p9.append(f"{name} stub acted {created} time(s) for {len(completed_refs)} completed item(s)")
+    n = sum(1 for _ in refs)
+    return [
+        Check(5, "every item ends completed or failed, attempts never over the cap", not p5,
+              "; ".join(p5) or f"{n} batch(es): no live item left, attempts <= {cap}"),
+        Check(6, "a finalized batch's counters equal a recount of its rows", not p6,
+              "; ".join(p6) or f"{n} batch(es) finalized with counters equal to the recount"),
+        Check(7, "quota used = reserved - refunded; each failed item refunded once", not p7,
+              "; ".join(p7) or f"{len(tenants)} tenant(s): books balance and match the item rows"),
+        Check(8, "no read, claim or write crosses tenants", not p8,
+              "; ".join(p8) or "every item row sits under its own tenant and batch"),
+        Check(9, "duplicate deliveries cause no duplicate side effect", not p9,
+              "; ".join(p9) or f"{len(completed_refs)} completed item(s), as many distinct provider results"),
+    ]
+
+
+def check_logs(log_dir: Any, markers: list[str], secrets: list[str]) -> Check:
+    """Invariant 10 over every isolate's log file: no payload marker, no secret value."""
+    import pathlib
+
+    problems = []
+    files = sorted(pathlib.Path(log_dir).glob("*.log"))
+    lines = 0
+    for path in files:
+        text = path.read_text(errors="replace")
+        lines += text.count("\n")
+        for marker in markers:
+            if marker and marker in text:
+                problems.append(f"{path.name}: a payload marker")
+        for secret in secrets:
+            for part in _secret_parts(secret):
+                if part in text:
+                    problems.append(f"{path.name}: a secret value")
+    detail = "; ".join(sorted(set(problems))) or f"{lines} log lines in {len(files)} function log(s): no payload, no secret"
+    return Check(10, "logs never contain payloads or secrets", not problems and bool(files), detail if files else "no logs were written")
+
+
+def _secret_parts(secret: str) -> list[str]:
+    import json
+
+    try:
+        value = json.loads(secret)
+    except ValueError:
+        return [secret]
+    if isinstance(value, dict):
+        return [str(v) for v in value.values() if len(str(v)) >= 8]
+    return [secret]

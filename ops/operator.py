@@ -174,18 +174,21 @@ def runs(target: Target, job: str, limit: int = 20) -> list[dict[str, Any]]:
 
 
 def _work_settings(target: Target) -> Settings:
-    """Settings of a function that was granted the work tables (any worker or the reclaim job)."""
+    """The work tables and queues, from the functions that were granted them (workers, reclaim)."""
     try:
         from jobs.listings.pipelines import BATCHES_TABLE, ITEMS_TABLE
     except ImportError:
         raise OperatorError("this checkout has no durable batches") from None
     from jobfence.config import table_env
 
+    merged: dict[str, str] = {}
     for function in target.topology.functions.values():
         env = function.environment
         if table_env(BATCHES_TABLE) in env and table_env(ITEMS_TABLE) in env:
-            return Settings.from_environ(env)
-    raise OperatorError("no deployed function has the batch and item tables")
+            merged.update({k: v for k, v in env.items() if k.startswith(("TABLE_", "QUEUE_"))})
+    if not merged:
+        raise OperatorError("no deployed function has the batch and item tables")
+    return Settings.from_environ(merged)
 
 
 def work_store(target: Target) -> Any:
@@ -232,39 +235,34 @@ def batch(target: Target, batch_ref: str) -> Any:
     return report
 
 
-def retry_failed(target: Target, batch_ref: str, requested_by: str) -> Any:
-    """Reset the batch's failed items (fresh attempts budget) and wake them."""
+def producer(target: Target) -> Any:
+    """The durable-batches producer (store and wake-up queues) bound to the deployed resources."""
+    settings = _work_settings(target)
+    from aws_lambda_powertools import Logger
+
+    from jobfence.work import Producer
+    from jobs.listings.pipelines import build_store, build_wakeups
+
+    return Producer(
+        build_store(settings, target.clock),
+        build_wakeups(settings, target.session.client("sqs")),
+        Logger(service="operator", level="WARNING"),
+    )
+
+
+def retry_failed(target: Target, batch_ref: str, requested_by: str) -> dict[str, int]:
+    """Reset the batch's failed items (a fresh attempts budget, quota re-reserved) and wake them."""
+    from jobfence.errors import StoreError
     from jobfence.work import BatchRef
-    from jobs.listings import pipelines
 
     try:
         ref = BatchRef.parse(batch_ref)
     except ValueError as exc:
         raise OperatorError(str(exc)) from None
-    settings = _work_settings(target)
-    retry = getattr(pipelines, "retry_failed", None)
-    sqs = target.session.client("sqs")
-    queues = {name: url for name, url in _queue_urls(target).items()}
-    settings = Settings.from_environ({**_env_of(settings), **{f"QUEUE_{n.upper()}": u for n, u in queues.items()}})
-    if retry is None:
-        raise OperatorError("this checkout's listings pipelines have no retry_failed")
-    return retry(settings, sqs, target.clock, ref, requested_by)
-
-
-def _env_of(settings: Settings) -> dict[str, str]:
-    from jobfence.config import queue_env, table_env
-
-    env = {table_env(k): v for k, v in settings.tables.items()}
-    env.update({queue_env(k): v for k, v in settings.queues.items()})
-    return env
-
-
-def _queue_urls(target: Target) -> dict[str, str]:
-    """Catalog queue name -> URL, from the functions that were granted them."""
-    out: dict[str, str] = {}
-    for function in target.topology.functions.values():
-        out.update(Settings.from_environ(function.environment).queues)
-    return out
+    try:
+        return producer(target).retry_failed(ref, requested_by)
+    except StoreError as exc:
+        raise OperatorError(str(exc)) from None
 
 
 # -- acting ----------------------------------------------------------------------------------

@@ -325,15 +325,20 @@ def _sorted(items: list[dict[str, Any]]) -> list[str]:
 
 def probe_stale_term(fleet: Fleet, lease: Any, dead_expires_at: int) -> StaleTermProbe:
     """The dead holder comes back after the takeover and tries to act on its old term."""
-    store = fleet.leases()
-    before = fleet.lease_item(lease.job)
+    return probe_term(fleet.leases(), fleet.client, fleet.tables["leases"], fleet.tables["conversations"], lease, dead_expires_at)
+
+
+def probe_term(store: LeaseStore, client: Any, leases_table: str, write_table: str, lease: Any, dead_expires_at: int) -> StaleTermProbe:
+    """A holder whose term was taken over tries renew, release and a fenced write; record what it got."""
+
+    def lease_item() -> dict[str, Any]:
+        item = client.get_item(TableName=leases_table, Key={"job": {"S": lease.job}}, ConsistentRead=True)
+        return plain_items([item.get("Item", {})])[0]
+
+    before = lease_item()
     outcomes = {}
-    write = {
-        "Put": {
-            "TableName": fleet.tables["conversations"],
-            "Item": {"conversation_id": {"S": "stale-holder-write"}, "account_id": {"S": "x"}, "expires_at": {"N": "0"}},
-        }
-    }
+    key = {"conversation_id": {"S": "stale-holder-write"}}
+    write = {"Put": {"TableName": write_table, "Item": {**key, "account_id": {"S": "x"}, "expires_at": {"N": "0"}}}}
     for action, call in (
         ("renew", lambda: store.renew(lease)),
         ("release", lambda: store.release(lease)),
@@ -346,10 +351,8 @@ def probe_stale_term(fleet: Fleet, lease: Any, dead_expires_at: int) -> StaleTer
             outcomes[action] = "LeaseLost"
         except JobfenceError as exc:
             outcomes[action] = type(exc).__name__
-    after = fleet.lease_item(lease.job)
-    landed = fleet.client.get_item(
-        TableName=fleet.tables["conversations"], Key={"conversation_id": {"S": "stale-holder-write"}}, ConsistentRead=True
-    )
+    after = lease_item()
+    landed = client.get_item(TableName=write_table, Key=key, ConsistentRead=True)
     return StaleTermProbe(
         write_landed="Item" in landed,
         job=lease.job,

@@ -72,7 +72,10 @@ def _catalog_spec(environment: Mapping[str, str]) -> Any:
     from jobs.catalog import CATALOG
 
     job = environment.get("JOB_NAME")
-    return CATALOG.jobs.get(job) if job else None
+    if job:
+        return CATALOG.jobs.get(job)
+    queue = environment.get("WORKER_QUEUE")  # a queue worker's own catalog queue
+    return CATALOG.queues.get(queue) if queue else None
 
 
 def start_stub(name: str, clock: Any) -> StartedStub | None:
@@ -84,7 +87,11 @@ def start_stub(name: str, clock: Any) -> StartedStub | None:
     if hasattr(module, "start_local"):
         stub, url, secret = module.start_local(clock)
         return StartedStub(name, stub, url, secret, _provider_secrets(name, module))
-    classes = [v for k, v in vars(module).items() if k.endswith("Stub") and isinstance(v, type) and hasattr(v, "start")]
+    classes = [
+        v
+        for k, v in vars(module).items()
+        if k.endswith("Stub") and isinstance(v, type) and hasattr(v, "start") and v.__module__ == module.__name__
+    ]
     if not classes:
         return None
     stub = classes[0](clock)

@@ -32,7 +32,7 @@ from ops.runtime.providers import LocalProviders, complete_environments
 from ops.runtime.schedule import Schedule
 from ops.runtime.sqs import PumpStats, QueuePoller
 from ops.runtime.template import ROOT, CloudAssembly, deploy, synthesize
-from ops.runtime.topology import RuleInfo, Topology, discover, read_rule
+from ops.runtime.topology import RuleInfo, Topology, discover
 from ops.runtime.workers import Invocation, WorkerPool
 
 
@@ -45,6 +45,8 @@ class Tick:
     at_ms: int
     fired: bool
     invocation: Invocation | None = None
+    event_id: str | None = None
+    duplicate: bool = False  # a second delivery of the same event (EventBridge is at-least-once)
 
 
 @dataclass
@@ -95,6 +97,9 @@ class LocalRuntime:
         self.timeline = Timeline()
         self.on_tick: Callable[[Tick], None] | None = None
         self._schedules: dict[str, Schedule] = {}
+        # driver-injected conditions for the next tick of a rule: deliver it twice at once, or arm faults
+        self.duplicate_next: set[str] = set()
+        self.faults_next: dict[str, list[dict[str, Any]]] = {}
         self._scheduled_until = start_ms
         self._lock = threading.Lock()
         self.account = "123456789012"
@@ -210,29 +215,47 @@ class LocalRuntime:
             timeline.pumped.deliveries.extend(stats.deliveries)
         return stats
 
+    def rule_states(self) -> dict[str, str]:
+        """Every rule's live state (one paginated ListRules: operators change it at any time)."""
+        events = self.session.client("events")
+        states: dict[str, str] = {}
+        for page in events.get_paginator("list_rules").paginate():
+            states.update({r["Name"]: r.get("State", "ENABLED") for r in page.get("Rules", [])})
+        return states
+
+    def rule_of_job(self, job: str) -> str:
+        assert self.topology is not None
+        return self.topology.job_rules()[job].name
+
     def _fire_due(self, timeline: Timeline) -> None:
         now = self.clock.now_ms()
-        due: list[tuple[RuleInfo, int]] = []
         assert self.topology is not None
-        events = self.session.client("events")
-        for name, schedule in self._schedules.items():
-            for at in schedule.fires_between(self._scheduled_until, now):
-                due.append((read_rule(events, name), at))
+        due = [(name, at) for name, schedule in self._schedules.items() for at in schedule.fires_between(self._scheduled_until, now)]
         self._scheduled_until = now
+        if not due:
+            return
+        states = self.rule_states()
         fired: list[Tick] = []
         calls = []
-        for rule, at in due:
+        for name, at in sorted(due, key=lambda d: (d[1], d[0])):
+            rule = self.topology.rules[name]
+            enabled = states.get(name, rule.state) == "ENABLED"
+            copies = 2 if enabled and name in self.duplicate_next else 1
+            if enabled:
+                self.duplicate_next.discard(name)
+            faults = self.faults_next.pop(name, None) if enabled else None
             for arn, constant in rule.targets:
                 function = self.topology.function_by_arn(arn)
-                tick = Tick(rule.name, function.job, at, rule.state == "ENABLED")
-                fired.append(tick)
-                if tick.fired:
-                    event = scheduled_event(rule, at, self.account, self.session.region_name) if constant is None else _json(constant)
-                    calls.append((tick, function.name, event))
+                event = scheduled_event(rule, at, self.account, self.session.region_name) if constant is None else _json(constant)
+                for copy in range(copies):
+                    tick = Tick(name, function.job, at, enabled, event_id=event.get("id"), duplicate=copy > 0)
+                    fired.append(tick)
+                    if enabled:
+                        calls.append((tick, function.name, event, faults if copy == 0 else None))
         if calls:
             with ThreadPoolExecutor(max_workers=len(calls)) as executor:
-                results = list(executor.map(lambda c: self.invoke(c[1], c[2]), calls))
-            for (tick, _, _), result in zip(calls, results):
+                results = list(executor.map(lambda c: self.invoke(c[1], c[2], c[3]), calls))
+            for (tick, _, _, _), result in zip(calls, results):
                 tick.invocation = result
         for tick in fired:
             timeline.ticks.append(tick)

@@ -82,7 +82,7 @@ class FaultPlan:
             )
 
 
-def _install_faults(plan_holder: list[FaultPlan | None]) -> None:
+def _install_hooks(plan_holder: list[FaultPlan | None], calls: dict[str, int]) -> None:
     from botocore.client import BaseClient
 
     original = BaseClient._make_api_call
@@ -91,6 +91,10 @@ def _install_faults(plan_holder: list[FaultPlan | None]) -> None:
         if operation_name in ("SendMessage", "SendMessageBatch"):
             api_params = _delay_on_simulated_clock(operation_name, api_params)
         result = original(self, operation_name, api_params)
+        # accepted calls only (a refused conditional write raised above): the driver's evidence
+        # that a skipped tick wrote nothing
+        key = f"{self.meta.service_model.service_name}:{operation_name}"
+        calls[key] = calls.get(key, 0) + 1
         plan = plan_holder[0]
         if plan is not None and plan.faults:
             plan.after_call(operation_name, api_params)
@@ -138,9 +142,10 @@ def main(conn: Any, meta: dict[str, Any], clock: Any) -> None:
     # the function sees its own code folder first, never the checkout's functions/
     sys.path[:] = [meta["code_dir"]] + [p for p in sys.path if os.path.realpath(p) != os.path.realpath(meta["checkout_functions"])]
     plan: list[FaultPlan | None] = [None]
+    calls: dict[str, int] = {}
     try:
         _install_clock(clock)
-        _install_faults(plan)
+        _install_hooks(plan, calls)
         module_name, _, attr = meta["handler"].rpartition(".")
         handler = getattr(importlib.import_module(module_name), attr)
     except Exception as exc:  # an init error: Lambda reports it to the invoker and drops the isolate
@@ -156,10 +161,11 @@ def main(conn: Any, meta: dict[str, Any], clock: Any) -> None:
             return
         _, event, faults = message
         plan[0] = FaultPlan(faults) if faults else None
+        calls.clear()
         try:
             result = handler(event, LambdaContext(meta, clock))
-            conn.send(("ok", json.loads(json.dumps(result, default=str))))
+            conn.send(("ok", json.loads(json.dumps(result, default=str)), dict(calls)))
         except Exception as exc:
-            conn.send(("error", _describe(exc)))
+            conn.send(("error", _describe(exc), dict(calls)))
         finally:
             plan[0] = None

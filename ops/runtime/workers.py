@@ -40,7 +40,12 @@ class Invocation:
     wall_ms: int = 0
     pid: int | None = None
     started_sim_ms: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+    calls: dict[str, int] = field(default_factory=dict)  # accepted AWS calls, "service:Operation" -> n
+
+    def writes(self, service: str = "dynamodb") -> int:
+        """Accepted write calls to a service during this invocation."""
+        prefixes = ("Put", "Update", "Delete", "BatchWrite", "TransactWrite", "Send", "Create")
+        return sum(n for key, n in self.calls.items() if key.startswith(service + ":") and key.split(":", 1)[1].startswith(prefixes))
 
     @property
     def ok(self) -> bool:
@@ -104,7 +109,7 @@ class Isolate:
                 )
                 return result
             self._conn.send(("invoke", event, faults or []))
-            kind, detail = self._conn.recv()
+            kind, detail, result.calls = self._conn.recv()
         except (EOFError, ConnectionError, OSError):
             result.status, result.error_type, result.error_message = "died", "Runtime.ExitError", "the isolate's process died mid-invocation"
             return result

@@ -1,0 +1,315 @@
+"""The `make demo` scenario: a simulated day of the deployed system on the embedded runtime.
+
+    00:00  every rule ticks on its schedule from here on (hourly jobs, 5-minute jobs, reclaim)
+    01:00  EventBridge delivers clean_conversations' tick twice at once: one run, one skip
+    02:00  clean_conversations fails (its table answers an error): the other jobs run on
+    02:30  a generation batch of a few hundred items is submitted; the first worker isolate
+           is SIGKILLed right after claiming its messages' items (mid-item); reclaim and the
+           visibility timeout bring every item to completed or failed
+    03:00  clean_dpop_proofs' isolate is SIGKILLed mid-run: its lease stays
+    03:10  an operator's manual run meets the dead holder's live lease (skipped_leased)
+    04:00  the lease has expired: the tick takes over with the next fence; the dead term is
+           probed (renew, release, fenced write: all refused)
+    H/2    every rule is disabled (no ticks) ... H/2 + H/8 re-enabled (ticks resume)
+    H      end: reports per job and per batch, then the DESIGN §4 invariants on the tables
+
+Everything runs in the deployed functions' isolates; the driver only moves the
+clock, seeds data, arms faults and reads the tables.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import random
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from jobfence.lease import Lease, LeaseStore
+from ops.invariants import Check, Observation, StaleTermProbe, check_lease_invariants, plain_items, scan_all
+from ops.runtime.runtime import LocalRuntime, Tick
+
+HOUR = 3_600_000
+MINUTE = 60_000
+DUPLICATE_JOB = "clean_conversations"
+FAILING_JOB = "clean_conversations"
+DYING_JOB = "clean_dpop_proofs"
+
+
+@dataclass(frozen=True)
+class DayConfig:
+    hours: float = 24
+    batch_items: int = 300
+    rejected_items: int = 3  # the generator refuses these: terminal failures, for retry-failed
+    dpop_rows: int = 1500
+    conversation_rows: int = 250
+
+    @property
+    def disable_at(self) -> float:
+        return max(4.5, self.hours / 2)
+
+    @property
+    def enable_at(self) -> float:
+        return self.disable_at + max(0.5, self.hours / 8)
+
+
+SHORT = DayConfig(hours=6, batch_items=40, rejected_items=2, dpop_rows=300, conversation_rows=60)
+
+
+@dataclass
+class BatchSummary:
+    ref: str
+    items: int
+    by_status: dict[str, int]
+    batch_row: dict[str, Any]
+
+
+@dataclass
+class DayReport:
+    observations: list[Observation]
+    checks: list[Check]
+    runs: list[dict[str, Any]]
+    batches: list[BatchSummary]
+    killed_workers: int
+    log_dir: pathlib.Path
+    events: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def runs_by_outcome(self) -> dict[str, Counter]:
+        out: dict[str, Counter] = {}
+        for row in self.runs:
+            out.setdefault(row["job"], Counter())[row["outcome"]] += 1
+        return out
+
+
+class DayScenario:
+    """Drives one `LocalRuntime` through the day; `on_event(text)` narrates, `on_tick` sees every tick."""
+
+    def __init__(self, runtime: LocalRuntime, config: DayConfig = DayConfig(), seed: int = 7,
+                 on_event: Callable[[str], None] | None = None) -> None:
+        self.rt = runtime
+        self.config = config
+        self.rng = random.Random(seed)
+        self.seed = seed
+        self.marker = f"PAYLOAD-MARKER-{seed}-{uuid.UUID(int=self.rng.getrandbits(128)).hex[:8]}"
+        self.on_event = on_event or (lambda text: None)
+        self.observations: list[Observation] = []
+        self.probes: list[StaleTermProbe] = []
+        self.events: list[str] = []
+        self.batch_refs: list[Any] = []
+        self.killed_workers = 0
+        self._start = runtime.clock.now_ms()
+        top = runtime.topology
+        assert top is not None
+        self.client = runtime.session.client("dynamodb")
+        self.leases_table = top.leases_table
+        self.runs_table = top.runs_table
+        self.lease_store = LeaseStore(self.client, self.leases_table, runtime.clock)
+
+    # -- narration and observation --------------------------------------------------------------
+
+    def _say(self, text: str) -> None:
+        stamp = self._stamp(self.rt.clock.now_ms())
+        line = f"{stamp}  {text}"
+        self.events.append(line)
+        self.on_event(line)
+
+    def _stamp(self, ms: int) -> str:
+        minutes = (ms - self._start) // MINUTE
+        return f"{minutes // 60:02d}:{minutes % 60:02d}"
+
+    def _observe(self, tick: Tick, label: str | None = None, group: str | None = None) -> Observation | None:
+        inv = tick.invocation
+        if inv is None or tick.job is None:
+            return None
+        payload = inv.payload if isinstance(inv.payload, dict) else {}
+        obs = Observation(
+            at_ms=tick.at_ms if inv.started_sim_ms == 0 else inv.started_sim_ms,
+            job=tick.job,
+            label=label or ("duplicate" if tick.duplicate else "tick"),
+            outcome=payload.get("outcome") if inv.ok else ("failed" if inv.status == "error" else None),
+            run_id=payload.get("run_id"),
+            error=f"{inv.error_type}: {inv.error_message}" if inv.error_type else None,
+            raised=inv.status == "error",
+            died=inv.status == "died",
+            writes=inv.writes("dynamodb"),
+            summary=payload.get("summary") or {},
+            group=group,
+        )
+        self.observations.append(obs)
+        return obs
+
+    def _lease_item(self, job: str) -> dict[str, Any]:
+        item = self.client.get_item(TableName=self.leases_table, Key={"job": {"S": job}}, ConsistentRead=True)
+        return plain_items([item.get("Item", {})])[0]
+
+    def _advance_to(self, hours: float, faults_note: str | None = None) -> list[Tick]:
+        target = self._start + int(hours * HOUR)
+        if target <= self.rt.clock.now_ms():
+            return []
+        timeline = self.rt.advance_to(target)
+        return timeline.ticks
+
+    def _collect(self, ticks: list[Tick]) -> None:
+        duplicate_events = Counter(t.event_id for t in ticks if t.fired)
+        for tick in ticks:
+            group = f"{tick.job}@{tick.event_id}" if duplicate_events[tick.event_id] > 1 else None
+            obs = self._observe(tick, group=group)
+            if obs is not None and obs.outcome == "failed" and obs.lease_after is None:
+                obs.lease_after = self._lease_item(obs.job)
+
+    # -- the day ---------------------------------------------------------------------------------
+
+    def run(self) -> DayReport:
+        self._seed_retention()
+        self._say("seeded retention rows; every rule ticks on its schedule from now on")
+        self._collect(self._advance_to(0.99))
+
+        rt = self.rt
+        rt.duplicate_next.add(rt.rule_of_job(DUPLICATE_JOB))
+        self._collect(self._advance_to(1))
+        self._say(f"01:00 tick of {DUPLICATE_JOB} delivered twice at once")
+
+        conversations = rt.topology.job_functions()[FAILING_JOB].environment.get("TABLE_CONVERSATIONS", "conversations")
+        rt.faults_next[rt.rule_of_job(FAILING_JOB)] = [{"operation": "Query", "contains": conversations, "action": "raise"}]
+        ticks = self._advance_to(2)
+        self._collect(ticks)
+        self._say(f"02:00 {FAILING_JOB}'s table answered an error; {sum(1 for t in ticks if t.fired and t.invocation and t.invocation.ok)} other tick(s) ran on")
+
+        self._collect(self._advance_to(2.5))
+        self._submit_batch()
+
+        proofs = rt.topology.job_functions()[DYING_JOB].environment.get("TABLE_DPOP_PROOFS", "dpop_proofs")
+        rt.faults_next[rt.rule_of_job(DYING_JOB)] = [{"operation": "Query", "contains": proofs, "action": "kill"}]
+        self._collect(self._advance_to(3))
+        dead = self._lease_item(DYING_JOB)
+        self._say(f"03:00 {DYING_JOB}'s isolate was killed mid-run; its lease (fence {dead.get('fence')}) stays")
+
+        self._collect(self._advance_to(3 + 10 / 60))
+        manual = rt.invoke(rt.function_of_job(DYING_JOB), {"trigger": "manual", "requested_by": "demo-operator"})
+        self._observe(Tick(rt.rule_of_job(DYING_JOB), DYING_JOB, rt.clock.now_ms(), True, manual), label="manual")
+        self._say(f"03:10 manual run of {DYING_JOB}: {manual.payload.get('outcome') if manual.ok else manual.status}")
+
+        self._collect(self._advance_to(4))
+        if dead.get("lease_id"):
+            self.probes.append(self._probe(dead))
+            self._say(f"04:00 {DYING_JOB} taken over; the dead term's renew/release/fenced write: "
+                      f"{self.probes[-1].renew}/{self.probes[-1].release}/{self.probes[-1].fenced_write}")
+
+        self._collect(self._advance_to(self.config.disable_at))
+        self._set_rules(False)
+        self._collect(self._advance_to(self.config.enable_at))
+        self._set_rules(True)
+        self._collect(self._advance_to(self.config.hours))
+        self._say("end of the simulated day")
+        return self._report()
+
+    def _probe(self, dead: dict[str, Any]) -> StaleTermProbe:
+        from ops.scenario import probe_term
+
+        lease = Lease(
+            job=dead["job"], holder=dead["holder"], lease_id=dead["lease_id"], fence=int(dead["fence"]),
+            acquired_at=int(dead["acquired_at"]), renewed_at=int(dead["renewed_at"]),
+            expires_at=int(dead["expires_at"]), ttl_ms=int(dead["ttl_ms"]),
+        )
+        conversations = self.rt.topology.job_functions()[FAILING_JOB].environment["TABLE_CONVERSATIONS"]
+        return probe_term(self.lease_store, self.client, self.leases_table, conversations, lease, lease.expires_at)
+
+    def _set_rules(self, enabled: bool) -> None:
+        from ops.operator import EmbeddedTarget, set_rules
+
+        changes = set_rules(EmbeddedTarget(self.rt), enabled)
+        self._say(f"operator {'enabled' if enabled else 'disabled'} {len(changes)} rule(s)")
+
+    # -- data ------------------------------------------------------------------------------------
+
+    def _seed_retention(self) -> None:
+        from jobfence.clock import ttl_seconds
+        from jobfence.expiry import expiry_shard
+        from jobs.commerce.conversations import ConversationStore
+        from jobs.commerce.dpop_proofs import DpopProofStore
+
+        jobs = self.rt.topology.job_functions()
+        start, span = self._start, int(self.config.hours * HOUR)
+        proofs = DpopProofStore(jobs["clean_dpop_proofs"].environment["TABLE_DPOP_PROOFS"], self.rt.clock).model
+        with proofs.batch_write() as batch:
+            for _ in range(self.config.dpop_rows):
+                expires = start + self.rng.randint(-HOUR, span + HOUR)
+                jti = uuid.UUID(int=self.rng.getrandbits(128)).hex
+                batch.save(proofs(jti, expires_at=expires, expiry_shard=expiry_shard(jti), ttl=ttl_seconds(expires)))
+        conversations = ConversationStore(jobs["clean_conversations"].environment["TABLE_CONVERSATIONS"], self.rt.clock).model
+        with conversations.batch_write() as batch:
+            for i in range(self.config.conversation_rows):
+                expires = start + self.rng.randint(-HOUR, span + HOUR)
+                cid = f"c-{i:05d}"
+                batch.save(conversations(cid, account_id=f"a-{i % 17}", expires_at=expires,
+                                         expiry_shard=expiry_shard(cid), ttl=ttl_seconds(expires)))
+
+    def work_function(self) -> Any:
+        """The generation worker's function, when the durable batches are deployed."""
+        for function in self.rt.topology.functions.values():
+            if function.environment.get("WORKER_QUEUE") == "listing_generation":
+                return function
+        return None
+
+    def _submit_batch(self) -> None:
+        worker = self.work_function()
+        if worker is None or self.config.batch_items <= 0:
+            self._say("no generation worker is deployed: the batch phase is skipped")
+            return
+        from aws_lambda_powertools import Logger
+
+        from jobfence.config import Settings
+        from jobfence.work import BatchRef, ItemInput, Producer
+        from jobs.listings.pipelines import GENERATION, build_store, build_wakeups
+
+        settings = Settings.from_environ(worker.environment)
+        store = build_store(settings, self.rt.clock)
+        wakeups = build_wakeups(settings, self.rt.session.client("sqs"))
+        producer = Producer(store, wakeups, Logger(service="demo", level="ERROR"))
+        store.quota.grant(ref_tenant := "tenant-a", self.config.batch_items + 50)
+        rejected = set(self.rng.sample(range(self.config.batch_items), self.config.rejected_items))
+        items = [
+            ItemInput(f"item-{i:04d}", {"title": f"listing {i} {self.marker}", **({"reject": True} if i in rejected else {})})
+            for i in range(self.config.batch_items)
+        ]
+        ref = BatchRef(ref_tenant, f"gen-{self.seed}")
+        producer.submit(ref, GENERATION, items, created_by="demo")
+        self.batch_refs.append(ref)
+        items_table = worker.environment.get("TABLE_LISTING_ITEMS", "listing_items")
+        self.rt.poller.faults[worker.name] = [{"operation": "TransactWriteItems", "contains": items_table, "action": "kill"}]
+        self.killed_workers += 1
+        self._say(f"submitted {ref} ({len(items)} items); the first worker isolate will be killed mid-item")
+
+    # -- report ----------------------------------------------------------------------------------
+
+    def _report(self) -> DayReport:
+        runs = scan_all(self.client, self.runs_table)
+        leases = scan_all(self.client, self.leases_table)
+        checks = check_lease_invariants(self.observations, runs, leases, self.probes, self.rt.clock.now_ms())
+        batches = []
+        if self.batch_refs:
+            from ops.invariants import check_batch_invariants
+
+            worker = self.work_function()
+            stubs = {name: started.stub for name, started in self.rt.providers.stubs.items() if name == "generator"}
+            checks += check_batch_invariants(self.rt, worker, self.batch_refs, stubs)
+            from ops.operator import EmbeddedTarget, batch
+
+            for ref in self.batch_refs:
+                report = batch(EmbeddedTarget(self.rt), str(ref))
+                batches.append(BatchSummary(str(ref), len(report.items), report.counts(), {
+                    "status": report.batch.status.value, "completed": report.batch.completed, "failed": report.batch.failed}))
+        from ops.invariants import check_logs
+
+        checks.append(check_logs(self.rt.log_dir, [self.marker], list(self._secret_values())))
+        return DayReport(self.observations, checks, runs, batches, self.killed_workers, self.rt.log_dir, self.events)
+
+    def _secret_values(self):
+        sm = self.rt.session.client("secretsmanager")
+        for name in self.rt.providers.secrets.values():
+            yield sm.get_secret_value(SecretId=name)["SecretString"]
