@@ -12,6 +12,7 @@ install: $(VENV)/.installed node_modules/.installed
 $(VENV)/.installed: requirements.txt functions/requirements.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .  # the `jobfence` command
 	touch $@
 
 node_modules/.installed: package.json package-lock.json

@@ -102,7 +102,8 @@ class DayScenario:
         self.events: list[str] = []
         self.batch_refs: list[Any] = []
         self.killed_workers = 0
-        self._start = runtime.clock.now_ms()
+        now = runtime.clock.now_ms()
+        self._start = -(-now // HOUR) * HOUR  # the next full hour: the phases are set on hourly ticks
         top = runtime.topology
         assert top is not None
         self.client = runtime.session.client("dynamodb")
@@ -165,6 +166,7 @@ class DayScenario:
     # -- the day ---------------------------------------------------------------------------------
 
     def run(self) -> DayReport:
+        self.rt.advance_to(self._start)
         self._seed_retention()
         self._say("seeded retention rows; every rule ticks on its schedule from now on")
         self._collect(self._advance_to(0.99))

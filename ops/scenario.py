@@ -144,7 +144,7 @@ class Fleet:
     def invoke(self, job: str, label: str, wrap: Callable | None = None, group: str | None = None) -> Observation:
         """One invocation of a job's function, with its own client so its writes can be counted."""
         spec = CATALOG.job(job)
-        client = self.session.client("dynamodb")
+        client = self.session.fresh_client("dynamodb")
         counter = WriteCounter(client)
         metrics = Metrics(namespace=METRICS_NAMESPACE, service=spec.subsystem)
         runner = ScheduledRunner(self.leases(client), RunStore(client, self.tables["runs"]), self.clock, self.logger, metrics)

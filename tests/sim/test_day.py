@@ -1,0 +1,56 @@
+"""The `make demo` scenario, shortened, on the shared embedded runtime: its invariant report passes."""
+
+from __future__ import annotations
+
+import pytest
+
+from ops.day import SHORT, DayScenario
+
+pytestmark = pytest.mark.server
+
+
+@pytest.fixture(scope="module")
+def report(runtime):
+    from ops.emulator import point_process_at
+
+    # GIVEN the deployed system; the driver's own stores point at the emulator while it seeds and reads
+    mp = pytest.MonkeyPatch()
+    for key, value in runtime.emulator.environment().items():
+        mp.setenv(key, value)
+    try:
+        # WHEN six simulated hours run with every injected fault
+        yield DayScenario(runtime, SHORT, seed=11).run()
+    finally:
+        mp.undo()
+
+
+def test_every_invariant_of_the_report_holds(report):
+    failed = [c for c in report.checks if not c.ok]
+    assert not failed, failed
+    numbers = {c.number for c in report.checks}
+    assert {1, 2, 3, 4, 10} <= numbers
+
+
+def test_the_faults_happened(report):
+    seen = [(o.job, o.label, o.outcome, o.died) for o in report.observations]
+    # a duplicate delivery of one tick: one run, one skip
+    pair = sorted(str(o.outcome) for o in report.observations if o.group)
+    assert len(pair) == 2 and pair[0] == "ran" and pair[1].startswith("skipped_")
+    # a failing job; an isolate killed mid-run whose live lease a manual run then met
+    assert ("clean_conversations", "tick", "failed", False) in seen
+    assert ("clean_dpop_proofs", "tick", None, True) in seen
+    assert ("clean_dpop_proofs", "manual", "skipped_leased", False) in seen
+    # the failed run has its row with a bounded error
+    failed_rows = [r for r in report.runs if r["outcome"] == "failed"]
+    assert [r["job"] for r in failed_rows] == ["clean_conversations"]
+    assert 0 < len(failed_rows[0]["error"]) <= 300
+
+
+def test_disabled_rules_did_not_tick(report, runtime):
+    start = min(o.at_ms for o in report.observations)
+    off_from = start + int(SHORT.disable_at * 3_600_000)
+    off_until = start + int(SHORT.enable_at * 3_600_000)
+    during = [t for t in runtime.timeline.ticks if off_from < t.at_ms < off_until and t.at_ms >= start]
+    assert during and not any(t.fired for t in during)
+    after = [t for t in runtime.timeline.ticks if t.at_ms > off_until]
+    assert after and all(t.fired for t in after if t.at_ms <= start + int(SHORT.hours * 3_600_000))
