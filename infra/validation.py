@@ -47,6 +47,9 @@ def deployable(catalog: Any, prefix: str) -> Registry:
         _check_providers(f"queue entry {queue.name!r}", providers_of(queue))
     for table in registry.tables.values():
         _check_names(f"table {table.name!r}", table.name, prefix)
+    # A job and a queue of one name would derive the same "<prefix>-<name>-dlq" queue and alarms.
+    for name in sorted(set(registry.jobs) & set(registry.queues)):
+        raise CatalogError(f"catalog entry {name!r}: a job and a queue cannot share a name")
     return registry
 
 

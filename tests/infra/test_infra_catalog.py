@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from jobfence.registry import CatalogError, JobSpec, QueueSpec, Registry, TableSpec
+from jobfence.registry import CatalogError, JobSpec, QueueSpec, TableSpec
 from jobs.catalog import CATALOG
 from tests.infra.cfn import as_list, function_of_role, env, of_type, ref_id, role_statements
 
@@ -132,11 +132,21 @@ def test_synthesis_refuses_an_unknown_table(synthesize_app):
         synthesize_app(_unvalidated(jobs=[_job(tables={"nope": "read"})]))
 
 
-def test_synthesis_refuses_a_duplicate_name():
-    # GIVEN two entries of one name (the catalog is built from a list, so this is how it arrives)
+def test_synthesis_refuses_a_duplicate_name(synthesize_app):
+    # GIVEN one job entry listed twice (a catalog is assembled from per-subsystem lists)
     job = next(iter(CATALOG.jobs.values()))
+    twice = _unvalidated()
+    twice.jobs = {**twice.jobs, "copied_entry": job}
     with pytest.raises(CatalogError, match=rf"duplicate job name {job.name!r}"):
-        Registry(tables=[], jobs=[job, job])
+        synthesize_app(twice)
+
+
+def test_synthesis_refuses_a_job_and_queue_of_one_name(synthesize_app):
+    job = next(iter(CATALOG.jobs.values()))
+    queue = QueueSpec(name=job.name, subsystem=job.subsystem, handler="handlers.scheduled.handler",
+                      worker_timeout_s=60, visibility_timeout_s=360)
+    with pytest.raises(CatalogError, match=rf"{job.name!r}: a job and a queue cannot share a name"):
+        synthesize_app(_unvalidated(queues=[queue]))
 
 
 def test_synthesis_refuses_a_queue_visibility_under_six_worker_timeouts(synthesize_app):
