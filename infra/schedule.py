@@ -1,7 +1,6 @@
 """The longest gap between two ticks of an EventBridge schedule expression.
 
-Monitoring needs it for the "no `ran` within two intervals" alarm of jobs
-without an interval gate. `rate(...)` is exact; `cron(...)` is evaluated with
+Monitoring needs it for the "no `ran` within two intervals" alarm. `rate(...)` is exact; `cron(...)` is evaluated with
 croniter over the next ticks (EventBridge's `?` and year field are dropped;
 its day-of-week numbering is shifted to cron's, which matters only for which
 day, not for the gaps between days).
@@ -25,9 +24,16 @@ _TICKS = 400
 
 
 def tick_interval_s(job: JobSpec) -> int:
-    """The job's interval gate if it has one, else the longest gap between its scheduled ticks."""
-    if job.interval_s:
-        return job.interval_s
+    """How long a healthy job may go between two `ran` outcomes.
+
+    The longer of its interval gate (ticks inside the gate skip) and the longest
+    gap between its scheduled ticks (a gate shorter than the schedule changes nothing).
+    """
+    return max(job.interval_s or 0, schedule_gap_s(job))
+
+
+def schedule_gap_s(job: JobSpec) -> int:
+    """The longest gap between two scheduled ticks of the job's expression."""
     rate = _RATE.match(job.schedule)
     if rate:
         return int(rate.group(1)) * _UNIT_S[rate.group(2).rstrip("s")]

@@ -16,6 +16,7 @@ from typing import Any, Iterable
 
 from jobfence.config import PROVIDER_DEFAULT_URLS
 from jobfence.registry import CORE_TABLES, CatalogError, JobSpec, QueueSpec, Registry
+from infra.schedule import tick_interval_s
 
 FUNCTIONS_DIR = pathlib.Path(__file__).resolve().parents[1] / "functions"
 SCHEDULED_HANDLER = "handlers.scheduled.handler"
@@ -41,6 +42,7 @@ def deployable(catalog: Any, prefix: str) -> Registry:
         _check_module(f"catalog entry {job.name!r}", "handler", SCHEDULED_HANDLER.rpartition(".")[0])
         _check_module(f"catalog entry {job.name!r}", "entry", job.entry.partition(":")[0])
         _check_providers(f"catalog entry {job.name!r}", job.providers)
+        tick_interval_s(job)  # the schedule must be evaluable: monitoring derives its alarm window from it
     for queue in registry.queues.values():
         _check_names(f"queue entry {queue.name!r}", queue.name, prefix)
         _check_module(f"queue entry {queue.name!r}", "handler", queue.handler.rpartition(".")[0])

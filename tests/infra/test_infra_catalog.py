@@ -167,3 +167,8 @@ def test_synthesis_refuses_a_table_of_another_subsystem(synthesize_app):
     other = TableSpec(name="ledger_x", subsystem="backoffice", partition_key=("id", "S"))
     with pytest.raises(CatalogError, match=r"'bad_job'.*belongs to subsystem 'backoffice'"):
         synthesize_app(_unvalidated(tables=[other], jobs=[_job(tables={"ledger_x": "read"})]))
+
+
+def test_synthesis_refuses_a_schedule_it_cannot_evaluate(synthesize_app):
+    with pytest.raises(CatalogError, match=r"'bad_job'.*needs six fields"):
+        synthesize_app(_unvalidated(jobs=[_job(schedule="cron(0 * * * ?)")]))
