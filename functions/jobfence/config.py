@@ -20,6 +20,7 @@ ENV_TABLE_PREFIX = "TABLE_"
 ENV_QUEUE_PREFIX = "QUEUE_"
 ENV_SECRET_PREFIX = "SECRET_"
 ENV_PROVIDER_PREFIX = "PROVIDER_"
+ENV_WORKER_QUEUE = "WORKER_QUEUE"  # a queue worker's own queue (catalog name): selects its pipeline
 
 # Real base URLs of the external HTTP APIs; the local runtime points these at loopback stubs.
 PROVIDER_DEFAULT_URLS = {
@@ -133,3 +134,9 @@ class ScheduledSettings(Settings):
         if not value.replace("_", "").isalnum() or value.lower() != value:
             raise ValueError("must be a lower_snake_case job name")
         return value
+
+
+class WorkerSettings(Settings):
+    """Environment of a queue-worker function: which catalog queue it consumes."""
+
+    worker_queue: str = Field(alias=ENV_WORKER_QUEUE, min_length=1)

@@ -101,6 +101,7 @@ class QueueSpec:
     tables: Mapping[str, Access] = field(default_factory=dict)
     queues: tuple[str, ...] = ()
     secrets: tuple[str, ...] = ()
+    providers: tuple[str, ...] = ()  # external HTTP APIs its worker calls (base URL in PROVIDER_<NAME>_URL)
     memory_mb: int = 256
     description: str = ""
 

@@ -8,9 +8,10 @@ alarms) are both derived from `CATALOG`.
 from jobfence.registry import Registry
 from jobs.backoffice import catalog as backoffice
 from jobs.commerce import catalog as commerce
+from jobs.listings import catalog as listings
 
 CATALOG = Registry(
-    tables=[*commerce.TABLES, *backoffice.TABLES],
-    jobs=[*commerce.JOBS, *backoffice.JOBS],
-    queues=[],
+    tables=[*commerce.TABLES, *backoffice.TABLES, *listings.TABLES],
+    jobs=[*commerce.JOBS, *backoffice.JOBS, *listings.JOBS],
+    queues=[*listings.QUEUES],
 )

@@ -1,0 +1,149 @@
+"""Per-tenant quota of paid actions (AI generations, marketplace publishes).
+
+One row per tenant; every DynamoDB expression of the quota table lives here.
+
+    tenant (key) | limit | available | reserved | refunded | updated_at
+
+`available` is what may still be reserved; `reserved` and `refunded` only ever
+grow, so the books can be checked at any time (DESIGN §4 invariant 7):
+
+    used = limit - available = reserved - refunded
+
+A reservation is never a write of its own: it is one `Update` inside the
+transaction that also claims the items it pays for (`jobfence.work`), so an
+item holds a reservation if and only if the counter moved. A refund is likewise
+one `Update` in the transaction that fails the item terminally and marks its
+reservation refunded, so it happens exactly once.
+
+    reserve k   condition available >= k    ADD available -k, reserved k
+    refund 1    (no condition)              ADD available 1, refunded 1
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.exceptions import PutError, UpdateError
+from pynamodb.models import Model
+from pynamodb.transactions import TransactWrite
+
+from jobfence.clock import Clock
+from jobfence.dynamo import bind
+from jobfence.errors import StoreError
+
+CONDITIONAL_CHECK_FAILED = "ConditionalCheckFailedException"
+
+
+class _Quota(Model):
+    class Meta:
+        table_name = "unbound"
+
+    tenant = UnicodeAttribute(hash_key=True)
+    limit = NumberAttribute()
+    available = NumberAttribute()
+    reserved = NumberAttribute(default=0)
+    refunded = NumberAttribute(default=0)
+    updated_at = NumberAttribute()
+
+
+@dataclass(frozen=True)
+class QuotaBalance:
+    """One tenant's books."""
+
+    tenant: str
+    limit: int
+    available: int
+    reserved: int
+    refunded: int
+
+    @property
+    def used(self) -> int:
+        return self.limit - self.available
+
+
+class QuotaStore:
+    """Grant, reserve (inside a caller's transaction), refund and read quota."""
+
+    def __init__(self, table_name: str, clock: Clock) -> None:
+        self.model: Any = bind(_Quota, table_name)
+        self._clock = clock
+
+    @property
+    def table_name(self) -> str:
+        return self.model.Meta.table_name
+
+    def grant(self, tenant: str, units: int) -> QuotaBalance:
+        """Give a tenant `units` more actions (creating its row on first grant)."""
+        if units <= 0:
+            raise ValueError("a grant is a positive number of units")
+        now = self._clock.now_ms()
+        try:
+            self.model(tenant, limit=units, available=units, reserved=0, refunded=0, updated_at=now).save(
+                condition=self.model.tenant.does_not_exist()
+            )
+        except PutError as exc:
+            if exc.cause_response_code != CONDITIONAL_CHECK_FAILED:
+                raise StoreError(f"granting quota failed: {exc.cause_response_code}") from exc
+            try:
+                self.model(tenant).update(
+                    actions=[
+                        self.model.limit.add(units),
+                        self.model.available.add(units),
+                        self.model.updated_at.set(now),
+                    ]
+                )
+            except UpdateError as inner:
+                raise StoreError(f"granting quota failed: {inner.cause_response_code}") from inner
+        return self.balance(tenant)
+
+    def balance(self, tenant: str) -> QuotaBalance:
+        """The tenant's books (a strongly consistent read); all zero if never granted."""
+        try:
+            row = self.model.get(tenant, consistent_read=True)
+        except self.model.DoesNotExist:
+            return QuotaBalance(tenant, 0, 0, 0, 0)
+        return QuotaBalance(tenant, int(row.limit), int(row.available), int(row.reserved), int(row.refunded))
+
+    # -- transaction parts (the caller owns the transaction) ---------------------------------
+
+    def reserve_in(self, tx: TransactWrite, tenant: str, units: int) -> None:
+        """Add "reserve `units` for `tenant`" to `tx`; it cancels the transaction if too few are left.
+
+        The refusal carries the quota row (ALL_OLD), whose `available` says how
+        many could still be reserved.
+        """
+        tx.update(
+            self.model(tenant),
+            actions=[
+                self.model.available.add(-units),
+                self.model.reserved.add(units),
+                self.model.updated_at.set(self._clock.now_ms()),
+            ],
+            condition=self.model.available >= units,
+            return_values="ALL_OLD",
+        )
+
+    def refund_in(self, tx: TransactWrite, tenant: str, units: int = 1) -> None:
+        """Add "give back `units`" to `tx` (the caller's item condition makes it exactly-once)."""
+        tx.update(
+            self.model(tenant),
+            actions=[
+                self.model.available.add(units),
+                self.model.refunded.add(units),
+                self.model.updated_at.set(self._clock.now_ms()),
+            ],
+            condition=self.model.tenant.exists(),
+        )
+
+    def is_quota_table(self, table_name: str | None) -> bool:
+        """True when a cancellation reason's table is this one (used to read refusals)."""
+        return table_name == self.table_name
+
+
+def available_in(raw_item: dict[str, Any] | None) -> int:
+    """`available` of a quota row returned with a refusal (0 when the tenant has no row)."""
+    if not raw_item or "available" not in raw_item:
+        return 0
+    return int(raw_item["available"]["N"])

@@ -1,0 +1,153 @@
+"""The Reclaimer: the maintenance agent that heals a queue nobody is watching (seed 003).
+
+It runs as a registered scheduled job under its own lease (see
+`jobs/listings/reclaim.py`); each page of its sweep is one bounded batch of the
+job generator, so the runner renews the lease between pages. Per pipeline:
+
+    running items with updated_at < now - item stale     (a worker died mid-item)
+        attempts < cap -> pending + error "reclaimed ...", wake-up re-sent
+        attempts = cap -> failed, quota refunded (one transaction)
+    pending items with updated_at < now - pending stale  (the wake-up was lost)
+        -> updated_at bumped, wake-up re-sent (at most once per pending-stale period)
+    open batches with updated_at < now - batch stale     (nobody rolled them up)
+        -> finalize from the item rows (recount), heartbeat if still live
+
+Everything is read through the sparse indexes (`by_reclaim`, `by_open`), so a
+sweep's reads grow with stale rows, not with the table. Every write re-checks
+status, `updated_at` and attempts in its condition, so an item that completed
+(or was claimed, or re-enqueued) after the index read is never overwritten;
+that is also why the writes are not fenced with the lease: a paused reclaimer's
+late write can only apply to a row still exactly as it saw it, which is a row
+any reclaimer would move the same way. Automation never resets attempts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping
+
+from aws_lambda_powertools import Logger
+
+from jobfence.clock import Clock
+from jobfence.errors import JobfenceError
+from jobfence.runs import safe_error
+from jobfence.work import BatchDelta, BatchRef, BatchStatus, ItemKey, ItemStatus, Timing, Wakeups, WorkStore
+
+DEFAULT_PAGE_SIZE = 100
+DEFAULT_MAX_PAGES = 50  # per pipeline and status in one run; the next run continues
+
+
+@dataclass(frozen=True)
+class ReclaimPipeline:
+    """One pipeline the reclaimer looks after: its kind, timing and wake-up queue."""
+
+    kind: str
+    timing: Timing
+    wakeups: Wakeups
+
+
+class Reclaimer:
+    """Resume stale items and finalize abandoned batches, in bounded pages."""
+
+    def __init__(
+        self,
+        store: WorkStore,
+        pipelines: Mapping[str, ReclaimPipeline],
+        clock: Clock,
+        logger: Logger,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        max_pages: int = DEFAULT_MAX_PAGES,
+    ) -> None:
+        self._store = store
+        self._pipelines = dict(pipelines)
+        self._clock = clock
+        self._logger = logger
+        self._page_size = page_size
+        self._max_pages = max_pages
+
+    def run_once(self) -> dict[str, int]:
+        """One whole sweep; the summed counts of its pages."""
+        total: dict[str, int] = {}
+        for counts in self.pages():
+            for name, value in counts.items():
+                total[name] = total.get(name, 0) + value
+        return total
+
+    def pages(self) -> Iterator[dict[str, int]]:
+        """The sweep as bounded pages, each yielding its counts (a scheduled job's batches)."""
+        for pipeline in self._pipelines.values():
+            yield from self._items(pipeline, ItemStatus.RUNNING)
+            yield from self._items(pipeline, ItemStatus.PENDING)
+            yield from self._batches(pipeline)
+
+    # -- items ------------------------------------------------------------------------------
+
+    def _items(self, pipeline: ReclaimPipeline, status: ItemStatus) -> Iterator[dict[str, int]]:
+        timing = pipeline.timing
+        stale_ms = (timing.item_stale_s if status is ItemStatus.RUNNING else timing.pending_stale_s) * 1000
+        cutoff = self._clock.now_ms() - stale_ms  # fixed for the run: rows we bump never qualify again
+        cursor: Any = None
+        for _ in range(self._max_pages):
+            rows, cursor = self._store.stale_items(pipeline.kind, status, cutoff, self._page_size, cursor)
+            if not rows:
+                return
+            yield self._reclaim_page(pipeline, status, rows)
+            if cursor is None:
+                return
+
+    def _reclaim_page(self, pipeline: ReclaimPipeline, status: ItemStatus, rows: list[tuple[ItemKey, int]]) -> dict[str, int]:
+        timing = pipeline.timing
+        counts = {f"stale_{status.value}": len(rows), "requeued": 0, "failed": 0, "changed": 0, "unsent": 0}
+        wake: list[ItemKey] = []
+        failed_by_batch: dict[BatchRef, int] = {}
+        if status is ItemStatus.RUNNING:
+            error = f"reclaimed: running for over {timing.item_stale_s} s without an outcome (worker stopped)"
+        else:
+            error = f"reclaimed: pending for over {timing.pending_stale_s} s without a worker (wake-up lost)"
+        for key, seen in rows:
+            try:
+                verdict = self._store.requeue_stale(key, pipeline.kind, status, seen, timing.attempts_cap, error)
+                if verdict == "capped":
+                    capped_error = f"{error}; attempts cap {timing.attempts_cap} reached"
+                    verdict = "failed" if self._store.fail_stale(key, status, seen, capped_error) else "changed"
+            except JobfenceError as exc:
+                self._logger.warning("reclaiming an item failed", extra={"reason": safe_error(exc), **_ids(key)})
+                counts["changed"] += 1
+                continue
+            counts[verdict] += 1
+            if verdict == "requeued":
+                wake.append(key)
+            elif verdict == "failed":
+                failed_by_batch[key.batch] = failed_by_batch.get(key.batch, 0) + 1
+            self._logger.info("reclaim", extra={"outcome": verdict, "from_status": status.value, **_ids(key)})
+        if wake:
+            # a wake-up that cannot be sent leaves a pending row: the next pending sweep re-sends it
+            counts["unsent"] = len(pipeline.wakeups.send(wake))
+        for ref, failed in failed_by_batch.items():
+            row = self._store.rollup(ref, BatchDelta(failed=failed))
+            if row is not None and row.status is BatchStatus.OPEN and row.completed + row.failed >= row.total:
+                self._store.finalize(ref, seen=row)
+        return counts
+
+    # -- batches ----------------------------------------------------------------------------
+
+    def _batches(self, pipeline: ReclaimPipeline) -> Iterator[dict[str, int]]:
+        cutoff = self._clock.now_ms() - pipeline.timing.batch_stale_s * 1000
+        for _ in range(self._max_pages):
+            refs = self._store.stale_batches(pipeline.kind, cutoff, self._page_size)
+            if not refs:
+                return
+            counts = {"batches_swept": len(refs), "batches_finalized": 0}
+            for ref in refs:
+                row = self._store.finalize(ref, heartbeat=True)
+                if row is not None and row.status is BatchStatus.FINALIZED:
+                    counts["batches_finalized"] += 1
+                self._logger.info("reclaim batch", extra={"tenant": ref.tenant, "batch": ref.batch_id,
+                                                           "status": row.status.value if row else "missing"})
+            yield counts
+            if len(refs) < self._page_size:
+                return
+
+
+def _ids(key: ItemKey) -> dict[str, str]:
+    return {"tenant": key.tenant, "batch": key.batch_id, "item": key.item_id}

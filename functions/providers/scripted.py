@@ -1,0 +1,84 @@
+"""Scripted behaviour for offline fakes of work providers (generator, publisher).
+
+A fake is told, per item (idempotency key) or by default, to succeed, fail,
+fail N times then succeed, time out, hang, or reject. It records every call so
+tests can count side effects. Error messages never carry the request payload.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from dataclasses import dataclass
+
+
+class ProviderError(Exception):
+    """A provider call failed in a way worth retrying (5xx, throttling, network)."""
+
+
+class ProviderTimeout(ProviderError):
+    """The provider did not answer within the call's timeout."""
+
+
+class ProviderRejected(Exception):
+    """The provider refused the request for good (4xx on the input): retrying cannot help."""
+
+
+class Behaviour(str, enum.Enum):
+    SUCCEED = "succeed"
+    FAIL = "fail"  # always a retriable error
+    FAIL_TIMES = "fail_times"  # the first N calls fail, then success
+    TIME_OUT = "time_out"  # the provider's own timeout fires (a retriable error)
+    HANG = "hang"  # blocks until released: the worker's per-item timeout must fire
+    REJECT = "reject"  # a permanent refusal
+
+
+@dataclass(frozen=True)
+class Script:
+    behaviour: Behaviour = Behaviour.SUCCEED
+    times: int = 0  # for FAIL_TIMES
+
+
+class ScriptedCalls:
+    """Thread-safe per-key behaviour and call counting shared by the fakes."""
+
+    def __init__(self, default: Script | None = None, hang_limit_s: float = 30.0) -> None:
+        self._default = default or Script()
+        self._scripts: dict[str, Script] = {}
+        self._calls: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._release = threading.Event()
+        self._hang_limit_s = hang_limit_s  # a hung call gives up eventually so no test can wedge
+
+    def script(self, key: str, behaviour: Behaviour, times: int = 0) -> None:
+        with self._lock:
+            self._scripts[key] = Script(behaviour, times)
+
+    def default(self, behaviour: Behaviour, times: int = 0) -> None:
+        with self._lock:
+            self._default = Script(behaviour, times)
+
+    def release(self) -> None:
+        """Let every hung call return (tests call this at teardown)."""
+        self._release.set()
+
+    def calls(self, key: str | None = None) -> int:
+        with self._lock:
+            return sum(self._calls.values()) if key is None else self._calls.get(key, 0)
+
+    def enter(self, key: str, what: str) -> None:
+        """Count the call and act out the script; return normally to succeed."""
+        with self._lock:
+            n = self._calls[key] = self._calls.get(key, 0) + 1
+            script = self._scripts.get(key, self._default)
+        if script.behaviour is Behaviour.FAIL:
+            raise ProviderError(f"{what}: service unavailable (503)")
+        if script.behaviour is Behaviour.FAIL_TIMES and n <= script.times:
+            raise ProviderError(f"{what}: service unavailable (503), call {n}")
+        if script.behaviour is Behaviour.TIME_OUT:
+            raise ProviderTimeout(f"{what}: no answer before the call timeout")
+        if script.behaviour is Behaviour.REJECT:
+            raise ProviderRejected(f"{what}: input refused (422)")
+        if script.behaviour is Behaviour.HANG:
+            self._release.wait(self._hang_limit_s)
+            raise ProviderTimeout(f"{what}: hung call released")

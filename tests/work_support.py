@@ -1,0 +1,126 @@
+"""Test rig for durable batches: moto tables, an in-memory wake-up queue on the frozen clock,
+the fake providers, a producer, a worker per pipeline and the reclaimer."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from aws_lambda_powertools import Logger
+
+from jobfence.clock import FrozenClock
+from jobfence.quota import QuotaStore
+from jobfence.reclaim import ReclaimPipeline, Reclaimer
+from jobfence.work import BatchOperations, BatchRef, ItemInput, ItemKey, Producer, RoundResult, Worker, WorkStore
+from jobs.listings.pipelines import GENERATION, PIPELINES, PUBLISH, generate_with, publish_with
+from providers.generator import FakeGenerator
+from providers.publisher import FakeMarketplace
+
+
+@dataclass
+class Message:
+    message_id: str
+    body: str
+    visible_at: int
+    receives: int = 0
+
+
+class MemoryQueue:
+    """Wake-ups on the frozen clock: delays honoured, delivery order chosen by the test."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, clock: FrozenClock) -> None:
+        self._clock = clock
+        self.messages: list[Message] = []
+        self.sent = 0
+
+    def send(self, keys, delay_s: int = 0) -> list[ItemKey]:
+        for key in keys:
+            self.messages.append(Message(f"m{next(self._ids)}", key.body(), self._clock.now_ms() + delay_s * 1000))
+            self.sent += 1
+        return []
+
+    def visible(self) -> list[Message]:
+        now = self._clock.now_ms()
+        return [m for m in self.messages if m.visible_at <= now]
+
+    def take(self, n: int = 10, newest_first: bool = False) -> list[Message]:
+        ready = self.visible()
+        if newest_first:
+            ready = list(reversed(ready))
+        return ready[:n]
+
+    def settle(self, taken: list[Message], result: RoundResult) -> None:
+        """Delete acknowledged messages; a failed one stays (visible again after the visibility timeout)."""
+        for m in taken:
+            m.receives += 1
+            if result.outcomes.get(m.message_id) and result.outcomes[m.message_id].ok:
+                self.messages.remove(m)
+            else:
+                m.visible_at = self._clock.now_ms() + 1_800_000
+
+
+def record(m: Message) -> dict[str, Any]:
+    return {"messageId": m.message_id, "body": m.body, "receiptHandle": m.message_id, "eventSource": "aws:sqs"}
+
+
+@dataclass
+class Rig:
+    clock: FrozenClock
+    store: WorkStore
+    quota: QuotaStore
+    queues: dict[str, MemoryQueue]
+    generator: FakeGenerator
+    marketplace: FakeMarketplace
+    producer: Producer
+    workers: dict[str, Worker]
+    reclaimer: Reclaimer
+    ops: BatchOperations
+    logger: Logger = field(default_factory=lambda: Logger(service="test"))
+
+    def submit(self, tenant: str, batch: str, n: int, kind: str = GENERATION, start: int = 0):
+        items = [ItemInput(f"i{i:05d}", {"title": f"thing {i}"}) for i in range(start, start + n)]
+        return self.producer.submit(BatchRef(tenant, batch), kind, items, "tester")
+
+    def deliver(self, kind: str = GENERATION, n: int = 10, twice: bool = False, newest_first: bool = False,
+                remaining_ms: int | None = None) -> RoundResult:
+        taken = self.queues[kind].take(n, newest_first=newest_first)
+        records = [record(m) for m in taken]
+        if twice:
+            records = records + [dict(r, messageId=r["messageId"] + "-dup") for r in records]
+        result = self.workers[kind].process(records, remaining_ms)
+        self.queues[kind].settle(taken, result)
+        return result
+
+    def drain(self, kind: str = GENERATION, rounds: int = 10_000) -> int:
+        done = 0
+        for _ in range(rounds):
+            if not self.queues[kind].visible():
+                return done
+            self.deliver(kind)
+            done += 1
+        raise AssertionError("queue did not drain")
+
+
+def build_rig(dynamodb, tables: dict[str, str], clock: FrozenClock, per_item_timeout_s: float | None = None) -> Rig:
+    logger = Logger(service="test")
+    quota = QuotaStore(tables["listing_quota"], clock)
+    store = WorkStore(tables["listing_batches"], tables["listing_items"], quota, clock)
+    queues = {GENERATION: MemoryQueue(clock), PUBLISH: MemoryQueue(clock)}
+    generator, marketplace = FakeGenerator(), FakeMarketplace()
+    performs = {GENERATION: generate_with(generator), PUBLISH: publish_with(marketplace)}
+    workers = {}
+    for kind, pipeline in PIPELINES.items():
+        timing = pipeline.timing
+        if per_item_timeout_s is not None:
+            timing = replace(timing, per_item_timeout_s=per_item_timeout_s)
+        workers[kind] = Worker(store, kind, timing, performs[kind], queues[kind], logger)
+    reclaimer = Reclaimer(
+        store, {k: ReclaimPipeline(k, p.timing, queues[k]) for k, p in PIPELINES.items()}, clock, logger, page_size=25
+    )
+    return Rig(
+        clock, store, quota, queues, generator, marketplace, Producer(store, queues, logger), workers, reclaimer,
+        BatchOperations(store, queues, logger),
+    )
