@@ -1,0 +1,455 @@
+"""Durable batches over moto: claims, duplicates, crashes, timeouts, quota, reclaim, retry_failed.
+
+Every test drives the real stores against moto's in-process DynamoDB, with an
+in-memory wake-up queue on the frozen clock and the offline provider fakes.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from jobfence.work import BatchRef, BatchStatus, ItemKey, ItemStatus, QuotaHold
+from providers.scripted import Behaviour
+from tests.work_support import MemoryQueue, build_rig, record
+
+B = BatchRef("acme", "b1")
+
+
+def key(i: int, ref: BatchRef = B) -> ItemKey:
+    return ItemKey(ref.tenant, ref.batch_id, f"i{i:05d}")
+
+
+def idem(i: int, ref: BatchRef = B) -> str:
+    return f"{ref.tenant}:{ref.batch_id}:i{i:05d}"
+
+
+@pytest.fixture
+def rig(dynamodb, tables, clock):
+    r = build_rig(dynamodb, tables, clock)
+    r.quota.grant("acme", 10_000)
+    r.quota.grant("globex", 10_000)
+    yield r
+    r.generator.calls.release()
+    r.marketplace.calls.release()
+
+
+def scan(dynamodb, table):
+    items = dynamodb.scan(TableName=table)["Items"]
+    return sorted(json.dumps(i, sort_keys=True) for i in items)
+
+
+def assert_books_balance(rig, tenant="acme"):
+    """Invariant 7: used = reserved - refunded, and the item rows account for every unit."""
+    bal = rig.quota.balance(tenant)
+    assert bal.used == bal.reserved - bal.refunded
+    rows = [i for b in rig.store.batches.query(tenant) for i in rig.store.item_rows(BatchRef(tenant, b.batch_id))]
+    assert sum(i.quota_reservations for i in rows) == bal.reserved
+    assert sum(i.quota_refunds for i in rows) == bal.refunded
+    for i in rows:
+        held = 1 if i.quota is QuotaHold.RESERVED else 0
+        assert i.quota_reservations - i.quota_refunds == held
+        if i.status is ItemStatus.FAILED:
+            assert i.quota is not QuotaHold.RESERVED  # a failed item always gave its unit back
+
+
+def assert_finalized_matches_rows(rig, ref=B):
+    """Invariant 6: a finalized batch's counters equal a recount of its item rows."""
+    report = rig.store.describe_batch(ref)
+    if report.batch.status is BatchStatus.FINALIZED:
+        c = report.counts()
+        assert (report.batch.completed, report.batch.failed) == (c["completed"], c["failed"])
+        assert c["pending"] == c["running"] == 0
+
+
+# -- producer ---------------------------------------------------------------------------------
+
+
+def test_repeating_a_submit_creates_no_rows_and_enqueues_nothing(rig, dynamodb, tables):
+    # GIVEN a submitted batch of 35 items
+    first = rig.submit("acme", "b1", 35)
+    rows_before = scan(dynamodb, tables["listing_items"])
+    # WHEN the same call is repeated
+    second = rig.submit("acme", "b1", 35)
+    # THEN no row was written or changed and nothing more was enqueued
+    assert (first.created, first.rows_written, first.enqueued) == (True, 35, 35)
+    assert (second.created, second.rows_written, second.enqueued) == (False, 0, 0)
+    assert scan(dynamodb, tables["listing_items"]) == rows_before
+    assert rig.queues["generation"].sent == 35
+
+
+def test_a_submit_interrupted_mid_enqueue_resumes_without_resending(rig):
+    # GIVEN a queue that refuses every send after the first two chunks
+    queue = rig.queues["generation"]
+    real_send, calls = queue.send, {"n": 0}
+
+    def flaky(keys, delay_s=0):
+        calls["n"] += 1
+        return list(keys) if calls["n"] > 2 else real_send(keys, delay_s)
+
+    queue.send = flaky
+    with pytest.raises(Exception, match="could not be sent"):
+        rig.submit("acme", "b1", 45)
+    assert queue.sent == 20
+    # WHEN the call is repeated with a healthy queue
+    queue.send = real_send
+    again = rig.submit("acme", "b1", 45)
+    # THEN exactly the 25 unsent wake-ups go out, each item once
+    assert again.enqueued == 25 and again.rows_written == 0
+    bodies = [m.body for m in queue.messages]
+    assert len(bodies) == len(set(bodies)) == 45
+
+
+def test_a_batch_id_reused_with_another_size_is_refused(rig):
+    rig.submit("acme", "b1", 3)
+    with pytest.raises(Exception, match="exists"):
+        rig.submit("acme", "b1", 4)
+
+
+# -- duplicates and order ------------------------------------------------------------------------
+
+
+def test_every_message_delivered_twice_does_each_item_once(rig):
+    # GIVEN a batch of 30 items
+    rig.submit("acme", "b1", 30)
+    # WHEN every delivery carries each message twice
+    while rig.queues["generation"].visible():
+        rig.deliver(twice=True)
+    # THEN each item ran once, was paid once, and the duplicates were acknowledged
+    assert rig.generator.calls.calls() == 30
+    report = rig.store.describe_batch(B)
+    assert all(i.status is ItemStatus.COMPLETED and i.attempts == 1 for i in report.items)
+    assert rig.quota.balance("acme").used == 30
+    assert report.batch.status is BatchStatus.FINALIZED
+    assert_books_balance(rig)
+
+
+def test_a_redelivery_after_completion_is_acknowledged_and_changes_nothing(rig, dynamodb, tables):
+    # GIVEN a completed batch and the messages that woke it
+    rig.submit("acme", "b1", 5)
+    old = list(rig.queues["generation"].messages)
+    rig.drain()
+    before = scan(dynamodb, tables["listing_items"])
+    # WHEN the same messages arrive again (SQS at-least-once)
+    result = rig.workers["generation"].process([record(m) for m in old])
+    # THEN every one is acknowledged as a duplicate and no row moved
+    assert all(o.ok for o in result.outcomes.values())
+    assert result.counts.get("duplicate") == 5
+    assert scan(dynamodb, tables["listing_items"]) == before
+
+
+def test_messages_delivered_out_of_order_all_complete(rig):
+    rig.submit("acme", "b1", 40)
+    while rig.queues["generation"].visible():
+        rig.deliver(n=7, newest_first=True)
+    report = rig.store.describe_batch(B)
+    assert report.counts()["completed"] == 40
+    assert report.batch.status is BatchStatus.FINALIZED and report.batch.recounts <= 2
+
+
+# -- crashes and reclaim ----------------------------------------------------------------------------
+
+
+def test_a_worker_that_dies_mid_item_is_reclaimed_and_the_item_completes(rig, clock):
+    # GIVEN a worker that claimed an item and died (the row is left running, the message is gone)
+    rig.submit("acme", "b1", 1)
+    rig.queues["generation"].messages.clear()
+    claims = rig.store.claim([key(0)], "generation", 5)
+    assert claims[key(0)].state.value == "claimed"
+    # WHEN the item is not yet stale, reclaim leaves it alone
+    clock.advance(minutes=5)
+    assert rig.reclaimer.run_once().get("stale_running", 0) == 0
+    # AND once it is past item-stale, reclaim re-enqueues it
+    clock.advance(minutes=1, seconds=1)
+    counts = rig.reclaimer.run_once()
+    assert counts["stale_running"] == 1 and counts["requeued"] == 1
+    row = rig.store.item(key(0))
+    assert row.status is ItemStatus.PENDING and "reclaimed" in row.error
+    rig.drain()
+    # THEN the item completes on its second attempt, holding the one reservation it made first
+    row = rig.store.item(key(0))
+    assert (row.status, row.attempts, row.quota_reservations) == (ItemStatus.COMPLETED, 2, 1)
+    assert rig.store.batch(B).status is BatchStatus.FINALIZED
+    assert_books_balance(rig)
+
+
+def test_a_publish_retried_after_a_crash_is_not_published_twice(rig, clock):
+    # GIVEN a publish item whose worker published it and died before writing the outcome
+    ref = BatchRef("acme", "p1")
+    rig.submit("acme", "p1", 1, kind="publish")
+    rig.queues["publish"].messages.clear()
+    claim = rig.store.claim([key(0, ref)], "publish", 5)[key(0, ref)]
+    from jobfence.work import WorkRequest
+
+    perform_listing = rig.workers["publish"]._perform  # the same step the worker runs
+    first_id = perform_listing(WorkRequest(key(0, ref), "publish", claim.attempts, claim.payload), 10)
+    # WHEN reclaim re-drives it and a worker runs it again
+    clock.advance(minutes=5, seconds=1)
+    rig.reclaimer.run_once()
+    rig.drain("publish")
+    # THEN the marketplace holds one listing, the one the row records
+    assert rig.marketplace.published() == 1
+    assert rig.store.item(key(0, ref)).result_ref == first_id
+
+
+def test_an_item_that_always_fails_stops_at_exactly_five_attempts(rig, clock):
+    # GIVEN an item whose provider always fails
+    rig.submit("acme", "b1", 3)
+    rig.generator.script(idem(1), Behaviour.FAIL)
+    # WHEN its delayed retries are delivered and reclaim runs in between
+    for _ in range(40):
+        clock.advance(minutes=5)
+        rig.drain()
+        rig.reclaimer.run_once()
+    # THEN it failed terminally at attempt 5, its unit refunded once, and the batch is finalized
+    row = rig.store.item(key(1))
+    assert (row.status, row.attempts, row.quota_refunds) == (ItemStatus.FAILED, 5, 1)
+    assert "503" in row.error
+    assert rig.generator.calls.calls(idem(1)) == 5
+    batch = rig.store.batch(B)
+    assert (batch.status, batch.completed, batch.failed) == (BatchStatus.FINALIZED, 2, 1)
+    # AND automation never touches it again
+    before = rig.store.item(key(1))
+    for _ in range(5):
+        clock.advance(minutes=20)
+        rig.reclaimer.run_once()
+        rig.drain()
+    assert rig.store.item(key(1)) == before
+    assert_books_balance(rig)
+
+    # WHEN an operator retries the failed items (the provider has recovered)
+    rig.generator.script(idem(1), Behaviour.SUCCEED)
+    counts = rig.ops.retry_failed(B, "ops@example.com")
+    assert counts == {"retried": 1, "skipped_quota": 0, "unsent": 0}
+    reopened = rig.store.batch(B)
+    assert (reopened.status, reopened.retried_by, reopened.retries) == (BatchStatus.OPEN, "ops@example.com", 1)
+    rig.drain()
+    # THEN it comes back once with a fresh budget and completes; the batch finalizes again
+    row = rig.store.item(key(1))
+    assert (row.status, row.attempts, row.quota_reservations, row.quota_refunds) == (ItemStatus.COMPLETED, 1, 2, 1)
+    assert rig.store.batch(B).status is BatchStatus.FINALIZED
+    assert_finalized_matches_rows(rig)
+    assert_books_balance(rig)
+    # AND a second retry has nothing to do
+    assert rig.ops.retry_failed(B, "ops@example.com")["retried"] == 0
+
+
+def test_reclaim_racing_a_completion_never_overwrites_it(rig, clock):
+    # GIVEN a running item that looks stale to the reclaimer's index read
+    rig.submit("acme", "b1", 1)
+    rig.queues["generation"].messages.clear()
+    claim = rig.store.claim([key(0)], "generation", 5)[key(0)]
+    clock.advance(minutes=7)
+    from jobfence.work import ItemStatus as S
+
+    stale, _ = rig.store.stale_items("generation", S.RUNNING, clock.now_ms() - 360_000, 10)
+    assert [k for k, _ in stale] == [key(0)]
+    # WHEN the slow worker completes before the reclaimer writes
+    assert rig.store.complete(claim, "gen_late")
+    verdict = rig.store.requeue_stale(key(0), "generation", S.RUNNING, stale[0][1], 5, "reclaimed")
+    # THEN the reclaimer's conditional write is refused and the completion stands
+    assert verdict == "changed"
+    row = rig.store.item(key(0))
+    assert (row.status, row.result_ref) == (ItemStatus.COMPLETED, "gen_late")
+    # AND a completion arriving after the reclaimer won is refused instead
+    rig.submit("acme", "b2", 1)
+    k2 = key(0, BatchRef("acme", "b2"))
+    c2 = rig.store.claim([k2], "generation", 5)[k2]
+    clock.advance(minutes=7)
+    rig.reclaimer.run_once()
+    assert not rig.store.complete(c2, "gen_too_late")
+    assert rig.store.item(k2).status is ItemStatus.PENDING
+
+
+def test_a_lost_wakeup_of_a_pending_item_is_re_sent_by_reclaim(rig, clock):
+    # GIVEN items whose wake-ups were lost
+    rig.submit("acme", "b1", 12)
+    rig.queues["generation"].messages.clear()
+    # WHEN pending-stale passes and reclaim runs (twice: the second finds nothing new)
+    clock.advance(minutes=15, seconds=1)
+    counts = rig.reclaimer.run_once()
+    assert counts["stale_pending"] == 12 and counts["requeued"] == 12
+    assert rig.reclaimer.run_once().get("stale_pending", 0) == 0
+    rig.drain()
+    # THEN every item completes on its first attempt
+    report = rig.store.describe_batch(B)
+    assert all(i.status is ItemStatus.COMPLETED and i.attempts == 1 for i in report.items)
+
+
+def test_a_batch_whose_rollup_was_lost_is_finalized_by_reclaim_from_its_rows(rig, clock):
+    # GIVEN a batch whose items all completed but whose roll-ups never landed
+    rig.submit("acme", "b1", 4)
+    rig.queues["generation"].messages.clear()
+    claims = rig.store.claim([key(i) for i in range(4)], "generation", 5)
+    for c in claims.values():
+        assert rig.store.complete(c, "gen_x")
+    assert rig.store.batch(B).status is BatchStatus.OPEN
+    # WHEN batch-stale passes and reclaim runs
+    clock.advance(minutes=14)
+    assert rig.reclaimer.run_once().get("batches_swept", 0) == 0
+    clock.advance(minutes=1, seconds=1)
+    counts = rig.reclaimer.run_once()
+    # THEN the batch is finalized with counters recounted from its rows
+    assert counts["batches_finalized"] == 1
+    batch = rig.store.batch(B)
+    assert (batch.status, batch.completed, batch.failed, batch.recounts) == (BatchStatus.FINALIZED, 4, 0, 1)
+
+
+def test_a_slow_batch_is_swept_at_most_once_per_batch_stale_period(rig, clock):
+    # GIVEN a quiet batch with items still pending
+    rig.submit("acme", "b1", 3)
+    clock.advance(minutes=15, seconds=1)
+    assert rig.reclaimer.run_once()["batches_swept"] == 1
+    # WHEN reclaim runs again five minutes later
+    clock.advance(minutes=5)
+    # THEN the batch is not recounted again (the sweep bumped its heartbeat)
+    assert rig.reclaimer.run_once().get("batches_swept", 0) == 0
+    assert rig.store.batch(B).status is BatchStatus.OPEN
+
+
+# -- timeouts, rejections, quota -------------------------------------------------------------------
+
+
+def test_a_hung_provider_call_times_out_and_only_the_row_records_it(dynamodb, tables, clock):
+    # GIVEN a worker with a short per-item timeout and a provider that hangs on one item
+    rig = build_rig(dynamodb, tables, clock, per_item_timeout_s=0.3)
+    rig.quota.grant("acme", 100)
+    try:
+        rig.submit("acme", "b1", 3)
+        rig.generator.script(idem(2), Behaviour.HANG)
+        # WHEN the batch is delivered
+        result = rig.deliver()
+    finally:
+        rig.generator.calls.release()
+    # THEN the others completed, the hung item went back to pending with the timeout on its row
+    assert all(o.ok for o in result.outcomes.values())
+    row = rig.store.item(key(2))
+    assert row.status is ItemStatus.PENDING and row.attempts == 1
+    assert row.error == "timed out after 0.3 s (per-item limit)"
+    assert [rig.store.item(key(i)).status for i in (0, 1)] == [ItemStatus.COMPLETED] * 2
+
+
+def test_a_provider_timeout_at_the_cap_fails_the_item_with_its_reason(rig, clock):
+    rig.submit("acme", "b1", 1)
+    rig.generator.script(idem(0), Behaviour.TIME_OUT)
+    for _ in range(10):
+        rig.drain()
+        clock.advance(minutes=5)
+    row = rig.store.item(key(0))
+    assert (row.status, row.attempts) == (ItemStatus.FAILED, 5)
+    assert "ProviderTimeout" in row.error or "no answer" in row.error
+
+
+def test_a_permanent_rejection_fails_at_once_and_refunds(rig):
+    rig.submit("acme", "b1", 2)
+    rig.generator.script(idem(0), Behaviour.REJECT)
+    rig.drain()
+    row = rig.store.item(key(0))
+    assert (row.status, row.attempts, row.quota) == (ItemStatus.FAILED, 1, QuotaHold.REFUNDED)
+    assert "422" in row.error
+    assert rig.quota.balance("acme").used == 1
+    assert_books_balance(rig)
+
+
+def test_items_beyond_the_quota_fail_without_reserving_and_retry_after_a_grant(rig):
+    # GIVEN a tenant with 3 units and a batch of 5
+    rig.quota.grant("initech", 3)
+    ref = BatchRef("initech", "q1")
+    rig.submit("initech", "q1", 5)
+    # WHEN it is processed
+    rig.drain()
+    # THEN 3 completed, 2 failed for quota with nothing reserved, and the books balance
+    report = rig.store.describe_batch(ref)
+    assert report.counts() == {"pending": 0, "running": 0, "completed": 3, "failed": 2}
+    failed = [i for i in report.items if i.status is ItemStatus.FAILED]
+    assert all(i.error.startswith("quota exhausted") and i.quota is None for i in failed)
+    assert rig.quota.balance("initech").used == 3
+    # WHEN retried without quota, nothing is reopened
+    assert rig.ops.retry_failed(ref, "ops")["skipped_quota"] == 2
+    # AND after a grant the retry re-reserves and the items complete
+    rig.quota.grant("initech", 2)
+    assert rig.ops.retry_failed(ref, "ops")["retried"] == 2
+    rig.drain()
+    assert rig.store.describe_batch(ref).counts()["completed"] == 5
+    assert rig.quota.balance("initech").used == 5
+    assert_books_balance(rig, "initech")
+
+
+# -- tenant isolation and bad messages ----------------------------------------------------------------
+
+
+def test_a_cross_tenant_message_and_a_malformed_body_fail_and_change_nothing(rig, dynamodb, tables, caplog):
+    # GIVEN batches of two tenants
+    rig.submit("acme", "b1", 2)
+    rig.submit("globex", "g1", 2)
+    rig.queues["generation"].messages.clear()
+    before = {t: scan(dynamodb, tables[t]) for t in ("listing_items", "listing_batches", "listing_quota")}
+    # WHEN a message names tenant acme with globex's batch and item, and another is not a wake-up
+    records = [
+        {"messageId": "x1", "body": json.dumps({"tenant": "acme", "batch": "g1", "item": "i00000"})},
+        {"messageId": "x2", "body": "{\"tenant\": \"acme\", \"batch\": \"b1\"}"},
+        {"messageId": "x3", "body": "not json"},
+    ]
+    result = rig.workers["generation"].process(records)
+    # THEN each is a batch item failure with a clear reason and no row changed
+    assert not any(o.ok for o in result.outcomes.values())
+    assert "no such item for this tenant" in result.outcomes["x1"].reason
+    assert "item" in result.outcomes["x2"].reason and "missing" in result.outcomes["x2"].reason
+    assert "not a wake-up" in result.outcomes["x3"].reason
+    assert {t: scan(dynamodb, tables[t]) for t in before} == before
+
+
+def test_a_wakeup_on_the_wrong_queue_changes_nothing(rig, dynamodb, tables):
+    rig.submit("acme", "b1", 1)
+    before = scan(dynamodb, tables["listing_items"])
+    result = rig.workers["publish"].process([{"messageId": "w", "body": key(0).body()}])
+    assert not result.outcomes["w"].ok and "generation pipeline" in result.outcomes["w"].reason
+    assert scan(dynamodb, tables["listing_items"]) == before
+
+
+def test_logs_carry_no_payload(rig, capsys):
+    secret = "SECRET-INPUT-7f3a"
+    from jobfence.work import ItemInput
+
+    rig.producer.submit(B, "generation", [ItemInput("i00000", {"title": secret})], "tester")
+    rig.generator.script(idem(0), Behaviour.FAIL_TIMES, times=1)
+    rig.drain()
+    out = capsys.readouterr()
+    assert secret not in out.out + out.err
+
+
+# -- many items, random failures ---------------------------------------------------------------------
+
+
+def test_random_failures_over_hundreds_of_items_keep_the_books(rig, clock):
+    # GIVEN 300 items over two tenants, a third of them flaky, some rejected, some always failing
+    rnd = random.Random(7)
+    rig.submit("acme", "b1", 200)
+    rig.submit("globex", "g1", 100)
+    for ref, n in ((B, 200), (BatchRef("globex", "g1"), 100)):
+        for i in range(n):
+            roll = rnd.random()
+            if roll < 0.3:
+                rig.generator.script(idem(i, ref), Behaviour.FAIL_TIMES, times=rnd.randint(1, 6))
+            elif roll < 0.35:
+                rig.generator.script(idem(i, ref), Behaviour.REJECT)
+            elif roll < 0.4:
+                rig.generator.script(idem(i, ref), Behaviour.FAIL)
+    # WHEN it runs to the end with duplicates, crashes-free reclaim sweeps and time passing
+    for step in range(60):
+        while rig.queues["generation"].visible():
+            rig.deliver(twice=rnd.random() < 0.2, newest_first=rnd.random() < 0.5)
+        clock.advance(minutes=4)
+        rig.reclaimer.run_once()
+    # THEN every item is terminal, attempts never exceed 5, counters equal recounts and the books balance
+    for ref in (B, BatchRef("globex", "g1")):
+        report = rig.store.describe_batch(ref)
+        assert report.batch.status is BatchStatus.FINALIZED
+        assert all(i.status in (ItemStatus.COMPLETED, ItemStatus.FAILED) for i in report.items)
+        assert max(i.attempts for i in report.items) <= 5
+        assert report.batch.recounts <= 2
+        assert_finalized_matches_rows(rig, ref)
+    assert_books_balance(rig, "acme")
+    assert_books_balance(rig, "globex")
