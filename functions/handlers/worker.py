@@ -39,7 +39,8 @@ worker = Worker(
     build_wakeups(settings, session.client("sqs"))[pipeline.kind],
     logger,
 )
-processor = BatchProcessor(event_type=EventType.SQS)
+# every message failing is still a partial response (each is redelivered on its own), not an invocation error
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
 @metrics.log_metrics
