@@ -26,6 +26,9 @@ ENV_WORKER_QUEUE = "WORKER_QUEUE"  # a queue worker's own queue (catalog name): 
 PROVIDER_DEFAULT_URLS = {
     "paypal": "https://api-m.paypal.com",
     "discord": "https://discord.com/api/v10",
+    # seed 003's providers are not named by the write-up: reserved .example hosts until a deploy sets real ones
+    "generator": "https://listing-generator.example/api",
+    "publisher": "https://marketplace.example/api",
 }
 SECRET_NAME_PREFIX = "jobfence/"  # secrets have fixed names, so env vars carry literals, not references
 
