@@ -1,6 +1,6 @@
 """The one handler of both listings queue workers (generation and publish).
 
-Which pipeline runs comes from the function's own `WORKER_QUEUE`, validated
+Which pipeline runs comes from the function's own queue (`WORKER_QUEUE`), validated
 against the catalog at cold start; a message only names the item to wake, and
 the item row decides the rest. Powertools' BatchProcessor turns the per-message
 outcomes into a partial batch response, so only the messages that must be
@@ -23,7 +23,7 @@ from jobs.catalog import CATALOG
 from jobs.listings.pipelines import build_store, build_wakeups, pipeline_of_queue, real_perform
 
 settings = WorkerSettings.from_environ(os.environ)
-spec = CATALOG.queues[settings.worker_queue]
+spec = CATALOG.queues[settings.own_queue]
 pipeline = pipeline_of_queue(spec.name)
 clock = SystemClock()
 session = boto3.Session()

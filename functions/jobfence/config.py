@@ -140,6 +140,19 @@ class ScheduledSettings(Settings):
 
 
 class WorkerSettings(Settings):
-    """Environment of a queue-worker function: which catalog queue it consumes."""
+    """Environment of a queue-worker function: which catalog queue it consumes.
 
-    worker_queue: str = Field(alias=ENV_WORKER_QUEUE, min_length=1)
+    `WORKER_QUEUE` names it. Without it, a worker granted exactly one queue
+    consumes that one (its own queue is always in its environment); anything
+    else fails closed. A message never chooses.
+    """
+
+    worker_queue: str | None = Field(default=None, alias=ENV_WORKER_QUEUE, min_length=1)
+
+    @property
+    def own_queue(self) -> str:
+        if self.worker_queue:
+            return self.worker_queue
+        if len(self.queues) == 1:
+            return next(iter(self.queues))
+        raise SettingsError(f"{ENV_WORKER_QUEUE} is not set and this worker was granted {len(self.queues)} queues")

@@ -19,7 +19,7 @@ from jobfence.work import BatchRef, ItemInput, ItemStatus, Producer, SqsWakeups,
 from jobs.catalog import CATALOG
 from jobs.listings.pipelines import build_store, generate_with
 from providers.generator import FakeGenerator
-from tests.conftest import load_event
+from tests.support import load_event
 
 LISTING_TABLES = ("listing_batches", "listing_items", "listing_quota")
 
@@ -84,11 +84,28 @@ def test_the_publish_samples_parse_as_expected():
             parse_wakeup(r["body"])
 
 
-def test_a_worker_function_without_its_queue_fails_closed(monkeypatch, worker_env):
+def test_a_worker_function_without_its_queue_fails_closed(monkeypatch, worker_env, queues):
+    # GIVEN a worker whose configured queue is not in the catalog WHEN it cold-starts THEN it refuses
     monkeypatch.setenv("WORKER_QUEUE", "no_such_queue")
     sys.modules.pop("handlers.worker", None)
     with pytest.raises(KeyError):
         importlib.import_module("handlers.worker")
+    # AND without WORKER_QUEUE, two granted queues are ambiguous: it refuses rather than guess
+    from jobfence.config import WorkerSettings
+    from jobfence.errors import SettingsError
+
+    monkeypatch.delenv("WORKER_QUEUE")
+    monkeypatch.setenv(queue_env("listing_publish"), queues[1]["listing_publish"])
+    sys.modules.pop("handlers.worker", None)
+    with pytest.raises(SettingsError):
+        importlib.import_module("handlers.worker")
+
+
+def test_a_worker_granted_only_its_own_queue_runs_that_queues_pipeline(monkeypatch, worker_env):
+    monkeypatch.delenv("WORKER_QUEUE")
+    fake = FakeGenerator()
+    module = load_worker_module(monkeypatch, fake)
+    assert (module.spec.name, module.pipeline.kind) == ("listing_generation", "generation")
 
 
 def test_sqs_wakeups_carry_only_the_keys(queues, tables, clock):
