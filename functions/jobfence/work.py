@@ -780,7 +780,21 @@ class WorkStore:
     # -- roll-up, heartbeat and finalize ------------------------------------------------------
 
     def rollup(self, ref: BatchRef, delta: BatchDelta) -> BatchRow | None:
-        """One write per batch per SQS batch: add the counts and bump `updated_at` (the heartbeat)."""
+        """One write per batch per SQS batch: the counts and `updated_at` (the heartbeat).
+
+        A consistent read of the batch row first tells whether these counts may
+        finish the batch; if so the item rows are recounted and the roll-up and
+        the finalize are one write (so finishing a batch costs no extra write).
+        Otherwise, or if another roll-up raced in between, it is a plain ADD.
+        The caller finalizes when a returned open row's counters say done.
+        """
+        seen = self.batch(ref)
+        if seen is None:
+            return None
+        if seen.status is BatchStatus.OPEN and seen.completed + seen.failed + delta.completed + delta.failed >= seen.total:
+            row = self._recount_and_write(ref, seen, rollup=True)
+            if row is not None:
+                return row
         now = self._clock.now_ms()
         row = self.batches(ref.tenant, ref.batch_id)
         try:
@@ -811,8 +825,15 @@ class WorkStore:
         batch = seen or self.batch(ref)
         if batch is None or batch.status is BatchStatus.FINALIZED:
             return batch
+        return self._recount_and_write(ref, batch, heartbeat=heartbeat) or self.batch(ref)
+
+    def _recount_and_write(
+        self, ref: BatchRef, seen: BatchRow, rollup: bool = False, heartbeat: bool = False
+    ) -> BatchRow | None:
+        """Recount, then one conditional write; None if the batch moved on since `seen`."""
         counts = {s: 0 for s in ItemStatus}
-        for row in self.items.query(ref.batch_key, consistent_read=True, attributes_to_get=["status"]):
+        attrs = ["batch_key", "item_id", "status"]
+        for row in self.items.query(ref.batch_key, consistent_read=True, attributes_to_get=attrs):
             counts[ItemStatus(row.status)] += 1
         now = self._clock.now_ms()
         live = counts[ItemStatus.PENDING] + counts[ItemStatus.RUNNING]
@@ -821,25 +842,27 @@ class WorkStore:
             self.batches.failed.set(counts[ItemStatus.FAILED]),
             self.batches.recounts.add(1),
         ]
+        if rollup:
+            actions.append(self.batches.rollups.add(1))
         if live == 0:
             actions += [
                 self.batches.status.set(BatchStatus.FINALIZED.value),
                 self.batches.finalized_at.set(now),
-                self.batches.updated_at.set(now),
                 self.batches.open_key.remove(),
             ]
-            condition = self.batches.status == BatchStatus.OPEN.value
-        else:
-            if heartbeat:
-                actions.append(self.batches.updated_at.set(now))
-            condition = (self.batches.status == BatchStatus.OPEN.value) & (self.batches.rollups == batch.rollups)
+        if live == 0 or heartbeat or rollup:
+            actions.append(self.batches.updated_at.set(now))
+        # nobody rolled up since `seen`: the recount includes everything the counters do
+        condition = (self.batches.status == BatchStatus.OPEN.value) & (self.batches.rollups == seen.rollups)
+        if live == 0 and not rollup:
+            condition = self.batches.status == BatchStatus.OPEN.value  # rows say done: always true
         row = self.batches(ref.tenant, ref.batch_id)
         try:
             row.update(actions=actions, condition=condition)
         except UpdateError as exc:
             if exc.cause_response_code != CONDITIONAL_CHECK_FAILED:
                 raise StoreError(f"finalizing batch {ref} failed: {exc.cause_response_code}") from exc
-            return self.batch(ref)
+            return None
         return _batch_row(row)
 
     # -- reclaim (see jobfence.reclaim) -------------------------------------------------------
@@ -1369,8 +1392,7 @@ class Worker:
             row = self._store.rollup(ref, delta)
             result.count("rollups")
             if row is not None and row.status is BatchStatus.OPEN and row.completed + row.failed >= row.total:
-                self._store.finalize(ref, seen=row)
-                result.count("recounts")
+                self._store.finalize(ref, seen=row)  # a roll-up raced ours: recount once more
         except JobfenceError as exc:
             # counters are only a hint: the reclaimer finalizes a quiet batch from its rows
             self._logger.warning("roll-up failed", extra={"tenant": ref.tenant, "batch": ref.batch_id,

@@ -11,16 +11,18 @@ import enum
 import threading
 from dataclasses import dataclass
 
+from jobfence.errors import JobfenceError
 
-class ProviderError(Exception):
-    """A provider call failed in a way worth retrying (5xx, throttling, network)."""
+
+class ProviderError(JobfenceError):
+    """A provider call failed in a way worth retrying (5xx, throttling, network). Messages carry status codes only."""
 
 
 class ProviderTimeout(ProviderError):
     """The provider did not answer within the call's timeout."""
 
 
-class ProviderRejected(Exception):
+class ProviderRejected(JobfenceError):
     """The provider refused the request for good (4xx on the input): retrying cannot help."""
 
 
