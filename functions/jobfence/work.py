@@ -1198,6 +1198,10 @@ class Producer:
         )
         return SubmitResult(ref, created, len(missing), sent)
 
+    def retry_failed(self, ref: BatchRef, requested_by: str) -> dict[str, int]:
+        """The operator's "retry failed" (see `BatchOperations.retry_failed`)."""
+        return BatchOperations(self._store, self._wakeups, self._logger).retry_failed(ref, requested_by)
+
 
 # -- worker --------------------------------------------------------------------------------
 
