@@ -1,12 +1,10 @@
-"""Fixtures of the commerce and backoffice job tests (imported by each test module, not a conftest,
-so the top-level `conftest` module name stays the shared one): stores on moto tables, a runner, fakes."""
+"""Support of the commerce and backoffice job tests: the stores bundle, a runner harness, a lease thief."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
 from aws_lambda_powertools import Logger, Metrics
 
 from jobfence.lease import LeaseStore
@@ -23,8 +21,6 @@ from jobs.commerce.deferred_payments import DeferredPaymentStore
 from jobs.commerce.diagnostics import DiagnosticStore
 from jobs.commerce.financial_operations import FinancialOperationStore
 from jobs.commerce.orders import OrderStore
-from providers.accounts import FakeAccountNotifier, FakeAccountProvider
-from providers.payments_fake import FakePayments
 
 
 @dataclass
@@ -64,36 +60,17 @@ class Harness:
         return RunContext(spec, f"run-{holder}", Trigger("manual", self.clock.now_ms(), holder), lease, self.leases, self.clock)
 
 
-@pytest.fixture
-def stores(tables, clock) -> Stores:
-    return Stores(
-        orders=OrderStore(tables["orders"], clock),
-        accounts=AccountStore(tables["accounts"], clock),
-        intents=AccountIntentStore(tables["account_intents"], clock),
-        operations=FinancialOperationStore(tables["financial_operations"], clock),
-        invitations=AgentInvitationStore(tables["agent_invitations"], clock),
-        activity=CustomerActivityStore(tables["customer_activity"], clock),
-        diagnostics=DiagnosticStore(tables["diagnostic_captures"], clock),
-        deferred=DeferredPaymentStore(tables["payment_intents"], clock),
-        ledger=OperatorLedgerStore(tables["operator_access_ledger"], clock),
-    )
+class StealingContext:
+    """A Lambda context whose remaining-time probe (between batches, before renewal) lets another holder take over."""
 
+    def __init__(self, harness, job_name):
+        self.harness, self.job_name, self.stolen = harness, job_name, False
+        self.aws_request_id = "req-stolen"
 
-@pytest.fixture
-def harness(dynamodb, tables, clock) -> Harness:
-    return Harness(dynamodb, tables, clock)
-
-
-@pytest.fixture
-def payments() -> FakePayments:
-    return FakePayments()
-
-
-@pytest.fixture
-def account_provider() -> FakeAccountProvider:
-    return FakeAccountProvider()
-
-
-@pytest.fixture
-def notifier() -> FakeAccountNotifier:
-    return FakeAccountNotifier()
+    def get_remaining_time_in_millis(self):
+        if not self.stolen:
+            self.stolen = True
+            spec = CATALOG.job(self.job_name)
+            self.harness.clock.advance(ms=spec.lease_ttl_s * 1000 + 1)
+            self.harness.leases.acquire(self.job_name, "intruder", spec.lease_ttl_s * 1000)
+        return 300_000

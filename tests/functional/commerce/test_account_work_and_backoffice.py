@@ -11,6 +11,7 @@ import pytest
 
 from jobfence.registry import CatalogError, JobSpec, Registry
 from jobfence.scheduled import Outcome
+from commerce_harness import StealingContext
 from jobs.backoffice import ledger_cleanup
 from jobs.backoffice.catalog import TABLES as BACKOFFICE_TABLES
 from jobs.backoffice.ledger_cleanup import clean_operator_access_ledger
@@ -31,7 +32,6 @@ from jobs.commerce.financial_recovery import FinancialRecovery, recover_financia
 from jobs.commerce.invitations import expire_agent_invitations
 from jobs.commerce.safety_net import capture_abandoned_deferred
 
-from commerce_harness import account_provider, harness, notifier, payments, stores  # noqa: F401 - fixtures
 
 HOUR = 3_600_000
 CUSTOMER = Requester(RequesterKind.CUSTOMER, "acc")
@@ -168,8 +168,6 @@ def test_ledger_cleanup_deletes_expired_entries_and_never_exposes_sessions(store
 
 
 def test_ledger_batches_are_bounded_and_a_lost_lease_stops_it(stores, harness, clock, monkeypatch):
-    from test_financial_recovery import StealingContext
-
     monkeypatch.setattr(ledger_cleanup, "LEDGER_BATCH", 2)
     for i in range(5):
         stores.ledger.record(f"e{i}", "op", "x", "s", clock.now_ms() + 1)

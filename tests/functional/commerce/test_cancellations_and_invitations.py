@@ -9,7 +9,6 @@ from jobs.commerce.cancellations import recover_pending_cancellations
 from jobs.commerce.financial_operations import OperationKind
 from jobs.commerce.invitations import expire_agent_invitations
 
-from commerce_harness import harness, payments, stores  # noqa: F401 - fixtures
 
 HOUR = 3_600_000
 

@@ -16,7 +16,7 @@ from jobs.commerce.financial_operations import OperationKind
 from jobs.commerce.financial_recovery import FinancialRecovery, recover_financial_operations
 from providers.payments import PaymentAuthError
 
-from commerce_harness import account_provider, harness, notifier, payments, stores  # noqa: F401 - fixtures
+from commerce_harness import StealingContext
 
 HOUR = 3_600_000
 DAY = 24 * HOUR
@@ -377,22 +377,6 @@ def test_two_runs_racing_on_the_same_parent_release_once(stores, payments, harne
         ctx.fenced_write(stores.diagnostics.release_items(parent))
     assert refused.value.index == 0
     assert stores.diagnostics.usage("acc") == (0, 7)
-
-
-class StealingContext:
-    """A Lambda context whose remaining-time probe (between batches, before renewal) lets another holder take over."""
-
-    def __init__(self, harness, job_name):
-        self.harness, self.job_name, self.stolen = harness, job_name, False
-        self.aws_request_id = "req-stolen"
-
-    def get_remaining_time_in_millis(self):
-        if not self.stolen:
-            self.stolen = True
-            spec = CATALOG.job(self.job_name)
-            self.harness.clock.advance(ms=spec.lease_ttl_s * 1000 + 1)
-            self.harness.leases.acquire(self.job_name, "intruder", spec.lease_ttl_s * 1000)
-        return 300_000
 
 
 def test_a_lost_lease_stops_the_job_before_its_next_batch(stores, payments, harness, clock, monkeypatch):

@@ -10,7 +10,6 @@ from jobs.commerce import safety_net
 from jobs.commerce.checkout import capture_for_buyer
 from jobs.commerce.safety_net import capture_abandoned_deferred
 
-from commerce_harness import harness, payments, stores  # noqa: F401 - fixtures
 
 
 def job(stores, payments, harness):
