@@ -137,10 +137,6 @@ class QuotaStore:
             condition=self.model.tenant.exists(),
         )
 
-    def is_quota_table(self, table_name: str | None) -> bool:
-        """True when a cancellation reason's table is this one (used to read refusals)."""
-        return table_name == self.table_name
-
 
 def available_in(raw_item: dict[str, Any] | None) -> int:
     """`available` of a quota row returned with a refusal (0 when the tenant has no row)."""

@@ -43,9 +43,10 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 import uuid
 import zlib
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
@@ -237,8 +238,6 @@ class BatchConflict(JobfenceError):
 
 
 def _validate_id(value: str, what: str) -> str:
-    import re
-
     if not re.fullmatch(ID_PATTERN, value or ""):
         raise ValueError(f"{what} must match {ID_PATTERN}")
     return value
@@ -452,7 +451,6 @@ class Claim:
     token: str | None = None
     attempts: int = 0
     payload: Mapping[str, Any] = field(default_factory=dict)
-    reserved: bool = False
     reason: str = ""
 
 
@@ -772,11 +770,6 @@ class WorkStore:
                 raise StoreError(f"writing an item outcome failed: {exc.cause_response_code}") from exc
             return False
 
-    def fail_unclaimed(self, key: ItemKey, row: Any, error: str) -> bool:
-        """pending -> failed for an item that could not be started (e.g. quota exhausted)."""
-        condition = (self.items.status == ItemStatus.PENDING.value) & (self.items.updated_at == int(row.updated_at))
-        return self._fail_terminally(key, condition, error)
-
     # -- roll-up, heartbeat and finalize ------------------------------------------------------
 
     def rollup(self, ref: BatchRef, delta: BatchDelta) -> BatchRow | None:
@@ -1068,7 +1061,6 @@ class _ClaimPlan:
             token=token,
             attempts=int(row.attempts or 0) + 1,
             payload=json.loads(row.payload),
-            reserved=True,
         )
 
     def exhaust(self, store: WorkStore, key: ItemKey, row: Any, now: int) -> None:
@@ -1425,8 +1417,6 @@ def _ids(key: ItemKey) -> dict[str, str]:
 
 def _as_completed(futures: Iterable[Future], timeout_s: float) -> Iterator[Future]:
     """Futures as they finish, until `timeout_s` after the first call (all items started together)."""
-    from concurrent.futures import as_completed
-
     try:
         yield from as_completed(list(futures), timeout=timeout_s)
     except TimeoutError:
