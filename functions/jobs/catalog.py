@@ -7,11 +7,12 @@ alarms) are both derived from `CATALOG`.
 
 from jobfence.registry import Registry
 from jobs.backoffice import catalog as backoffice
+from jobs.club import catalog as club
 from jobs.commerce import catalog as commerce
 from jobs.listings import catalog as listings
 
 CATALOG = Registry(
-    tables=[*commerce.TABLES, *backoffice.TABLES, *listings.TABLES],
-    jobs=[*commerce.JOBS, *backoffice.JOBS, *listings.JOBS],
-    queues=[*listings.QUEUES],
+    tables=[*commerce.TABLES, *backoffice.TABLES, *listings.TABLES, *club.TABLES],
+    jobs=[*commerce.JOBS, *backoffice.JOBS, *listings.JOBS, *club.JOBS],
+    queues=[*listings.QUEUES, *club.QUEUES],
 )

@@ -1,0 +1,31 @@
+"""Health endpoint of the club scheduler (HTTP API -> this Lambda): its service name and job count, nothing else.
+
+GET / and GET /health only; the HTTP API in front of it throttles to ten
+requests a minute. The job count is the number of club scheduler jobs
+registered in the catalog, computed once at cold start.
+"""
+
+from __future__ import annotations
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
+
+from jobs.catalog import CATALOG
+from jobs.club.catalog import SCHEDULER_JOBS, SUBSYSTEM
+
+SERVICE_NAME = "club-scheduler"
+JOB_COUNT = sum(1 for job in SCHEDULER_JOBS if CATALOG.jobs.get(job.name) == job)
+
+logger = Logger(service=SUBSYSTEM)
+app = APIGatewayHttpResolver()
+
+
+@app.get("/")
+@app.get("/health")
+def health() -> dict:
+    return {"service": SERVICE_NAME, "jobs": JOB_COUNT}
+
+
+@logger.inject_lambda_context(log_event=False)
+def handler(event, context):
+    return app.resolve(event, context)

@@ -1,0 +1,187 @@
+"""Catalog entries of the club scheduler (seed 002): its tables, eight jobs and the notification queue.
+
+The seven club jobs run every 30 minutes, each on its own rule and Lambda
+(none waits for another). The email-intake retry has its own 5-minute rule.
+Jobs that change Discord may send to the notification queue and read the
+event signing key, never the Discord token: only the queue's worker
+(`handlers.discord.handler`) can read that secret or call Discord.
+"""
+
+from jobfence.expiry import EXPIRY_INDEX_SPEC
+from jobfence.registry import JobSpec, QueueSpec, TableSpec
+from jobs.club.stores.email_intake import RETRY_INDEX_SPEC
+from jobs.club.stores.memberships import ACTIVE_INDEX_SPEC
+from jobs.club.stores.reminders import DUE_INDEX_SPEC
+
+SUBSYSTEM = "club"
+EVERY_30_MINUTES = "cron(0/30 * * * ? *)"  # seed 002: */30 * * * *
+EVERY_5_MINUTES = "rate(5 minutes)"
+NOTIFICATIONS_QUEUE = "club_notifications"
+SIGNING_KEY_SECRET = "club_event_signing_key"
+DISCORD_TOKEN_SECRET = "discord_token"
+
+TABLES = (
+    TableSpec(
+        name="club_memberships",
+        subsystem=SUBSYSTEM,
+        partition_key=("member_id", "S"),
+        indexes=(ACTIVE_INDEX_SPEC,),
+        description="memberships: status, access, end time and the Discord roles applied",
+    ),
+    TableSpec(
+        name="club_receipts",
+        subsystem=SUBSYSTEM,
+        partition_key=("member_id", "S"),
+        sort_key=("receipt_id", "S"),
+        description="receipts that grant membership roles, recorded from the email intake",
+    ),
+    TableSpec(
+        name="club_schedule",
+        subsystem=SUBSYSTEM,
+        partition_key=("space", "S"),
+        sort_key=("entry_key", "S"),
+        description="darkroom timed changes and studio slots, sorted by start time",
+    ),
+    TableSpec(
+        name="club_boards",
+        subsystem=SUBSYSTEM,
+        partition_key=("board_id", "S"),
+        description="Discord messages the jobs keep current (schedule, stats) and the darkroom totals",
+    ),
+    TableSpec(
+        name="club_equipment_loans",
+        subsystem=SUBSYSTEM,
+        partition_key=("loan_id", "S"),
+        description="equipment on loan to members",
+    ),
+    TableSpec(
+        name="club_equipment_reminders",
+        subsystem=SUBSYSTEM,
+        partition_key=("reminder_id", "S"),
+        indexes=(DUE_INDEX_SPEC,),
+        description="loan reminders with their due time, recipient and send claim",
+    ),
+    TableSpec(
+        name="club_photo_requests",
+        subsystem=SUBSYSTEM,
+        partition_key=("request_id", "S"),
+        indexes=(EXPIRY_INDEX_SPEC,),
+        description="photographer requests: open or expired, public and Discord status",
+    ),
+    TableSpec(
+        name="club_email_intake",
+        subsystem=SUBSYSTEM,
+        partition_key=("intake_id", "S"),
+        indexes=(RETRY_INDEX_SPEC,),
+        description="receipt emails waiting for delivery: attempts, next attempt, reason when dead",
+    ),
+    TableSpec(
+        name="club_outbox",
+        subsystem=SUBSYSTEM,
+        partition_key=("job", "S"),
+        sort_key=("nonce", "S"),
+        ttl_attribute="ttl",
+        description="Discord events saved with their record change, until sent to the notification queue",
+    ),
+    TableSpec(
+        name="club_event_nonces",
+        subsystem=SUBSYSTEM,
+        partition_key=("nonce", "S"),
+        ttl_attribute="ttl",
+        description="nonces claimed by the Discord worker (replay guard)",
+    ),
+)
+
+_OUTBOX = {"club_outbox": "read_write"}
+_NOTIFIES = dict(queues=(NOTIFICATIONS_QUEUE,), secrets=(SIGNING_KEY_SECRET,))
+
+
+def _club_job(name: str, entry: str, tables: dict, description: str, notifies: bool = True) -> JobSpec:
+    return JobSpec(
+        name=name,
+        subsystem=SUBSYSTEM,
+        entry=f"jobs.club.{entry}",
+        schedule=EVERY_30_MINUTES,
+        interval_s=1800,
+        timeout_s=120,
+        tables={**tables, **(_OUTBOX if notifies else {})},
+        description=description,
+        **(_NOTIFIES if notifies else {}),
+    )
+
+
+SCHEDULER_JOBS = (
+    _club_job(
+        "expire_memberships",
+        "memberships_jobs:build_expire_memberships",
+        {"club_memberships": "read_write"},
+        "expire memberships that have ended, revoke access and remove their roles",
+    ),
+    _club_job(
+        "reconcile_membership_roles",
+        "memberships_jobs:build_reconcile_membership_roles",
+        {"club_memberships": "read_write", "club_receipts": "read"},
+        "add and remove Discord roles where receipt data and applied roles differ",
+    ),
+    _club_job(
+        "sweep_darkroom_schedule",
+        "schedule_jobs:build_sweep_darkroom_schedule",
+        {"club_schedule": "read_write", "club_boards": "read_write"},
+        "apply due darkroom changes once and update the schedule message",
+    ),
+    _club_job(
+        "sweep_studio_schedule",
+        "schedule_jobs:build_sweep_studio_schedule",
+        {"club_schedule": "read_write", "club_boards": "read"},
+        "move studio slots forward and post the changes",
+    ),
+    _club_job(
+        "sync_darkroom_stats",
+        "schedule_jobs:build_sync_darkroom_stats",
+        {"club_schedule": "read", "club_boards": "read_write"},
+        "recalculate the darkroom totals and update the stats message",
+    ),
+    _club_job(
+        "send_equipment_reminders",
+        "equipment_jobs:build_send_equipment_reminders",
+        {"club_equipment_reminders": "read_write", "club_equipment_loans": "read"},
+        "claim each due reminder and notify the member or staff member",
+    ),
+    _club_job(
+        "expire_photographer_requests",
+        "photo_request_jobs:build_expire_photographer_requests",
+        {"club_photo_requests": "read_write"},
+        "expire open requests past their expiry and update their public and Discord status",
+    ),
+)
+
+EMAIL_INTAKE_JOB = JobSpec(
+    name="retry_email_intake",
+    subsystem=SUBSYSTEM,
+    entry="jobs.club.email_jobs:build_retry_email_intake",
+    schedule=EVERY_5_MINUTES,
+    interval_s=300,
+    timeout_s=120,
+    tables={"club_email_intake": "read_write", "club_receipts": "read_write"},
+    description="parse due intake emails into receipts; back off on failure, dead after the attempts cap",
+)
+
+JOBS = (*SCHEDULER_JOBS, EMAIL_INTAKE_JOB)
+
+QUEUES = (
+    QueueSpec(
+        name=NOTIFICATIONS_QUEUE,
+        subsystem=SUBSYSTEM,
+        handler="handlers.discord.handler",
+        worker_timeout_s=30,
+        visibility_timeout_s=180,
+        max_receive_count=10,  # room for a few 429 back-offs before the DLQ
+        batch_size=10,
+        max_concurrency=2,
+        tables={"club_event_nonces": "read_write"},
+        queues=(NOTIFICATIONS_QUEUE,),  # its own URL, to change a rate-limited message's visibility
+        secrets=(DISCORD_TOKEN_SECRET, SIGNING_KEY_SECRET),
+        providers=("discord",),
+        description="signed Discord events; the only consumer that holds the Discord token",
+    ),
+)

@@ -1,0 +1,78 @@
+"""Saving a club record change together with its Discord events, then sending them.
+
+Every club job goes through `ChangeLog`:
+
+    commit(ctx, [record update], [events])   one TransactWriteItems:
+        ConditionCheck lease (term live)  +  conditional Update of the record  +  Put outbox row per event
+        -> True: saved; False: the record's condition failed (another run already did it: nothing saved)
+    flush(ctx)                                send the job's outbox rows (signed now), delete each after sending
+
+So a change is saved at most once (its own condition), its events exist iff it
+was saved (same transaction), and a paused holder's change is refused by the
+lease check (LeaseLost stops the job).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from jobfence.errors import ConditionFailed
+from jobfence.scheduled import JobDeps, RunContext
+from jobs.club.events import Event
+from jobs.club.notifications import Publisher, build_publisher
+from jobs.club.stores.outbox import OutboxStore
+
+NOTIFICATIONS_QUEUE = "club_notifications"
+FLUSH_PAGE = 25
+MAX_OPS = 99  # TransactWriteItems takes 100 entries; one is the lease check
+
+
+class ChangeLog:
+    """Commit record changes with their events under the lease; flush the events to the queue."""
+
+    def __init__(self, outbox: OutboxStore, publisher: Publisher) -> None:
+        self._outbox = outbox
+        self._publisher = publisher
+
+    def commit(self, ctx: RunContext, operations: Sequence[Mapping[str, Any]], events: Sequence[Event] = ()) -> bool:
+        """Apply the record operations and save their events atomically; False if a record condition failed."""
+        items = [*operations, *(self._outbox.put_op(ctx.job, e) for e in events)]
+        if not items:
+            return True
+        if len(items) > MAX_OPS:
+            raise ValueError(f"one change may carry at most {MAX_OPS} operations and events, got {len(items)}")
+        try:
+            ctx.fenced_write(items)
+        except ConditionFailed:
+            # Another run (or an earlier attempt of this one) already made this change.
+            return False
+        return True
+
+    def flush(self, ctx: RunContext) -> int:
+        """Send every saved event of this job; return how many were sent."""
+        sent = 0
+        while True:
+            page = list(self._outbox.pending(ctx.job, FLUSH_PAGE))
+            for nonce, event in page:
+                self._publisher.publish(event)
+                self._outbox.delete(ctx.job, nonce)
+                sent += 1
+            if len(page) < FLUSH_PAGE:
+                return sent
+
+
+def build_changelog(deps: JobDeps) -> ChangeLog:
+    """The change log of a club job whose environment grants the outbox, the queue and the signing key."""
+    return ChangeLog(
+        OutboxStore(deps.settings.table("club_outbox"), deps.clock),
+        build_publisher(deps.settings, deps.session, deps.clock, NOTIFICATIONS_QUEUE),
+    )
+
+
+def commit_plain(ctx: RunContext, operations: Sequence[Mapping[str, Any]]) -> bool:
+    """A fenced write of record operations without events; False if a record condition failed."""
+    try:
+        ctx.fenced_write(operations)
+    except ConditionFailed:
+        return False
+    return True

@@ -1,0 +1,67 @@
+"""`send_equipment_reminders` (seed 002): claim each due reminder's send, then notify its recipient.
+
+The claim is the conditional update pending -> sent of the reminder row,
+committed in the same fenced transaction as its notification event: a
+reminder another run already claimed refuses the update, so that run saves no
+event and can never send it. A reminder whose item came back first is
+cancelled instead, with no event.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from jobfence.scheduled import JobDeps, RunContext
+from jobs.club.changes import ChangeLog, build_changelog
+from jobs.club.events import Event, EventType, nonce_for
+from jobs.club.stores.loans import LoanStore
+from jobs.club.stores.reminders import Recipient, ReminderState, ReminderStore
+
+BATCH = 25
+MAX_BATCHES = 40
+
+
+def reminder_text(recipient_kind: str, loan: Any) -> str:
+    due = f"<t:{int(loan.due_back_at) // 1000}:f>"
+    if recipient_kind == Recipient.STAFF.value:
+        return f"Equipment reminder: {loan.item} (loan {loan.loan_id}) is due back {due}."
+    return f"Reminder: please return {loan.item} by {due}."
+
+
+def send_equipment_reminders(
+    reminders: ReminderStore, loans: LoanStore, changes: ChangeLog, ctx: RunContext
+) -> Iterator[dict[str, Any]]:
+    """Notify the member or staff member of each due reminder, exactly once."""
+    sent = changes.flush(ctx)
+    for _ in range(MAX_BATCHES):
+        now = ctx.now_ms()
+        ids = reminders.due(now, BATCH)
+        claimed = cancelled = skipped = 0
+        for reminder_id in ids:
+            row = reminders.get(reminder_id)
+            if row is None or row.state != ReminderState.PENDING.value or int(row.due_at) > now:
+                skipped += 1
+                continue
+            loan = loans.get(row.loan_id)
+            if loan is None or loan.returned_at is not None:
+                op = reminders.finish_op(reminder_id, ReminderState.CANCELLED, ctx.run_id)
+                cancelled += changes.commit(ctx, [op])
+                continue
+            event = Event.build(EventType.DIRECT_NOTIFICATION, nonce_for(ctx.job, reminder_id),
+                                user_id=row.recipient_user_id, content=reminder_text(row.recipient_kind, loan))
+            if changes.commit(ctx, [reminders.finish_op(reminder_id, ReminderState.SENT, ctx.run_id)], [event]):
+                claimed += 1
+            else:
+                skipped += 1  # claimed by another run first: that run sends it, we never do
+        sent += changes.flush(ctx)
+        yield {"claimed": claimed, "cancelled": cancelled, "skipped": skipped, "events": sent}
+        sent = 0
+        if len(ids) < BATCH or claimed + cancelled == 0:
+            return
+
+
+def build_send_equipment_reminders(deps: JobDeps):
+    reminders = ReminderStore(deps.settings.table("club_equipment_reminders"), deps.clock)
+    loans = LoanStore(deps.settings.table("club_equipment_loans"), deps.clock)
+    changes = build_changelog(deps)
+    return lambda ctx: send_equipment_reminders(reminders, loans, changes, ctx)

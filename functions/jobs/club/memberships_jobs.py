@@ -1,0 +1,92 @@
+"""Membership jobs of seed 002: `expire_memberships` and `reconcile_membership_roles`.
+
+Both write a membership only over the `roles_version` they read, in the same
+fenced transaction as the role events that change implies, so two runs (or
+the two jobs racing each other) never apply or announce a change twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from jobfence.scheduled import JobDeps, RunContext
+from jobs.club.changes import ChangeLog, build_changelog
+from jobs.club.events import Event, EventType, nonce_for
+from jobs.club.stores.memberships import MembershipStatus, MembershipStore
+from jobs.club.stores.receipts import ReceiptStore
+
+BATCH = 25
+MAX_BATCHES = 40
+
+
+def _role_event(ctx: RunContext, row: Any, type_: EventType, role_id: str) -> Event:
+    # One change of one member's roles: (job, member, version read, op, role) names it exactly once.
+    nonce = nonce_for(ctx.job, row.member_id, int(row.roles_version), type_.value, role_id)
+    return Event.build(type_, nonce, guild_id=row.guild_id, user_id=row.discord_user_id, role_id=role_id)
+
+
+def expire_memberships(memberships: MembershipStore, changes: ChangeLog, ctx: RunContext) -> Iterator[dict[str, Any]]:
+    """Expire memberships that have ended: access off, roles removed (events), out of the active index."""
+    sent = changes.flush(ctx)  # events an interrupted earlier run saved but did not send
+    for _ in range(MAX_BATCHES):
+        now = ctx.now_ms()
+        ids = memberships.ended(now, BATCH)
+        expired = skipped = 0
+        for member_id in ids:
+            row = memberships.get(member_id)
+            if row is None or row.status != MembershipStatus.ACTIVE.value or int(row.ends_at) > now:
+                skipped += 1  # a stale index entry, or renewed since
+                continue
+            events = [_role_event(ctx, row, EventType.ROLE_REMOVE, role) for role in row.roles]
+            if changes.commit(ctx, [memberships.expire_op(row, now)], events):
+                expired += 1
+            else:
+                skipped += 1
+        sent += changes.flush(ctx)
+        yield {"expired": expired, "skipped": skipped, "events": sent}
+        sent = 0
+        if len(ids) < BATCH or expired == 0:
+            return
+
+
+def reconcile_membership_roles(
+    memberships: MembershipStore, receipts: ReceiptStore, changes: ChangeLog, ctx: RunContext
+) -> Iterator[dict[str, Any]]:
+    """Make each member's applied roles equal the roles their valid receipts grant; only differences emit events."""
+    sent = changes.flush(ctx)
+    cursor = None
+    for _ in range(MAX_BATCHES):
+        rows, cursor = memberships.page(cursor, BATCH)
+        now = ctx.now_ms()
+        changed = matched = conflicts = 0
+        for row in rows:
+            active = row.status == MembershipStatus.ACTIVE.value
+            desired = receipts.granted_roles(row.member_id, now) if active else set()
+            applied = set(row.roles)
+            if desired == applied:
+                matched += 1
+                continue
+            events = [_role_event(ctx, row, EventType.ROLE_ADD, r) for r in sorted(desired - applied)]
+            events += [_role_event(ctx, row, EventType.ROLE_REMOVE, r) for r in sorted(applied - desired)]
+            if changes.commit(ctx, [memberships.set_roles_op(row, desired)], events):
+                changed += 1
+            else:
+                conflicts += 1  # changed by someone else since we read it; the next run looks again
+        sent += changes.flush(ctx)
+        yield {"members": len(rows), "changed": changed, "matched": matched, "conflicts": conflicts, "events": sent}
+        sent = 0
+        if cursor is None:
+            return
+
+
+def build_expire_memberships(deps: JobDeps):
+    memberships = MembershipStore(deps.settings.table("club_memberships"), deps.clock)
+    changes = build_changelog(deps)
+    return lambda ctx: expire_memberships(memberships, changes, ctx)
+
+
+def build_reconcile_membership_roles(deps: JobDeps):
+    memberships = MembershipStore(deps.settings.table("club_memberships"), deps.clock)
+    receipts = ReceiptStore(deps.settings.table("club_receipts"), deps.clock)
+    changes = build_changelog(deps)
+    return lambda ctx: reconcile_membership_roles(memberships, receipts, changes, ctx)

@@ -1,0 +1,93 @@
+"""The notification queue port: where signed Discord events go, and the one way to send one.
+
+Jobs send through `NotificationQueue` (never boto3 directly). `SqsNotificationQueue`
+is the real one; `MemoryNotificationQueue` is the offline fake for unit tests.
+`send_manual_change` is the operators' path: the same contract as the jobs, with
+a fresh random nonce.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from typing import Any, Protocol
+
+from aws_lambda_powertools.utilities.parameters import SecretsProvider
+from botocore.exceptions import ClientError
+
+from jobfence.clock import Clock
+from jobfence.config import Settings
+from jobfence.errors import StoreError
+from jobs.club.events import Event, EventType, Signer
+
+SIGNING_KEY_SECRET = "club_event_signing_key"
+SECRET_MAX_AGE_S = 300  # a rotated key reaches warm functions within five minutes
+
+
+class NotificationQueue(Protocol):
+    """Accepts signed event bodies."""
+
+    def send(self, body: str) -> None:
+        """Enqueue one signed event body."""
+        ...
+
+
+class SqsNotificationQueue:
+    """The notification SQS queue."""
+
+    def __init__(self, client: Any, queue_url: str) -> None:
+        self._client = client
+        self._url = queue_url
+
+    def send(self, body: str) -> None:
+        try:
+            self._client.send_message(QueueUrl=self._url, MessageBody=body)
+        except ClientError as exc:
+            raise StoreError(f"sending to the notification queue failed: {exc.response['Error'].get('Code')}") from exc
+
+
+class MemoryNotificationQueue:
+    """Offline fake: keeps the bodies in order. Thread-safe for concurrency tests."""
+
+    def __init__(self) -> None:
+        self.bodies: list[str] = []
+        self._lock = threading.Lock()
+
+    def send(self, body: str) -> None:
+        with self._lock:
+            self.bodies.append(body)
+
+
+def read_secret(session: Any, name: str) -> str:
+    """A secret's current value through Powertools parameters (cached for a few minutes)."""
+    provider = SecretsProvider(boto3_client=session.client("secretsmanager"))
+    return provider.get(name, max_age=SECRET_MAX_AGE_S)
+
+
+def signing_key(settings: Settings, session: Any) -> bytes:
+    """The event signing key named by SECRET_CLUB_EVENT_SIGNING_KEY."""
+    return read_secret(session, settings.secret(SIGNING_KEY_SECRET)).encode()
+
+
+class Publisher:
+    """Signs events and puts them on the notification queue."""
+
+    def __init__(self, signer: Signer, queue: NotificationQueue) -> None:
+        self._signer = signer
+        self._queue = queue
+
+    def publish(self, event: Event) -> None:
+        self._queue.send(self._signer.sign(event))
+
+
+def send_manual_change(publisher: Publisher, type: EventType | str, **payload: Any) -> str:
+    """Build, sign and send one manual Discord change (same contract as the jobs); return its nonce."""
+    event = Event.build(EventType(type), secrets.token_hex(16), **payload)
+    publisher.publish(event)
+    return event.nonce
+
+
+def build_publisher(settings: Settings, session: Any, clock: Clock, queue_name: str) -> Publisher:
+    """The real publisher of a function whose environment grants the queue and the signing key."""
+    queue = SqsNotificationQueue(session.client("sqs"), settings.queue(queue_name))
+    return Publisher(Signer(signing_key(settings, session), clock), queue)

@@ -1,0 +1,144 @@
+"""Schedule jobs of seed 002: the darkroom sweep, the studio sweep and the darkroom stats sync.
+
+Every entry moves by a conditional transition from the status it was read in,
+and every board publish is conditioned on the board version it read, so a
+repeated run applies nothing twice and republishes nothing unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Mapping
+
+from jobfence.scheduled import JobDeps, RunContext
+from jobs.club.changes import ChangeLog, build_changelog, commit_plain
+from jobs.club.events import Event, EventType, nonce_for
+from jobs.club.stores.boards import DARKROOM_SCHEDULE, DARKROOM_STATS, STUDIO_SCHEDULE, BoardStore, content_hash
+from jobs.club.stores.schedule import DARKROOM, DarkroomChange, ScheduleStore, StudioSlot
+
+BATCH = 25
+MAX_BATCHES = 20
+STATS_PAGE = 200
+UPCOMING_SHOWN = 5
+
+
+def _when(epoch_ms: int) -> str:
+    return f"<t:{epoch_ms // 1000}:f>"  # Discord renders this in each reader's time zone
+
+
+def publish_board(
+    boards: BoardStore, changes: ChangeLog, ctx: RunContext, board_id: str, content: str,
+    totals: Mapping[str, Any] | None = None,
+) -> str:
+    """Edit a board's message when its content changed; return what happened."""
+    board = boards.get(board_id)
+    if board is None or not board.message_id:
+        return "board_missing"
+    if board.content_hash == content_hash(content):
+        return "unchanged"
+    nonce = nonce_for(ctx.job, board_id, int(board.version) + 1)
+    event = Event.build(EventType.MESSAGE_EDIT, nonce, channel_id=board.channel_id, message_id=board.message_id,
+                        content=content)
+    return "published" if changes.commit(ctx, [boards.publish_op(board, content, totals)], [event]) else "conflict"
+
+
+def render_darkroom(schedule: ScheduleStore, now: int) -> str:
+    current = schedule.latest(DARKROOM, now, DarkroomChange.APPLIED.value)
+    lines = [f"**Darkroom**: {current.label if current else 'no status yet'}"]
+    upcoming = [e for e in schedule.upcoming(DARKROOM, now, UPCOMING_SHOWN)]
+    if upcoming:
+        lines.append("Next:")
+        lines += [f"- {_when(int(e.starts_at))} {e.label}" for e in upcoming]
+    return "\n".join(lines)
+
+
+def sweep_darkroom_schedule(
+    schedule: ScheduleStore, boards: BoardStore, changes: ChangeLog, ctx: RunContext
+) -> Iterator[dict[str, Any]]:
+    """Apply due darkroom changes once each, then update the schedule message."""
+    sent = changes.flush(ctx)
+    for _ in range(MAX_BATCHES):
+        due = schedule.started(DARKROOM, ctx.now_ms(), (DarkroomChange.PENDING.value,), BATCH)
+        applied = sum(1 for row in due if commit_plain(ctx, [schedule.transition_op(row, DarkroomChange.APPLIED.value)]))
+        yield {"applied": applied, "skipped": len(due) - applied}
+        if len(due) < BATCH or applied == 0:
+            break
+    board = publish_board(boards, changes, ctx, DARKROOM_SCHEDULE, render_darkroom(schedule, ctx.now_ms()))
+    yield {"board": board, "events": sent + changes.flush(ctx)}
+
+
+def sweep_studio_schedule(
+    schedule: ScheduleStore, boards: BoardStore, changes: ChangeLog, ctx: RunContext
+) -> Iterator[dict[str, Any]]:
+    """Move started studio slots to current and ended ones to past; post each change to the studio channel."""
+    sent = changes.flush(ctx)
+    board = boards.get(STUDIO_SCHEDULE)
+    for _ in range(MAX_BATCHES):
+        now = ctx.now_ms()
+        rows = schedule.to_advance(now, BATCH)
+        moved = conflicts = 0
+        for row in rows:
+            ended = row.ends_at is not None and int(row.ends_at) <= now
+            target = StudioSlot.PAST if ended else StudioSlot.CURRENT
+            if target.value == row.status:
+                continue  # running and not over yet
+            events = []
+            if board is not None:
+                text = f"Studio: {row.label} {'has ended' if ended else 'is on now'} ({_when(int(row.starts_at))})"
+                events.append(Event.build(EventType.MESSAGE_POST, nonce_for(ctx.job, row.entry_key, target.value),
+                                          channel_id=board.channel_id, content=text))
+            if changes.commit(ctx, [schedule.transition_op(row, target.value)], events):
+                moved += 1
+            else:
+                conflicts += 1
+        sent += changes.flush(ctx)
+        yield {"moved": moved, "conflicts": conflicts, "events": sent, "unpublished": 0 if board else moved}
+        sent = 0
+        if len(rows) < BATCH or moved == 0:
+            return
+
+
+def sync_darkroom_stats(
+    schedule: ScheduleStore, boards: BoardStore, changes: ChangeLog, ctx: RunContext
+) -> Iterator[dict[str, Any]]:
+    """Recount the darkroom totals from the schedule rows and update the stats message when they changed."""
+    sent = changes.flush(ctx)
+    sessions = 0
+    hours = 0.0
+    members: set[str] = set()
+    read = 0
+    for row in schedule.entries(DARKROOM):
+        read += 1
+        if row.status == DarkroomChange.APPLIED.value and row.member_id:
+            sessions += 1
+            hours += float(row.hours or 0)
+            members.add(row.member_id)
+        if read % STATS_PAGE == 0:
+            yield {"read": STATS_PAGE}  # a checkpoint: the runner renews the lease before the next page
+    totals = {"sessions": sessions, "hours": round(hours, 2), "members": len(members)}
+    content = (f"**Darkroom stats**\nSessions: {totals['sessions']}\nHours booked: {totals['hours']:g}\n"
+               f"Members: {totals['members']}")
+    board = publish_board(boards, changes, ctx, DARKROOM_STATS, content, totals)
+    yield {"read": read % STATS_PAGE, "board": board, "events": sent + changes.flush(ctx)}
+
+
+def _stores(deps: JobDeps) -> tuple[ScheduleStore, BoardStore, ChangeLog]:
+    return (
+        ScheduleStore(deps.settings.table("club_schedule"), deps.clock),
+        BoardStore(deps.settings.table("club_boards"), deps.clock),
+        build_changelog(deps),
+    )
+
+
+def build_sweep_darkroom_schedule(deps: JobDeps):
+    schedule, boards, changes = _stores(deps)
+    return lambda ctx: sweep_darkroom_schedule(schedule, boards, changes, ctx)
+
+
+def build_sweep_studio_schedule(deps: JobDeps):
+    schedule, boards, changes = _stores(deps)
+    return lambda ctx: sweep_studio_schedule(schedule, boards, changes, ctx)
+
+
+def build_sync_darkroom_stats(deps: JobDeps):
+    schedule, boards, changes = _stores(deps)
+    return lambda ctx: sync_darkroom_stats(schedule, boards, changes, ctx)

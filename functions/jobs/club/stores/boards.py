@@ -1,0 +1,79 @@
+"""Store of the Discord boards (`club_boards`): messages the jobs keep up to date.
+
+    board_id (key) | channel_id | message_id | content_hash | version | totals (JSON) | updated_at
+
+A board is one Discord message (the darkroom schedule, the darkroom stats) or a
+channel the jobs post into (the studio schedule). `content_hash` is the hash of
+what was last published: a job publishes only when the rendered content
+differs, with a condition on the version it read (+1 on every publish), so two
+runs never publish the same change twice, and the version makes each publish's
+event nonce unique even when the content returns to an earlier text. The darkroom stats board also keeps the totals themselves.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Mapping
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.models import Model
+
+from jobfence.clock import Clock
+from jobfence.dynamo import bind
+
+DARKROOM_SCHEDULE = "darkroom_schedule"
+DARKROOM_STATS = "darkroom_stats"
+STUDIO_SCHEDULE = "studio_schedule"
+
+
+def content_hash(content: str) -> str:
+    return hashlib.sha256(content.encode()).hexdigest()[:32]
+
+
+class _Board(Model):
+    class Meta:
+        table_name = "unbound"
+
+    board_id = UnicodeAttribute(hash_key=True)
+    channel_id = UnicodeAttribute()
+    message_id = UnicodeAttribute(null=True)
+    content_hash = UnicodeAttribute(null=True)
+    totals = UnicodeAttribute(null=True)
+    version = NumberAttribute(default=0)
+    updated_at = NumberAttribute(null=True)
+
+
+class BoardStore:
+    """Read boards and build their conditional publish updates."""
+
+    def __init__(self, table_name: str, clock: Clock) -> None:
+        self.model: Any = bind(_Board, table_name)
+        self._clock = clock
+
+    def put(self, board_id: str, channel_id: str, message_id: str | None = None) -> None:
+        """Register a board (seed data, operators)."""
+        self.model(board_id, channel_id=channel_id, message_id=message_id, version=0).save()
+
+    def get(self, board_id: str) -> Any | None:
+        try:
+            return self.model.get(board_id, consistent_read=True)
+        except self.model.DoesNotExist:
+            return None
+
+    @staticmethod
+    def totals_of(row: Any) -> dict[str, Any]:
+        return json.loads(row.totals) if row is not None and row.totals else {}
+
+    def publish_op(self, row: Any, content: str, totals: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Record `content` as published (version + 1), only over the version that was read."""
+        m = self.model
+        actions = [
+            m.content_hash.set(content_hash(content)),
+            m.version.set(int(row.version) + 1),
+            m.updated_at.set(self._clock.now_ms()),
+        ]
+        if totals is not None:
+            actions.append(m.totals.set(json.dumps(dict(totals), sort_keys=True)))
+        condition = m.board_id.exists() & (m.version == int(row.version))
+        return {"Update": m(row.board_id).get_update_kwargs_from_instance(actions=actions, condition=condition)}

@@ -1,0 +1,107 @@
+"""Store of email intake records (`club_email_intake`): raw receipt emails waiting to be delivered.
+
+    intake_id (key) | raw | status | attempts | next_attempt_at | retry_shard | last_error
+    | receipt_id | received_at | finished_at
+
+`retry_shard` exists only while the record is pending: the sparse index
+`retry_due` (retry_shard, next_attempt_at) lists the records whose next attempt
+is due. Every transition is conditioned on the status and attempt count read,
+so a repeated or concurrent run moves a record once.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
+from pynamodb.models import Model
+
+from jobfence.clock import Clock
+from jobfence.dynamo import bind
+from jobs.club.stores.due import due_index_spec, due_rows, shard_of
+
+RETRY_INDEX = "retry_due"
+RETRY_INDEX_SPEC = due_index_spec(RETRY_INDEX, "retry_shard", "next_attempt_at")
+MAX_ERROR_CHARS = 300
+
+
+class IntakeStatus(str, enum.Enum):
+    """Lifecycle of an intake record."""
+
+    PENDING = "pending"  # stored by the Email Worker; retried by retry_email_intake with back-off
+    DELIVERED = "delivered"  # set by retry_email_intake once its receipt is recorded; terminal
+    DEAD = "dead"  # set by retry_email_intake when the attempts cap is reached; terminal, reason kept
+
+
+class _IntakeDue(GlobalSecondaryIndex):
+    class Meta:
+        index_name = RETRY_INDEX
+        projection = KeysOnlyProjection()
+
+    retry_shard = UnicodeAttribute(hash_key=True)
+    next_attempt_at = NumberAttribute(range_key=True)
+
+
+class _Intake(Model):
+    class Meta:
+        table_name = "unbound"
+
+    intake_id = UnicodeAttribute(hash_key=True)
+    raw = UnicodeAttribute()
+    status = UnicodeAttribute()
+    attempts = NumberAttribute(default=0)
+    next_attempt_at = NumberAttribute()
+    retry_shard = UnicodeAttribute(null=True)
+    last_error = UnicodeAttribute(null=True)
+    receipt_id = UnicodeAttribute(null=True)
+    received_at = NumberAttribute()
+    finished_at = NumberAttribute(null=True)
+    retry_due = _IntakeDue()
+
+
+class EmailIntakeStore:
+    """Store intake records, find due ones, build their transitions."""
+
+    def __init__(self, table_name: str, clock: Clock) -> None:
+        self.model: Any = bind(_Intake, table_name)
+        self._clock = clock
+
+    def put(self, intake_id: str, raw: str) -> None:
+        """Store a received email for its first attempt now."""
+        now = self._clock.now_ms()
+        self.model(intake_id, raw=raw, status=IntakeStatus.PENDING.value, attempts=0, next_attempt_at=now,
+                   retry_shard=shard_of(intake_id), received_at=now).save(condition=self.model.intake_id.does_not_exist())
+
+    def get(self, intake_id: str) -> Any | None:
+        try:
+            return self.model.get(intake_id, consistent_read=True)
+        except self.model.DoesNotExist:
+            return None
+
+    def due(self, now_ms: int, limit: int) -> list[str]:
+        """Ids of pending records whose next attempt is due (from the sparse index; may be stale)."""
+        return [r.intake_id for r in due_rows(self.model.retry_due, self.model.next_attempt_at, now_ms, limit)]
+
+    def _guard(self, row: Any, now_ms: int):
+        m = self.model
+        return (m.status == IntakeStatus.PENDING.value) & (m.attempts == int(row.attempts)) & (m.next_attempt_at <= now_ms)
+
+    def delivered_op(self, row: Any, receipt_id: str, now_ms: int) -> dict[str, Any]:
+        m = self.model
+        actions = [m.status.set(IntakeStatus.DELIVERED.value), m.attempts.set(int(row.attempts) + 1),
+                   m.receipt_id.set(receipt_id), m.finished_at.set(now_ms), m.retry_shard.remove()]
+        return {"Update": m(row.intake_id).get_update_kwargs_from_instance(actions=actions, condition=self._guard(row, now_ms))}
+
+    def retry_op(self, row: Any, error: str, next_attempt_at: int, now_ms: int) -> dict[str, Any]:
+        m = self.model
+        actions = [m.attempts.set(int(row.attempts) + 1), m.next_attempt_at.set(next_attempt_at),
+                   m.last_error.set(error[:MAX_ERROR_CHARS])]
+        return {"Update": m(row.intake_id).get_update_kwargs_from_instance(actions=actions, condition=self._guard(row, now_ms))}
+
+    def dead_op(self, row: Any, error: str, now_ms: int) -> dict[str, Any]:
+        m = self.model
+        actions = [m.status.set(IntakeStatus.DEAD.value), m.attempts.set(int(row.attempts) + 1),
+                   m.last_error.set(error[:MAX_ERROR_CHARS]), m.finished_at.set(now_ms), m.retry_shard.remove()]
+        return {"Update": m(row.intake_id).get_update_kwargs_from_instance(actions=actions, condition=self._guard(row, now_ms))}

@@ -1,0 +1,46 @@
+"""Store of equipment loans (`club_equipment_loans`): which member has which item until when.
+
+    loan_id (key) | member_id | item | due_back_at | returned_at
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.models import Model
+
+from jobfence.clock import Clock
+from jobfence.dynamo import bind
+
+
+class _Loan(Model):
+    class Meta:
+        table_name = "unbound"
+
+    loan_id = UnicodeAttribute(hash_key=True)
+    member_id = UnicodeAttribute()
+    item = UnicodeAttribute()
+    due_back_at = NumberAttribute()
+    returned_at = NumberAttribute(null=True)
+
+
+class LoanStore:
+    """Record and read loans."""
+
+    def __init__(self, table_name: str, clock: Clock) -> None:
+        self.model: Any = bind(_Loan, table_name)
+        self._clock = clock
+
+    def put(self, loan_id: str, member_id: str, item: str, due_back_at: int) -> None:
+        self.model(loan_id, member_id=member_id, item=item, due_back_at=due_back_at).save()
+
+    def mark_returned(self, loan_id: str) -> None:
+        self.model(loan_id).update(actions=[self.model.returned_at.set(self._clock.now_ms())],
+                                   condition=self.model.loan_id.exists())
+
+    def get(self, loan_id: str) -> Any | None:
+        try:
+            return self.model.get(loan_id, consistent_read=True)
+        except self.model.DoesNotExist:
+            return None

@@ -1,0 +1,131 @@
+"""Store of club memberships (`club_memberships`): who is a member until when, and which roles they hold.
+
+    member_id (key) | guild_id | discord_user_id | status | access | ends_at | roles | roles_version | active_shard
+
+`roles` is what the system has applied on Discord (as far as it knows);
+`roles_version` increases with every change of it, so reconciliation writes
+only over the state it read. `active_shard` exists only while the membership is
+active: the sparse index `active_by_end` (active_shard, ends_at) finds the
+memberships that have ended without reading the others.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Iterable
+
+from pynamodb.attributes import ListAttribute, NumberAttribute, UnicodeAttribute
+from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
+from pynamodb.models import Model
+
+from jobfence.clock import Clock
+from jobfence.dynamo import bind
+from jobs.club.stores.due import due_index_spec, due_rows, shard_of
+
+ACTIVE_INDEX = "active_by_end"
+ACTIVE_INDEX_SPEC = due_index_spec(ACTIVE_INDEX, "active_shard", "ends_at")
+
+
+class MembershipStatus(str, enum.Enum):
+    """Lifecycle of a membership."""
+
+    ACTIVE = "active"  # set when a membership is created or renewed (intake / operators)
+    EXPIRED = "expired"  # set by expire_memberships once ends_at has passed; terminal until renewed
+
+
+class Access(str, enum.Enum):
+    """What the membership lets the member use in the club (follows the status)."""
+
+    MEMBER = "member"
+    NONE = "none"
+
+
+class _ActiveByEnd(GlobalSecondaryIndex):
+    class Meta:
+        index_name = ACTIVE_INDEX
+        projection = KeysOnlyProjection()
+
+    active_shard = UnicodeAttribute(hash_key=True)
+    ends_at = NumberAttribute(range_key=True)
+
+
+class _Membership(Model):
+    class Meta:
+        table_name = "unbound"
+
+    member_id = UnicodeAttribute(hash_key=True)
+    guild_id = UnicodeAttribute()
+    discord_user_id = UnicodeAttribute()
+    status = UnicodeAttribute()
+    access = UnicodeAttribute()
+    ends_at = NumberAttribute()
+    roles = ListAttribute(of=UnicodeAttribute, default=list)
+    roles_version = NumberAttribute(default=0)
+    active_shard = UnicodeAttribute(null=True)
+    expired_at = NumberAttribute(null=True)
+    active_by_end = _ActiveByEnd()
+
+
+class MembershipStore:
+    """Read memberships and build their conditional updates (applied in fenced transactions)."""
+
+    def __init__(self, table_name: str, clock: Clock) -> None:
+        self.model: Any = bind(_Membership, table_name)
+        self._clock = clock
+
+    def put(self, member_id: str, guild_id: str, discord_user_id: str, ends_at: int, roles: Iterable[str] = ()) -> None:
+        """Create or renew an active membership (seed data and operators)."""
+        self.model(
+            member_id,
+            guild_id=guild_id,
+            discord_user_id=discord_user_id,
+            status=MembershipStatus.ACTIVE.value,
+            access=Access.MEMBER.value,
+            ends_at=ends_at,
+            roles=sorted(set(roles)),
+            roles_version=0,
+            active_shard=shard_of(member_id),
+        ).save()
+
+    def get(self, member_id: str) -> Any | None:
+        try:
+            return self.model.get(member_id, consistent_read=True)
+        except self.model.DoesNotExist:
+            return None
+
+    def ended(self, now_ms: int, limit: int) -> list[str]:
+        """Ids of active memberships whose end has passed (from the sparse index; may be stale)."""
+        return [row.member_id for row in due_rows(self.model.active_by_end, self.model.ends_at, now_ms, limit)]
+
+    def expire_op(self, row: Any, now_ms: int) -> dict[str, Any]:
+        """Expire an ended membership: access off, recorded roles cleared, out of the active index.
+
+        Conditioned on it still being active and ended, and on the roles we read
+        (their removal events go in the same transaction).
+        """
+        m = self.model
+        actions = [
+            m.status.set(MembershipStatus.EXPIRED.value),
+            m.access.set(Access.NONE.value),
+            m.expired_at.set(now_ms),
+            m.roles.set([]),
+            m.roles_version.set(int(row.roles_version) + 1),
+            m.active_shard.remove(),
+        ]
+        condition = (
+            (m.status == MembershipStatus.ACTIVE.value) & (m.ends_at <= now_ms) & (m.roles_version == int(row.roles_version))
+        )
+        return {"Update": m(row.member_id).get_update_kwargs_from_instance(actions=actions, condition=condition)}
+
+    def page(self, cursor: dict | None, limit: int) -> tuple[list[Any], dict | None]:
+        """One page of memberships (consistent scan) and the cursor of the next page (None at the end)."""
+        result = self.model.scan(limit=limit, last_evaluated_key=cursor, consistent_read=True, page_size=limit)
+        rows = list(result)
+        return rows, result.last_evaluated_key
+
+    def set_roles_op(self, row: Any, roles: Iterable[str]) -> dict[str, Any]:
+        """Record the roles now applied, only over the version that was read."""
+        m = self.model
+        actions = [m.roles.set(sorted(set(roles))), m.roles_version.set(int(row.roles_version) + 1)]
+        condition = m.roles_version == int(row.roles_version)
+        return {"Update": m(row.member_id).get_update_kwargs_from_instance(actions=actions, condition=condition)}

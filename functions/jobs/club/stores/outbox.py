@@ -1,0 +1,60 @@
+"""Store of the club outbox (`club_outbox`): Discord events saved with the change they stand for.
+
+    job (key) | nonce (sort) | event (JSON, unsigned) | created_at | ttl
+
+A job puts the outbox rows in the same fenced transaction as the record change,
+so a saved change never loses its events and a refused change never emits any.
+`drain` then signs and sends each row and deletes it. A crash between send and
+delete re-sends the row on the next run with the same nonce; the Discord worker
+drops the second copy as a replay.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.models import Model
+
+from jobfence.clock import Clock, ttl_seconds
+from jobfence.dynamo import bind
+from jobs.club.events import Event
+
+RETENTION_MS = 7 * 24 * 3_600_000  # an unsent event older than this is no longer worth sending
+
+
+class _OutboxRow(Model):
+    class Meta:
+        table_name = "unbound"
+
+    job = UnicodeAttribute(hash_key=True)
+    nonce = UnicodeAttribute(range_key=True)
+    event = UnicodeAttribute()
+    created_at = NumberAttribute()
+    ttl = NumberAttribute()
+
+
+class OutboxStore:
+    """Transaction entries that save events, and the drain that sends them."""
+
+    def __init__(self, table_name: str, clock: Clock) -> None:
+        self.model: Any = bind(_OutboxRow, table_name)
+        self._clock = clock
+
+    def put_op(self, job: str, event: Event) -> dict[str, Any]:
+        """A TransactWriteItems `Put` saving one event. Idempotent: the same change has the same nonce."""
+        now = self._clock.now_ms()
+        row = self.model(job, event.nonce, event=event.to_json(), created_at=now, ttl=ttl_seconds(now + RETENTION_MS))
+        return {"Put": row.get_save_kwargs_from_instance()}
+
+    def pending(self, job: str, limit: int) -> Iterator[tuple[str, Event]]:
+        """Up to `limit` unsent events of `job` (strongly consistent: we just wrote them)."""
+        for row in self.model.query(job, consistent_read=True, limit=limit):
+            yield row.nonce, Event.from_json(row.event)
+
+    def delete(self, job: str, nonce: str) -> None:
+        """Forget a sent event."""
+        self.model(job, nonce).delete()
+
+    def count(self, job: str) -> int:
+        return self.model.count(job, consistent_read=True)

@@ -1,0 +1,92 @@
+"""Store of photographer requests (`club_photo_requests`): open requests expire after a while.
+
+    request_id (key) | title | status | expires_at | expiry_shard | public_status | discord_status
+    | channel_id | message_id | expired_at
+
+`expiry_shard` exists only while the request is open, so the sparse
+`by_expiry` index (jobfence.expiry) lists the requests that can expire and
+nothing else.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.models import Model
+
+from jobfence.clock import Clock
+from jobfence.dynamo import bind
+from jobfence.expiry import ExpiryIndex, expired, expiry_shard
+
+
+class RequestStatus(str, enum.Enum):
+    """Lifecycle of a photographer request."""
+
+    OPEN = "open"  # created by a member
+    FILLED = "filled"  # set by staff when a photographer took it; never expires
+    EXPIRED = "expired"  # set by expire_photographer_requests once expires_at has passed; terminal
+
+
+class PublicStatus(str, enum.Enum):
+    LISTED = "listed"  # shown on the public request board
+    CLOSED = "closed"  # hidden from the public board
+
+
+class DiscordStatus(str, enum.Enum):
+    POSTED = "posted"  # the request message is live in Discord
+    MARKED_EXPIRED = "marked_expired"  # the message was edited to say the request expired
+
+
+class _Request(Model):
+    class Meta:
+        table_name = "unbound"
+
+    request_id = UnicodeAttribute(hash_key=True)
+    title = UnicodeAttribute()
+    status = UnicodeAttribute()
+    expires_at = NumberAttribute()
+    expiry_shard = UnicodeAttribute(null=True)
+    public_status = UnicodeAttribute()
+    discord_status = UnicodeAttribute()
+    channel_id = UnicodeAttribute()
+    message_id = UnicodeAttribute()
+    expired_at = NumberAttribute(null=True)
+    by_expiry = ExpiryIndex()
+
+
+class PhotoRequestStore:
+    """Find requests that can expire and build the expiry update."""
+
+    def __init__(self, table_name: str, clock: Clock) -> None:
+        self.model: Any = bind(_Request, table_name)
+        self._clock = clock
+
+    def put(self, request_id: str, title: str, expires_at: int, channel_id: str, message_id: str) -> None:
+        self.model(request_id, title=title, status=RequestStatus.OPEN.value, expires_at=expires_at,
+                   expiry_shard=expiry_shard(request_id), public_status=PublicStatus.LISTED.value,
+                   discord_status=DiscordStatus.POSTED.value, channel_id=channel_id, message_id=message_id).save()
+
+    def get(self, request_id: str) -> Any | None:
+        try:
+            return self.model.get(request_id, consistent_read=True)
+        except self.model.DoesNotExist:
+            return None
+
+    def expirable(self, now_ms: int, limit: int) -> list[str]:
+        """Ids of open requests past their expiry (from the sparse index; may be stale)."""
+        return [row.request_id for row in expired(self.model, now_ms, limit)]
+
+    def expire_op(self, request_id: str, now_ms: int) -> dict[str, Any]:
+        """Expire an open, overdue request and take it off the public board."""
+        m = self.model
+        actions = [
+            m.status.set(RequestStatus.EXPIRED.value),
+            m.public_status.set(PublicStatus.CLOSED.value),
+            m.discord_status.set(DiscordStatus.MARKED_EXPIRED.value),
+            m.expired_at.set(now_ms),
+            m.expiry_shard.remove(),
+        ]
+        condition = (m.status == RequestStatus.OPEN.value) & (m.expires_at <= now_ms)
+        return {"Update": m(request_id).get_update_kwargs_from_instance(actions=actions, condition=condition)}

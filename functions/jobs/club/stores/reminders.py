@@ -1,0 +1,94 @@
+"""Store of equipment reminders (`club_equipment_reminders`): who to remind of which loan, when.
+
+    reminder_id (key) | loan_id | due_at | recipient_kind | recipient_user_id | state | due_shard | sent_at | sent_by
+
+`due_shard` exists only while the reminder is pending: the sparse index
+`due_reminders` (due_shard, due_at) finds due reminders without reading sent
+ones. The send is claimed by the conditional update pending -> sent, in the
+same transaction as its notification event, so exactly one run ever sends it.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
+from pynamodb.models import Model
+
+from jobfence.clock import Clock
+from jobfence.dynamo import bind
+from jobs.club.stores.due import due_index_spec, due_rows, shard_of
+
+DUE_INDEX = "due_reminders"
+DUE_INDEX_SPEC = due_index_spec(DUE_INDEX, "due_shard", "due_at")
+
+
+class ReminderState(str, enum.Enum):
+    """Lifecycle of one reminder."""
+
+    PENDING = "pending"  # created with the loan; waits for due_at
+    SENT = "sent"  # claimed by send_equipment_reminders together with its notification event; terminal
+    CANCELLED = "cancelled"  # set by send_equipment_reminders when the item came back first; terminal
+
+
+class Recipient(str, enum.Enum):
+    MEMBER = "member"
+    STAFF = "staff"
+
+
+class _DueReminders(GlobalSecondaryIndex):
+    class Meta:
+        index_name = DUE_INDEX
+        projection = KeysOnlyProjection()
+
+    due_shard = UnicodeAttribute(hash_key=True)
+    due_at = NumberAttribute(range_key=True)
+
+
+class _Reminder(Model):
+    class Meta:
+        table_name = "unbound"
+
+    reminder_id = UnicodeAttribute(hash_key=True)
+    loan_id = UnicodeAttribute()
+    due_at = NumberAttribute()
+    recipient_kind = UnicodeAttribute()
+    recipient_user_id = UnicodeAttribute()
+    state = UnicodeAttribute()
+    due_shard = UnicodeAttribute(null=True)
+    sent_at = NumberAttribute(null=True)
+    sent_by = UnicodeAttribute(null=True)
+    due_reminders = _DueReminders()
+
+
+class ReminderStore:
+    """Find due reminders and build the claim of each send."""
+
+    def __init__(self, table_name: str, clock: Clock) -> None:
+        self.model: Any = bind(_Reminder, table_name)
+        self._clock = clock
+
+    def put(self, reminder_id: str, loan_id: str, due_at: int, recipient: Recipient, recipient_user_id: str) -> None:
+        self.model(reminder_id, loan_id=loan_id, due_at=due_at, recipient_kind=Recipient(recipient).value,
+                   recipient_user_id=recipient_user_id, state=ReminderState.PENDING.value,
+                   due_shard=shard_of(reminder_id)).save()
+
+    def get(self, reminder_id: str) -> Any | None:
+        try:
+            return self.model.get(reminder_id, consistent_read=True)
+        except self.model.DoesNotExist:
+            return None
+
+    def due(self, now_ms: int, limit: int) -> list[str]:
+        """Ids of pending reminders due now (from the sparse index; may be stale)."""
+        return [r.reminder_id for r in due_rows(self.model.due_reminders, self.model.due_at, now_ms, limit)]
+
+    def finish_op(self, reminder_id: str, to: ReminderState, run_id: str) -> dict[str, Any]:
+        """Claim a due pending reminder for `to` (sent or cancelled); refused if anyone claimed it first."""
+        m = self.model
+        now = self._clock.now_ms()
+        actions = [m.state.set(to.value), m.sent_at.set(now), m.sent_by.set(run_id), m.due_shard.remove()]
+        condition = (m.state == ReminderState.PENDING.value) & (m.due_at <= now)
+        return {"Update": m(reminder_id).get_update_kwargs_from_instance(actions=actions, condition=condition)}

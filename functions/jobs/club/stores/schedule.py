@@ -1,0 +1,113 @@
+"""Store of the darkroom and studio schedules (`club_schedule`).
+
+    space (key: "darkroom" | "studio") | entry_key (sort: zero-padded starts_at "#" entry_id)
+    | entry_id | label | starts_at | ends_at | status | member_id | hours | changed_at
+
+Darkroom entries are timed changes ("open for members from 18:00") that the
+sweep applies once when due. Studio entries are slots that the sweep moves
+forward (upcoming -> current -> past) as time passes. Sorting by start time in
+the key lets both sweeps read only what has started.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Iterator
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.models import Model
+
+from jobfence.clock import Clock
+from jobfence.dynamo import bind
+
+DARKROOM = "darkroom"
+STUDIO = "studio"
+
+
+class DarkroomChange(str, enum.Enum):
+    """A timed darkroom change."""
+
+    PENDING = "pending"  # created by staff; waits for its start time
+    APPLIED = "applied"  # set once by sweep_darkroom_schedule when due; terminal
+
+
+class StudioSlot(str, enum.Enum):
+    """A studio slot as time moves past it."""
+
+    UPCOMING = "upcoming"  # created by staff
+    CURRENT = "current"  # set by sweep_studio_schedule once starts_at has passed
+    PAST = "past"  # set by sweep_studio_schedule once ends_at has passed; terminal
+
+
+def entry_key(starts_at: int, entry_id: str) -> str:
+    return f"{starts_at:013d}#{entry_id}"
+
+
+class _Entry(Model):
+    class Meta:
+        table_name = "unbound"
+
+    space = UnicodeAttribute(hash_key=True)
+    entry_key = UnicodeAttribute(range_key=True)
+    entry_id = UnicodeAttribute()
+    label = UnicodeAttribute()
+    starts_at = NumberAttribute()
+    ends_at = NumberAttribute(null=True)
+    status = UnicodeAttribute()
+    member_id = UnicodeAttribute(null=True)
+    hours = NumberAttribute(null=True)
+    changed_at = NumberAttribute(null=True)
+
+
+class ScheduleStore:
+    """Read schedule entries by start time and build their conditional transitions."""
+
+    def __init__(self, table_name: str, clock: Clock) -> None:
+        self.model: Any = bind(_Entry, table_name)
+        self._clock = clock
+
+    def add(self, space: str, entry_id: str, starts_at: int, label: str, *, ends_at: int | None = None,
+            member_id: str | None = None, hours: float | None = None) -> None:
+        """Create an entry in its first state (seed data, staff tools)."""
+        status = DarkroomChange.PENDING if space == DARKROOM else StudioSlot.UPCOMING
+        self.model(space, entry_key(starts_at, entry_id), entry_id=entry_id, label=label, starts_at=starts_at,
+                   ends_at=ends_at, status=status.value, member_id=member_id, hours=hours).save()
+
+    def started(self, space: str, now_ms: int, statuses: tuple[str, ...], limit: int) -> list[Any]:
+        """Up to `limit` entries that started at or before now and are in one of `statuses`."""
+        m = self.model
+        condition = m.status.is_in(*statuses)
+        return list(m.query(space, m.entry_key <= f"{now_ms:013d}#\uffff", filter_condition=condition,
+                            consistent_read=True, limit=limit, page_size=max(limit, 25)))
+
+    def to_advance(self, now_ms: int, limit: int) -> list[Any]:
+        """Up to `limit` studio slots that must move: started but upcoming, or current but ended."""
+        m = self.model
+        condition = (m.status == StudioSlot.UPCOMING.value) | (
+            (m.status == StudioSlot.CURRENT.value) & (m.ends_at <= now_ms)
+        )
+        return list(m.query(STUDIO, m.entry_key <= f"{now_ms:013d}#\uffff", filter_condition=condition,
+                            consistent_read=True, limit=limit, page_size=max(limit, 25)))
+
+    def entries(self, space: str) -> Iterator[Any]:
+        """Every entry of a space, in start order (pages through the partition)."""
+        return self.model.query(space, consistent_read=True, page_size=200)
+
+    def latest(self, space: str, now_ms: int, status: str) -> Any | None:
+        """The entry in `status` that started last at or before now."""
+        m = self.model
+        for row in m.query(space, m.entry_key <= f"{now_ms:013d}#\uffff", filter_condition=m.status == status,
+                           scan_index_forward=False, consistent_read=True, limit=1):
+            return row
+        return None
+
+    def upcoming(self, space: str, now_ms: int, limit: int) -> list[Any]:
+        m = self.model
+        return list(m.query(space, m.entry_key > f"{now_ms:013d}#\uffff", consistent_read=True, limit=limit))
+
+    def transition_op(self, row: Any, to: str) -> dict[str, Any]:
+        """Move an entry from the status it was read in to `to` (refused if it moved meanwhile)."""
+        m = self.model
+        actions = [m.status.set(to), m.changed_at.set(self._clock.now_ms())]
+        condition = m.status == row.status
+        return {"Update": m(row.space, row.entry_key).get_update_kwargs_from_instance(actions=actions, condition=condition)}

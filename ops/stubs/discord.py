@@ -1,0 +1,184 @@
+"""A loopback stub of the Discord REST endpoints the Discord worker calls.
+
+    stub = DiscordStub(token="local-bot-token")
+    base_url = stub.start()          # e.g. http://127.0.0.1:54321/api/v10 -> PROVIDER_DISCORD_URL
+    stub.rate_limit(2, retry_after=1.5)   # the next two requests answer 429
+    ...
+    stub.stop()
+
+Routes (bot token required, as `Authorization: Bot <token>`):
+PUT/DELETE /guilds/{guild}/members/{user}/roles/{role} -> 204,
+POST /channels/{channel}/messages -> 200 {id, channel_id, content},
+PATCH /channels/{channel}/messages/{id} -> 200 (404 code 10008 if unknown),
+POST /users/@me/channels {recipient_id} -> 200 {id, type: 1, recipients}.
+State is kept in memory and readable through `roles`, `messages`, `requests`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+API_PREFIX = "/api/v10"
+ROLE = re.compile(r"^/guilds/(\d+)/members/(\d+)/roles/(\d+)$")
+MESSAGES = re.compile(r"^/channels/(\d+)/messages$")
+MESSAGE = re.compile(r"^/channels/(\d+)/messages/(\d+)$")
+DM_CHANNELS = "/users/@me/channels"
+
+
+class DiscordStub:
+    """Discord's REST API on loopback, in memory."""
+
+    def __init__(self, token: str = "local-bot-token", host: str = "127.0.0.1", port: int = 0) -> None:
+        self.token = token
+        self._address = (host, port)
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._next_id = 1_200_000_000_000_000_000
+        self._limited: list[float] = []
+        self.roles: dict[tuple[str, str], set[str]] = {}
+        self.messages: dict[str, dict[str, str]] = {}  # channel -> message id -> content
+        self.dm_channels: dict[str, str] = {}  # user -> channel
+        self.requests: list[tuple[str, str]] = []  # (method, path) of every authorised request
+
+    # -- control --------------------------------------------------------------------------
+
+    def start(self) -> str:
+        """Serve on a loopback port; return the API base URL."""
+        if self._server is not None:
+            return self.base_url
+        stub = self
+
+        class Handler(_Handler):
+            owner = stub
+
+        self._server = ThreadingHTTPServer(self._address, Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="discord-stub", daemon=True)
+        self._thread.start()
+        return self.base_url
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    @property
+    def base_url(self) -> str:
+        if self._server is None:
+            raise RuntimeError("the Discord stub is not running")
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}{API_PREFIX}"
+
+    def rate_limit(self, count: int = 1, retry_after: float = 1.0) -> None:
+        """Answer the next `count` requests with 429 and this retry_after (seconds)."""
+        with self._lock:
+            self._limited.extend([retry_after] * count)
+
+    def add_message(self, channel_id: str, content: str = "") -> str:
+        """Seed an existing message (for edits); return its id."""
+        with self._lock:
+            return self._new_message(channel_id, content)
+
+    def __enter__(self) -> "DiscordStub":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # -- behaviour ------------------------------------------------------------------------
+
+    def _new_message(self, channel_id: str, content: str) -> str:
+        self._next_id += 1
+        self.messages.setdefault(channel_id, {})[str(self._next_id)] = content
+        return str(self._next_id)
+
+    def handle(self, method: str, path: str, auth: str | None, body: Any) -> tuple[int, dict[str, Any] | None, dict[str, str]]:
+        """One request: (status, JSON body or None, extra headers)."""
+        with self._lock:
+            if auth != f"Bot {self.token}":
+                return 401, {"message": "401: Unauthorized", "code": 0}, {}
+            if self._limited:
+                retry_after = self._limited.pop(0)
+                headers = {"Retry-After": str(max(1, int(retry_after + 0.999))), "X-RateLimit-Scope": "user"}
+                return 429, {"message": "You are being rate limited.", "retry_after": retry_after, "global": False}, headers
+            if not path.startswith(API_PREFIX):
+                return 404, {"message": "404: Not Found", "code": 0}, {}
+            route = path[len(API_PREFIX):]
+            self.requests.append((method, route))
+            if match := ROLE.match(route):
+                guild, user, role = match.groups()
+                if method == "PUT":
+                    self.roles.setdefault((guild, user), set()).add(role)
+                    return 204, None, {}
+                if method == "DELETE":
+                    self.roles.setdefault((guild, user), set()).discard(role)
+                    return 204, None, {}
+            elif (match := MESSAGES.match(route)) and method == "POST":
+                channel = match.group(1)
+                content = (body or {}).get("content")
+                if not isinstance(content, str) or not 0 < len(content) <= 2000:
+                    return 400, {"message": "Invalid Form Body", "code": 50035}, {}
+                message_id = self._new_message(channel, content)
+                return 200, {"id": message_id, "channel_id": channel, "content": content}, {}
+            elif (match := MESSAGE.match(route)) and method == "PATCH":
+                channel, message_id = match.groups()
+                if message_id not in self.messages.get(channel, {}):
+                    return 404, {"message": "Unknown Message", "code": 10008}, {}
+                self.messages[channel][message_id] = (body or {}).get("content", "")
+                return 200, {"id": message_id, "channel_id": channel, "content": self.messages[channel][message_id]}, {}
+            elif route == DM_CHANNELS and method == "POST":
+                user = str((body or {}).get("recipient_id", ""))
+                if not user.isdigit():
+                    return 400, {"message": "Invalid Form Body", "code": 50035}, {}
+                if user not in self.dm_channels:
+                    self._next_id += 1
+                    self.dm_channels[user] = str(self._next_id)
+                return 200, {"id": self.dm_channels[user], "type": 1, "recipients": [{"id": user}]}, {}
+            return 404, {"message": "404: Not Found", "code": 0}, {}
+
+    def direct_messages(self, user_id: str) -> list[str]:
+        """Contents sent to a user's DM channel, oldest first."""
+        channel = self.dm_channels.get(user_id)
+        return list(self.messages.get(channel, {}).values()) if channel else []
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: DiscordStub
+    protocol_version = "HTTP/1.1"
+
+    def _serve(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            self._reply(400, {"message": "400: Bad Request", "code": 50109}, {})
+            return
+        status, payload, headers = self.owner.handle(self.command, self.path, self.headers.get("Authorization"), body)
+        self._reply(status, payload, headers)
+
+    def _reply(self, status: int, payload: dict[str, Any] | None, headers: dict[str, str]) -> None:
+        data = json.dumps(payload).encode() if payload is not None else b""
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        if payload is not None:
+            self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_PUT = do_DELETE = do_POST = do_PATCH = _serve
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet: tests and the demo own the output
+        return
