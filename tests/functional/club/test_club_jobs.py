@@ -1,0 +1,203 @@
+"""The seven club jobs through the real runner on moto: what each changes, and that a repeat changes nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs.club.events import EventType
+from jobs.club.stores.boards import DARKROOM_SCHEDULE, DARKROOM_STATS
+from jobs.club.stores.memberships import MembershipStatus
+from jobs.club.stores.photo_requests import RequestStatus
+from jobs.club.stores.reminders import ReminderState
+from jobs.club.stores.schedule import DARKROOM, STUDIO
+from tests.functional.club.seed import GUILD, ROLE_DARKROOM, ROLE_MEMBER, SCHEDULE_CHANNEL, seed, user
+
+SEVEN = (
+    "expire_memberships",
+    "reconcile_membership_roles",
+    "sweep_darkroom_schedule",
+    "sweep_studio_schedule",
+    "sync_darkroom_stats",
+    "send_equipment_reminders",
+    "expire_photographer_requests",
+)
+
+
+def _kinds(events):
+    return sorted((e.type.value, tuple(sorted(e.payload.model_dump().values()))) for e in events)
+
+
+def test_expire_memberships_expires_only_ended_ones_and_removes_their_roles(club):
+    # GIVEN m-1 ended an hour ago with the member role applied; m-2 and m-3 are active
+    s = seed(club.tables, club.clock)
+    # WHEN the job runs
+    result = club.run("expire_memberships")
+    # THEN only m-1 expired, lost access and its recorded roles, and one role_remove event went out
+    assert result["outcome"] == "ran" and result["summary"]["expired"] == 1
+    m1 = s["memberships"].get("m-1")
+    assert (m1.status, m1.access, list(m1.roles), m1.active_shard) == (MembershipStatus.EXPIRED.value, "none", [], None)
+    assert s["memberships"].get("m-2").status == MembershipStatus.ACTIVE.value
+    events = club.events()
+    assert [(e.type, e.payload.user_id, e.payload.role_id) for e in events] == [(EventType.ROLE_REMOVE, user(1), ROLE_MEMBER)]
+
+
+def test_reconcile_emits_only_the_differences(club):
+    # GIVEN m-2's receipts grant two roles it does not have; m-3 already has exactly its granted role;
+    # m-1 holds a role that no receipt grants
+    s = seed(club.tables, club.clock)
+    # WHEN reconciliation runs
+    result = club.run("reconcile_membership_roles")
+    # THEN m-2 gets two role_add events, m-1 one role_remove, m-3 (matching) nothing
+    events = club.events()
+    assert sorted((e.type, e.payload.user_id, e.payload.role_id) for e in events) == sorted([
+        (EventType.ROLE_ADD, user(2), ROLE_MEMBER),
+        (EventType.ROLE_ADD, user(2), ROLE_DARKROOM),
+        (EventType.ROLE_REMOVE, user(1), ROLE_MEMBER),
+    ])
+    assert result["summary"]["changed"] == 2 and result["summary"]["matched"] == 1
+    assert sorted(s["memberships"].get("m-2").roles) == sorted([ROLE_MEMBER, ROLE_DARKROOM])
+
+
+def test_reconcile_emits_nothing_when_roles_already_match(club):
+    # GIVEN only members whose applied roles equal what their receipts grant
+    s = seed(club.tables, club.clock)
+    for member in ("m-1", "m-2"):
+        s["memberships"].model(member).delete()
+    # WHEN reconciliation runs
+    result = club.run("reconcile_membership_roles")
+    # THEN nothing is changed and no event is sent
+    assert result["summary"]["matched"] == 1 and result["summary"]["changed"] == 0
+    assert club.events() == []
+
+
+def test_reconcile_removes_roles_of_an_expired_membership(club):
+    # GIVEN an expired membership that still has a role recorded (e.g. expired by an operator)
+    s = seed(club.tables, club.clock)
+    m3 = s["memberships"].get("m-3")
+    m3.update(actions=[s["memberships"].model.status.set(MembershipStatus.EXPIRED.value)])
+    # WHEN reconciliation runs
+    club.run("reconcile_membership_roles")
+    # THEN the role is removed
+    removes = [e for e in club.events() if e.type is EventType.ROLE_REMOVE and e.payload.user_id == user(3)]
+    assert [e.payload.role_id for e in removes] == [ROLE_MEMBER]
+    assert list(s["memberships"].get("m-3").roles) == []
+
+
+def test_darkroom_sweep_applies_due_changes_once_and_edits_the_schedule_message(club):
+    # GIVEN two due darkroom changes and one upcoming
+    s = seed(club.tables, club.clock)
+    # WHEN the sweep runs
+    result = club.run("sweep_darkroom_schedule")
+    # THEN both due changes are applied, the upcoming one is not, and the schedule message is edited
+    statuses = {e.entry_id: e.status for e in s["schedule"].entries(DARKROOM)}
+    assert statuses == {"d-1": "applied", "d-2": "applied", "d-3": "pending"}
+    assert result["summary"]["applied"] == 2 and result["summary"]["board"] == "published"
+    (event,) = club.events()
+    assert event.type is EventType.MESSAGE_EDIT and event.payload.channel_id == SCHEDULE_CHANNEL
+    assert "Booked: film night" in event.payload.content and "Closed for maintenance" in event.payload.content
+
+
+def test_studio_sweep_moves_slots_forward_and_posts_each_change(club):
+    s = seed(club.tables, club.clock)
+    result = club.run("sweep_studio_schedule")
+    statuses = {e.entry_id: e.status for e in s["schedule"].entries(STUDIO)}
+    assert statuses == {"s-1": "past", "s-2": "current", "s-3": "upcoming"}
+    assert result["summary"]["moved"] == 2
+    contents = sorted(e.payload.content.split(" (")[0] for e in club.events())
+    assert contents == ["Studio: Portrait session has ended", "Studio: Product shoot is on now"]
+
+
+def test_darkroom_stats_recount_and_edit_only_when_totals_change(club):
+    # GIVEN the darkroom sweep has applied two bookings (2 h by m-2, 3 h by m-3)
+    s = seed(club.tables, club.clock)
+    club.run("sweep_darkroom_schedule")
+    club.drain_queue()
+    # WHEN the stats sync runs
+    result = club.run("sync_darkroom_stats")
+    # THEN the totals are recalculated and the stats message is edited
+    assert result["summary"]["board"] == "published"
+    assert s["boards"].totals_of(s["boards"].get(DARKROOM_STATS)) == {"hours": 5, "members": 2, "sessions": 2}
+    (event,) = club.events()
+    assert "Sessions: 2" in event.payload.content and "Hours booked: 5" in event.payload.content
+
+
+def test_equipment_reminders_notify_due_recipients_and_cancel_returned_items(club):
+    s = seed(club.tables, club.clock)
+    result = club.run("send_equipment_reminders")
+    states = {r: s["reminders"].get(r).state for r in ("r-1", "r-2", "r-3", "r-4")}
+    assert states == {"r-1": "sent", "r-2": "sent", "r-3": "cancelled", "r-4": "pending"}
+    assert result["summary"]["claimed"] == 2 and result["summary"]["cancelled"] == 1
+    events = club.events()
+    assert sorted(e.payload.user_id for e in events) == sorted([user(2), user(9)])
+    assert all(e.type is EventType.DIRECT_NOTIFICATION for e in events)
+    staff = next(e for e in events if e.payload.user_id == user(9))
+    assert "Equipment reminder" in staff.payload.content
+
+
+def test_expire_photographer_requests_only_expires_overdue_open_ones(club):
+    s = seed(club.tables, club.clock)
+    result = club.run("expire_photographer_requests")
+    p1, p2 = s["requests"].get("p-1"), s["requests"].get("p-2")
+    assert (p1.status, p1.public_status, p1.discord_status) == (RequestStatus.EXPIRED.value, "closed", "marked_expired")
+    assert p2.status == RequestStatus.OPEN.value
+    assert result["summary"]["expired"] == 1
+    (event,) = club.events()
+    assert event.type is EventType.MESSAGE_EDIT and "expired" in event.payload.content
+
+
+@pytest.mark.parametrize("job", SEVEN)
+def test_a_repeated_run_changes_nothing_and_sends_nothing(club, job):
+    # GIVEN a club where the job has work, and one run has done it
+    s = seed(club.tables, club.clock)
+    if job == "sync_darkroom_stats":
+        club.run("sweep_darkroom_schedule")
+    first = club.run(job)
+    assert first["outcome"] == "ran"
+    club.drain_queue()
+    before = _snapshot(club)
+    # WHEN the next tick runs the job again (and a duplicate delivery of that tick arrives too)
+    club.clock.advance(minutes=30)
+    again = club.run(job)
+    duplicate = club.run(job)
+    # THEN the second run changes no record and sends no event; the duplicate tick is skipped with no write
+    assert again["outcome"] == "ran"
+    assert duplicate["outcome"] == "skipped_interval"
+    assert club.events() == []
+    assert _snapshot(club) == before
+
+
+def _snapshot(club):
+    """Every club row except the bookkeeping attributes of the runner itself."""
+    rows = {}
+    for name, physical in club.tables.items():
+        if not name.startswith("club_"):
+            continue
+        items = club.dynamodb.scan(TableName=physical, ConsistentRead=True)["Items"]
+        rows[name] = sorted(repr(sorted(i.items())) for i in items)
+    return rows
+
+
+def test_every_seeded_job_changes_something(club):
+    # The demo's promise: on the seed data, each of the seven jobs has work.
+    seed(club.tables, club.clock)
+    club.run("sweep_darkroom_schedule")
+    for job in SEVEN:
+        if job == "sweep_darkroom_schedule":
+            continue
+        result = club.run(job)
+        changed = sum(v for k, v in result["summary"].items() if k in ("expired", "changed", "applied", "moved", "claimed"))
+        assert changed or result["summary"].get("board") == "published", (job, result)
+
+
+def test_a_board_without_a_message_is_reported_not_invented(club):
+    s = seed(club.tables, club.clock)
+    s["boards"].model(DARKROOM_SCHEDULE).delete()
+    result = club.run("sweep_darkroom_schedule")
+    assert result["summary"]["board"] == "board_missing"
+    assert club.events() == []
+
+
+def test_guild_of_role_events_comes_from_the_membership(club):
+    seed(club.tables, club.clock)
+    club.run("reconcile_membership_roles")
+    assert {e.payload.guild_id for e in club.events()} == {GUILD}

@@ -1,0 +1,66 @@
+"""`retry_email_intake`: delivery, back-off, the attempts cap and its kept reason, others unaffected."""
+
+from __future__ import annotations
+
+from jobs.club.email_jobs import ATTEMPTS_CAP, backoff_ms
+from jobs.club.stores.email_intake import EmailIntakeStore, IntakeStatus
+from jobs.club.stores.receipts import ReceiptStore
+from tests.unit.test_club_email_receipts import GOOD
+
+
+def _stores(club):
+    return (EmailIntakeStore(club.tables["club_email_intake"], club.clock),
+            ReceiptStore(club.tables["club_receipts"], club.clock))
+
+
+def test_a_good_email_becomes_a_receipt_and_a_malformed_one_ends_dead_after_the_cap(club):
+    # GIVEN one good receipt email and one malformed one, both due now
+    intake, receipts = _stores(club)
+    intake.put("good", GOOD)
+    intake.put("bad", "From: someone@example.com\nSubject: hi\n\nno receipt here")
+    # WHEN the job runs
+    first = club.run("retry_email_intake")
+    # THEN the good one is delivered (its receipt recorded) and the bad one backs off
+    assert first["summary"]["delivered"] == 1 and first["summary"]["retried"] == 1
+    good = intake.get("good")
+    assert (good.status, good.receipt_id, good.attempts) == (IntakeStatus.DELIVERED.value, "R-1001", 1)
+    assert [r.receipt_id for r in receipts.for_member("m-2")] == ["R-1001"]
+    bad = intake.get("bad")
+    assert bad.status == IntakeStatus.PENDING.value and bad.attempts == 1
+    assert bad.next_attempt_at == club.clock.now_ms() + backoff_ms(1)
+    assert "missing header" in bad.last_error
+    # WHEN ticks keep coming (every 5 minutes) long enough for every back-off
+    for _ in range(200):
+        club.clock.advance(minutes=5)
+        club.run("retry_email_intake")
+    # THEN the bad record is dead after exactly the cap of attempts, with the reason kept
+    bad = intake.get("bad")
+    assert (bad.status, bad.attempts) == (IntakeStatus.DEAD.value, ATTEMPTS_CAP)
+    assert "missing header(s): Date, Message-ID" in bad.last_error and bad.retry_shard is None
+    # and the delivered record was never touched again
+    assert intake.get("good").attempts == 1
+
+
+def test_a_record_is_not_retried_before_its_back_off(club):
+    intake, _ = _stores(club)
+    intake.put("bad", "garbage")
+    club.run("retry_email_intake")
+    club.clock.advance(minutes=4)  # under the 5-minute back-off, and a tick that passes the 0.9 gate
+    club.clock.advance(seconds=30)
+    club.run("retry_email_intake")
+    assert intake.get("bad").attempts == 1
+
+
+def test_backoff_doubles_and_is_capped():
+    assert [backoff_ms(n) // 60_000 for n in (1, 2, 3, 4)] == [5, 10, 20, 40]
+    assert backoff_ms(30) == 6 * 3_600_000
+
+
+def test_a_repeated_run_does_not_deliver_twice(club):
+    intake, receipts = _stores(club)
+    intake.put("good", GOOD)
+    club.run("retry_email_intake")
+    club.clock.advance(minutes=5)
+    again = club.run("retry_email_intake")
+    assert again["summary"].get("delivered", 0) == 0
+    assert intake.get("good").attempts == 1

@@ -1,0 +1,52 @@
+"""Catalog entries of the club: seven 30-minute jobs, the 5-minute intake, and who may hold the Discord token."""
+
+from __future__ import annotations
+
+from jobs.catalog import CATALOG
+from jobs.club.catalog import DISCORD_TOKEN_SECRET, NOTIFICATIONS_QUEUE, SIGNING_KEY_SECRET
+
+
+def _club_jobs():
+    return [j for j in CATALOG.jobs.values() if j.subsystem == "club"]
+
+
+def test_seven_jobs_every_thirty_minutes_each_its_own_spec():
+    thirty = [j for j in _club_jobs() if j.schedule == "cron(0/30 * * * ? *)"]
+    assert sorted(j.name for j in thirty) == sorted([
+        "expire_memberships", "reconcile_membership_roles", "sweep_darkroom_schedule", "sweep_studio_schedule",
+        "sync_darkroom_stats", "send_equipment_reminders", "expire_photographer_requests",
+    ])
+    assert all(j.interval_s == 1800 for j in thirty)
+
+
+def test_the_email_intake_retry_has_its_own_five_minute_rule():
+    intake = CATALOG.job("retry_email_intake")
+    assert (intake.schedule, intake.interval_s) == ("rate(5 minutes)", 300)
+    assert NOTIFICATIONS_QUEUE not in intake.queues
+
+
+def test_no_scheduled_job_can_read_the_discord_token_or_call_discord():
+    for job in CATALOG.jobs.values():
+        assert DISCORD_TOKEN_SECRET not in job.secrets, job.name
+        assert "discord" not in job.providers, job.name
+
+
+def test_jobs_that_change_discord_send_signed_events_to_the_queue():
+    for job in _club_jobs():
+        if job.name == "retry_email_intake":
+            continue
+        assert job.queues == (NOTIFICATIONS_QUEUE,) and job.secrets == (SIGNING_KEY_SECRET,), job.name
+        assert job.tables.get("club_outbox") == "read_write", job.name
+
+
+def test_only_the_discord_worker_holds_the_token():
+    queue = CATALOG.queues[NOTIFICATIONS_QUEUE]
+    assert queue.handler == "handlers.discord.handler"
+    assert set(queue.secrets) == {DISCORD_TOKEN_SECRET, SIGNING_KEY_SECRET}
+    assert queue.providers == ("discord",)
+    assert queue.tables == {"club_event_nonces": "read_write"}
+
+
+def test_every_club_job_entry_imports():
+    for job in _club_jobs():
+        assert callable(job.load())
