@@ -145,6 +145,10 @@ class FakeDiscord:
     _next_id: int = 900_000_000_000_000_000
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def add_message(self, channel_id: str, message_id: str, content: str = "") -> None:
+        """An existing message (so it can be edited)."""
+        self.messages.setdefault(channel_id, {})[message_id] = content
+
     def rate_limit_next(self, n: int, retry_after_s: float) -> None:
         self._limited.extend([retry_after_s] * n)
 
@@ -165,21 +169,21 @@ class FakeDiscord:
 
     def post_message(self, channel_id: str, content: str) -> str:
         with self._lock:
-            self._enter("post_message", channel_id)
+            self._enter("post_message", channel_id, content)
             self._next_id += 1
             self.messages.setdefault(channel_id, {})[str(self._next_id)] = content
             return str(self._next_id)
 
     def edit_message(self, channel_id: str, message_id: str, content: str) -> None:
         with self._lock:
-            self._enter("edit_message", channel_id, message_id)
+            self._enter("edit_message", channel_id, message_id, content)
             if message_id not in self.messages.get(channel_id, {}):
                 raise DiscordRejected(404, 10008)  # Unknown Message
             self.messages[channel_id][message_id] = content
 
     def send_direct(self, user_id: str, content: str) -> str:
         with self._lock:
-            self._enter("send_direct", user_id)
+            self._enter("send_direct", user_id, content)
             self.direct.setdefault(user_id, []).append(content)
             self._next_id += 1
             return str(self._next_id)

@@ -22,6 +22,15 @@ REQUESTS_CHANNEL = "120000000000000004"
 MINUTE = 60_000
 HOUR = 60 * MINUTE
 DAY = 24 * HOUR
+DEFAULT_MESSAGE_IDS = {"schedule": "140000000000000001", "stats": "140000000000000002",
+                       "request": "140000000000000003", "request_2": "140000000000000004"}
+
+
+def existing_messages(message_ids: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    """(channel, message id) of the messages the seed's boards and requests point at."""
+    ids = message_ids or DEFAULT_MESSAGE_IDS
+    return [(SCHEDULE_CHANNEL, ids["schedule"]), (STATS_CHANNEL, ids["stats"]), (REQUESTS_CHANNEL, ids["request"]),
+            (REQUESTS_CHANNEL, ids["request_2"])]
 
 
 def user(n: int) -> str:
@@ -44,7 +53,7 @@ def seed(tables: dict[str, str], clock, message_ids: dict[str, str] | None = Non
     """A club where each job has work: ended memberships, role drift, due changes, slots, reminders, requests."""
     now = clock.now_ms()
     s = stores(tables, clock)
-    ids = message_ids or {"schedule": "140000000000000001", "stats": "140000000000000002", "request": "140000000000000003"}
+    ids = message_ids or DEFAULT_MESSAGE_IDS
     # memberships: m-1 ended with a role applied; m-2 active, receipt grants a role not yet applied;
     # m-3 active and already matching.
     s["memberships"].put("m-1", GUILD, user(1), ends_at=now - HOUR, roles=[ROLE_MEMBER])
@@ -74,5 +83,5 @@ def seed(tables: dict[str, str], clock, message_ids: dict[str, str] | None = Non
     s["reminders"].put("r-4", "L-1", now + 2 * DAY, Recipient.MEMBER, user(2))
     # photographer requests: one overdue, one still open
     s["requests"].put("p-1", "Headshots for the exhibition", now - MINUTE, REQUESTS_CHANNEL, ids["request"])
-    s["requests"].put("p-2", "Event coverage", now + 7 * DAY, REQUESTS_CHANNEL, "140000000000000004")
+    s["requests"].put("p-2", "Event coverage", now + 7 * DAY, REQUESTS_CHANNEL, ids["request_2"])
     return s

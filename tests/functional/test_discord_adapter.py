@@ -1,0 +1,65 @@
+"""The real Discord REST adapter against the loopback stub (ops/stubs/discord.py): paths, auth, 429s."""
+
+from __future__ import annotations
+
+import pytest
+
+from ops.stubs.discord import DiscordStub
+from providers.discord import DiscordRateLimited, DiscordRejected, DiscordRest, DiscordUnavailable
+
+TOKEN = "stub-bot-token"
+
+
+@pytest.fixture
+def stub():
+    with DiscordStub(token=TOKEN) as running:
+        yield running
+
+
+def test_roles_messages_and_direct_notifications_go_to_discords_paths(stub):
+    discord = DiscordRest(stub.base_url, TOKEN)
+    discord.add_role("1", "2", "3")
+    discord.add_role("1", "2", "3")  # idempotent, like Discord
+    discord.add_role("1", "2", "4")
+    discord.remove_role("1", "2", "4")
+    message_id = discord.post_message("10", "hello")
+    discord.edit_message("10", message_id, "hello again")
+    discord.send_direct("20", "your reminder")
+    assert stub.roles[("1", "2")] == {"3"}
+    assert stub.messages["10"][message_id] == "hello again"
+    assert stub.direct_messages("20") == ["your reminder"]
+    assert stub.requests[:4] == [("PUT", "/guilds/1/members/2/roles/3")] * 2 + [
+        ("PUT", "/guilds/1/members/2/roles/4"), ("DELETE", "/guilds/1/members/2/roles/4")]
+    assert ("PATCH", f"/channels/10/messages/{message_id}") in stub.requests
+    assert ("POST", "/users/@me/channels") in stub.requests
+
+
+def test_429_raises_rate_limited_with_retry_after_and_changes_nothing(stub):
+    discord = DiscordRest(stub.base_url, TOKEN)
+    stub.rate_limit(1, retry_after=2.5)
+    with pytest.raises(DiscordRateLimited) as info:
+        discord.add_role("1", "2", "3")
+    assert info.value.retry_after_s == 2.5
+    assert stub.roles == {}
+    discord.add_role("1", "2", "3")
+    assert stub.roles[("1", "2")] == {"3"}
+
+
+def test_a_wrong_token_is_refused(stub):
+    with pytest.raises(DiscordRejected) as info:
+        DiscordRest(stub.base_url, "not-the-token").add_role("1", "2", "3")
+    assert info.value.status == 401
+
+
+def test_editing_an_unknown_message_is_a_refusal_with_discords_code(stub):
+    with pytest.raises(DiscordRejected) as info:
+        DiscordRest(stub.base_url, TOKEN).edit_message("10", "999", "x")
+    assert (info.value.status, info.value.code) == (404, 10008)
+
+
+def test_an_unreachable_discord_is_transient():
+    stub = DiscordStub(token=TOKEN)
+    url = stub.start()
+    stub.stop()
+    with pytest.raises(DiscordUnavailable):
+        DiscordRest(url, TOKEN, timeout_s=2).add_role("1", "2", "3")
