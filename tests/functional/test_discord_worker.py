@@ -13,7 +13,7 @@ from jobfence.config import provider_env, queue_env, secret_env, table_env
 from jobs.club.events import EventRejected, RejectReason, Signer, Verifier
 from jobs.club.notifications import Publisher, SqsNotificationQueue, send_manual_change
 from ops.stubs.discord import DiscordStub
-from tests.conftest import create_catalog_tables, load_event
+from tests.support import create_catalog_tables, load_event
 
 TOKEN = "stub-bot-token"
 KEY = "w" * 48

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.conftest import load_event
+from tests.support import load_event
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from jobs.club.delivery import DiscordDelivery, visibility_for
 from jobs.club.events import MAX_AGE_MS, Event, EventRejected, EventType, Signer, Verifier, nonce_for
 from jobs.club.stores.nonces import NonceState, NonceStore
 from providers.discord import DiscordRateLimited, DiscordRejected, FakeDiscord
-from tests.conftest import create_catalog_tables
+from tests.support import create_catalog_tables
 
 KEY = b"k" * 48
 

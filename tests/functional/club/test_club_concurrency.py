@@ -26,8 +26,8 @@ from jobs.club.events import Verifier
 from jobs.club.stores.email_intake import EmailIntakeStore
 from jobs.club.stores.nonces import NonceStore
 from providers.discord import FakeDiscord
-from tests.conftest import create_catalog_tables
-from tests.functional.club.conftest import SIGNING_KEY, Club, make_club
+from tests.support import create_catalog_tables
+from tests.functional.club.club_harness import SIGNING_KEY, Club, make_club
 from tests.functional.club.seed import existing_messages, seed
 from tests.unit.test_club_email_receipts import GOOD
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tests.functional.club.club_harness import club  # noqa: F401 - the fixture
+
 import pytest
 
 from jobs.club.events import EventType

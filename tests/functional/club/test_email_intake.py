@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tests.functional.club.club_harness import club  # noqa: F401 - the fixture
+
 from jobs.club.email_jobs import ATTEMPTS_CAP, backoff_ms
 from jobs.club.stores.email_intake import EmailIntakeStore, IntakeStatus
 from jobs.club.stores.receipts import ReceiptStore

@@ -1,4 +1,6 @@
-"""Club fixtures: the club tables, the notification queue and signing key in moto, and a job runner."""
+"""Club test harness: the club tables, the notification queue and signing key in moto, and a job runner.
+
+Test modules import the `club` fixture from here (not a nested conftest: see tests/support.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from jobfence.triggers import Trigger
 from jobs.catalog import CATALOG
 from jobs.club.catalog import SIGNING_KEY_SECRET
 from jobs.club.events import Verifier
+from tests.support import create_catalog_tables
 
 SIGNING_KEY = "k" * 48
 
@@ -89,6 +92,4 @@ def make_club(session, dynamodb, clock, create_tables) -> Club:
 
 @pytest.fixture
 def club(aws, dynamodb, clock) -> Club:
-    from tests.conftest import create_catalog_tables
-
     return make_club(aws, dynamodb, clock, create_catalog_tables)
