@@ -1,0 +1,53 @@
+"""Club scheduler in the synthesized template: only the Discord worker can read the Discord token or call Discord."""
+
+from __future__ import annotations
+
+from jobfence.config import provider_env, secret_env, secret_name
+from jobs.club.catalog import DISCORD_TOKEN_SECRET, NOTIFICATIONS_QUEUE, SCHEDULER_JOBS, SIGNING_KEY_SECRET
+from tests.infra.cfn import as_list, env, function_of_role, of_type, ref_id, role_statements
+
+WORKER = f"jobfence-{NOTIFICATIONS_QUEUE}-worker"
+
+
+def _functions(resources: dict) -> dict[str, dict]:
+    return {f["Properties"]["FunctionName"]: f for f in of_type(resources, "AWS::Lambda::Function").values()}
+
+
+def _secret_readers(resources: dict) -> dict[str, set[str]]:
+    secrets = {k: v["Properties"]["Name"] for k, v in of_type(resources, "AWS::SecretsManager::Secret").items()}
+    roles = function_of_role(resources)
+    readers: dict[str, set[str]] = {}
+    for role, statement in role_statements(resources):
+        for target in as_list(statement["Resource"]):
+            if ref_id(target) in secrets:
+                readers.setdefault(secrets[ref_id(target)], set()).add(roles[role]["Properties"]["FunctionName"])
+    return readers
+
+
+def test_the_scheduler_roles_have_no_permission_on_the_discord_token(synthesized):
+    readers = _secret_readers(synthesized.resources)
+    assert readers[secret_name(DISCORD_TOKEN_SECRET)] == {WORKER}
+    for job in SCHEDULER_JOBS:
+        assert f"jobfence-{job.name}" not in readers[secret_name(DISCORD_TOKEN_SECRET)]
+        assert f"jobfence-{job.name}" in readers[secret_name(SIGNING_KEY_SECRET)]
+
+
+def test_the_scheduler_functions_have_no_discord_token_name_or_url(synthesized):
+    functions = _functions(synthesized.resources)
+    for job in SCHEDULER_JOBS:
+        variables = env(functions[f"jobfence-{job.name}"])
+        assert secret_env(DISCORD_TOKEN_SECRET) not in variables, job.name
+        assert provider_env("discord") not in variables, job.name
+    worker = env(functions[WORKER])
+    assert worker[secret_env(DISCORD_TOKEN_SECRET)] == secret_name(DISCORD_TOKEN_SECRET)
+    assert provider_env("discord") in worker
+
+
+def test_seven_club_rules_every_thirty_minutes_and_the_intake_every_five(synthesized):
+    rules = [r["Properties"].get("ScheduleExpression") for r in of_type(synthesized.resources, "AWS::Events::Rule").values()]
+    assert rules.count("cron(0/30 * * * ? *)") == len(SCHEDULER_JOBS) == 7  # one rule per job, none shared
+    assert "rate(5 minutes)" in rules
+    functions = _functions(synthesized.resources)
+    for job in SCHEDULER_JOBS:
+        assert functions[f"jobfence-{job.name}"]["Properties"]["Handler"] == "handlers.scheduled.handler"
+    assert functions[WORKER]["Properties"]["Handler"] == "handlers.discord.handler"
