@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 from jobfence.config import provider_env, secret_env, secret_name
 from jobs.club.catalog import DISCORD_TOKEN_SECRET, NOTIFICATIONS_QUEUE, SCHEDULER_JOBS, SIGNING_KEY_SECRET
-from tests.infra.cfn import as_list, env, function_of_role, of_type, ref_id, role_statements
+from tests.infra.cfn import as_list, env, function_of_role, of_type, role_statements
 
 WORKER = f"jobfence-{NOTIFICATIONS_QUEUE}-worker"
 
@@ -14,13 +16,18 @@ def _functions(resources: dict) -> dict[str, dict]:
 
 
 def _secret_readers(resources: dict) -> dict[str, set[str]]:
-    secrets = {k: v["Properties"]["Name"] for k, v in of_type(resources, "AWS::SecretsManager::Secret").items()}
+    """Secret name -> functions whose role may call Secrets Manager on it (a wildcard counts as every secret)."""
+    names = [v["Properties"]["Name"] for v in of_type(resources, "AWS::SecretsManager::Secret").values()]
     roles = function_of_role(resources)
     readers: dict[str, set[str]] = {}
     for role, statement in role_statements(resources):
+        if not any(a.startswith("secretsmanager:") or a == "*" for a in as_list(statement["Action"])):
+            continue
         for target in as_list(statement["Resource"]):
-            if ref_id(target) in secrets:
-                readers.setdefault(secrets[ref_id(target)], set()).add(roles[role]["Properties"]["FunctionName"])
+            rendered = json.dumps(target)
+            hit = names if target == "*" else [n for n in names if f":secret:{n}-" in rendered or f":secret:{n}\"" in rendered]
+            for name in hit:
+                readers.setdefault(name, set()).add(roles[role]["Properties"]["FunctionName"])
     return readers
 
 
