@@ -12,17 +12,23 @@ POST /channels/{channel}/messages -> 200 {id, channel_id, content},
 PATCH /channels/{channel}/messages/{id} -> 200 (404 code 10008 if unknown),
 POST /users/@me/channels {recipient_id} -> 200 {id, type: 1, recipients}.
 State is kept in memory and readable through `roles`, `messages`, `requests`.
+
+The local runtime calls `start_local(clock)`: a stub with a fresh bot token,
+its base URL, and that token as the value of the `discord_token` secret, so
+the real adapter in the Discord worker authenticates against the stub.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import secrets
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 API_PREFIX = "/api/v10"
+SECRETS = ("discord_token",)  # the secret whose value is the stub's bot token
 ROLE = re.compile(r"^/guilds/(\d+)/members/(\d+)/roles/(\d+)$")
 MESSAGES = re.compile(r"^/channels/(\d+)/messages$")
 MESSAGE = re.compile(r"^/channels/(\d+)/messages/(\d+)$")
@@ -83,10 +89,13 @@ class DiscordStub:
         with self._lock:
             self._limited.extend([retry_after] * count)
 
-    def add_message(self, channel_id: str, content: str = "") -> str:
-        """Seed an existing message (for edits); return its id."""
+    def add_message(self, channel_id: str, content: str = "", message_id: str | None = None) -> str:
+        """Seed an existing message (for edits), with a given or a new id; return its id."""
         with self._lock:
-            return self._new_message(channel_id, content)
+            if message_id is None:
+                return self._new_message(channel_id, content)
+            self.messages.setdefault(channel_id, {})[message_id] = content
+            return message_id
 
     def __enter__(self) -> "DiscordStub":
         self.start()
@@ -150,6 +159,12 @@ class DiscordStub:
         """Contents sent to a user's DM channel, oldest first."""
         channel = self.dm_channels.get(user_id)
         return list(self.messages.get(channel, {}).values()) if channel else []
+
+
+def start_local(clock: Any = None) -> tuple[DiscordStub, str, str]:
+    """For the local runtime: a running stub, its base URL, and the bot token to store as `discord_token`."""
+    stub = DiscordStub(token=secrets.token_hex(24))
+    return stub, stub.start(), stub.token
 
 
 class _Handler(BaseHTTPRequestHandler):

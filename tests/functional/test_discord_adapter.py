@@ -63,3 +63,16 @@ def test_an_unreachable_discord_is_transient():
     stub.stop()
     with pytest.raises(DiscordUnavailable):
         DiscordRest(url, TOKEN, timeout_s=2).add_role("1", "2", "3")
+
+
+def test_the_local_runtime_entry_point_gives_a_stub_its_url_and_its_token():
+    from ops.stubs import discord as stub_module
+
+    stub, url, token = stub_module.start_local(None)
+    try:
+        assert stub_module.SECRETS == ("discord_token",) and url == stub.base_url
+        message_id = stub.add_message("10", "seeded", message_id="140000000000000001")
+        DiscordRest(url, token).edit_message("10", message_id, "edited")
+        assert stub.messages["10"]["140000000000000001"] == "edited"
+    finally:
+        stub.stop()

@@ -12,13 +12,14 @@ from jobfence.registry import JobSpec, QueueSpec, TableSpec
 from jobs.club.stores.email_intake import RETRY_INDEX_SPEC
 from jobs.club.stores.memberships import ACTIVE_INDEX_SPEC
 from jobs.club.stores.reminders import DUE_INDEX_SPEC
+from providers.discord import DISCORD_SECRET
 
 SUBSYSTEM = "club"
 EVERY_30_MINUTES = "cron(0/30 * * * ? *)"  # seed 002: */30 * * * *
 EVERY_5_MINUTES = "rate(5 minutes)"
 NOTIFICATIONS_QUEUE = "club_notifications"
 SIGNING_KEY_SECRET = "club_event_signing_key"
-DISCORD_TOKEN_SECRET = "discord_token"
+DISCORD_TOKEN_SECRET = DISCORD_SECRET
 
 TABLES = (
     TableSpec(
