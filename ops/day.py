@@ -40,7 +40,7 @@ DYING_JOB = "clean_dpop_proofs"
 @dataclass(frozen=True)
 class DayConfig:
     hours: float = 24
-    batch_items: int = 300
+    batch_items: int = 200
     rejected_items: int = 3  # the generator refuses these: terminal failures, for retry-failed
     dpop_rows: int = 1500
     conversation_rows: int = 250
@@ -74,6 +74,16 @@ class DayReport:
     killed_workers: int
     log_dir: pathlib.Path
     events: list[str] = field(default_factory=list)
+    deliveries: Counter = field(default_factory=Counter)  # SQS batches delivered, by invocation status
+
+    def summary_totals(self) -> dict[str, Counter]:
+        """Per job, the numeric summary counts of its runs added up (deleted, requeued, ...)."""
+        out: dict[str, Counter] = {}
+        for row in self.runs:
+            for key, value in (row.get("summary") or {}).items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "batches":
+                    out.setdefault(row["job"], Counter())[key] += value
+        return out
 
     @property
     def ok(self) -> bool:
@@ -102,6 +112,8 @@ class DayScenario:
         self.events: list[str] = []
         self.batch_refs: list[Any] = []
         self.killed_workers = 0
+        self.deliveries: Counter = Counter()
+        runtime.poller.on_delivery = self._delivered
         now = runtime.clock.now_ms()
         self._start = -(-now // HOUR) * HOUR  # the next full hour: the phases are set on hourly ticks
         top = runtime.topology
@@ -143,6 +155,13 @@ class DayScenario:
         )
         self.observations.append(obs)
         return obs
+
+    def _delivered(self, delivery: Any) -> None:
+        status = delivery.invocation.status
+        self.deliveries[status] += 1
+        if status == "died":
+            self.killed_workers += 1
+            self._say(f"a {delivery.function} isolate died mid-batch ({delivery.messages} messages stay in flight)")
 
     def _lease_item(self, job: str) -> dict[str, Any]:
         item = self.client.get_item(TableName=self.leases_table, Key={"job": {"S": job}}, ConsistentRead=True)
@@ -252,10 +271,14 @@ class DayScenario:
                                          expiry_shard=expiry_shard(cid), ttl=ttl_seconds(expires)))
 
     def work_function(self) -> Any:
-        """The generation worker's function, when the durable batches are deployed."""
-        for function in self.rt.topology.functions.values():
-            if function.environment.get("WORKER_QUEUE") == "listing_generation":
-                return function
+        """The function an SQS event source feeds from the generation queue, when batches are deployed."""
+        top = self.rt.topology
+        for mapping in top.mappings:
+            function = top.function_by_arn(mapping.function_arn)
+            queue = top.queue_by_arn(mapping.queue_arn)
+            for key, value in function.environment.items():
+                if key == "QUEUE_LISTING_GENERATION" and value.rstrip("/").endswith("/" + queue.name):
+                    return function
         return None
 
     def _submit_batch(self) -> None:
@@ -284,7 +307,6 @@ class DayScenario:
         self.batch_refs.append(ref)
         items_table = worker.environment.get("TABLE_LISTING_ITEMS", "listing_items")
         self.rt.poller.faults[worker.name] = [{"operation": "TransactWriteItems", "contains": items_table, "action": "kill"}]
-        self.killed_workers += 1
         self._say(f"submitted {ref} ({len(items)} items); the first worker isolate will be killed mid-item")
 
     # -- report ----------------------------------------------------------------------------------
@@ -309,7 +331,7 @@ class DayScenario:
         from ops.invariants import check_logs
 
         checks.append(check_logs(self.rt.log_dir, [self.marker], list(self._secret_values())))
-        return DayReport(self.observations, checks, runs, batches, self.killed_workers, self.rt.log_dir, self.events)
+        return DayReport(self.observations, checks, runs, batches, self.killed_workers, self.rt.log_dir, self.events, self.deliveries)
 
     def _secret_values(self):
         sm = self.rt.session.client("secretsmanager")

@@ -69,13 +69,16 @@ def print_report(console: Console, report: DayReport) -> None:
     jobs.add_column("job")
     jobs.add_column("runs")
     jobs.add_column("invocations seen by the driver")
+    jobs.add_column("summary totals")
     seen: dict[str, Counter] = {}
     for obs in report.observations:
         seen.setdefault(obs.job, Counter())["died" if obs.died else (obs.outcome or "error")] += 1
     rows = report.runs_by_outcome()
+    totals = report.summary_totals()
     for job in sorted(set(rows) | set(seen)):
         jobs.add_row(job, ", ".join(f"{k}={v}" for k, v in sorted(rows.get(job, {}).items())),
-                     ", ".join(f"{k}={v}" for k, v in sorted(seen.get(job, {}).items())))
+                     ", ".join(f"{k}={v}" for k, v in sorted(seen.get(job, {}).items())),
+                     ", ".join(f"{k}={v}" for k, v in sorted(totals.get(job, {}).items()) if v))
     console.print(jobs)
     if report.batches:
         batches = Table(title="batches (item rows by status)", title_justify="left")
@@ -85,6 +88,7 @@ def print_report(console: Console, report: DayReport) -> None:
             batches.add_row(b.ref, str(b.items), ", ".join(f"{k}={v}" for k, v in b.by_status.items()),
                             ", ".join(f"{k}={v}" for k, v in b.batch_row.items()))
         console.print(batches)
+        console.print("SQS deliveries by invocation status: " + ", ".join(f"{k}={v}" for k, v in sorted(report.deliveries.items())))
     else:
         console.print("batches: none (no generation worker is deployed in this checkout)")
     for check in report.checks:

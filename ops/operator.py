@@ -229,25 +229,34 @@ def batch(target: Target, batch_ref: str) -> Any:
         ref = BatchRef.parse(batch_ref)
     except ValueError as exc:
         raise OperatorError(str(exc)) from None
-    report = work_store(target).describe_batch(ref)
+    report = batch_operations(target).describe_batch(ref)
     if report is None:
         raise OperatorError(f"no batch {ref}")
     return report
 
 
-def producer(target: Target) -> Any:
-    """The durable-batches producer (store and wake-up queues) bound to the deployed resources."""
+def _work_parts(target: Target) -> tuple[Any, Any, Any]:
     settings = _work_settings(target)
     from aws_lambda_powertools import Logger
 
-    from jobfence.work import Producer
     from jobs.listings.pipelines import build_store, build_wakeups
 
-    return Producer(
-        build_store(settings, target.clock),
-        build_wakeups(settings, target.session.client("sqs")),
-        Logger(service="operator", level="WARNING"),
-    )
+    store = build_store(settings, target.clock)
+    return store, build_wakeups(settings, target.session.client("sqs")), Logger(service="operator", level="WARNING")
+
+
+def producer(target: Target) -> Any:
+    """The durable-batches producer (store and wake-up queues) bound to the deployed resources."""
+    from jobfence.work import Producer
+
+    return Producer(*_work_parts(target))
+
+
+def batch_operations(target: Target) -> Any:
+    """The operator's view of batches (rows first) and its retry, bound to the deployed resources."""
+    from jobfence.work import BatchOperations
+
+    return BatchOperations(*_work_parts(target))
 
 
 def retry_failed(target: Target, batch_ref: str, requested_by: str) -> dict[str, int]:
@@ -260,7 +269,7 @@ def retry_failed(target: Target, batch_ref: str, requested_by: str) -> dict[str,
     except ValueError as exc:
         raise OperatorError(str(exc)) from None
     try:
-        return producer(target).retry_failed(ref, requested_by)
+        return batch_operations(target).retry_failed(ref, requested_by)
     except StoreError as exc:
         raise OperatorError(str(exc)) from None
 

@@ -116,6 +116,7 @@ class LocalRuntime:
             deploy(session, self.assembly)
         self.account = session.client("sts").get_caller_identity()["Account"]
         self.topology = discover(session, self.assembly.stack_name, self.assembly.template)
+        self._silence_emulator_poller()
         code_dirs = {}
         for name, info in self.topology.functions.items():
             folder = self.assembly.code_directory(info.code_key or "")
@@ -133,6 +134,16 @@ class LocalRuntime:
             name: Schedule(rule.schedule, self.start_ms) for name, rule in self.topology.rules.items() if rule.schedule
         }
         return self
+
+    def _silence_emulator_poller(self) -> None:
+        # moto delivers to a mapped function itself on every SendMessage (through Docker, which is
+        # not here): it would receive the messages with a real-time visibility and hide them from
+        # this runtime's poller. The server runs in this process, so its queues are switched off
+        # from that path; the mappings themselves stay (ListEventSourceMappings is unchanged).
+        from moto.sqs.models import sqs_backends
+
+        for queue in sqs_backends[self.account][self.session.region_name].queues.values():
+            queue.lambda_event_source_mappings.clear()
 
     def stop(self) -> None:
         """Stop every isolate, stub and the emulator; remove a temporary work folder."""

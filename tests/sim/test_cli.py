@@ -107,3 +107,54 @@ def test_unknown_names_are_refused_with_the_choices(target):
     assert code == 2 and "no deployed function" in out
     code, out = cli(target, "invoke", "clean_dpop_proofs", "no_such_event")
     assert code == 2 and "no event file" in out
+
+
+@pytest.fixture
+def finished_batch(target, runtime):
+    """A small generation batch with two items the generator refuses, run to its end."""
+    try:
+        from jobfence.work import BatchRef, ItemInput
+        from jobs.listings.pipelines import GENERATION
+    except ImportError:
+        pytest.skip("no durable batches in this checkout")
+    from ops.operator import producer, work_store
+
+    ref = BatchRef("tenant-cli", f"b-{runtime.clock.now_ms()}")
+    work_store(target).quota.grant(ref.tenant, 50)
+    work = producer(target)
+    items = [ItemInput(f"i-{n}", {"title": f"t{n}", **({"reject": True} if n in (1, 4) else {})}) for n in range(8)]
+    work.submit(ref, GENERATION, items, created_by="test")
+    runtime.advance(minutes=30)
+    return ref
+
+
+def test_batch_shows_the_batch_row_then_its_item_rows(target, finished_batch):
+    code, out = cli(target, "batch", str(finished_batch))
+    assert code == 0, out
+    head, _, items = out.partition("items (by updated_at)")
+    assert "finalized" in head
+    assert "i-1" in items and "failed" in items and "completed" in items
+    assert "items by status: pending=0, running=0, completed=6, failed=2" in out
+
+
+def test_retry_failed_resets_the_budget_of_failed_items_only(target, runtime, finished_batch):
+    from ops.operator import batch
+
+    code, out = cli(target, "--as", "bob", "retry-failed", str(finished_batch))
+    assert code == 0 and "retried 2 item(s)" in out, out
+    reopened = batch(target, str(finished_batch))
+    assert reopened.batch.status.value == "open" and reopened.batch.retried_by == "bob"
+    assert sorted(i.item_id for i in reopened.items if i.status.value == "pending") == ["i-1", "i-4"]
+    # WHEN the wake-ups are delivered, the generator refuses them again: terminal, one attempt each
+    runtime.advance(minutes=30)
+    again = batch(target, str(finished_batch))
+    assert again.counts() == {"pending": 0, "running": 0, "completed": 6, "failed": 2}
+    assert all(i.attempts == 1 for i in again.items if i.status.value == "failed")
+
+
+def test_batch_commands_refuse_a_malformed_or_unknown_batch(target):
+    pytest.importorskip("jobfence.work")
+    code, out = cli(target, "batch", "no-slash")
+    assert code == 2 and "tenant/batch" in out
+    code, out = cli(target, "batch", "tenant-x/none")
+    assert code == 2 and "no batch" in out

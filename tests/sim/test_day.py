@@ -54,3 +54,16 @@ def test_disabled_rules_did_not_tick(report, runtime):
     assert during and not any(t.fired for t in during)
     after = [t for t in runtime.timeline.ticks if t.at_ms > off_until]
     assert after and all(t.fired for t in after if t.at_ms <= start + int(SHORT.hours * 3_600_000))
+
+
+def test_a_worker_killed_mid_item_is_recovered(report):
+    if not report.batches:
+        pytest.skip("no generation worker is deployed in this checkout")
+    # GIVEN a worker isolate SIGKILLed right after claiming its batch's items
+    assert report.killed_workers == 1 and report.deliveries["died"] == 1
+    # THEN reclaim put the stranded items back and every item of the batch is terminal
+    assert report.summary_totals()["reclaim_listings"]["requeued"] >= 1
+    (batch,) = report.batches
+    assert batch.by_status["pending"] == batch.by_status["running"] == 0
+    assert batch.by_status["completed"] + batch.by_status["failed"] == batch.items
+    assert batch.batch_row["status"] == "finalized"
