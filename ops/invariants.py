@@ -222,7 +222,7 @@ def _failure(observations: list[Observation], runs: list[dict[str, Any]], leases
 def check_batch_invariants(runtime: Any, worker: Any, refs: list[Any], stubs: Mapping[str, Any] | None = None) -> list[Check]:
     """Invariants 5-9 over the batch, item and quota rows of the demo's batches."""
     from jobfence.config import Settings
-    from jobfence.work import TERMINAL
+    from jobfence.work import TERMINAL, WorkRequest
     from jobs.listings.pipelines import build_store
 
     store = build_store(Settings.from_environ(worker.environment), runtime.clock)
@@ -230,6 +230,7 @@ def check_batch_invariants(runtime: Any, worker: Any, refs: list[Any], stubs: Ma
     p5, p6, p7, p8, p9 = [], [], [], [], []
     tenants: dict[str, tuple[int, int]] = {}
     completed_refs: list[str] = []
+    acted: dict[str, str] = {}  # idempotency key -> result, as the demo's batches expect it from the provider
     for ref in refs:
         report = store.describe_batch(ref)
         if report is None:
@@ -259,6 +260,9 @@ def check_batch_invariants(runtime: Any, worker: Any, refs: list[Any], stubs: Ma
         if foreign:
             p8.append(f"{ref}: rows of another tenant or batch in its partition: {foreign[:3]}")
         completed_refs += [i.result_ref for i in report.items if i.status.value == "completed"]
+        for i in report.items:
+            if i.status.value == "completed":
+                acted[WorkRequest(i.key, b.kind, i.attempts, {}).idempotency_key] = i.result_ref
     for tenant, (reserved, refunded) in tenants.items():
         balance = store.quota.balance(tenant)
         if balance.used != balance.reserved - balance.refunded:
@@ -267,10 +271,15 @@ def check_batch_invariants(runtime: Any, worker: Any, refs: list[Any], stubs: Ma
             p7.append(f"{tenant}: quota books {balance.reserved}/{balance.refunded} != item rows {reserved}/{refunded}")
     if len(set(completed_refs)) != len(completed_refs):
         p9.append("two completed items share one provider result (a duplicate side effect)")
+    prefixes = tuple(f"{ref.tenant}:{ref.batch_id}:" for ref in refs)
     for name, stub in (stubs or {}).items():
-        created = getattr(stub, "created", None)
-        if created is not None and created != len(completed_refs):
-            p9.append(f"{name} stub acted {created} time(s) for {len(completed_refs)} completed item(s)")
+        ids = dict(getattr(stub, "ids", {}))  # what the provider did, per idempotency key
+        ours = {k: v for k, v in ids.items() if k.startswith(prefixes)}
+        if len(ours) != len(acted):
+            p9.append(f"{name} stub acted for {len(ours)} item(s), {len(acted)} completed")
+        wrong = [k for k, v in acted.items() if ours.get(k) != v]
+        if wrong:
+            p9.append(f"{name}: {len(wrong)} completed item(s) do not hold the provider's result for their key")
     n = sum(1 for _ in refs)
     return [
         Check(5, "every item ends completed or failed, attempts never over the cap", not p5,
