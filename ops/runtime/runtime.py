@@ -16,6 +16,7 @@ asynchronous invokes.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import pathlib
 import shutil
 import tempfile
@@ -266,8 +267,10 @@ class LocalRuntime:
         if calls:
             with ThreadPoolExecutor(max_workers=len(calls)) as executor:
                 results = list(executor.map(lambda c: self.invoke(c[1], c[2], c[3]), calls))
-            for (tick, _, _, _), result in zip(calls, results):
+            for (tick, function, event, _), result in zip(calls, results):
                 tick.invocation = result
+                if not result.ok:
+                    self._on_failure(function, event, result)
         for tick in fired:
             timeline.ticks.append(tick)
             self.timeline.ticks.append(tick)
@@ -275,7 +278,29 @@ class LocalRuntime:
                 self.on_tick(tick)
 
 
-def _json(text: str) -> Any:
-    import json
+    def _on_failure(self, function: str, event: Any, result: Invocation) -> None:
+        """A failed asynchronous invoke (retry attempts 0): its record goes to the on-failure destination."""
+        assert self.topology is not None
+        info = self.topology.functions[function]
+        if not info.on_failure_arn:
+            return
+        queue = self.topology.queue_by_arn(info.on_failure_arn)
+        when = dt.datetime.fromtimestamp(self.clock.now_ms() / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        record = {
+            "version": "1.0",
+            "timestamp": when,
+            "requestContext": {
+                "requestId": str(uuid.uuid4()),
+                "functionArn": f"{info.arn}:$LATEST",
+                "condition": "RetriesExhausted",
+                "approximateInvokeCount": 1,
+            },
+            "requestPayload": event,
+            "responseContext": {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"},
+            "responsePayload": {"errorType": result.error_type, "errorMessage": result.error_message},
+        }
+        self.session.client("sqs").send_message(QueueUrl=queue.url, MessageBody=json.dumps(record))
 
+
+def _json(text: str) -> Any:
     return json.loads(text)

@@ -25,6 +25,7 @@ class FunctionInfo:
     memory_mb: int
     logical_id: str
     code_key: str | None = None  # S3 key of its code asset (the local runtime runs that folder)
+    on_failure_arn: str | None = None  # async invoke on-failure destination (EventInvokeConfig)
 
     @property
     def job(self) -> str | None:
@@ -131,6 +132,7 @@ def discover(session: Any, stack_name: str, template: Mapping[str, Any] | None =
             top.queues[queue.name] = queue
         elif kind == "AWS::DynamoDB::Table":
             top.tables[physical] = logical
+    _async_destinations(top, resources, template_resources)
     for res in resources:
         if res.get("ResourceType") == "AWS::Events::Rule" and res.get("PhysicalResourceId"):
             rule = read_rule(events, _rule_name(res["PhysicalResourceId"]))
@@ -144,6 +146,23 @@ def discover(session: Any, stack_name: str, template: Mapping[str, Any] | None =
         for mapping in lam.list_event_source_mappings(FunctionName=function.name).get("EventSourceMappings", []):
             top.mappings.append(_mapping(mapping, declared.get(mapping["EventSourceArn"].rsplit(":", 1)[-1], {})))
     return top
+
+
+def _async_destinations(top: Topology, resources: list[dict[str, Any]], template: Mapping[str, Any]) -> None:
+    # moto does not model AWS::Lambda::EventInvokeConfig; the template says where failed async
+    # invocations go, so the local runtime can send them there as Lambda would.
+    functions = {f.logical_id: name for name, f in top.functions.items()}
+    queues = {res.get("LogicalResourceId"): q.arn for res in resources for q in top.queues.values() if res.get("PhysicalResourceId") == q.url}
+    for res in template.values():
+        if res.get("Type") != "AWS::Lambda::EventInvokeConfig":
+            continue
+        props = res.get("Properties", {})
+        name = functions.get(_ref(props.get("FunctionName")))
+        destination = queues.get(_ref(props.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")))
+        if name and destination:
+            from dataclasses import replace
+
+            top.functions[name] = replace(top.functions[name], on_failure_arn=destination)
 
 
 def read_rule(events: Any, name: str) -> RuleInfo:

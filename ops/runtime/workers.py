@@ -32,7 +32,7 @@ class Invocation:
     """What one invocation came to, as the Lambda Invoke API would report it."""
 
     function: str
-    status: str  # ok | error (the handler raised) | died (the isolate was killed) | init_error
+    status: str  # ok | error (the handler raised) | died (the isolate was killed) | timeout | init_error
     payload: Any = None
     error_type: str | None = None
     error_message: str | None = None
@@ -109,6 +109,13 @@ class Isolate:
                 )
                 return result
             self._conn.send(("invoke", event, faults or []))
+            # Simulated time stands still during an invocation; a real-time cap of the
+            # function's timeout still ends a hung isolate, as Lambda would.
+            if not self._conn.poll(self.meta["timeout_s"]):
+                self.kill()
+                result.status, result.error_type = "timeout", "Sandbox.Timedout"
+                result.error_message = f"Task timed out after {self.meta['timeout_s']} seconds"
+                return result
             kind, detail, result.calls = self._conn.recv()
         except (EOFError, ConnectionError, OSError):
             result.status, result.error_type, result.error_message = "died", "Runtime.ExitError", "the isolate's process died mid-invocation"

@@ -67,3 +67,19 @@ def test_a_worker_killed_mid_item_is_recovered(report):
     assert batch.by_status["pending"] == batch.by_status["running"] == 0
     assert batch.by_status["completed"] + batch.by_status["failed"] == batch.items
     assert batch.batch_row["status"] == "finalized"
+
+
+def test_failed_ticks_go_to_the_jobs_dead_letter_queue(report, runtime):
+    import json
+
+    # GIVEN the failing job's function, whose async invoke config names its DLQ as on-failure destination
+    function = runtime.topology.job_functions()["clean_conversations"]
+    assert function.on_failure_arn, "the template gives scheduled jobs an on-failure destination"
+    queue = runtime.topology.queue_by_arn(function.on_failure_arn)
+    # THEN the failed tick's record is there: the scheduled event and the safe error
+    messages = runtime.session.client("sqs").receive_message(QueueUrl=queue.url, MaxNumberOfMessages=10).get("Messages", [])
+    records = [json.loads(m["Body"]) for m in messages]
+    assert len(records) == 1
+    assert records[0]["requestContext"]["condition"] == "RetriesExhausted"
+    assert records[0]["requestPayload"]["detail-type"] == "Scheduled Event"
+    assert records[0]["responsePayload"]["errorType"]
