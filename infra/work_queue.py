@@ -23,7 +23,7 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from jobfence.config import queue_env
+from jobfence.config import ENV_WORKER_QUEUE, queue_env
 from jobfence.registry import CatalogError, QueueSpec
 from infra.access import CatalogResources
 from infra.code import FunctionCode
@@ -82,6 +82,7 @@ class WorkQueue(Construct):
         spec = self.spec
         environment = resources.environment(spec)
         environment[queue_env(spec.name)] = self.queue.queue_url
+        environment[ENV_WORKER_QUEUE] = spec.name  # the worker's own queue selects its pipeline
         service = ServiceFunction(
             self,
             "Worker",

@@ -64,6 +64,7 @@ def test_worker_environment_carries_its_tables_queues_secrets_and_providers(each
         assert variables["POWERTOOLS_SERVICE_NAME"] == spec.subsystem
         assert variables["POWERTOOLS_METRICS_NAMESPACE"] == "jobfence"
         assert queue_env(name) in variables  # its own queue, to change a message's visibility
+        assert variables["WORKER_QUEUE"] == name  # which pipeline the shared worker handler runs
         for table in spec.tables:
             assert table_env(table) in variables
         for queue in spec.queues:
