@@ -43,6 +43,10 @@ class Target(Protocol):
 
     def invoke(self, function: str, event: Any) -> Invocation: ...
 
+    def environment(self) -> Any:
+        """A context in which this process's pynamodb stores reach the target."""
+        ...
+
 
 class EmbeddedTarget:
     """The embedded local runtime."""
@@ -386,7 +390,11 @@ def invoke(target: Target, function: str, event_file: str) -> Invocation:
     """Invoke a function (its name, or a job's name) with a sample event."""
     event = load_event_file(event_file)
     functions = target.topology.functions
-    name = function if function in functions else target.topology.job_functions().get(function, None)
-    if name is None:
+    jobs = target.topology.job_functions()
+    if function in functions:
+        name = function
+    elif function in jobs:
+        name = jobs[function].name
+    else:
         raise OperatorError(f"no deployed function {function!r}; functions: {', '.join(sorted(functions))}")
-    return target.invoke(name if isinstance(name, str) else name.name, event)
+    return target.invoke(name, event)

@@ -158,3 +158,21 @@ def test_batch_commands_refuse_a_malformed_or_unknown_batch(target):
     assert code == 2 and "tenant/batch" in out
     code, out = cli(target, "batch", "tenant-x/none")
     assert code == 2 and "no batch" in out
+
+
+def test_the_real_account_path_reads_the_stack_back_through_the_aws_apis(runtime, monkeypatch):
+    # GIVEN no --embedded: the CLI builds an AwsTarget from the default credential chain, here
+    # pointed at the runtime's emulator the way any AWS endpoint override would be
+    for key, value in runtime.emulator.environment().items():
+        monkeypatch.setenv(key, value)
+    out = io.StringIO()
+    console = Console(file=out, width=250, color_system=None)
+    # WHEN an operator asks for the status and disables then enables one job's rule
+    assert main(["--region", "us-east-1", "status"], console=console) == 0
+    assert main(["--region", "us-east-1", "disable", "clean_dpop_proofs"], console=console) == 0
+    assert main(["--region", "us-east-1", "enable", "clean_dpop_proofs"], console=console) == 0
+    text = out.getvalue()
+    # THEN the stack was discovered through CloudFormation, and the rule changes went through EventBridge
+    assert "target: aws (default credentials, us-east-1)" in text
+    assert "clean_dpop_proofs" in text and "jobfence-clean_dpop_proofs" in text
+    assert "DISABLED" in text and text.rstrip().endswith("ENABLED")
