@@ -13,9 +13,10 @@ outcome ("ran", "failed", ...) plus "duration". Per job:
   failure dead-letter queue not empty).
 
 Per queue: its DLQ not empty, and the oldest message older than
-`oldest_age_threshold_s`. Queue panels use the SQS and Lambda metrics every
-queue has (messages deleted = items completed, worker errors and DLQ depth =
-items failed), so they exist before any worker emits its own.
+`oldest_age_threshold_s`. Queue panels show the worker's own item counts
+("completed", "failed" with dimensions {service, queue}) next to the SQS and
+Lambda metrics every queue has (messages deleted, worker errors, DLQ depth),
+so a panel is never empty while a worker emits nothing of its own.
 """
 
 from __future__ import annotations
@@ -53,6 +54,18 @@ def job_metric(spec: JobSpec, name: str, statistic: str, period: Duration = ALAR
         dimensions_map=metric_dimensions(spec),
         statistic=statistic,
         period=period,
+    )
+
+
+def queue_metric(spec: QueueSpec, name: str) -> cloudwatch.Metric:
+    """A worker's item count metric (Sum), dimensions {service, queue}."""
+    return cloudwatch.Metric(
+        namespace=METRICS_NAMESPACE,
+        metric_name=name,
+        dimensions_map={"service": spec.subsystem, "queue": spec.name},
+        statistic="Sum",
+        period=ALARM_PERIOD,
+        label=f"items {name}",
     )
 
 
@@ -174,14 +187,17 @@ class Monitoring(Construct):
             evaluation_periods=1,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
-        failed = [_depth(queue.dead_letters, label="dead-lettered")]
+        failed = [queue_metric(spec, "failed"), _depth(queue.dead_letters, label="dead-lettered")]
         if queue.function is not None:
             failed.append(queue.function.metric_errors(period=ALARM_PERIOD, label="worker errors"))
         self.dashboard.add_widgets(
             cloudwatch.GraphWidget(
                 title=f"{spec.name}: items completed",
                 width=8,
-                left=[queue.queue.metric_number_of_messages_deleted(period=ALARM_PERIOD, label="completed")],
+                left=[
+                    queue_metric(spec, "completed"),
+                    queue.queue.metric_number_of_messages_deleted(period=ALARM_PERIOD, label="messages deleted"),
+                ],
             ),
             cloudwatch.GraphWidget(title=f"{spec.name}: items failed", width=8, left=failed),
             cloudwatch.GraphWidget(title=f"{spec.name}: oldest message (s)", width=8, left=[oldest]),

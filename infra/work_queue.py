@@ -11,8 +11,9 @@ attaches each worker with `attach_worker`.
 - Both queues refuse plain HTTP and are encrypted with SQS-managed keys.
 - The event source reports batch item failures (only failed items return to
   the queue) and caps the worker's concurrency.
-- The worker also gets its own queue's URL (`QUEUE_<NAME>`), so it can
-  change a message's visibility (e.g. to honour a provider's retry-after).
+- The worker also gets its own queue's name (`WORKER_QUEUE`) and URL
+  (`QUEUE_<NAME>`), so it knows which catalog queue it serves and can change a
+  message's visibility (e.g. to honour a provider's retry-after).
 """
 
 from __future__ import annotations
