@@ -29,6 +29,7 @@ from typing import Any, Callable
 from jobfence.lease import Lease, LeaseStore
 from ops.invariants import Check, Observation, StaleTermProbe, check_lease_invariants, plain_items, scan_all
 from ops.runtime.runtime import LocalRuntime, Tick
+from ops.seeds import seed_domains
 
 HOUR = 3_600_000
 MINUTE = 60_000
@@ -187,7 +188,8 @@ class DayScenario:
     def run(self) -> DayReport:
         self.rt.advance_to(self._start)
         self._seed_retention()
-        self._say("seeded retention rows; every rule ticks on its schedule from now on")
+        seeded = seed_domains(self.rt)
+        self._say(f"seeded retention rows and {', '.join(f'{k}={v}' for k, v in seeded.items())}; every rule ticks on its schedule from now on")
         self._collect(self._advance_to(0.99))
 
         rt = self.rt

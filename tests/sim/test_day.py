@@ -83,3 +83,29 @@ def test_failed_ticks_go_to_the_jobs_dead_letter_queue(report, runtime):
     assert records[0]["requestContext"]["condition"] == "RetriesExhausted"
     assert records[0]["requestPayload"]["detail-type"] == "Scheduled Event"
     assert records[0]["responsePayload"]["errorType"]
+
+
+def test_the_seeded_domains_give_every_club_and_commerce_job_something_to_change(report, runtime):
+    # THEN each of the seven club jobs, the intake retry and the commerce jobs changed something
+    totals = report.summary_totals()
+    expect = {
+        "expire_memberships": "expired",
+        "reconcile_membership_roles": "changed",
+        "sweep_darkroom_schedule": "applied",
+        "sweep_studio_schedule": "moved",
+        "sync_darkroom_stats": "events",
+        "send_equipment_reminders": "claimed",
+        "expire_photographer_requests": "expired",
+        "retry_email_intake": "delivered",
+        "recover_pending_cancellations": "cancelled",
+        "capture_abandoned_deferred": "captured",
+    }
+    for job, key in expect.items():
+        assert totals.get(job, {}).get(key, 0) > 0, (job, dict(totals.get(job, {})))
+    # AND the safety net's captures went over HTTP to the PayPal stub, under the safety-net key prefix
+    paypal = runtime.providers.stubs["paypal"].stub
+    assert paypal.count("POST", "/v2/checkout/orders/") >= totals["capture_abandoned_deferred"]["captured"]
+    # AND the club's Discord changes reached the Discord stub through the worker
+    discord = runtime.providers.stubs["discord"].stub
+    methods = {method for method, _route in discord.requests}
+    assert {"PUT", "PATCH", "POST"} <= methods, discord.requests

@@ -28,7 +28,7 @@ from jobs.club.stores.nonces import NonceStore
 from providers.discord import FakeDiscord
 from tests.support import create_catalog_tables
 from tests.functional.club.club_harness import SIGNING_KEY, Club, make_club
-from tests.functional.club.seed import existing_messages, seed
+from ops.seeds.club import existing_messages, seed
 from tests.unit.test_club_email_receipts import GOOD
 
 pytestmark = pytest.mark.server

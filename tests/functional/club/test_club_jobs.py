@@ -12,7 +12,7 @@ from jobs.club.stores.memberships import MembershipStatus
 from jobs.club.stores.photo_requests import RequestStatus
 from jobs.club.stores.reminders import ReminderState
 from jobs.club.stores.schedule import DARKROOM, STUDIO
-from tests.functional.club.seed import GUILD, ROLE_DARKROOM, ROLE_MEMBER, SCHEDULE_CHANNEL, seed, user
+from ops.seeds.club import GUILD, ROLE_DARKROOM, ROLE_MEMBER, SCHEDULE_CHANNEL, seed, user
 
 SEVEN = (
     "expire_memberships",

@@ -1,4 +1,4 @@
-"""Seed data that makes every one of the seven club jobs change something (tests; the demo may reuse it)."""
+"""Club seed data that makes every one of the seven club jobs change something (tests and the demo)."""
 
 from __future__ import annotations
 
@@ -85,3 +85,43 @@ def seed(tables: dict[str, str], clock, message_ids: dict[str, str] | None = Non
     s["requests"].put("p-1", "Headshots for the exhibition", now - MINUTE, REQUESTS_CHANNEL, ids["request"])
     s["requests"].put("p-2", "Event coverage", now + 7 * DAY, REQUESTS_CHANNEL, ids["request_2"])
     return s
+
+
+GOOD_RECEIPT_EMAIL = """\
+From: Club Shop <shop@photoclub.example>
+To: intake@photoclub.example
+Subject: Your receipt R-2001
+Date: Thu, 01 Jan 2026 10:00:00 +0000
+Message-ID: <r-2001@photoclub.example>
+MIME-Version: 1.0
+Content-Type: text/plain; charset="utf-8"
+
+Thanks for joining!
+
+Receipt-Id: R-2001
+Member-Id: m-3
+Role-Id: 110000000000000002
+Valid-From: 2026-01-01T00:00:00Z
+Valid-Until: 2027-01-01T00:00:00Z
+"""
+MALFORMED_EMAIL = "From: someone@example.com\nSubject: hi\n\nno receipt here"
+
+
+def seed_for_runtime(tables: dict[str, str], clock, discord: Any | None) -> dict[str, int]:
+    """The club seed in the deployed tables; the messages it edits are created in the Discord stub."""
+    if "club_memberships" not in tables:
+        return {}
+    ids = dict(DEFAULT_MESSAGE_IDS)
+    if discord is not None:
+        for (channel, message_id) in existing_messages(ids):
+            discord.add_message(channel, "seeded by the demo", message_id=message_id)
+    seed(tables, clock, ids)
+    counts = {"club_jobs_with_work": 7}
+    if "club_email_intake" in tables:
+        from jobs.club.stores.email_intake import EmailIntakeStore
+
+        intake = EmailIntakeStore(tables["club_email_intake"], clock)
+        intake.put("intake-good", GOOD_RECEIPT_EMAIL)
+        intake.put("intake-malformed", MALFORMED_EMAIL)
+        counts["email_intake"] = 2
+    return counts
