@@ -25,7 +25,6 @@ from infra.nag import acknowledge
 HEALTH_HANDLER = "handlers.health.handler"
 RATE_PER_SECOND = 10 / 60  # 10 requests a minute
 BURST = 10
-ENV_JOB_COUNT = "JOB_COUNT"
 
 _ACCESS_LOG = {
     "requestId": "$context.requestId",
@@ -57,7 +56,7 @@ class _AccessLogs:
 class HealthApi(Construct):
     """Attributes: `api`, `stage`, `function`, `url`."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, code: FunctionCode, prefix: str, job_count: int) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, code: FunctionCode, prefix: str) -> None:
         super().__init__(scope, construct_id)
         service = ServiceFunction(
             self,
@@ -68,7 +67,6 @@ class HealthApi(Construct):
             timeout_s=10,
             memory_mb=256,
             environment={
-                ENV_JOB_COUNT: str(job_count),
                 "POWERTOOLS_SERVICE_NAME": "health",
             },
             description="health endpoint: service name and configured job count",

@@ -73,7 +73,7 @@ class JobfenceStack(Stack):
         if health is None:
             health = handler_file(HEALTH_HANDLER).is_file()
         self.health = (
-            HealthApi(self, "HealthApi", code=code, prefix=prefix, job_count=len(self.catalog.jobs)) if health else None
+            HealthApi(self, "HealthApi", code=code, prefix=prefix) if health else None
         )
         self.monitoring = Monitoring(
             self, "Monitoring", prefix=prefix, jobs=self.jobs.values(), queues=self.queues.values()
