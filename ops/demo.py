@@ -15,6 +15,7 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from ops.day import SHORT, DayConfig, DayReport, DayScenario
 from ops.emulator import point_process_at
@@ -60,7 +61,8 @@ class LiveView:
         lines = "\n".join(self.events) or "-"
         bar = int(30 * min(1.0, elapsed_h / self.hours))
         header = f"simulated {elapsed_h:5.2f} h / {self.hours:g} h  [{'#' * bar}{'.' * (30 - bar)}]   SQS in flight: {in_flight}"
-        return Panel(Group(header, table, Panel(lines, title="events")), title="jobfence: a simulated day on the embedded runtime")
+        # plain Text: the progress bar's brackets and the events' text are not rich markup
+        return Panel(Group(Text(header), table, Panel(Text(lines), title="events")), title="jobfence: a simulated day on the embedded runtime")
 
 
 def print_report(console: Console, report: DayReport) -> None:
