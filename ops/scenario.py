@@ -31,11 +31,11 @@ from jobfence.clock import FrozenClock
 from jobfence.config import ENV_JOB_NAME, ENV_LEASES_TABLE, ENV_RUNS_TABLE, METRICS_NAMESPACE, ScheduledSettings, table_env
 from jobfence.errors import JobfenceError, LeaseLost
 from jobfence.lease import LeaseStore
-from jobfence.registry import TableSpec
 from jobfence.runs import RunStore, safe_error
 from jobfence.scheduled import JobDeps, RunContext, ScheduledRunner
 from jobfence.triggers import Trigger
 from jobs.catalog import CATALOG
+from ops import tables
 from ops.invariants import Check, Observation, StaleTermProbe, check_lease_invariants, plain_items, scan_all
 
 HOUR_MS = 3_600_000
@@ -57,37 +57,7 @@ class InjectedFailure(RuntimeError):
 
 def create_catalog_tables(client: Any, suffix: str) -> dict[str, str]:
     """Create every catalog table (keys and indexes as the catalog says); logical -> physical."""
-    created = {}
-    for name, spec in CATALOG.tables.items():
-        physical = f"jobfence-{name}-{suffix}"
-        client.create_table(**_table_request(physical, spec))
-        created[name] = physical
-    return created
-
-
-def _table_request(physical: str, spec: TableSpec) -> dict[str, Any]:
-    attrs = {spec.partition_key[0]: spec.partition_key[1]}
-    schema = [{"AttributeName": spec.partition_key[0], "KeyType": "HASH"}]
-    if spec.sort_key:
-        attrs[spec.sort_key[0]] = spec.sort_key[1]
-        schema.append({"AttributeName": spec.sort_key[0], "KeyType": "RANGE"})
-    indexes = []
-    for index in spec.indexes:
-        attrs[index.partition_key[0]] = index.partition_key[1]
-        key = [{"AttributeName": index.partition_key[0], "KeyType": "HASH"}]
-        if index.sort_key:
-            attrs[index.sort_key[0]] = index.sort_key[1]
-            key.append({"AttributeName": index.sort_key[0], "KeyType": "RANGE"})
-        indexes.append({"IndexName": index.name, "KeySchema": key, "Projection": {"ProjectionType": index.projection}})
-    request: dict[str, Any] = {
-        "TableName": physical,
-        "KeySchema": schema,
-        "AttributeDefinitions": [{"AttributeName": k, "AttributeType": t} for k, t in attrs.items()],
-        "BillingMode": "PAY_PER_REQUEST",
-    }
-    if indexes:
-        request["GlobalSecondaryIndexes"] = indexes
-    return request
+    return tables.create_catalog_tables(client, suffix=suffix)
 
 
 class WriteCounter:

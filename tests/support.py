@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import uuid
 from dataclasses import dataclass
 
 import boto3
 
 from jobfence.registry import TableSpec
+from ops import tables as ops_tables
+from ops.tables import table_request
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 EVENTS = ROOT / "events"
@@ -25,40 +26,13 @@ def load_event(name: str) -> dict:
 
 def create_table(client, physical_name: str, spec: TableSpec) -> str:
     """Create a table exactly as the catalog describes it (keys and indexes)."""
-    attrs = {spec.partition_key[0]: spec.partition_key[1]}
-    schema = [{"AttributeName": spec.partition_key[0], "KeyType": "HASH"}]
-    if spec.sort_key:
-        attrs[spec.sort_key[0]] = spec.sort_key[1]
-        schema.append({"AttributeName": spec.sort_key[0], "KeyType": "RANGE"})
-    indexes = []
-    for index in spec.indexes:
-        attrs[index.partition_key[0]] = index.partition_key[1]
-        key = [{"AttributeName": index.partition_key[0], "KeyType": "HASH"}]
-        if index.sort_key:
-            attrs[index.sort_key[0]] = index.sort_key[1]
-            key.append({"AttributeName": index.sort_key[0], "KeyType": "RANGE"})
-        indexes.append({"IndexName": index.name, "KeySchema": key, "Projection": {"ProjectionType": index.projection}})
-    kwargs = dict(
-        TableName=physical_name,
-        KeySchema=schema,
-        AttributeDefinitions=[{"AttributeName": k, "AttributeType": t} for k, t in attrs.items()],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    if indexes:
-        kwargs["GlobalSecondaryIndexes"] = indexes
-    client.create_table(**kwargs)
+    client.create_table(**table_request(physical_name, spec))
     return physical_name
 
 
 def create_catalog_tables(client, names=None) -> dict[str, str]:
     """Create the catalog's tables (all, or the named ones); return logical -> physical."""
-    from jobs.catalog import CATALOG
-
-    created = {}
-    for name, spec in CATALOG.tables.items():
-        if names is None or name in names:
-            created[name] = create_table(client, f"{name}-{uuid.uuid4().hex[:6]}", spec)
-    return created
+    return ops_tables.create_catalog_tables(client, names)
 
 
 @dataclass

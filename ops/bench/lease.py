@@ -75,11 +75,10 @@ class Meter:
 
 
 def lease_costs() -> list[tuple[str, tuple[int, int, float, float]]]:
-    sys.path.insert(0, "tests")
     from jobfence.clock import FrozenClock
     from jobfence.errors import IntervalNotElapsed, LeaseHeld
     from jobfence.lease import LeaseStore
-    from tests.support import create_catalog_tables
+    from ops.tables import create_catalog_tables
 
     rows = []
     with mock_aws():

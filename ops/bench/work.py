@@ -156,7 +156,7 @@ def _index_key(item: dict | None, pk: str, sk: str | None):
 def _setup(metered: bool = True):
     from jobfence.clock import FrozenClock
     from jobs.catalog import CATALOG
-    from tests.support import create_catalog_tables
+    from ops.tables import create_catalog_tables
     from tests.work_support import build_rig
 
     client = boto3.client("dynamodb")
