@@ -17,29 +17,16 @@ import os
 import statistics
 import subprocess
 import sys
-from typing import Any
+
 
 import boto3
 from moto import mock_aws
 
+from ops.bench.capacity import item_size
+
 COMMAND = "make bench  (python -m ops.bench ops.bench.lease)"
 TTL = 30 * 60_000
 HOUR = 3_600_000
-
-
-def item_size(item: dict[str, Any] | None) -> int:
-    """DynamoDB's item size: attribute name lengths plus value sizes (numbers ~ digits/2 + 1)."""
-    size = 0
-    for name, value in (item or {}).items():
-        (kind, raw), = value.items()
-        size += len(name.encode())
-        if kind == "N":
-            size += math.ceil(len(raw.lstrip("-").replace(".", "")) / 2) + 1
-        elif kind == "S":
-            size += len(raw.encode())
-        else:
-            size += len(str(raw).encode())
-    return size
 
 
 class Meter:

@@ -28,24 +28,11 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
+from ops.bench.capacity import item_size
+
 COMMAND = "make bench  (python -m ops.bench; this section: ops.bench.work)"
 WRITE_OPS = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
 LISTING_TABLES = {"listing_batches", "listing_items", "listing_quota"}
-
-
-def item_size(item: dict[str, Any] | None) -> int:
-    """DynamoDB's item size: attribute name lengths plus value sizes (numbers ~ digits/2 + 1)."""
-    size = 0
-    for name, value in (item or {}).items():
-        (kind, raw), = value.items()
-        size += len(name.encode())
-        if kind == "N":
-            size += math.ceil(len(raw.lstrip("-").replace(".", "")) / 2) + 1
-        elif kind == "S":
-            size += len(raw.encode())
-        else:
-            size += len(str(raw).encode())
-    return size
 
 
 class Meter:
