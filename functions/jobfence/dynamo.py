@@ -1,19 +1,171 @@
-"""Binding pynamodb models to physical tables at the composition root.
+"""Binding pynamodb models to tables, and the one place that classifies AWS errors.
 
-Store modules declare their pynamodb model once, unbound. The handler's cold
-start calls `bind(Model, settings.table("name"))`, which returns a fresh
-subclass (with fresh index objects, so two bindings never share state) whose
-Meta names the physical table. Nothing binds a table name at import time.
+**Binding.** Store modules declare their pynamodb model once, unbound. The
+handler's cold start calls `bind(Model, settings.table("name"))`, which returns
+a fresh subclass (with fresh index objects, so two bindings never share state)
+whose Meta names the physical table. Nothing binds a table name at import time.
+
+**Classifying.** Every error a boto3 client or pynamodb raises reaches the
+stores as one of three shapes: a botocore `ClientError` (the service answered
+with an error), a botocore `BotoCoreError` (no answer: the connection failed,
+or the reply was lost and surfaced as a read timeout; it has no `response`),
+or a pynamodb exception wrapping either in `.cause`. `classify` reduces all of
+them to one `ErrorKind`, and `error_code` to one short code, so no store reads
+`exc.response` or pynamodb's `cause_response_code` (which raises
+`AttributeError` on a read timeout) itself.
+
+What each kind means for a write that raised it:
+
+    CONDITION_FAILED      not applied: our own condition refused it (old image attached)
+    TRANSACTION_CANCELED  not applied: one of the items refused (see cancellation reasons)
+    THROTTLED             not applied: retry later
+    UNAVAILABLE           unknown: a 5xx may come after the write was applied
+    REPLY_LOST            unknown: the request was sent and no reply came back
+    CONNECTION            not applied: no connection was made
+    REJECTED              not applied: a bad request, a missing table, no permission (a bug
+                          or a deployment problem; retrying does not help)
 """
 
 from __future__ import annotations
 
-from typing import TypeVar
+import enum
+from typing import Any, Mapping, TypeVar
 
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ReadTimeoutError,
+    ResponseStreamingError,
+)
+from pynamodb.exceptions import PynamoDBException
 from pynamodb.indexes import Index
 from pynamodb.models import Model
 
 M = TypeVar("M", bound=type[Model])
+
+# DynamoDB error codes, named once.
+CONDITIONAL_CHECK_FAILED = "ConditionalCheckFailedException"
+TRANSACTION_CANCELED = "TransactionCanceledException"
+TRANSACTION_CONFLICT = "TransactionConflictException"
+TRANSACTION_IN_PROGRESS = "TransactionInProgressException"
+IDEMPOTENT_PARAMETER_MISMATCH = "IdempotentParameterMismatchException"
+# A cancellation reason's code (inside TransactionCanceledException) for a refused condition.
+REASON_CONDITION_FAILED = "ConditionalCheckFailed"
+REASON_TRANSACTION_CONFLICT = "TransactionConflict"
+
+THROTTLING_CODES = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "Throttling",
+        "ThrottledException",
+        "TooManyRequestsException",
+        TRANSACTION_CONFLICT,  # another transaction holds an item: nothing applied, retry
+        TRANSACTION_IN_PROGRESS,  # the same client token is still being applied: retry
+    }
+)
+UNAVAILABLE_CODES = frozenset(
+    {"InternalServerError", "InternalFailure", "ServiceUnavailable", "ServiceUnavailableException", "InternalError"}
+)
+
+
+class ErrorKind(str, enum.Enum):
+    """What an AWS error says about the call that raised it (see the module docstring)."""
+
+    CONDITION_FAILED = "condition_failed"
+    TRANSACTION_CANCELED = "transaction_canceled"
+    THROTTLED = "throttled"
+    UNAVAILABLE = "unavailable"
+    REPLY_LOST = "reply_lost"
+    CONNECTION = "connection"
+    REJECTED = "rejected"
+
+    @property
+    def transient(self) -> bool:
+        """Retrying the same call later may succeed."""
+        return self in (ErrorKind.THROTTLED, ErrorKind.UNAVAILABLE, ErrorKind.REPLY_LOST, ErrorKind.CONNECTION)
+
+    @property
+    def maybe_applied(self) -> bool:
+        """A write that raised this may nevertheless have been applied (its outcome is unknown)."""
+        return self in (ErrorKind.UNAVAILABLE, ErrorKind.REPLY_LOST)
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The botocore error inside a pynamodb exception (or `exc` itself)."""
+    seen = 0
+    while isinstance(exc, PynamoDBException) and exc.cause is not None and seen < 5:
+        exc = exc.cause
+        seen += 1
+    return exc
+
+
+def error_code(exc: BaseException) -> str:
+    """A short, safe code for any AWS error: the service's code, or the botocore class name."""
+    cause = root_cause(exc)
+    if isinstance(cause, ClientError):
+        response = getattr(cause, "response", None) or {}
+        return str((response.get("Error") or {}).get("Code") or "Unknown")[:64]
+    return type(cause).__name__
+
+
+def classify(exc: BaseException) -> ErrorKind:
+    """The kind of any boto3, botocore or pynamodb error."""
+    cause = root_cause(exc)
+    if isinstance(cause, ClientError):
+        code = error_code(cause)
+        if code == CONDITIONAL_CHECK_FAILED:
+            return ErrorKind.CONDITION_FAILED
+        if code == TRANSACTION_CANCELED:
+            reasons = cancellation_codes(cause)
+            if reasons and all(r in ("None", REASON_CONDITION_FAILED) for r in reasons):
+                return ErrorKind.TRANSACTION_CANCELED
+            if any(r in ("ThrottlingError", "ProvisionedThroughputExceeded", REASON_TRANSACTION_CONFLICT) for r in reasons):
+                return ErrorKind.THROTTLED
+            return ErrorKind.TRANSACTION_CANCELED
+        if code in THROTTLING_CODES:
+            return ErrorKind.THROTTLED
+        status = ((getattr(cause, "response", None) or {}).get("ResponseMetadata") or {}).get("HTTPStatusCode")
+        if code in UNAVAILABLE_CODES or (isinstance(status, int) and status >= 500):
+            return ErrorKind.UNAVAILABLE
+        return ErrorKind.REJECTED
+    if isinstance(cause, (ReadTimeoutError, ConnectionClosedError, ResponseStreamingError)):
+        return ErrorKind.REPLY_LOST
+    if isinstance(cause, (EndpointConnectionError, ConnectTimeoutError)):
+        return ErrorKind.CONNECTION
+    if isinstance(cause, BotoCoreError):
+        return ErrorKind.REPLY_LOST  # no answer of any kind: assume the request may have been applied
+    return ErrorKind.REJECTED
+
+
+def is_aws_error(exc: BaseException) -> bool:
+    """Whether `exc` came from a boto3/botocore/pynamodb call (and so `classify` applies)."""
+    return isinstance(exc, (ClientError, BotoCoreError, PynamoDBException))
+
+
+def old_image(exc: BaseException) -> dict[str, Any] | None:
+    """The item DynamoDB returned with a refused condition (`ReturnValuesOnConditionCheckFailure`), low-level."""
+    cause = root_cause(exc)
+    response = getattr(cause, "response", None) or {}
+    item = response.get("Item")
+    return dict(item) if isinstance(item, Mapping) else None
+
+
+def cancellation_reasons(exc: BaseException) -> list[dict[str, Any]]:
+    """The per-item reasons of a cancelled transaction (low-level dicts, in item order)."""
+    cause = root_cause(exc)
+    response = getattr(cause, "response", None) or {}
+    reasons = response.get("CancellationReasons") or []
+    return [dict(r) if isinstance(r, Mapping) else {} for r in reasons]
+
+
+def cancellation_codes(exc: BaseException) -> list[str]:
+    """The codes of `cancellation_reasons` ("None" where an item was not the cause)."""
+    return [str(r.get("Code", "None")) for r in cancellation_reasons(exc)]
 
 
 def bind(model: M, table_name: str) -> M:
