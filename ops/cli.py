@@ -243,10 +243,10 @@ def cmd_run_all(target, args, console) -> int:
 def cmd_retry_failed(target, args, console) -> int:
     from ops.operator import retry_failed
 
-    counts = retry_failed(target, args.batch_id, _who(args))
+    result = retry_failed(target, args.batch_id, _who(args))
     console.print(
-        f"retried {counts.get('retried', 0)} item(s); {counts.get('skipped_quota', 0)} left failed (quota); "
-        f"{counts.get('unsent', 0)} wake-up(s) not sent (reclaim re-drives them)"
+        f"retried {result.retried} item(s); {result.skipped_quota} left failed (quota); "
+        f"{result.unsent} wake-up(s) not sent (reclaim re-drives them)"
     )
     return 0
 

@@ -263,7 +263,8 @@ def batch_operations(target: Target) -> Any:
     return BatchOperations(*_work_parts(target))
 
 
-def retry_failed(target: Target, batch_ref: str, requested_by: str) -> dict[str, int]:
+def retry_failed(target: Target, batch_ref: str, requested_by: str) -> Any:
+    # returns jobfence.work.RetryResult (imported lazily, like every jobfence import here)
     """Reset the batch's failed items (a fresh attempts budget, quota re-reserved) and wake them."""
     from jobfence.errors import StoreError
     from jobfence.work import BatchRef

@@ -48,6 +48,6 @@ processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failu
 def handler(event, context):
     records = event.get("Records") if isinstance(event, dict) else None
     result = worker.process(records or [], context.get_remaining_time_in_millis())
-    for name, count in result.counts.items():
-        metrics.add_metric(name=name, unit=MetricUnit.Count, value=count)
+    for tally, count in result.counts.items():
+        metrics.add_metric(name=tally.value, unit=MetricUnit.Count, value=count)
     return process_partial_response(event=event, record_handler=result.settle, processor=processor, context=context)

@@ -31,7 +31,7 @@ from aws_lambda_powertools import Logger
 from jobfence.clock import Clock
 from jobfence.errors import JobfenceError
 from jobfence.runs import safe_error
-from jobfence.work import BatchDelta, BatchRef, BatchStatus, ItemKey, ItemStatus, Timing, Wakeups, WorkStore
+from jobfence.work import BatchDelta, BatchRef, BatchStatus, ItemKey, ItemStatus, StaleVerdict, Timing, Wakeups, WorkStore
 
 DEFAULT_PAGE_SIZE = 100
 DEFAULT_MAX_PAGES = 50  # per pipeline and status in one run; the next run continues
@@ -107,19 +107,21 @@ class Reclaimer:
         for key, seen in rows:
             try:
                 verdict = self._store.requeue_stale(key, pipeline.kind, status, seen, timing.attempts_cap, error)
-                if verdict == "capped":
+                failed = False
+                if verdict is StaleVerdict.CAPPED:
                     capped_error = f"{error}; attempts cap {timing.attempts_cap} reached"
-                    verdict = "failed" if self._store.fail_stale(key, status, seen, capped_error) else "changed"
+                    failed = self._store.fail_stale(key, status, seen, capped_error)
             except JobfenceError as exc:
-                self._logger.warning("reclaiming an item failed", extra={"reason": safe_error(exc), **_ids(key)})
+                self._logger.warning("reclaiming an item failed", extra={"reason": safe_error(exc), **key.log_ids()})
                 counts["changed"] += 1
                 continue
-            counts[verdict] += 1
-            if verdict == "requeued":
+            outcome = "failed" if failed else "changed" if verdict is StaleVerdict.CAPPED else verdict.value
+            counts[outcome] += 1
+            if verdict is StaleVerdict.REQUEUED:
                 wake.append(key)
-            elif verdict == "failed":
+            elif failed:
                 failed_by_batch[key.batch] = failed_by_batch.get(key.batch, 0) + 1
-            self._logger.info("reclaim", extra={"outcome": verdict, "from_status": status.value, **_ids(key)})
+            self._logger.info("reclaim", extra={"outcome": outcome, "from_status": status.value, **key.log_ids()})
         if wake:
             # a wake-up that cannot be sent leaves a pending row: the next pending sweep re-sends it
             counts["unsent"] = len(pipeline.wakeups.send(wake))
@@ -147,7 +149,3 @@ class Reclaimer:
             yield counts
             if len(refs) < self._page_size:
                 return
-
-
-def _ids(key: ItemKey) -> dict[str, str]:
-    return {"tenant": key.tenant, "batch": key.batch_id, "item": key.item_id}

@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from jobfence.work import BatchRef, BatchStatus, ItemKey, ItemStatus, QuotaHold
+from jobfence.work import BatchRef, BatchStatus, ItemKey, ItemStatus, QuotaHold, RetryResult, StaleVerdict, Tally
 from providers.scripted import Behaviour
 from tests.work_support import MemoryQueue, build_rig, record
 
@@ -136,7 +136,7 @@ def test_a_redelivery_after_completion_is_acknowledged_and_changes_nothing(rig, 
     result = rig.workers["generation"].process([record(m) for m in old])
     # THEN every one is acknowledged as a duplicate and no row moved
     assert all(o.ok for o in result.outcomes.values())
-    assert result.counts.get("duplicate") == 5
+    assert result.counts.get(Tally.DUPLICATE) == 5
     assert scan(dynamodb, tables["listing_items"]) == before
 
 
@@ -222,7 +222,7 @@ def test_an_item_that_always_fails_stops_at_exactly_five_attempts(rig, clock):
     # WHEN an operator retries the failed items (the provider has recovered)
     rig.generator.script(idem(1), Behaviour.SUCCEED)
     counts = rig.ops.retry_failed(B, "ops@example.com")
-    assert counts == {"retried": 1, "skipped_quota": 0, "unsent": 0}
+    assert counts == RetryResult(retried=1, skipped_quota=0, unsent=0)
     reopened = rig.store.batch(B)
     assert (reopened.status, reopened.retried_by, reopened.retries) == (BatchStatus.OPEN, "ops@example.com", 1)
     rig.drain()
@@ -233,7 +233,7 @@ def test_an_item_that_always_fails_stops_at_exactly_five_attempts(rig, clock):
     assert_finalized_matches_rows(rig)
     assert_books_balance(rig)
     # AND a second retry has nothing to do
-    assert rig.ops.retry_failed(B, "ops@example.com")["retried"] == 0
+    assert rig.ops.retry_failed(B, "ops@example.com").retried == 0
 
 
 def test_reclaim_racing_a_completion_never_overwrites_it(rig, clock):
@@ -250,7 +250,7 @@ def test_reclaim_racing_a_completion_never_overwrites_it(rig, clock):
     assert rig.store.complete(claim, "gen_late")
     verdict = rig.store.requeue_stale(key(0), "generation", S.RUNNING, stale[0][1], 5, "reclaimed")
     # THEN the reclaimer's conditional write is refused and the completion stands
-    assert verdict == "changed"
+    assert verdict is StaleVerdict.CHANGED
     row = rig.store.item(key(0))
     assert (row.status, row.result_ref) == (ItemStatus.COMPLETED, "gen_late")
     # AND a completion arriving after the reclaimer won is refused instead
@@ -367,10 +367,10 @@ def test_items_beyond_the_quota_fail_without_reserving_and_retry_after_a_grant(r
     assert all(i.error.startswith("quota exhausted") and i.quota is None for i in failed)
     assert rig.quota.balance("initech").used == 3
     # WHEN retried without quota, nothing is reopened
-    assert rig.ops.retry_failed(ref, "ops")["skipped_quota"] == 2
+    assert rig.ops.retry_failed(ref, "ops").skipped_quota == 2
     # AND after a grant the retry re-reserves and the items complete
     rig.quota.grant("initech", 2)
-    assert rig.ops.retry_failed(ref, "ops")["retried"] == 2
+    assert rig.ops.retry_failed(ref, "ops").retried == 2
     rig.drain()
     assert rig.store.describe_batch(ref).counts()["completed"] == 5
     assert rig.quota.balance("initech").used == 5

@@ -1,0 +1,87 @@
+"""Durable batches over SQS (seed 003): batch and item rows, the producer and the worker.
+
+**The item row is the truth; an SQS message is only a wake-up call** carrying
+the keys (tenant, batch, item). A duplicate message loses the claim and is
+acknowledged; a lost one is re-driven by the reclaimer (`jobfence.reclaim`).
+
+The package, by responsibility:
+
+    keys          states (ItemStatus, BatchStatus, QuotaHold), keys (BatchRef, ItemKey), Timing,
+                  the wake-up body, the row views (ItemRow, BatchRow, BatchReport)
+    schema        the private table schema: pynamodb models and the sparse indexes
+    store         WorkStore: every DynamoDB expression of the batches and items tables
+    transactions  the store's multi-item transactions: claim, reopen failed items
+    wakeups       Wakeups / SqsWakeups: where wake-up messages go
+    producer      Producer: create a batch and wake a worker for each item
+    worker        Worker: claim, run, record, roll up one SQS batch
+    operations    BatchOperations: an operator's describe and retry-failed
+
+Timeline of one item (generation: per-item 240 s < item stale 6 min < batch stale 15 min):
+
+    producer  put row pending, attempts 0 ............................. wake-up sent
+    worker    claim: pending -> running, attempts+1, token T, quota reserved (one transaction
+              per SQS batch, with one quota Update per tenant)
+              run the provider call, bounded by the per-item timeout
+              complete (condition token = T): running -> completed        | or
+              release (token = T, attempts < 5): running -> pending + error, delayed wake-up | or
+              fail (token = T): running -> failed + error, quota refunded in the same transaction
+              roll-up: one batch-row update per batch per SQS batch (counters + updated_at =
+              heartbeat); when the counters say "maybe done", finalize = recount item rows
+    reclaim   running and updated_at < now - item stale  -> pending (attempts < 5) or failed
+              pending and updated_at < now - pending stale -> wake-up re-sent
+              open batch and updated_at < now - batch stale -> finalize from rows
+
+A completed item costs two base-table item writes (claim, complete) plus its
+share of one quota update and one roll-up per SQS batch: 2.2 writes per item
+with batches of 10 (see docs/benchmarks.md).
+"""
+
+from jobfence.work.keys import (
+    CLAIM_ROUNDS,
+    ID_PATTERN,
+    LIVE,
+    MAX_ERROR_CHARS,
+    MAX_ITEMS_PER_BATCH,
+    MAX_PAYLOAD_CHARS,
+    MAX_RESULT_REF_CHARS,
+    RECLAIM_SHARDS,
+    SEND_CHUNK,
+    TERMINAL,
+    BatchConflict,
+    BatchDelta,
+    BatchRef,
+    BatchReport,
+    BatchRow,
+    BatchStatus,
+    Claim,
+    ClaimState,
+    ItemInput,
+    ItemKey,
+    ItemRow,
+    ItemStatus,
+    PermanentFailure,
+    Perform,
+    QuotaHold,
+    StaleVerdict,
+    Timing,
+    WorkRequest,
+    bounded_error,
+    parse_wakeup,
+    reclaim_key,
+)
+from jobfence.work.operations import BatchOperations, RetryResult
+from jobfence.work.producer import Producer, SubmitResult
+from jobfence.work.schema import OPEN_INDEX, OPEN_INDEX_SPEC, RECLAIM_INDEX, RECLAIM_INDEX_SPEC
+from jobfence.work.store import WorkStore
+from jobfence.work.wakeups import SqsWakeups, Wakeups
+from jobfence.work.worker import Attempt, MessageFailed, MessageOutcome, RoundResult, Tally, Worker
+
+__all__ = [
+    "CLAIM_ROUNDS", "ID_PATTERN", "LIVE", "MAX_ERROR_CHARS", "MAX_ITEMS_PER_BATCH", "MAX_PAYLOAD_CHARS",
+    "MAX_RESULT_REF_CHARS", "OPEN_INDEX", "OPEN_INDEX_SPEC", "RECLAIM_INDEX", "RECLAIM_INDEX_SPEC",
+    "RECLAIM_SHARDS", "SEND_CHUNK", "TERMINAL", "Attempt", "BatchConflict", "BatchDelta", "BatchOperations",
+    "BatchRef", "BatchReport", "BatchRow", "BatchStatus", "Claim", "ClaimState", "ItemInput", "ItemKey", "ItemRow",
+    "ItemStatus", "MessageFailed", "MessageOutcome", "PermanentFailure", "Perform", "Producer", "QuotaHold",
+    "RetryResult", "RoundResult", "SqsWakeups", "StaleVerdict", "SubmitResult", "Tally", "Timing", "Wakeups",
+    "WorkRequest", "WorkStore", "bounded_error", "parse_wakeup", "reclaim_key",
+]

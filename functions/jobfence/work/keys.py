@@ -1,0 +1,308 @@
+"""Keys and states of durable batches: what a row, a wake-up and a claim are made of.
+
+Nothing here talks to AWS. The states are the item row's and the batch row's
+`status`; `ItemKey` is the only thing a wake-up message carries; `Timing`
+holds one pipeline's limits (DESIGN §3), checked so that a live item can never
+look stale.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from jobfence.errors import InvalidEvent, JobfenceError
+
+MAX_ITEMS_PER_BATCH = 10_000
+MAX_ERROR_CHARS = 300
+MAX_PAYLOAD_CHARS = 4_000
+MAX_RESULT_REF_CHARS = 256
+SEND_CHUNK = 10  # SendMessageBatch takes at most 10 entries
+RECLAIM_SHARDS = 4  # spreads the index's write load; the reclaimer queries every shard
+CLAIM_ROUNDS = 3  # re-plan a claim transaction at most this often (races, conflicts)
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"  # no '#': it separates key parts
+
+
+class ItemStatus(str, enum.Enum):
+    """The state of one item. The item row is the truth."""
+
+    PENDING = "pending"  # set by the producer; by the worker after a retriable failure; by the reclaimer
+    #                      for a stale running item with attempts left; by the operator's retry_failed
+    RUNNING = "running"  # set by the worker's claim (attempts + 1)
+    COMPLETED = "completed"  # set by the worker that holds the claim token (terminal)
+    FAILED = "failed"  # set by the worker (attempts cap, permanent error, quota exhausted) or by the
+    #                    reclaimer (stale at the cap); terminal for automation, only retry_failed reopens
+
+
+class BatchStatus(str, enum.Enum):
+    """The state of one batch, derived from its item rows."""
+
+    OPEN = "open"  # set by the producer; by retry_failed when it reopens failed items
+    FINALIZED = "finalized"  # set by finalize (worker roll-up or reclaimer) when a recount finds no live item
+
+
+class QuotaHold(str, enum.Enum):
+    """What an item holds of its tenant's quota (absent: nothing yet)."""
+
+    RESERVED = "reserved"  # set by the claim transaction or by retry_failed; kept on completion (spent)
+    REFUNDED = "refunded"  # set by the terminal-failure transaction that gives the unit back
+
+
+LIVE = (ItemStatus.PENDING, ItemStatus.RUNNING)
+TERMINAL = (ItemStatus.COMPLETED, ItemStatus.FAILED)
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Timing and limits of one pipeline (DESIGN §3)."""
+
+    per_item_timeout_s: int = 240
+    item_stale_s: int = 360
+    pending_stale_s: int = 900
+    batch_stale_s: int = 900
+    attempts_cap: int = 5
+    retry_delay_s: int = 30  # first retry's delay; doubles per attempt, capped below pending_stale
+
+    def __post_init__(self) -> None:
+        if not 0 < self.per_item_timeout_s < self.item_stale_s <= self.batch_stale_s:
+            raise ValueError("need per-item timeout < item stale <= batch stale: a live item must never look stale")
+        if self.attempts_cap < 1:
+            raise ValueError("the attempts cap is at least 1")
+        if self.max_retry_delay_s >= self.pending_stale_s:
+            raise ValueError("a delayed retry must arrive before its pending item looks lost")
+
+    @property
+    def max_retry_delay_s(self) -> int:
+        return min(900, self.retry_delay_s * 2 ** max(self.attempts_cap - 2, 0))
+
+    def retry_delay(self, attempts: int) -> int:
+        """SQS delay of the wake-up after the `attempts`-th attempt failed (SQS allows at most 900 s)."""
+        return min(900, self.retry_delay_s * 2 ** max(attempts - 1, 0), self.max_retry_delay_s)
+
+
+@dataclass(frozen=True)
+class BatchRef:
+    """A batch, always named with its tenant."""
+
+    tenant: str
+    batch_id: str
+
+    @property
+    def batch_key(self) -> str:
+        return f"{self.tenant}#{self.batch_id}"
+
+    @classmethod
+    def parse(cls, text: str) -> "BatchRef":
+        """`tenant/batch` (the operator CLI's spelling)."""
+        tenant, sep, batch_id = text.partition("/")
+        ref = _Keys.model_validate({"tenant": tenant, "batch": batch_id, "item": "x"}) if sep else None
+        if ref is None:
+            raise ValueError(f"a batch is written tenant/batch, got {text!r}")
+        return cls(ref.tenant, ref.batch)
+
+    def __str__(self) -> str:
+        return f"{self.tenant}/{self.batch_id}"
+
+
+@dataclass(frozen=True)
+class ItemKey:
+    """One item: the only thing a wake-up message carries."""
+
+    tenant: str
+    batch_id: str
+    item_id: str
+
+    @property
+    def batch(self) -> BatchRef:
+        return BatchRef(self.tenant, self.batch_id)
+
+    def body(self) -> str:
+        return json.dumps({"tenant": self.tenant, "batch": self.batch_id, "item": self.item_id}, separators=(",", ":"))
+
+    def log_ids(self) -> dict[str, str]:
+        """The keys as log fields (never the payload)."""
+        return {"tenant": self.tenant, "batch": self.batch_id, "item": self.item_id}
+
+
+class _Keys(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tenant: str = Field(pattern=ID_PATTERN)
+    batch: str = Field(pattern=ID_PATTERN)
+    item: str = Field(pattern=ID_PATTERN)
+
+
+def parse_wakeup(body: str) -> ItemKey:
+    """The keys of an SQS message body, or `InvalidEvent` saying what is wrong (never echoing the body)."""
+    try:
+        keys = _Keys.model_validate_json(body)
+    except ValidationError as exc:
+        where = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'body'}: {err['type']}" for err in exc.errors()[:3]
+        )
+        raise InvalidEvent(f"message body is not a wake-up {{tenant, batch, item}}: {where}") from None
+    return ItemKey(keys.tenant, keys.batch, keys.item)
+
+
+def validate_id(value: str, what: str) -> str:
+    if not re.fullmatch(ID_PATTERN, value or ""):
+        raise ValueError(f"{what} must match {ID_PATTERN}")
+    return value
+
+
+def reclaim_key(kind: str, status: ItemStatus, key: ItemKey) -> str:
+    """The sparse index partition of a live item."""
+    shard = zlib.crc32(f"{key.batch.batch_key}#{key.item_id}".encode()) % RECLAIM_SHARDS
+    return f"{kind}#{status.value}#{shard}"
+
+
+def bounded_error(text: str) -> str:
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
+
+
+@dataclass(frozen=True)
+class ItemInput:
+    """One item handed to the producer: its id and its (bounded, never logged) input."""
+
+    item_id: str
+    payload: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class WorkRequest:
+    """What a provider call gets: the item's keys, its input and a key that makes retries idempotent."""
+
+    key: ItemKey
+    kind: str
+    attempt: int
+    payload: Mapping[str, Any]
+
+    @property
+    def idempotency_key(self) -> str:
+        # per item, not per attempt: a retry after a lost response must not act twice
+        return f"{self.key.tenant}:{self.key.batch_id}:{self.key.item_id}"
+
+
+Perform = Callable[[WorkRequest, float], str]  # (request, timeout seconds) -> result reference
+
+
+class PermanentFailure(JobfenceError):
+    """A provider refused the item for good (bad input): fail it now, whatever its attempts."""
+
+
+class BatchConflict(JobfenceError):
+    """A batch id reused with a different kind or size."""
+
+
+# -- claims and outcomes ---------------------------------------------------------------------
+
+
+class ClaimState(str, enum.Enum):
+    """How one wake-up's claim came out."""
+
+    CLAIMED = "claimed"  # this worker holds the item: process it
+    DUPLICATE = "duplicate"  # not pending (done, running elsewhere, failed): acknowledge
+    NOT_FOUND = "not_found"  # no such item under this tenant and batch: a batch item failure
+    WRONG_PIPELINE = "wrong_pipeline"  # the item belongs to the other queue: a batch item failure
+    QUOTA_EXHAUSTED = "quota_exhausted"  # failed terminally, nothing reserved: acknowledge
+    CONTENDED = "contended"  # the claim lost every round to races: a batch item failure (redelivered)
+
+
+@dataclass(frozen=True)
+class Claim:
+    key: ItemKey
+    state: ClaimState
+    token: str | None = None
+    attempts: int = 0
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    reason: str = ""
+
+
+@dataclass
+class BatchDelta:
+    """What one SQS batch did to one batch: rolled up in one write (the heartbeat)."""
+
+    completed: int = 0
+    failed: int = 0
+
+
+class StaleVerdict(str, enum.Enum):
+    """What the reclaimer's conditional write did to one stale live item."""
+
+    REQUEUED = "requeued"  # moved to pending (attempts left): wake it
+    CAPPED = "capped"  # still exactly as seen but at the attempts cap: fail it
+    CHANGED = "changed"  # the row moved on since the index read: left alone
+
+
+# -- rows as the operator and the tests see them -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class ItemRow:
+    """An item as the operator and the tests see it (no payload)."""
+
+    tenant: str
+    batch_id: str
+    item_id: str
+    kind: str
+    seq: int
+    status: ItemStatus
+    attempts: int
+    error: str | None
+    updated_at: int
+    result_ref: str | None
+    quota: QuotaHold | None
+    quota_reservations: int
+    quota_refunds: int
+    claim_token: str | None
+
+    @property
+    def key(self) -> ItemKey:
+        return ItemKey(self.tenant, self.batch_id, self.item_id)
+
+
+@dataclass(frozen=True)
+class BatchRow:
+    """A batch as the operator and the tests see it."""
+
+    tenant: str
+    batch_id: str
+    kind: str
+    status: BatchStatus
+    total: int
+    completed: int
+    failed: int
+    enqueued: int
+    rollups: int
+    recounts: int
+    created_by: str
+    created_at: int
+    updated_at: int
+    finalized_at: int | None
+    retries: int
+    retried_by: str | None
+    retried_at: int | None
+
+    @property
+    def ref(self) -> BatchRef:
+        return BatchRef(self.tenant, self.batch_id)
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    """Rows first (seed 003's debugging procedure): the batch, then its items by `updated_at`."""
+
+    batch: BatchRow
+    items: list[ItemRow]
+
+    def counts(self) -> dict[str, int]:
+        out = {s.value: 0 for s in ItemStatus}
+        for item in self.items:
+            out[item.status.value] += 1
+        return out

@@ -1,0 +1,89 @@
+"""The producer: create a batch of up to 10,000 items and wake a worker for each."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from aws_lambda_powertools import Logger
+
+from jobfence.errors import StoreError
+from jobfence.work.keys import (
+    MAX_ITEMS_PER_BATCH,
+    MAX_PAYLOAD_CHARS,
+    SEND_CHUNK,
+    BatchConflict,
+    BatchRef,
+    ItemInput,
+    ItemKey,
+    validate_id,
+)
+from jobfence.work.store import WorkStore
+from jobfence.work.wakeups import Wakeups
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    """What one producer call did."""
+
+    ref: BatchRef
+    created: bool  # the batch row was created by this call
+    rows_written: int
+    enqueued: int  # wake-ups sent by this call
+
+
+class Producer:
+    """Create a batch of up to 10,000 items and wake a worker for each.
+
+    Repeating a call is safe: the batch row is created once (conditional put),
+    only missing item rows are written, and wake-ups resume from the batch's
+    `enqueued` checkpoint (advanced after every SendMessageBatch), so a call
+    that completed enqueues nothing the second time.
+    """
+
+    def __init__(self, store: WorkStore, wakeups: Mapping[str, Wakeups], logger: Logger) -> None:
+        self._store = store
+        self._wakeups = dict(wakeups)
+        self._logger = logger
+
+    def submit(self, ref: BatchRef, kind: str, items: Sequence[ItemInput], created_by: str) -> SubmitResult:
+        """Create (or resume creating) the batch; raise `StoreError` if wake-ups cannot be sent."""
+        validate_id(ref.tenant, "tenant")
+        validate_id(ref.batch_id, "batch id")
+        if kind not in self._wakeups:
+            raise ValueError(f"no pipeline {kind!r}")
+        if not 1 <= len(items) <= MAX_ITEMS_PER_BATCH:
+            raise ValueError(f"a batch has 1..{MAX_ITEMS_PER_BATCH} items, got {len(items)}")
+        ids = [validate_id(i.item_id, "item id") for i in items]
+        if len(set(ids)) != len(ids):
+            raise ValueError("item ids must be unique within a batch")
+        for item in items:
+            if len(json.dumps(dict(item.payload), separators=(",", ":"))) > MAX_PAYLOAD_CHARS:
+                raise ValueError(f"an item's input is limited to {MAX_PAYLOAD_CHARS} characters")
+        batch, created = self._store.open_batch(ref, kind, len(items), created_by)
+        if created:
+            missing = list(enumerate(items))
+        else:
+            existing = self._store.existing_item_ids(ref)
+            if not existing <= set(ids):
+                raise BatchConflict(f"batch {ref} exists with other item ids")
+            missing = [(seq, item) for seq, item in enumerate(items) if item.item_id not in existing]
+        if missing:
+            self._store.put_items(ref, kind, missing)
+        sent = 0
+        for start in range(batch.enqueued, len(items), SEND_CHUNK):
+            chunk = [ItemKey(ref.tenant, ref.batch_id, i.item_id) for i in items[start:start + SEND_CHUNK]]
+            failed = self._wakeups[kind].send(chunk)
+            if failed:
+                failed = self._wakeups[kind].send(failed)  # one more try for a partial failure
+            if failed:
+                raise StoreError(f"{len(failed)} wake-ups of batch {ref} could not be sent; repeat the call to resume")
+            sent += len(chunk)
+            self._store.checkpoint_enqueued(ref, start + len(chunk))
+        self._logger.info(
+            "batch submitted",
+            extra={"tenant": ref.tenant, "batch": ref.batch_id, "kind": kind, "batch_created": created,
+                   "rows_written": len(missing), "enqueued": sent},
+        )
+        return SubmitResult(ref, created, len(missing), sent)

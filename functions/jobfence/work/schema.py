@@ -1,0 +1,148 @@
+"""The private schema of the batches and items tables (pynamodb models and sparse indexes).
+
+    batches  tenant (key) | batch_id (sort) | kind | status | total | completed | failed
+             | enqueued | rollups | recounts | created_by | created_at | updated_at
+             | finalized_at | retries | retried_by | retried_at | open_key (sparse GSI "by_open")
+    items    batch_key = tenant#batch (key) | item_id (sort) | tenant | batch_id | kind | seq
+             | status | attempts | error | claim_token | payload | result_ref | quota
+             | quota_reservations | quota_refunds | created_at | updated_at
+             | reclaim_key (sparse GSI "by_reclaim")
+
+`reclaim_key` = kind#status#shard exists only while an item is pending or
+running, and `open_key` = kind only while a batch is open; both indexes sort on
+`updated_at`, so the reclaimer's query `updated_at < cutoff` reads stale rows
+only and its cost grows with them, not with the table.
+
+Only `jobfence.work.store` and `jobfence.work.transactions` use these models;
+everyone else sees the frozen `ItemRow` / `BatchRow` views.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
+from pynamodb.models import Model
+
+from jobfence.registry import IndexSpec
+from jobfence.work.keys import BatchRow, BatchStatus, ItemRow, ItemStatus, QuotaHold
+
+RECLAIM_INDEX = "by_reclaim"
+OPEN_INDEX = "by_open"
+
+RECLAIM_INDEX_SPEC = IndexSpec(
+    name=RECLAIM_INDEX, partition_key=("reclaim_key", "S"), sort_key=("updated_at", "N"), projection="KEYS_ONLY"
+)
+OPEN_INDEX_SPEC = IndexSpec(
+    name=OPEN_INDEX, partition_key=("open_key", "S"), sort_key=("updated_at", "N"), projection="KEYS_ONLY"
+)
+
+
+class _ReclaimIndex(GlobalSecondaryIndex):
+    class Meta:
+        index_name = RECLAIM_INDEX
+        projection = KeysOnlyProjection()
+
+    reclaim_key = UnicodeAttribute(hash_key=True)
+    updated_at = NumberAttribute(range_key=True)
+
+
+class _OpenIndex(GlobalSecondaryIndex):
+    class Meta:
+        index_name = OPEN_INDEX
+        projection = KeysOnlyProjection()
+
+    open_key = UnicodeAttribute(hash_key=True)
+    updated_at = NumberAttribute(range_key=True)
+
+
+class _Batch(Model):
+    class Meta:
+        table_name = "unbound"
+
+    tenant = UnicodeAttribute(hash_key=True)
+    batch_id = UnicodeAttribute(range_key=True)
+    kind = UnicodeAttribute()
+    status = UnicodeAttribute()
+    total = NumberAttribute()
+    completed = NumberAttribute(default=0)
+    failed = NumberAttribute(default=0)
+    enqueued = NumberAttribute(default=0)
+    rollups = NumberAttribute(default=0)
+    recounts = NumberAttribute(default=0)
+    created_by = UnicodeAttribute()
+    created_at = NumberAttribute()
+    updated_at = NumberAttribute()
+    finalized_at = NumberAttribute(null=True)
+    retries = NumberAttribute(default=0)
+    retried_by = UnicodeAttribute(null=True)
+    retried_at = NumberAttribute(null=True)
+    open_key = UnicodeAttribute(null=True)
+    by_open = _OpenIndex()
+
+
+class _Item(Model):
+    class Meta:
+        table_name = "unbound"
+
+    batch_key = UnicodeAttribute(hash_key=True)
+    item_id = UnicodeAttribute(range_key=True)
+    tenant = UnicodeAttribute()
+    batch_id = UnicodeAttribute()
+    kind = UnicodeAttribute()
+    seq = NumberAttribute()
+    status = UnicodeAttribute()
+    attempts = NumberAttribute(default=0)
+    error = UnicodeAttribute(null=True)
+    claim_token = UnicodeAttribute(null=True)
+    payload = UnicodeAttribute()
+    result_ref = UnicodeAttribute(null=True)
+    quota = UnicodeAttribute(null=True)
+    quota_reservations = NumberAttribute(default=0)
+    quota_refunds = NumberAttribute(default=0)
+    created_at = NumberAttribute()
+    updated_at = NumberAttribute()
+    reclaim_key = UnicodeAttribute(null=True)
+    by_reclaim = _ReclaimIndex()
+
+
+def item_row(row: Any) -> ItemRow:
+    return ItemRow(
+        tenant=row.tenant,
+        batch_id=row.batch_id,
+        item_id=row.item_id,
+        kind=row.kind,
+        seq=int(row.seq),
+        status=ItemStatus(row.status),
+        attempts=int(row.attempts or 0),
+        error=row.error,
+        updated_at=int(row.updated_at),
+        result_ref=row.result_ref,
+        quota=QuotaHold(row.quota) if row.quota else None,
+        quota_reservations=int(row.quota_reservations or 0),
+        quota_refunds=int(row.quota_refunds or 0),
+        claim_token=row.claim_token,
+    )
+
+
+def batch_row(row: Any) -> BatchRow:
+    return BatchRow(
+        tenant=row.tenant,
+        batch_id=row.batch_id,
+        kind=row.kind,
+        status=BatchStatus(row.status),
+        total=int(row.total),
+        completed=int(row.completed or 0),
+        failed=int(row.failed or 0),
+        enqueued=int(row.enqueued or 0),
+        rollups=int(row.rollups or 0),
+        recounts=int(row.recounts or 0),
+        created_by=row.created_by,
+        created_at=int(row.created_at),
+        updated_at=int(row.updated_at),
+        finalized_at=int(row.finalized_at) if row.finalized_at is not None else None,
+        retries=int(row.retries or 0),
+        retried_by=row.retried_by,
+        retried_at=int(row.retried_at) if row.retried_at is not None else None,
+    )

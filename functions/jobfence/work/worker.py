@@ -1,0 +1,265 @@
+"""The worker: process one SQS batch of wake-ups for one pipeline.
+
+claim all (one transaction) -> run every claimed item at once, each bounded
+by the per-item timeout -> write each outcome to its row as it lands ->
+one roll-up per batch (heartbeat) -> finalize when the counters say done.
+
+A message is acknowledged when its item row settled it (or never will be
+settled by this message: a duplicate, a lost claim); it becomes a batch item
+failure, so SQS redelivers it, when only a redelivery can make progress.
+"""
+
+from __future__ import annotations
+
+import enum
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+from aws_lambda_powertools import Logger
+
+from jobfence.errors import InvalidEvent, JobfenceError
+from jobfence.runs import safe_error
+from jobfence.work.keys import (
+    BatchDelta,
+    BatchRef,
+    BatchStatus,
+    Claim,
+    ClaimState,
+    ItemKey,
+    PermanentFailure,
+    Perform,
+    Timing,
+    WorkRequest,
+    parse_wakeup,
+)
+from jobfence.work.store import WorkStore
+from jobfence.work.wakeups import Wakeups
+
+
+class MessageFailed(JobfenceError):
+    """This SQS message becomes a batch item failure (SQS redelivers it, then dead-letters it)."""
+
+
+class Attempt(enum.Enum):
+    """How one provider call came out (before its row is written)."""
+
+    SUCCEEDED = "succeeded"  # returned a result reference
+    REJECTED = "rejected"  # PermanentFailure: fail the item now
+    ERRORED = "errored"  # any other error or the per-item timeout: retry while attempts are left
+
+
+class Tally(str, enum.Enum):
+    """The counters of one round (emitted as metrics, one per name)."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    RETRIED = "retried"
+    DUPLICATE = "duplicate"
+    CLAIM_LOST = "claim_lost"
+    MESSAGE_FAILURES = "message_failures"
+    ROLLUPS = "rollups"
+
+
+@dataclass(frozen=True)
+class MessageOutcome:
+    ok: bool
+    reason: str
+
+
+@dataclass
+class RoundResult:
+    """Per-message outcomes of one SQS batch, and counts for metrics."""
+
+    outcomes: dict[str, MessageOutcome] = field(default_factory=dict)
+    counts: dict[Tally, int] = field(default_factory=dict)
+
+    def count(self, tally: Tally, n: int = 1) -> None:
+        self.counts[tally] = self.counts.get(tally, 0) + n
+
+    def settle(self, record: Any) -> str:
+        """Powertools record handler: raise for a message that must be redelivered."""
+        message_id = record["messageId"] if isinstance(record, Mapping) else record.message_id
+        outcome = self.outcomes.get(message_id)
+        if outcome is None:
+            raise MessageFailed("message was not part of this round")
+        if not outcome.ok:
+            raise MessageFailed(outcome.reason)
+        return outcome.reason
+
+
+@dataclass
+class _Round:
+    """The state of one `process` call."""
+
+    result: RoundResult = field(default_factory=RoundResult)
+    message_of: dict[ItemKey, str] = field(default_factory=dict)
+    deltas: dict[BatchRef, BatchDelta] = field(default_factory=dict)
+    retry: list[Claim] = field(default_factory=list)
+
+    def delta(self, ref: BatchRef) -> BatchDelta:
+        return self.deltas.setdefault(ref, BatchDelta())
+
+
+class Worker:
+    """Process one SQS batch of wake-ups for one pipeline (the function's own, never the message's)."""
+
+    def __init__(
+        self,
+        store: WorkStore,
+        kind: str,
+        timing: Timing,
+        perform: Perform,
+        wakeups: Wakeups,
+        logger: Logger,
+        deadline_margin_ms: int = 20_000,
+    ) -> None:
+        self._store = store
+        self.kind = kind
+        self.timing = timing
+        self._perform = perform
+        self._wakeups = wakeups
+        self._logger = logger
+        self._margin = deadline_margin_ms
+
+    def process(self, records: Sequence[Mapping[str, Any]], remaining_ms: int | None = None) -> RoundResult:
+        """Claim, run and record every item the records wake; never raises for one bad message."""
+        rnd = _Round()
+        for record in records:
+            message_id = str(record.get("messageId", ""))
+            try:
+                key = parse_wakeup(str(record.get("body", "")))
+            except InvalidEvent as exc:
+                self._reject(rnd, message_id, str(exc), "malformed")
+                continue
+            if key in rnd.message_of:
+                self._ack(rnd, message_id, key, "duplicate in this delivery", Tally.DUPLICATE)
+                continue
+            rnd.message_of[key] = message_id
+        try:
+            claims = self._store.claim(list(rnd.message_of), self.kind, self.timing.attempts_cap)
+        except JobfenceError as exc:
+            for key, message_id in rnd.message_of.items():
+                self._reject(rnd, message_id, f"claim error: {safe_error(exc)}", "claim_error", key)
+            return rnd.result
+        claimed: list[Claim] = []
+        for key, claim in claims.items():
+            message_id = rnd.message_of[key]
+            if claim.state is ClaimState.CLAIMED:
+                claimed.append(claim)
+                rnd.delta(key.batch)
+            elif claim.state is ClaimState.DUPLICATE:
+                self._ack(rnd, message_id, key, f"claim refused: {claim.reason}", Tally.DUPLICATE)
+            elif claim.state is ClaimState.QUOTA_EXHAUSTED:
+                rnd.delta(key.batch).failed += 1
+                self._ack(rnd, message_id, key, "failed: quota exhausted", Tally.FAILED)
+            else:
+                self._reject(rnd, message_id, f"claim refused: {claim.reason}", claim.state.value, key)
+        if claimed:
+            self._run(claimed, remaining_ms, rnd)
+        self._wake_retries(rnd)
+        for ref, delta in rnd.deltas.items():
+            self._roll_up(ref, delta, rnd.result)
+        return rnd.result
+
+    # -- running ----------------------------------------------------------------------------
+
+    def _run(self, claimed: list[Claim], remaining_ms: int | None, rnd: _Round) -> None:
+        timeout_s = float(self.timing.per_item_timeout_s)
+        if remaining_ms is not None:
+            # leave time to write the timeout rows before Lambda itself stops us
+            timeout_s = max(1.0, min(timeout_s, (remaining_ms - self._margin) / 1000))
+        pool = ThreadPoolExecutor(max_workers=len(claimed), thread_name_prefix="item")
+        futures: dict[Future, Claim] = {}
+        for claim in claimed:
+            request = WorkRequest(claim.key, self.kind, claim.attempts, claim.payload)
+            futures[pool.submit(self._perform, request, timeout_s)] = claim
+        settled: set[Future] = set()
+        try:
+            for future in _as_completed(futures, timeout_s):
+                settled.add(future)
+                claim = futures[future]
+                error = future.exception()
+                if error is None:
+                    self._record(claim, Attempt.SUCCEEDED, future.result(), rnd)
+                elif isinstance(error, PermanentFailure):
+                    self._record(claim, Attempt.REJECTED, safe_error(error), rnd)
+                else:
+                    self._record(claim, Attempt.ERRORED, safe_error(error), rnd)
+        finally:
+            for future, claim in futures.items():
+                if future not in settled:
+                    # the row is the only trace of a timeout (seed 003, US-1552)
+                    reason = f"timed out after {timeout_s:g} s (per-item limit)"
+                    self._record(claim, Attempt.ERRORED, reason, rnd)
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _record(self, claim: Claim, attempt: Attempt, detail: str, rnd: _Round) -> None:
+        message_id = rnd.message_of[claim.key]
+        delta = rnd.delta(claim.key.batch)
+        try:
+            if attempt is Attempt.SUCCEEDED:
+                if self._store.complete(claim, str(detail)):
+                    delta.completed += 1
+                    self._ack(rnd, message_id, claim.key, "completed", Tally.COMPLETED, log=False)
+                    return
+            elif attempt is Attempt.REJECTED or claim.attempts >= self.timing.attempts_cap:
+                if self._store.fail(claim, detail):
+                    delta.failed += 1
+                    self._ack(rnd, message_id, claim.key, f"failed at attempt {claim.attempts}: {detail}", Tally.FAILED)
+                    return
+            else:
+                if self._store.release(claim, self.kind, detail):
+                    rnd.retry.append(claim)
+                    self._ack(rnd, message_id, claim.key, f"attempt {claim.attempts} failed, will retry: {detail}",
+                              Tally.RETRIED)
+                    return
+        except JobfenceError as exc:
+            # the row still says running: reclaim picks it up after item-stale
+            self._reject(rnd, message_id, f"writing the outcome failed: {safe_error(exc)}", "write_error", claim.key)
+            return
+        # the claim token no longer matches: the reclaimer (or an operator) moved the row on
+        self._ack(rnd, message_id, claim.key, "claim lost before the outcome was written", Tally.CLAIM_LOST)
+
+    def _wake_retries(self, rnd: _Round) -> None:
+        by_delay: dict[int, list[ItemKey]] = {}
+        for claim in rnd.retry:
+            by_delay.setdefault(self.timing.retry_delay(claim.attempts), []).append(claim.key)
+        for delay, keys in by_delay.items():
+            for key in self._wakeups.send(keys, delay_s=delay):
+                # the item is pending: a redelivery of this very message claims it again
+                self._reject(rnd, rnd.message_of[key], "retry wake-up could not be sent", "wake_error", key)
+
+    def _roll_up(self, ref: BatchRef, delta: BatchDelta, result: RoundResult) -> None:
+        try:
+            row = self._store.rollup(ref, delta)
+            result.count(Tally.ROLLUPS)
+            if row is not None and row.status is BatchStatus.OPEN and row.completed + row.failed >= row.total:
+                self._store.finalize(ref, seen=row)  # a roll-up raced ours: recount once more
+        except JobfenceError as exc:
+            # counters are only a hint: the reclaimer finalizes a quiet batch from its rows
+            self._logger.warning("roll-up failed", extra={"tenant": ref.tenant, "batch": ref.batch_id,
+                                                          "reason": safe_error(exc)})
+
+    # -- message outcomes ---------------------------------------------------------------------
+
+    def _ack(self, rnd: _Round, message_id: str, key: ItemKey, reason: str, tally: Tally, log: bool = True) -> None:
+        rnd.result.outcomes[message_id] = MessageOutcome(True, reason)
+        rnd.result.count(tally)
+        if log:
+            self._logger.info("item", extra={"outcome": tally.value, "reason": reason, **key.log_ids()})
+
+    def _reject(self, rnd: _Round, message_id: str, reason: str, why: str, key: ItemKey | None = None) -> None:
+        """`why` names the refusal in the log line (malformed, claim_error, not_found, ...)."""
+        rnd.result.outcomes[message_id] = MessageOutcome(False, reason)
+        rnd.result.count(Tally.MESSAGE_FAILURES)
+        self._logger.warning("message failed", extra={"outcome": why, "reason": reason, "message_id": message_id,
+                                                       **(key.log_ids() if key else {})})
+
+
+def _as_completed(futures: Iterable[Future], timeout_s: float) -> Iterator[Future]:
+    """Futures as they finish, until `timeout_s` after the first call (all items started together)."""
+    try:
+        yield from as_completed(list(futures), timeout=timeout_s)
+    except TimeoutError:
+        return
