@@ -1,6 +1,7 @@
 """An offline payment provider that models PayPal's order state machine, for unit tests.
 
     CREATED ──buyer approves──► APPROVED ──capture(key)──► COMPLETED ──refund(key)──► (captures refunded)
+                                 └─ patch_amount (an accepted upsell; only while APPROVED)
 
 - the same idempotency key returns the first successful result (no second capture);
 - another key on a COMPLETED order raises `AlreadyCaptured`;
@@ -64,6 +65,15 @@ class FakePayments:
     def capture_elsewhere(self, order_id: str, idempotency_key: str) -> CaptureResult:
         """A capture by another party (the buyer's own path), not counted as ours."""
         return self._capture(order_id, idempotency_key)
+
+    def patch_amount(self, order_id: str, add_cents: int) -> bool:
+        """The buyer's accepted upsell patches the order (PayPal refuses a patch once captured)."""
+        with self._lock:
+            order = self.orders[order_id]
+            if order.status != "APPROVED":
+                return False
+            order.amount_cents += add_cents
+            return True
 
     def decline(self, order_id: str) -> None:
         with self._lock:

@@ -2,6 +2,7 @@
 
     intent_id (key) | sale_ref (PayPal order id) | account_id | amount_cents | currency | status
     | updated_at | created_at | captured_by | capture_ref | capture_attempts | last_error
+    | claimed_at | claimed_by (run id of the safety net run that claimed it)
 
 Checkout leaves an intent `deferred` so a post-purchase upsell can be added
 before anything is charged; every accepted upsell patch refreshes `updated_at`.
@@ -10,6 +11,20 @@ more", and the safety net finds those through the index `by_status_updated`
 (status, updated_at): `status = deferred AND updated_at < cutoff`, a bounded
 query, never a scan. A failed capture attempt never touches `updated_at`
 (it is the buyer's activity signal, not ours).
+
+The safety net claims an intent before it calls the provider (timeline):
+
+    deferred ──claim: status = deferred AND updated_at = <the value it read>──► capturing
+        (a buyer's upsell after the read changed updated_at: the claim is refused, nothing is captured;
+         a buyer's upsell after the claim is refused: patches need status = deferred)
+    capturing ──provider captured under safetynet:<id>──► captured (captured_by = safetynet)
+    capturing ──provider: captured under another key──► captured (captured_by = buyer)
+    capturing ──decline / not capturable / attempts cap──► capture_failed
+    capturing ──outcome unknown (timeout, lost reply, crash)──► stays capturing; a later tick
+        calls the provider again with the same key, which answers with the first result
+
+So money only moves on an amount the buyer can no longer change, and at most
+once per order (one key per initiator, the provider's own state machine between them).
 """
 
 from __future__ import annotations
@@ -23,7 +38,7 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import bind
+from jobfence.dynamo import ErrorKind, bind, classify, error_code
 from jobfence.errors import StoreError
 from jobfence.registry import IndexSpec
 from jobs.commerce import transact
@@ -36,7 +51,8 @@ BY_STATUS_UPDATED = IndexSpec(name="by_status_updated", partition_key=("status",
 class DeferredStatus(str, enum.Enum):
     """Lifecycle of a deferred intent."""
 
-    DEFERRED = "deferred"  # checkout approved it uncaptured; the buyer's final capture or the safety net moves it on
+    DEFERRED = "deferred"  # checkout approved it uncaptured; the buyer's final capture or the safety net's claim moves it on
+    CAPTURING = "capturing"  # the safety net claimed it (amount frozen); the safety net settles it, this tick or a later one
     CAPTURED = "captured"  # terminal: captured by the buyer's path or the safety net (captured_by says which)
     CAPTURE_FAILED = "capture_failed"  # terminal: the safety net met a decline or the attempts cap; operators follow up
 
@@ -78,6 +94,8 @@ class _Intent(Model):
     capture_ref = UnicodeAttribute(null=True)
     capture_attempts = NumberAttribute(default=0)
     last_error = UnicodeAttribute(null=True)
+    claimed_at = NumberAttribute(null=True)
+    claimed_by = UnicodeAttribute(null=True)
     by_status_updated = _ByStatusUpdated()
 
 
@@ -119,9 +137,9 @@ class DeferredPaymentStore:
                 condition=model.status == DeferredStatus.DEFERRED.value,
             )
         except UpdateError as exc:
-            if exc.cause_response_code == "ConditionalCheckFailedException":
+            if classify(exc) is ErrorKind.CONDITION_FAILED:
                 return False
-            raise StoreError(f"patching intent {intent_id} failed: {exc.cause_response_code}") from exc
+            raise StoreError(f"patching intent {intent_id} failed: {error_code(exc)}") from exc
         return True
 
     def stale_deferred(
@@ -134,11 +152,40 @@ class DeferredPaymentStore:
         rows = list(page)
         return rows, page.last_evaluated_key
 
+    def capturing(self, limit: int, after: dict[str, Any] | None = None) -> tuple[list[Any], dict[str, Any] | None]:
+        """Up to `limit` intents left `capturing` by an earlier attempt (unknown outcome, crash), and a cursor."""
+        page = self.model.by_status_updated.query(
+            DeferredStatus.CAPTURING.value, limit=limit, last_evaluated_key=after
+        )
+        rows = list(page)
+        return rows, page.last_evaluated_key
+
+    def claim_item(self, row: Any, run_id: str) -> dict[str, Any]:
+        """Fenced-write entry: deferred -> capturing, only if nobody touched the intent since `row` was read.
+
+        `updated_at` is left alone (the buyer's signal); `claimed_by` lets a retried claim whose
+        reply was lost recognise itself in the old image.
+        """
+        return transact.update(
+            self.table_name,
+            {"intent_id": row.intent_id},
+            "SET #status = :capturing, claimed_at = :now, claimed_by = :run",
+            "#status = :deferred AND updated_at = :seen",
+            {
+                ":capturing": DeferredStatus.CAPTURING.value,
+                ":deferred": DeferredStatus.DEFERRED.value,
+                ":seen": int(row.updated_at),
+                ":now": self._clock.now_ms(),
+                ":run": run_id,
+            },
+            {"#status": "status"},
+        )
+
     def captured_item(self, row: Any, by: Initiator, capture_ref: str | None) -> dict[str, Any]:
-        """Fenced-write entry: deferred -> captured (by whom), only if still deferred."""
+        """Fenced-write entry: capturing -> captured (by whom), only if still ours to settle."""
         values: dict[str, Any] = {
             ":captured": DeferredStatus.CAPTURED.value,
-            ":deferred": DeferredStatus.DEFERRED.value,
+            ":capturing": DeferredStatus.CAPTURING.value,
             ":by": by.value,
             ":now": self._clock.now_ms(),
         }
@@ -147,41 +194,67 @@ class DeferredPaymentStore:
             expression += ", capture_ref = :ref"
             values[":ref"] = capture_ref
         return transact.update(
-            self.table_name, {"intent_id": row.intent_id}, expression, "#status = :deferred", values, {"#status": "status"}
+            self.table_name, {"intent_id": row.intent_id}, expression, "#status = :capturing", values, {"#status": "status"}
         )
 
     def failed_attempt_item(self, row: Any, error: str, terminal: bool) -> dict[str, Any]:
-        """Fenced-write entry counting a failed capture attempt (terminal at a decline or the cap).
+        """Fenced-write entry counting a failed or unknown capture attempt of a claimed intent.
 
+        It stays `capturing` (retried with the same key next tick) unless `terminal` or at the
+        attempts cap (`capture_failed`). The condition includes the attempts count read, so a
+        retried write whose first reply was lost is refused rather than counted twice.
         `updated_at` is left alone: it is the buyer's activity signal.
         """
         attempts = int(row.capture_attempts or 0) + 1
-        status = DeferredStatus.CAPTURE_FAILED if terminal or attempts >= CAPTURE_ATTEMPTS_CAP else DeferredStatus.DEFERRED
+        status = DeferredStatus.CAPTURE_FAILED if terminal or attempts >= CAPTURE_ATTEMPTS_CAP else DeferredStatus.CAPTURING
         return transact.update(
             self.table_name,
             {"intent_id": row.intent_id},
             "SET #status = :status, capture_attempts = :attempts, last_error = :err",
-            "#status = :deferred AND updated_at = :seen",
+            "#status = :capturing AND (capture_attempts = :seen OR attribute_not_exists(capture_attempts))",
             {
                 ":status": status.value,
                 ":attempts": attempts,
                 ":err": error[:200],
+                ":capturing": DeferredStatus.CAPTURING.value,
+                ":seen": attempts - 1,
+            },
+            {"#status": "status"},
+        )
+
+    def invalid_item(self, row: Any, error: str) -> dict[str, Any]:
+        """Fenced-write entry: a deferred intent that can never be captured (no sale reference) -> capture_failed."""
+        return transact.update(
+            self.table_name,
+            {"intent_id": row.intent_id},
+            "SET #status = :failed, last_error = :err",
+            "#status = :deferred AND updated_at = :seen",
+            {
+                ":failed": DeferredStatus.CAPTURE_FAILED.value,
                 ":deferred": DeferredStatus.DEFERRED.value,
                 ":seen": int(row.updated_at),
+                ":err": error[:200],
             },
             {"#status": "status"},
         )
 
     def mark_captured(self, intent_id: str, by: Initiator, capture_ref: str | None) -> bool:
-        """The buyer's own path records its capture (unfenced: it holds no job lease)."""
+        """The buyer's own path records its capture (unfenced: it holds no job lease).
+
+        Also from `capturing`: the buyer's capture may win at the provider while the safety net
+        holds the claim; the safety net then meets `AlreadyCaptured` and finds it settled.
+        """
         model = self.model
         actions = [model.status.set(DeferredStatus.CAPTURED.value), model.captured_by.set(by.value), model.updated_at.set(self._clock.now_ms())]
         if capture_ref:
             actions.append(model.capture_ref.set(capture_ref))
         try:
-            model(intent_id).update(actions=actions, condition=model.status == DeferredStatus.DEFERRED.value)
+            model(intent_id).update(
+                actions=actions,
+                condition=model.status.is_in(DeferredStatus.DEFERRED.value, DeferredStatus.CAPTURING.value),
+            )
         except UpdateError as exc:
-            if exc.cause_response_code == "ConditionalCheckFailedException":
+            if classify(exc) is ErrorKind.CONDITION_FAILED:
                 return False
-            raise StoreError(f"recording capture of {intent_id} failed: {exc.cause_response_code}") from exc
+            raise StoreError(f"recording capture of {intent_id} failed: {error_code(exc)}") from exc
         return True

@@ -8,76 +8,199 @@ with idempotency key `safetynet:<intent id>`, distinct from the buyer's own
 and the second fails cleanly as already captured, which we reconcile as
 captured by the buyer (counted `reconciled`, not `captured`).
 
+Claim before the provider call. The index row is only a hint: before calling
+PayPal the run moves the intent `deferred -> capturing` in a fenced write
+conditioned on the `updated_at` it read. A buyer's upsell accepted after the
+read changed `updated_at`, so the claim is refused and nothing is captured
+(counted `skipped`); an upsell after the claim is refused (patches need
+`deferred`), so the amount captured is the amount the claim froze. Only then
+is the provider called, and the outcome settled (timeline in
+`deferred_payments`).
+
+Each run first resumes intents left `capturing` by an earlier attempt (an
+unknown outcome, a crash between claim and settle, a paused holder) with the
+same `safetynet:` key: the provider answers a repeated key with its first
+result, so money moves at most once per order.
+
+Per-intent outcomes, counted per batch of up to 50 (from the (status,
+updated_at) index, never a scan) with `scanned`:
+
+    captured     this run recorded the safety net's capture (counted once, by the run that recorded it)
+    reconciled   captured under the buyer's key: recorded as the buyer's
+    failed       the provider refused (decline, not capturable, credentials) or the claim could not be
+                 written: no money moved in this attempt
+    unknown      the provider's outcome, or the record of it, is unknown (timeout, lost reply, a settle
+                 write that kept failing): the intent stays `capturing` and a later tick settles it by key
+    skipped      the buyer touched the intent after it was read, or another run settled it first
+
 One intent's failure is logged (intent id and error class, never a payload)
-and never stops the others. A decline or a missing sale reference is terminal
-(`capture_failed`); a timeout leaves the intent deferred for the next tick,
-which retries with the same key, up to 5 attempts. Each batch of up to 50
-intents (from the (status, updated_at) index, never a scan) yields
-`{captured, failed, scanned, reconciled}`.
+and never stops the others. Every conditional write is retried a few times on
+a store error (safe: the condition makes a repeat a no-op) and a refusal is
+read from the old image DynamoDB returns, so our own applied-but-unanswered
+write is recognised as ours. After 5 failed or unknown attempts an intent is
+`capture_failed` for operators.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+import enum
+from typing import Any, Callable, Iterator, Mapping
 
 from aws_lambda_powertools import Logger
 
-from jobfence.errors import ConditionFailed
+from jobfence.dynamo import is_aws_error
+from jobfence.errors import ConditionFailed, StoreError
 from jobfence.runs import safe_error
 from jobfence.scheduled import JobDeps, RunContext
-from jobs.commerce.deferred_payments import DeferredPaymentStore, Initiator, capture_key
-from providers.payments import AlreadyCaptured, InstrumentDeclined, OrderNotCapturable, PaymentPort
+from jobs.commerce.deferred_payments import DeferredPaymentStore, DeferredStatus, Initiator, capture_key
+from providers.payments import (
+    AlreadyCaptured,
+    InstrumentDeclined,
+    OrderNotCapturable,
+    PaymentAuthError,
+    PaymentPort,
+)
 from providers.paypal import paypal_from_settings
 
 CUTOFF_MS = 20 * 60_000
 SAFETY_NET_BATCH = 50
 SAFETY_NET_MAX_BATCHES = 20
+WRITE_ATTEMPTS = 3  # a conditional write is retried on a store error; its condition makes the repeat safe
 _TERMINAL_ERRORS = (InstrumentDeclined, OrderNotCapturable)
+_REFUSED_ERRORS = (PaymentAuthError,)  # the provider answered and did not capture; retried next tick
+
+
+class IntentOutcome(str, enum.Enum):
+    """What one attempt did to one intent (the run row's counters; see the module docstring)."""
+
+    CAPTURED = "captured"
+    RECONCILED = "reconciled"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+    SKIPPED = "skipped"
+
+
+class WriteResult(enum.Enum):
+    """A conditional write after its retries."""
+
+    APPLIED = "applied"  # applied now, or earlier by a try whose reply was lost (recognised in the old image)
+    REFUSED = "refused"  # the condition failed against someone else's change
+    UNKNOWN = "unknown"  # every try raised a store error: it may or may not have been applied
 
 
 def capture_abandoned_deferred(
     intents: DeferredPaymentStore, payments: PaymentPort, ctx: RunContext, logger: Logger
 ) -> Iterator[dict[str, Any]]:
-    """Capture stale deferred intents, 50 a batch, at most 20 batches a run."""
+    """Resume claimed intents, then claim and capture stale ones: 50 a batch, at most 20 batches a run."""
+    net = _SafetyNet(intents, payments, ctx, logger)
     cutoff = ctx.now_ms() - CUTOFF_MS  # fixed for the run: intents patched during it are not ours
+    batches = 0
     cursor = None
-    for _ in range(SAFETY_NET_MAX_BATCHES):
+    while batches < SAFETY_NET_MAX_BATCHES:  # first: intents an earlier attempt left capturing
+        rows, cursor = intents.capturing(SAFETY_NET_BATCH, cursor)
+        if rows:  # usually none: no batch to report
+            batches += 1
+            yield _counts(len(rows), (net.capture(row) for row in rows))
+        if not cursor:
+            break
+    cursor = None
+    while batches < SAFETY_NET_MAX_BATCHES:  # then: deferred intents untouched since the cutoff
         rows, cursor = intents.stale_deferred(cutoff, SAFETY_NET_BATCH, cursor)
-        counts = {"captured": 0, "failed": 0, "scanned": len(rows), "reconciled": 0}
-        for row in rows:
-            counts[_capture_one(intents, payments, ctx, logger, row)] += 1
-        yield counts
+        batches += 1
+        yield _counts(len(rows), (net.claim_and_capture(row) for row in rows))
         if not cursor:
             return
 
 
-def _capture_one(intents: DeferredPaymentStore, payments: PaymentPort, ctx: RunContext, logger: Logger, row: Any) -> str:
-    if not row.sale_ref:
-        logger.error("abandoned deferred capture failed", extra={"intent_id": row.intent_id, "error": "no sale reference"})
-        _write(ctx, intents.failed_attempt_item(row, "invalid: no sale reference", terminal=True))
-        return "failed"
-    try:
-        result = payments.capture(row.sale_ref, capture_key(Initiator.SAFETY_NET, row.intent_id))
-    except AlreadyCaptured:
-        # the buyer's own capture won the race: it is theirs, not ours
-        _write(ctx, intents.captured_item(row, Initiator.BUYER, None))
-        return "reconciled"
-    except Exception as exc:  # noqa: BLE001 - one intent's failure never stops the others
-        logger.error("abandoned deferred capture failed", extra={"intent_id": row.intent_id, "error": safe_error(exc)})
-        _write(ctx, intents.failed_attempt_item(row, type(exc).__name__, terminal=isinstance(exc, _TERMINAL_ERRORS)))
-        return "failed"
-    if not _write(ctx, intents.captured_item(row, Initiator.SAFETY_NET, result.capture_id)):
-        logger.warning("intent changed while capturing", extra={"intent_id": row.intent_id})
-    return "captured"
+def _counts(scanned: int, outcomes: Iterator[IntentOutcome]) -> dict[str, Any]:
+    counts: dict[str, Any] = {o.value: 0 for o in IntentOutcome}
+    for outcome in outcomes:
+        counts[outcome.value] += 1
+    counts["scanned"] = scanned
+    return counts
 
 
-def _write(ctx: RunContext, item: dict[str, Any]) -> bool:
-    """A fenced conditional write; False when the intent moved on meanwhile (buyer activity or capture)."""
-    try:
-        ctx.fenced_write([item])
-    except ConditionFailed:
-        return False
-    return True
+class _SafetyNet:
+    """One run's claims, provider calls and settlements."""
+
+    def __init__(self, intents: DeferredPaymentStore, payments: PaymentPort, ctx: RunContext, logger: Logger) -> None:
+        self._intents = intents
+        self._payments = payments
+        self._ctx = ctx
+        self._logger = logger
+
+    def claim_and_capture(self, row: Any) -> IntentOutcome:
+        """A stale deferred intent: claim it against the `updated_at` read, then capture it."""
+        if not row.sale_ref:
+            self._log_failure(row, "no sale reference")
+            if self._write(self._intents.invalid_item(row, "invalid: no sale reference"), lambda old: False) is WriteResult.APPLIED:
+                return IntentOutcome.FAILED
+            return IntentOutcome.SKIPPED
+        run_id = self._ctx.run_id
+        claimed = self._write(
+            self._intents.claim_item(row, run_id),
+            lambda old: old.get("status") == DeferredStatus.CAPTURING.value and old.get("claimed_by") == run_id,
+        )
+        if claimed is WriteResult.REFUSED:
+            # the buyer changed it after our read (or it was settled): the read is stale, never capture it
+            return IntentOutcome.SKIPPED
+        if claimed is WriteResult.UNKNOWN:
+            # the claim may be in place: a later tick resumes it by key; the provider was not called
+            self._log_failure(row, "claim not recorded")
+            return IntentOutcome.FAILED
+        return self.capture(row)
+
+    def capture(self, row: Any) -> IntentOutcome:
+        """A claimed (`capturing`) intent: call the provider with the safety net's key and settle."""
+        intent_id = row.intent_id
+        try:
+            result = self._payments.capture(row.sale_ref, capture_key(Initiator.SAFETY_NET, intent_id))
+        except AlreadyCaptured:
+            # the buyer's own capture won the race: it is theirs, not ours
+            return self._settle(row, self._intents.captured_item(row, Initiator.BUYER, None), Initiator.BUYER, IntentOutcome.RECONCILED)
+        except Exception as exc:  # noqa: BLE001 - one intent's failure never stops the others
+            self._log_failure(row, safe_error(exc))
+            terminal = isinstance(exc, _TERMINAL_ERRORS)
+            attempts = int(row.capture_attempts or 0) + 1
+            self._write(
+                self._intents.failed_attempt_item(row, type(exc).__name__, terminal=terminal),
+                lambda old: int(old.get("capture_attempts", 0)) >= attempts,
+            )
+            # a typed refusal is an answer (no money moved); anything else may have captured
+            return IntentOutcome.FAILED if terminal or isinstance(exc, _REFUSED_ERRORS) else IntentOutcome.UNKNOWN
+        return self._settle(
+            row, self._intents.captured_item(row, Initiator.SAFETY_NET, result.capture_id), Initiator.SAFETY_NET, IntentOutcome.CAPTURED
+        )
+
+    def _settle(self, row: Any, item: dict[str, Any], by: Initiator, outcome: IntentOutcome) -> IntentOutcome:
+        """Record a capture; a refusal whose old image already says so (a lost reply, the buyer's path) is ours."""
+        written = self._write(
+            item, lambda old: old.get("status") == DeferredStatus.CAPTURED.value and old.get("captured_by") == by.value
+        )
+        if written is WriteResult.APPLIED:
+            return outcome
+        if written is WriteResult.UNKNOWN:
+            self._log_failure(row, "capture not recorded")
+            return IntentOutcome.UNKNOWN  # still capturing if it was not applied: the next tick settles it by key
+        self._logger.warning("intent settled by someone else while capturing", extra={"intent_id": row.intent_id})
+        return IntentOutcome.SKIPPED
+
+    def _write(self, item: dict[str, Any], mine: Callable[[Mapping[str, Any]], bool]) -> WriteResult:
+        """A fenced conditional write with bounded retries; `mine(old image)` recognises our own earlier try."""
+        for _ in range(WRITE_ATTEMPTS):
+            try:
+                self._ctx.fenced_write([item])
+            except ConditionFailed as refused:
+                return WriteResult.APPLIED if mine(refused.item) else WriteResult.REFUSED
+            except Exception as exc:
+                if not (isinstance(exc, StoreError) or is_aws_error(exc)):
+                    raise  # LeaseLost (the term is over: the job stops) and anything that is not the store
+                continue
+            return WriteResult.APPLIED
+        return WriteResult.UNKNOWN
+
+    def _log_failure(self, row: Any, error: str) -> None:
+        self._logger.error("abandoned deferred capture failed", extra={"intent_id": row.intent_id, "error": error})
 
 
 def build_capture_abandoned_deferred(deps: JobDeps):

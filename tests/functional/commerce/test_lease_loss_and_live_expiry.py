@@ -66,7 +66,7 @@ def test_a_fenced_write_after_the_term_ended_is_refused_mid_batch(stores, paymen
     result = harness.run("capture_abandoned_deferred", job)
     # THEN its write is rejected by the fence, the job stops, and the next run reconciles with the same key
     assert result.outcome is Outcome.LEASE_LOST
-    assert stores.deferred.get("i0").status == "deferred"
+    assert stores.deferred.get("i0").status == "capturing"  # claimed under the live term, settled later by key
     clock.advance(minutes=5)
     again = harness.run("capture_abandoned_deferred", lambda ctx: capture_abandoned_deferred(stores.deferred, payments, ctx, harness.logger))
     assert again.summary["captured"] == 3 and payments.captures_of("O0") == 1

@@ -1,0 +1,193 @@
+"""The safety net under faults (issue: never capture a live intent; money at most once; counts agree).
+
+Interleavings are cooperative (a hook runs the buyer's action at an exact point of
+the run); AWS faults are scripted through botocore's event hooks; the fake
+provider models PayPal's idempotency keys and order state machine.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs.commerce.checkout import capture_for_buyer
+from jobs.commerce.safety_net import capture_abandoned_deferred
+from tests.fault_hooks import Fault, ScriptedFaults
+
+COUNTS = ("captured", "reconciled", "failed", "unknown", "skipped", "scanned")
+
+
+class Crash(BaseException):
+    """The function dies here (not an exception the job could catch)."""
+
+
+class HookedIntents:
+    """The real store, with a hook that runs right after the stale query returned (a pause, a buyer)."""
+
+    def __init__(self, store, after_query):
+        self._store = store
+        self._after_query = after_query
+
+    def stale_deferred(self, *args, **kwargs):
+        page = self._store.stale_deferred(*args, **kwargs)
+        self._after_query()
+        return page
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+
+class HookedPayments:
+    """The fake provider, with hooks just before and just after PayPal applies a capture."""
+
+    def __init__(self, payments, before=None, after=None):
+        self.payments, self.before, self.after = payments, before, after
+
+    def capture(self, order_id, key):
+        if self.before:
+            self.before(order_id)
+        result = self.payments.capture(order_id, key)
+        if self.after:
+            self.after(order_id)
+        return result
+
+
+def run(harness, intents, payments):
+    return harness.run("capture_abandoned_deferred", lambda ctx: capture_abandoned_deferred(intents, payments, ctx, harness.logger))
+
+
+def counts(result):
+    return {k: result.summary.get(k, 0) for k in COUNTS}
+
+
+def one_stale_intent(stores, payments, clock, amount=1_000):
+    payments.approve("O-1", amount)
+    stores.deferred.create("i1", "O-1", amount)
+    clock.advance(minutes=21)
+
+
+def upsell(stores, payments, add):
+    """The buyer accepts an upsell: PayPal's order is patched, then the intent (refreshing updated_at)."""
+    patched = payments.patch_amount("O-1", add)
+    return patched and stores.deferred.patch_upsell("i1", add)
+
+
+def test_a_buyer_upsell_between_the_query_and_the_capture_wins_and_nothing_is_captured(stores, payments, harness, clock):
+    # GIVEN an intent untouched for 21 minutes
+    one_stale_intent(stores, payments, clock)
+    # WHEN the buyer's upsell is accepted right after the run read it as stale (no fault: just timing)
+    intents = HookedIntents(stores.deferred, lambda: upsell(stores, payments, 500))
+    result = run(harness, intents, payments)
+    # THEN the run does not capture an intent touched within the cutoff: the buyer's change wins
+    assert payments.calls == []
+    assert payments.orders["O-1"].status == "APPROVED"
+    row = stores.deferred.get("i1")
+    assert (row.status, int(row.amount_cents)) == ("deferred", 1_500)
+    assert counts(result) == {"captured": 0, "reconciled": 0, "failed": 0, "unknown": 0, "skipped": 1, "scanned": 1}
+
+
+def test_an_upsell_after_the_claim_is_refused_and_the_claimed_amount_is_captured(stores, payments, harness, clock):
+    # GIVEN an intent the run has already claimed, and a buyer who comes back just before the capture
+    one_stale_intent(stores, payments, clock)
+    accepted = []
+    hooked = HookedPayments(payments, before=lambda order: accepted.append(stores.deferred.patch_upsell("i1", 500)))
+    # WHEN the run captures
+    result = run(harness, stores.deferred, hooked)
+    # THEN the late upsell was refused (the amount was frozen by the claim) and the claimed amount was captured
+    assert accepted == [False]
+    row = stores.deferred.get("i1")
+    assert (row.status, row.captured_by, int(row.amount_cents)) == ("captured", "safetynet", 1_000)
+    assert payments.orders["O-1"].amount_cents == 1_000 and payments.captures_of("O-1") == 1
+    assert counts(result)["captured"] == 1
+
+
+def test_a_lost_paypal_reply_is_counted_unknown_and_the_next_tick_captures_nothing_twice(stores, payments, harness, clock):
+    # GIVEN PayPal will capture and then lose its answer
+    one_stale_intent(stores, payments, clock)
+    payments.lose_response_next(1)
+    # WHEN the safety net runs
+    first = run(harness, stores.deferred, payments)
+    # THEN the run does not claim a failure it cannot know: unknown, and the intent stays claimed
+    assert payments.captures_of("O-1") == 1
+    assert counts(first) == {"captured": 0, "reconciled": 0, "failed": 0, "unknown": 1, "skipped": 0, "scanned": 1}
+    assert stores.deferred.get("i1").status == "capturing"
+    # WHEN the next tick resumes it with the same key
+    clock.advance(minutes=5)
+    second = run(harness, stores.deferred, payments)
+    # THEN PayPal answers with the first capture: recorded once, counted captured once in total
+    assert counts(second)["captured"] == 1
+    assert [key for _, _, key in payments.calls] == ["safetynet:i1", "safetynet:i1"]
+    assert payments.captures_of("O-1") == 1
+    row = stores.deferred.get("i1")
+    assert (row.status, row.captured_by, row.capture_ref) == ("captured", "safetynet", payments.orders["O-1"].capture_id)
+
+
+def test_a_crash_after_paypal_captured_is_settled_by_key_on_a_later_tick(stores, payments, harness, clock):
+    # GIVEN a run that dies right after PayPal captured, before recording it
+    one_stale_intent(stores, payments, clock)
+
+    def die(order):
+        raise Crash()
+
+    with pytest.raises(Crash):
+        run(harness, stores.deferred, HookedPayments(payments, after=die))
+    assert stores.deferred.get("i1").status == "capturing"
+    # WHEN a later tick runs (after the dead holder's lease expired)
+    clock.advance(minutes=40)
+    result = run(harness, stores.deferred, payments)
+    # THEN it settles the intent with the same key: captured once, never as the buyer's
+    assert counts(result)["captured"] == 1
+    assert payments.captures_of("O-1") == 1 and {key for _, _, key in payments.calls} == {"safetynet:i1"}
+    assert stores.deferred.get("i1").status == "captured"
+
+
+def test_the_buyer_capturing_while_the_net_holds_the_claim_is_reconciled(stores, payments, harness, clock):
+    # GIVEN the buyer's final capture reaches PayPal after the net's claim, before the net's call
+    one_stale_intent(stores, payments, clock)
+    outcomes = []
+    hooked = HookedPayments(payments, before=lambda order: outcomes.append(capture_for_buyer(stores.deferred, payments, "i1")))
+    result = run(harness, stores.deferred, hooked)
+    # THEN money moved once, under the buyer's key, and the intent is the buyer's
+    assert outcomes == ["captured"]
+    assert payments.orders["O-1"].captured_with == "buyer:i1" and payments.captures_of("O-1") == 1
+    row = stores.deferred.get("i1")
+    assert (row.status, row.captured_by) == ("captured", "buyer")
+    assert counts(result)["captured"] == 0 and counts(result)["reconciled"] + counts(result)["skipped"] == 1
+
+
+def test_a_claim_whose_reply_was_lost_is_recognised_from_the_old_image(stores, payments, harness, clock, dynamodb):
+    # GIVEN the claim (the first fenced write) is applied but its reply is lost
+    one_stale_intent(stores, payments, clock)
+    faults = ScriptedFaults(dynamodb).script("TransactWriteItems", 1, Fault.LOST_REPLY)
+    result = run(harness, stores.deferred, payments)
+    faults.detach()
+    # THEN the retried claim is refused by its own first try, recognised as ours, and the capture goes on once
+    assert ("TransactWriteItems", 1, Fault.LOST_REPLY) in faults.fired
+    assert counts(result)["captured"] == 1
+    assert payments.captures_of("O-1") == 1 and len(payments.calls) == 1
+
+
+def test_a_settle_write_throttled_after_paypal_captured_is_unknown_then_settled_once(stores, payments, harness, clock, dynamodb):
+    # GIVEN the settle write after a successful capture is throttled on every try
+    one_stale_intent(stores, payments, clock)
+    faults = ScriptedFaults(dynamodb).script("TransactWriteItems", 2, Fault.THROTTLE, times=3)
+    first = run(harness, stores.deferred, payments)
+    faults.detach()
+    # THEN the run does not count a capture it could not record, and does not fail the run for it
+    assert len(faults.fired) == 3
+    assert counts(first)["captured"] == 0 and counts(first)["unknown"] == 1
+    # WHEN the next tick comes THEN it is recorded once; the provider saw one capture
+    clock.advance(minutes=5)
+    second = run(harness, stores.deferred, payments)
+    assert counts(second)["captured"] == 1
+    assert payments.captures_of("O-1") == 1 and {key for _, _, key in payments.calls} == {"safetynet:i1"}
+
+
+def test_a_settle_write_whose_reply_was_lost_is_counted_once(stores, payments, harness, clock, dynamodb):
+    one_stale_intent(stores, payments, clock)
+    faults = ScriptedFaults(dynamodb).script("TransactWriteItems", 2, Fault.LOST_REPLY)
+    first = run(harness, stores.deferred, payments)
+    faults.detach()
+    assert counts(first)["captured"] == 1 and counts(first)["unknown"] == 0
+    clock.advance(minutes=5)
+    assert counts(run(harness, stores.deferred, payments))["scanned"] == 0
+    assert len(payments.calls) == 1
