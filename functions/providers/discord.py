@@ -5,10 +5,18 @@ the bot token). Errors are split by what the caller should do:
 `DiscordRateLimited` (retry after `retry_after_s`), `DiscordUnavailable`
 (transient: retry later) and `DiscordRejected` (Discord refused the request
 itself: retrying will not help).
+
+Message posts (channel messages and direct messages) carry Discord's own
+idempotency: a `nonce` of at most 25 characters with `enforce_nonce: true`, so
+Discord answers a repeat from the same bot with the same nonce, within its
+window of a few minutes, with the message it already created instead of a
+second one. Role PUT/DELETE are idempotent by nature and an edit converges on
+the same content, so those need no nonce.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import urllib.error
@@ -22,6 +30,7 @@ DISCORD_SECRET = "discord_token"  # logical secret holding the bot token (only t
 USER_AGENT = "DiscordBot (https://github.com/jobfence/jobfence, 1.0)"
 DEFAULT_TIMEOUT_S = 10.0
 MAX_ERROR_BODY = 200
+DISCORD_NONCE_LENGTH = 25  # Discord's limit for a message nonce
 
 
 class DiscordError(JobfenceError):
@@ -49,6 +58,11 @@ class DiscordRejected(DiscordError):
         super().__init__(f"Discord refused the request: HTTP {status}" + (f" code {code}" if code is not None else ""))
 
 
+def discord_nonce(event_nonce: str) -> str:
+    """Discord's message nonce for one of our events: deterministic, within Discord's 25 characters."""
+    return hashlib.sha256(event_nonce.encode()).hexdigest()[:DISCORD_NONCE_LENGTH]
+
+
 class Discord(Protocol):
     """What the Discord worker needs from Discord."""
 
@@ -56,11 +70,11 @@ class Discord(Protocol):
 
     def remove_role(self, guild_id: str, user_id: str, role_id: str) -> None: ...
 
-    def post_message(self, channel_id: str, content: str) -> str: ...
+    def post_message(self, channel_id: str, content: str, nonce: str | None = None) -> str: ...
 
     def edit_message(self, channel_id: str, message_id: str, content: str) -> None: ...
 
-    def send_direct(self, user_id: str, content: str) -> str: ...
+    def send_direct(self, user_id: str, content: str, nonce: str | None = None) -> str: ...
 
 
 class DiscordRest:
@@ -79,15 +93,16 @@ class DiscordRest:
     def remove_role(self, guild_id: str, user_id: str, role_id: str) -> None:
         self._call("DELETE", f"/guilds/{guild_id}/members/{user_id}/roles/{role_id}")
 
-    def post_message(self, channel_id: str, content: str) -> str:
-        return str(self._call("POST", f"/channels/{channel_id}/messages", _message(content))["id"])
+    def post_message(self, channel_id: str, content: str, nonce: str | None = None) -> str:
+        return str(self._call("POST", f"/channels/{channel_id}/messages", _message(content, nonce))["id"])
 
     def edit_message(self, channel_id: str, message_id: str, content: str) -> None:
         self._call("PATCH", f"/channels/{channel_id}/messages/{message_id}", _message(content))
 
-    def send_direct(self, user_id: str, content: str) -> str:
+    def send_direct(self, user_id: str, content: str, nonce: str | None = None) -> str:
+        # opening the DM channel is idempotent (Discord returns the existing one)
         channel = self._call("POST", "/users/@me/channels", {"recipient_id": user_id})
-        return self.post_message(str(channel["id"]), content)
+        return self.post_message(str(channel["id"]), content, nonce)
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         data = json.dumps(body).encode() if body is not None else None
@@ -106,9 +121,13 @@ class DiscordRest:
         return json.loads(raw) if raw else {}
 
 
-def _message(content: str) -> dict[str, Any]:
+def _message(content: str, nonce: str | None = None) -> dict[str, Any]:
     # Never let event text ping @everyone or roles.
-    return {"content": content, "allowed_mentions": {"parse": []}}
+    body: dict[str, Any] = {"content": content, "allowed_mentions": {"parse": []}}
+    if nonce is not None:
+        body["nonce"] = nonce
+        body["enforce_nonce"] = True
+    return body
 
 
 def _http_error(exc: urllib.error.HTTPError) -> DiscordError:
@@ -134,15 +153,21 @@ def _http_error(exc: urllib.error.HTTPError) -> DiscordError:
 class FakeDiscord:
     """Offline fake with Discord's state: member roles, channel messages, DMs.
 
-    Role PUT/DELETE are idempotent as in Discord; `rate_limit_next(n, s)` makes
-    the next n calls raise `DiscordRateLimited(s)` without changing anything.
+    Role PUT/DELETE are idempotent as in Discord; a post with a nonce already
+    posted in that channel returns the first message (Discord's `enforce_nonce`;
+    `forget_nonces()` models its window running out); `rate_limit_next(n, s)` makes
+    the next n calls raise `DiscordRateLimited(s)` without changing anything;
+    `lose_reply_next(n)` makes the next n calls act and then raise
+    `DiscordUnavailable` (the answer was lost).
     """
 
     roles: dict[tuple[str, str], set[str]] = field(default_factory=dict)
     messages: dict[str, dict[str, str]] = field(default_factory=dict)  # channel -> message id -> content
     direct: dict[str, list[str]] = field(default_factory=dict)  # user -> contents
     calls: list[tuple[str, ...]] = field(default_factory=list)
+    nonces: dict[tuple[str, str], str] = field(default_factory=dict)  # (channel, nonce) -> message id
     _limited: list[float] = field(default_factory=list)
+    _lost: int = 0
     _next_id: int = 900_000_000_000_000_000
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -153,27 +178,54 @@ class FakeDiscord:
     def rate_limit_next(self, n: int, retry_after_s: float) -> None:
         self._limited.extend([retry_after_s] * n)
 
+    def lose_reply_next(self, n: int = 1) -> None:
+        self._lost += n
+
+    def forget_nonces(self) -> None:
+        """Discord's nonce window ran out: a repeat now creates a new message."""
+        with self._lock:
+            self.nonces.clear()
+
+    def effects(self) -> int:
+        """Calls that changed something visible to people (posts and DMs that created a message)."""
+        return sum(1 for c in self.calls if c[0] in ("post_message", "send_direct"))
+
     def _enter(self, *call: str) -> None:
         if self._limited:
             raise DiscordRateLimited(self._limited.pop(0))
         self.calls.append(call)
 
+    def _leave(self) -> None:
+        if self._lost:
+            self._lost -= 1
+            raise DiscordUnavailable("Discord's answer was lost")
+
     def add_role(self, guild_id: str, user_id: str, role_id: str) -> None:
         with self._lock:
             self._enter("add_role", guild_id, user_id, role_id)
             self.roles.setdefault((guild_id, user_id), set()).add(role_id)
+            self._leave()
 
     def remove_role(self, guild_id: str, user_id: str, role_id: str) -> None:
         with self._lock:
             self._enter("remove_role", guild_id, user_id, role_id)
             self.roles.setdefault((guild_id, user_id), set()).discard(role_id)
+            self._leave()
 
-    def post_message(self, channel_id: str, content: str) -> str:
+    def post_message(self, channel_id: str, content: str, nonce: str | None = None) -> str:
         with self._lock:
-            self._enter("post_message", channel_id, content)
-            self._next_id += 1
-            self.messages.setdefault(channel_id, {})[str(self._next_id)] = content
-            return str(self._next_id)
+            if nonce is not None and (channel_id, nonce) in self.nonces:
+                self._enter("post_message_deduplicated", channel_id, content)
+                message_id = self.nonces[(channel_id, nonce)]
+            else:
+                self._enter("post_message", channel_id, content)
+                self._next_id += 1
+                message_id = str(self._next_id)
+                self.messages.setdefault(channel_id, {})[message_id] = content
+                if nonce is not None:
+                    self.nonces[(channel_id, nonce)] = message_id
+            self._leave()
+            return message_id
 
     def edit_message(self, channel_id: str, message_id: str, content: str) -> None:
         with self._lock:
@@ -181,10 +233,20 @@ class FakeDiscord:
             if message_id not in self.messages.get(channel_id, {}):
                 raise DiscordRejected(404, 10008)  # Unknown Message
             self.messages[channel_id][message_id] = content
+            self._leave()
 
-    def send_direct(self, user_id: str, content: str) -> str:
+    def send_direct(self, user_id: str, content: str, nonce: str | None = None) -> str:
         with self._lock:
-            self._enter("send_direct", user_id, content)
-            self.direct.setdefault(user_id, []).append(content)
-            self._next_id += 1
-            return str(self._next_id)
+            channel = f"dm-{user_id}"
+            if nonce is not None and (channel, nonce) in self.nonces:
+                self._enter("send_direct_deduplicated", user_id, content)
+                message_id = self.nonces[(channel, nonce)]
+            else:
+                self._enter("send_direct", user_id, content)
+                self.direct.setdefault(user_id, []).append(content)
+                self._next_id += 1
+                message_id = str(self._next_id)
+                if nonce is not None:
+                    self.nonces[(channel, nonce)] = message_id
+            self._leave()
+            return message_id

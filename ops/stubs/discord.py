@@ -8,10 +8,14 @@
 
 Routes (bot token required, as `Authorization: Bot <token>`):
 PUT/DELETE /guilds/{guild}/members/{user}/roles/{role} -> 204,
-POST /channels/{channel}/messages -> 200 {id, channel_id, content},
+POST /channels/{channel}/messages -> 200 {id, channel_id, content} (with `nonce` and
+`enforce_nonce: true`, a repeat in that channel within the nonce window returns the
+first message instead of creating one, as Discord does),
 PATCH /channels/{channel}/messages/{id} -> 200 (404 code 10008 if unknown),
 POST /users/@me/channels {recipient_id} -> 200 {id, type: 1, recipients}.
-State is kept in memory and readable through `roles`, `messages`, `requests`.
+State is kept in memory and readable through `roles`, `messages`, `requests`,
+`created` (messages actually created); `lose_replies(n)` makes the next n requests
+act and then drop the connection without an answer (a lost reply).
 
 The local runtime calls `start_local(clock)`: a stub with a fresh bot token,
 its base URL, and that token as the value of the `discord_token` secret, so
@@ -27,19 +31,35 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from jobfence.clock import Clock, SystemClock
+
 API_PREFIX = "/api/v10"
 SECRETS = ("discord_token",)  # the secret whose value is the stub's bot token
 ROLE = re.compile(r"^/guilds/(\d+)/members/(\d+)/roles/(\d+)$")
 MESSAGES = re.compile(r"^/channels/(\d+)/messages$")
 MESSAGE = re.compile(r"^/channels/(\d+)/messages/(\d+)$")
 DM_CHANNELS = "/users/@me/channels"
+# Discord documents the nonce check as covering "the past few minutes" without a number; the stub
+# models a conservative two minutes so tests never lean on a longer window than Discord may keep.
+NONCE_WINDOW_MS = 120_000
+
+
+class DropConnection(Exception):
+    """The stub acted on the request and will close the connection without answering."""
 
 
 class DiscordStub:
     """Discord's REST API on loopback, in memory."""
 
-    def __init__(self, token: str = "local-bot-token", host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, token: str = "local-bot-token", host: str = "127.0.0.1", port: int = 0,
+                 clock: Clock | None = None, nonce_window_ms: int = NONCE_WINDOW_MS) -> None:
         self.token = token
+        self._clock = clock or SystemClock()
+        self._nonce_window_ms = nonce_window_ms
+        self._nonces: dict[tuple[str, str], tuple[str, int]] = {}  # (channel, nonce) -> (message id, created at)
+        self._lose = 0
+        self._lose_route = ""
+        self.created: list[tuple[str, str]] = []  # (channel, message id) of every message created
         self._address = (host, port)
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -89,6 +109,12 @@ class DiscordStub:
         with self._lock:
             self._limited.extend([retry_after] * count)
 
+    def lose_replies(self, count: int = 1, route: str = "") -> None:
+        """Act on the next `count` requests (whose route contains `route`), then close without an answer."""
+        with self._lock:
+            self._lose += count
+            self._lose_route = route
+
     def add_message(self, channel_id: str, content: str = "", message_id: str | None = None) -> str:
         """Seed an existing message (for edits), with a given or a new id; return its id."""
         with self._lock:
@@ -111,8 +137,31 @@ class DiscordStub:
         self.messages.setdefault(channel_id, {})[str(self._next_id)] = content
         return str(self._next_id)
 
+    def _post(self, channel: str, content: str, body: dict[str, Any]) -> str:
+        """Create a message, or return the one an enforced nonce already created within the window."""
+        nonce = body.get("nonce")
+        enforced = body.get("enforce_nonce") is True and isinstance(nonce, (str, int)) and len(str(nonce)) <= 25
+        now = self._clock.now_ms()
+        if enforced:
+            seen = self._nonces.get((channel, str(nonce)))
+            if seen is not None and now - seen[1] <= self._nonce_window_ms:
+                return seen[0]
+        message_id = self._new_message(channel, content)
+        self.created.append((channel, message_id))
+        if enforced:
+            self._nonces[(channel, str(nonce))] = (message_id, now)
+        return message_id
+
     def handle(self, method: str, path: str, auth: str | None, body: Any) -> tuple[int, dict[str, Any] | None, dict[str, str]]:
-        """One request: (status, JSON body or None, extra headers)."""
+        """One request: (status, JSON body or None, extra headers); raises `DropConnection` for a lost reply."""
+        answer = self._handle(method, path, auth, body)
+        with self._lock:
+            if self._lose and answer[0] < 300 and self._lose_route in path:
+                self._lose -= 1
+                raise DropConnection()
+        return answer
+
+    def _handle(self, method: str, path: str, auth: str | None, body: Any) -> tuple[int, dict[str, Any] | None, dict[str, str]]:
         with self._lock:
             if auth != f"Bot {self.token}":
                 return 401, {"message": "401: Unauthorized", "code": 0}, {}
@@ -137,7 +186,8 @@ class DiscordStub:
                 content = (body or {}).get("content")
                 if not isinstance(content, str) or not 0 < len(content) <= 2000:
                     return 400, {"message": "Invalid Form Body", "code": 50035}, {}
-                message_id = self._new_message(channel, content)
+                message_id = self._post(channel, content, body or {})
+                content = self.messages[channel][message_id]
                 return 200, {"id": message_id, "channel_id": channel, "content": content}, {}
             elif (match := MESSAGE.match(route)) and method == "PATCH":
                 channel, message_id = match.groups()
@@ -163,7 +213,7 @@ class DiscordStub:
 
 def start_local(clock: Any = None) -> tuple[DiscordStub, str, str]:
     """For the local runtime: a running stub, its base URL, and the bot token to store as `discord_token`."""
-    stub = DiscordStub(token=secrets.token_hex(24))
+    stub = DiscordStub(token=secrets.token_hex(24), clock=clock)
     return stub, stub.start(), stub.token
 
 
@@ -179,7 +229,11 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             self._reply(400, {"message": "400: Bad Request", "code": 50109}, {})
             return
-        status, payload, headers = self.owner.handle(self.command, self.path, self.headers.get("Authorization"), body)
+        try:
+            status, payload, headers = self.owner.handle(self.command, self.path, self.headers.get("Authorization"), body)
+        except DropConnection:
+            self.close_connection = True  # acted on, never answered: the client sees the connection drop
+            return
         self._reply(status, payload, headers)
 
     def _reply(self, status: int, payload: dict[str, Any] | None, headers: dict[str, str]) -> None:

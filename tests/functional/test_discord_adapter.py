@@ -76,3 +76,28 @@ def test_the_local_runtime_entry_point_gives_a_stub_its_url_and_its_token():
         assert stub.messages["10"]["140000000000000001"] == "edited"
     finally:
         stub.stop()
+
+
+def test_a_post_with_an_enforced_nonce_is_created_once_within_discords_window():
+    # GIVEN the stub on a clock we advance, and a post whose reply is lost after Discord created it
+    from jobfence.clock import FrozenClock
+    from ops.stubs.discord import NONCE_WINDOW_MS
+
+    clock = FrozenClock()
+    with DiscordStub(token=TOKEN, clock=clock) as stub:
+        discord = DiscordRest(stub.base_url, TOKEN, timeout_s=5)
+        stub.lose_replies(1, route="/messages")
+        with pytest.raises(DiscordUnavailable):
+            discord.send_direct("20", "your reminder", nonce="n" * 25)
+        # WHEN the same post is re-sent with the same nonce THEN Discord returns the message it created
+        first = stub.created[-1][1]
+        assert discord.send_direct("20", "your reminder", nonce="n" * 25) == first
+        assert stub.direct_messages("20") == ["your reminder"]
+        # AND past the window a re-send is a new message (what stays at-least-once)
+        clock.advance(ms=NONCE_WINDOW_MS + 1)
+        assert discord.send_direct("20", "your reminder", nonce="n" * 25) != first
+        assert len(stub.direct_messages("20")) == 2
+        # AND without a nonce every post is a new message
+        discord.post_message("10", "a")
+        discord.post_message("10", "a")
+        assert len(stub.messages["10"]) == 2

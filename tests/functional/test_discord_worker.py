@@ -79,6 +79,21 @@ def test_a_rate_limited_message_fails_alone_and_goes_through_on_redelivery(worke
     assert out == {"batchItemFailures": []} and stub.roles[("1", "2")] == {"3"}
 
 
+def test_a_direct_message_whose_discord_reply_was_lost_is_sent_once(worker, lambda_context):
+    # GIVEN Discord creates the DM and the connection drops before its answer
+    module, stub, sqs, url, publisher = worker
+    send_manual_change(publisher, "direct_notification", user_id="5", content="hello")
+    batch = _receive(sqs, url)
+    stub.lose_replies(1, route="/messages")
+    out = module.handler(batch, lambda_context)
+    assert out == {"batchItemFailures": [{"itemIdentifier": batch["Records"][0]["messageId"]}]}
+    # WHEN SQS delivers the message again
+    out = module.handler(batch, lambda_context)
+    # THEN the re-sent post carried the same Discord nonce: one message, not two
+    assert out == {"batchItemFailures": []}
+    assert stub.direct_messages("5") == ["hello"] and len(stub.created) == 1
+
+
 def test_forged_and_malformed_samples_fail_and_never_reach_discord(worker, lambda_context):
     module, stub, *_ = worker
     for name in ("malformed_discord_forged", "malformed_discord_body", "discord_batch"):

@@ -10,9 +10,9 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType as BatchEventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from jobs.club.delivery import DiscordDelivery, visibility_for
+from jobs.club.delivery import DiscordDelivery, claim_token, visibility_for
 from jobs.club.events import MAX_AGE_MS, Event, EventRejected, EventType, Signer, Verifier, nonce_for
-from jobs.club.stores.nonces import NonceState, NonceStore
+from jobs.club.stores.nonces import Claim, NonceState, NonceStore
 from providers.discord import DiscordRateLimited, DiscordRejected, FakeDiscord
 from tests.support import create_catalog_tables
 
@@ -124,14 +124,15 @@ def test_429_delays_the_message_by_retry_after_and_its_retry_is_not_a_replay(wor
     assert len(discord.calls) == 2 and discord.roles[("1", "2")] == {"3"}
 
 
-def test_a_redelivery_after_a_crash_between_claim_and_discord_is_reentrant(worker, clock):
-    # GIVEN a worker that claimed a nonce for message m-1 and died before calling Discord
+def test_a_redelivery_after_a_crash_between_claim_and_discord_takes_the_expired_claim_over(worker, clock):
+    # GIVEN a worker that claimed a nonce for message m-1 (its first receive) and died before calling Discord
     delivery, nonces, discord, _ = worker
     body = _role_add(clock)
-    assert nonces.claim(json.loads(body)["nonce"], "m-1")
-    # WHEN SQS redelivers m-1 (same message id)
+    assert nonces.claim(json.loads(body)["nonce"], claim_token("rh-first-receive"), "m-1") is Claim.CLAIMED
+    # WHEN SQS redelivers m-1 after its visibility timeout (a new receive, so a new receipt handle)
+    clock.advance(seconds=180)
     result = delivery.deliver(SQSRecord(_record(body, "m-1")))
-    # THEN the same delivery may go on
+    # THEN the expired claim is taken over and the event is delivered
     assert result == "delivered" and len(discord.calls) == 1
 
 

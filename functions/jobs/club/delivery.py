@@ -1,34 +1,43 @@
-"""The Discord worker's logic: verify, claim the nonce, call Discord, settle the claim.
+"""The Discord worker's logic: verify, claim the nonce for this receive, call Discord, settle the claim.
 
 One SQS record at a time (the handler runs it under the Powertools batch
 processor, so each record succeeds or fails on its own):
 
     body ─► verify (shape, HMAC, freshness) ── rejected ─► failure (to the DLQ after the receive cap; never Discord)
-         ─► claim nonce (receipt = SQS message id) ── taken by another message ─► replay: acknowledged, dropped
-         ─► Discord REST
-               ok        ─► nonce done
+         ─► claim nonce (token = this receive's receipt handle)
+               done ─► replay: acknowledged, dropped
+               busy ─► another receive holds a live claim: failure, not called (SQS brings it back; by then
+                       the other receive has finished and it is a replay, or died and its claim expired)
+         ─► Discord REST (a message post carries Discord's own nonce with enforce_nonce)
+               ok        ─► nonce done (a failure to record that is logged and counted, never a reason to
+                            call Discord again: the record is acknowledged)
                429       ─► release claim, message invisible for retry_after, failure (SQS delivers it again)
                other err ─► release claim, failure (normal visibility timeout)
 
 Releasing the claim is what keeps the retried delivery of a rate-limited
-message from being dropped as a replay; re-entrancy for the same message id
-covers a worker that died between claim and settle.
+message from being dropped as a replay. A store error while releasing or
+delaying never masks Discord's error: it is logged and the claim simply
+expires. What stays at-least-once (a worker that dies, or a Discord reply that
+is lost, after Discord acted) is written down in docs/jobs.md.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Any, Protocol
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
-from jobfence.errors import StoreError
+from jobfence.dynamo import error_code
+from jobfence.errors import JobfenceError, StoreError
+from jobfence.runs import safe_error
 from jobs.club.events import EventRejected, EventType, SignedEvent, Verifier
-from jobs.club.stores.nonces import NonceStore
-from providers.discord import Discord, DiscordError, DiscordRateLimited
+from jobs.club.stores.nonces import Claim, NonceStore
+from providers.discord import Discord, DiscordError, DiscordRateLimited, discord_nonce
 
 MAX_VISIBILITY_S = 43_200  # SQS's limit
 
@@ -50,8 +59,8 @@ class SqsVisibility:
         try:
             self._client.change_message_visibility(QueueUrl=self._url, ReceiptHandle=receipt_handle,
                                                    VisibilityTimeout=seconds)
-        except ClientError as exc:
-            raise StoreError(f"changing message visibility failed: {exc.response['Error'].get('Code')}") from exc
+        except (ClientError, BotoCoreError) as exc:
+            raise StoreError(f"changing message visibility failed: {error_code(exc)}") from exc
 
 
 def visibility_for(retry_after_s: float) -> int:
@@ -67,17 +76,26 @@ def apply(discord: Discord, event: SignedEvent) -> None:
     elif event.type is EventType.ROLE_REMOVE:
         discord.remove_role(p.guild_id, p.user_id, p.role_id)
     elif event.type is EventType.MESSAGE_POST:
-        discord.post_message(p.channel_id, p.content)
+        discord.post_message(p.channel_id, p.content, nonce=discord_nonce(event.nonce))
     elif event.type is EventType.MESSAGE_EDIT:
         discord.edit_message(p.channel_id, p.message_id, p.content)
     elif event.type is EventType.DIRECT_NOTIFICATION:
-        discord.send_direct(p.user_id, p.content)
+        discord.send_direct(p.user_id, p.content, nonce=discord_nonce(event.nonce))
     else:  # pragma: no cover - the verifier only admits the types above
         raise ValueError(f"unhandled event type {event.type}")
 
 
+class DeliveryBusy(JobfenceError):
+    """Another receive of this event holds a live claim: Discord is not called; SQS brings the message back."""
+
+
+def claim_token(receipt_handle: str) -> str:
+    """The claim token of one receive: SQS gives every receive of a message its own receipt handle."""
+    return hashlib.sha256(receipt_handle.encode()).hexdigest()[:32]
+
+
 class DiscordDelivery:
-    """Delivers one notification-queue record to Discord, at most once per nonce."""
+    """Delivers one notification-queue record to Discord: at most once per nonce while the worker lives."""
 
     def __init__(self, verifier: Verifier, nonces: NonceStore, discord: Discord, visibility: Visibility,
                  logger: Logger, metrics: Metrics) -> None:
@@ -96,27 +114,49 @@ class DiscordDelivery:
             self._observe("rejected", reason=exc.reason.value, message_id=record.message_id, detail=str(exc))
             raise
         fields = {"type": event.type.value, "nonce": event.nonce, "message_id": record.message_id}
-        if not self._nonces.claim(event.nonce, record.message_id):
+        token = claim_token(record.receipt_handle)
+        claim = self._nonces.claim(event.nonce, token, record.message_id)
+        if claim is Claim.DONE:
             self._observe("replayed", **fields)
             return "replayed"
+        if claim is Claim.BUSY:
+            self._observe("busy", **fields)
+            raise DeliveryBusy(f"event {event.nonce} is being delivered by another receive")
         try:
             apply(self._discord, event)
         except DiscordRateLimited as exc:
-            self._nonces.release(event.nonce, record.message_id)
+            self._release(event.nonce, token, fields)
             seconds = visibility_for(exc.retry_after_s)
-            self._visibility.delay(record.receipt_handle, seconds)
+            try:
+                self._visibility.delay(record.receipt_handle, seconds)
+            except StoreError as delay_exc:
+                # the message comes back after the normal visibility timeout instead: later, never lost
+                self._observe("delay_failed", error=str(delay_exc), **fields)
             self._observe("rate_limited", retry_after_s=seconds, **fields)
             raise
         except DiscordError as exc:
-            self._nonces.release(event.nonce, record.message_id)
+            self._release(event.nonce, token, fields)
             self._observe("failed", error=str(exc), **fields)
             raise
         except Exception:
-            self._nonces.release(event.nonce, record.message_id)
+            self._release(event.nonce, token, fields)
             raise
-        self._nonces.complete(event.nonce, record.message_id)
+        # Discord accepted: from here on nothing may make this record fail, or SQS would bring it back
+        # and Discord would be called again.
+        try:
+            if not self._nonces.complete(event.nonce, token):
+                self._observe("claim_overtaken", **fields)  # our claim expired mid-call and another receive took it
+        except Exception as exc:  # noqa: BLE001 - after Discord acted, no error may turn into a resend
+            self._observe("done_mark_failed", error=safe_error(exc), **fields)
         self._observe("delivered", **fields)
         return "delivered"
+
+    def _release(self, nonce: str, token: str, fields: dict[str, Any]) -> None:
+        """Give the claim back; a store error here must not mask Discord's error (the claim then expires)."""
+        try:
+            self._nonces.release(nonce, token)
+        except StoreError as exc:
+            self._observe("release_failed", error=str(exc), **fields)
 
     def _observe(self, outcome: str, **fields: Any) -> None:
         # Type, nonce and ids only: never the payload (message text, user ids).

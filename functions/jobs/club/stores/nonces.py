@@ -1,41 +1,58 @@
 """Store of claimed event nonces (`club_event_nonces`): the Discord worker's replay guard.
 
-    nonce (key) | state | receipt (SQS message id of the claiming delivery) | claimed_at | ttl
+    nonce (key) | state | token (claim token of one receive) | message_id | claimed_at | claim_expires_at | ttl
 
-Timeline of one event (receipt R = the SQS message id, stable across redeliveries):
+A claim belongs to one *receive* of a message, not to the message: SQS may hand
+the same message to two consumers at once (at-least-once delivery), and both
+see the same message id, but each receive has its own receipt handle, from
+which the worker derives its claim token. Timeline of one event:
 
-    claim(n, R)     put if absent                 -> claimed by R
-    claim(n, R)     again (redelivery after crash) -> still R's: re-entrant, goes on
-    claim(n, R2)    another message, same nonce   -> refused: a replay, never reaches Discord
-    release(n, R)   on 429 / Discord error        -> absent again, so R's retry is not a replay
-    complete(n, R)  after Discord accepted        -> done; any later claim is refused
+    claim(n, T1)    put if absent                          -> claimed by T1 until claim_expires_at
+    claim(n, T1)    again (botocore re-sent a lost put)    -> still T1's: goes on
+    claim(n, T2)    concurrent receive, or another message
+                    with the same nonce, while T1's claim lives -> BUSY: not called, retried later
+    claim(n, T2)    after T1's claim expired (T1 died)     -> T2 takes it over
+    release(n, T1)  on 429 / Discord error                 -> absent again, so the retry is not a replay
+    complete(n, T1) after Discord accepted                 -> done; any later claim is DONE (a replay)
 
-The TTL outlives the verifier's freshness window, so by the time a nonce row
-is deleted any message carrying it is already rejected as stale.
+A claim lives `CLAIM_TTL_MS`: longer than the worker's timeout (a live holder
+is never overtaken) and shorter than the queue's visibility timeout (the
+redelivery of a message whose worker died finds the claim expired). The row's
+TTL outlives the verifier's freshness window, so by the time a nonce row is
+deleted any message carrying it is already rejected as stale.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Any, Callable
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DeleteError, PutError, UpdateError
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import bind
+from jobfence.dynamo import ErrorKind, bind, classify, error_code
 from jobfence.errors import StoreError
 
-CONDITION_FAILED = "ConditionalCheckFailedException"
 NONCE_TTL_MS = 24 * 3_600_000
+CLAIM_TTL_MS = 60_000  # the Discord worker's timeout is 30 s; its queue's visibility timeout is 180 s
+WRITE_ATTEMPTS = 3  # each write is conditional on our token, so repeating it after a store error is safe
 
 
 class NonceState(str, enum.Enum):
     """State of one event's nonce."""
 
-    CLAIMED = "claimed"  # the Discord worker, before calling Discord; released by it on 429 or error
+    CLAIMED = "claimed"  # the Discord worker, before calling Discord; released by it on 429 or error, or expires
     DONE = "done"  # the Discord worker, after Discord accepted the change; terminal until the TTL
+
+
+class Claim(enum.Enum):
+    """What a claim attempt found."""
+
+    CLAIMED = "claimed"  # this receive may call Discord
+    DONE = "done"  # the event was already delivered: a replay, acknowledge and drop
+    BUSY = "busy"  # another receive holds a live claim: do not call Discord, let SQS bring it back later
 
 
 class _Nonce(Model):
@@ -44,53 +61,67 @@ class _Nonce(Model):
 
     nonce = UnicodeAttribute(hash_key=True)
     state = UnicodeAttribute()
-    receipt = UnicodeAttribute()
+    token = UnicodeAttribute()
+    message_id = UnicodeAttribute(null=True)
     claimed_at = NumberAttribute()
+    claim_expires_at = NumberAttribute()
     ttl = NumberAttribute()
 
 
 class NonceStore:
     """Claim, release and complete nonces with conditional writes."""
 
-    def __init__(self, table_name: str, clock: Clock) -> None:
+    def __init__(self, table_name: str, clock: Clock, claim_ttl_ms: int = CLAIM_TTL_MS) -> None:
         self.model: Any = bind(_Nonce, table_name)
         self._clock = clock
+        self._claim_ttl_ms = claim_ttl_ms
 
-    def claim(self, nonce: str, receipt: str) -> bool:
-        """True if this delivery may act on the event; False if it is a replay."""
+    def claim(self, nonce: str, token: str, message_id: str | None = None) -> Claim:
+        """Claim the event for this receive; DONE for a replay, BUSY while another receive holds it."""
         m = self.model
         now = self._clock.now_ms()
-        row = m(nonce, state=NonceState.CLAIMED.value, receipt=receipt, claimed_at=now, ttl=ttl_seconds(now + NONCE_TTL_MS))
-        mine = (m.state == NonceState.CLAIMED.value) & (m.receipt == receipt)
-        try:
-            row.save(condition=m.nonce.does_not_exist() | mine)
-        except PutError as exc:
-            if exc.cause_response_code == CONDITION_FAILED:
-                return False
-            raise StoreError(f"claiming an event nonce failed: {exc.cause_response_code}") from exc
-        return True
+        row = m(nonce, state=NonceState.CLAIMED.value, token=token, message_id=message_id, claimed_at=now,
+                claim_expires_at=now + self._claim_ttl_ms, ttl=ttl_seconds(now + NONCE_TTL_MS))
+        claimed = m.state == NonceState.CLAIMED.value
+        mine_or_expired = (m.token == token) | (m.claim_expires_at < now)
+        if self._write(lambda: row.save(condition=m.nonce.does_not_exist() | (claimed & mine_or_expired)), "claiming"):
+            return Claim.CLAIMED
+        return Claim.DONE if self.state(nonce) == NonceState.DONE.value else Claim.BUSY
 
-    def release(self, nonce: str, receipt: str) -> None:
-        """Give the claim back so this delivery's retry can claim it again."""
+    def release(self, nonce: str, token: str) -> None:
+        """Give the claim back so this delivery's retry can claim it again (no-op if it is not ours)."""
         m = self.model
-        try:
-            m(nonce).delete(condition=(m.state == NonceState.CLAIMED.value) & (m.receipt == receipt))
-        except DeleteError as exc:
-            if exc.cause_response_code != CONDITION_FAILED:
-                raise StoreError(f"releasing an event nonce failed: {exc.cause_response_code}") from exc
+        self._write(lambda: m(nonce).delete(condition=(m.state == NonceState.CLAIMED.value) & (m.token == token)),
+                    "releasing")
 
-    def complete(self, nonce: str, receipt: str) -> None:
-        """Mark the event done: from now on every delivery of it is a replay."""
+    def complete(self, nonce: str, token: str) -> bool:
+        """Mark the event done; False if the claim was not ours any more (it expired and was taken over).
+
+        A retry whose first try was applied is refused by state = done, and is the same success.
+        """
         m = self.model
-        try:
-            m(nonce).update(actions=[m.state.set(NonceState.DONE.value)],
-                            condition=(m.state == NonceState.CLAIMED.value) & (m.receipt == receipt))
-        except UpdateError as exc:
-            if exc.cause_response_code != CONDITION_FAILED:
-                raise StoreError(f"completing an event nonce failed: {exc.cause_response_code}") from exc
+        applied = self._write(lambda: m(nonce).update(actions=[m.state.set(NonceState.DONE.value)],
+                                                      condition=(m.state == NonceState.CLAIMED.value) & (m.token == token)),
+                              "completing")
+        return applied or self.state(nonce) == NonceState.DONE.value
 
     def state(self, nonce: str) -> str | None:
         try:
             return self.model.get(nonce, consistent_read=True).state
         except self.model.DoesNotExist:
             return None
+
+    @staticmethod
+    def _write(call: Callable[[], Any], what: str) -> bool:
+        """Run one conditional write, retrying transient errors: True if applied, False if its condition failed."""
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            try:
+                call()
+                return True
+            except (PutError, UpdateError, DeleteError) as exc:
+                kind = classify(exc)
+                if kind is ErrorKind.CONDITION_FAILED:
+                    return False
+                if not kind.transient or attempt == WRITE_ATTEMPTS:
+                    raise StoreError(f"{what} an event nonce failed: {error_code(exc)}") from exc
+        raise AssertionError("unreachable")
