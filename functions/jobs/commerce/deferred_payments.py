@@ -166,18 +166,18 @@ class DeferredPaymentStore:
         `updated_at` is left alone (the buyer's signal); `claimed_by` lets a retried claim whose
         reply was lost recognise itself in the old image.
         """
+        return self._from_deferred_as_read(
+            row, DeferredStatus.CAPTURING, "claimed_at = :now, claimed_by = :run", {":now": self._clock.now_ms(), ":run": run_id}
+        )
+
+    def _from_deferred_as_read(self, row: Any, to: DeferredStatus, also: str, values: dict[str, Any]) -> dict[str, Any]:
+        """An update out of `deferred`, conditioned on the `updated_at` read (a buyer's change since refuses it)."""
         return transact.update(
             self.table_name,
             {"intent_id": row.intent_id},
-            "SET #status = :capturing, claimed_at = :now, claimed_by = :run",
+            f"SET #status = :to, {also}",
             "#status = :deferred AND updated_at = :seen",
-            {
-                ":capturing": DeferredStatus.CAPTURING.value,
-                ":deferred": DeferredStatus.DEFERRED.value,
-                ":seen": int(row.updated_at),
-                ":now": self._clock.now_ms(),
-                ":run": run_id,
-            },
+            {":to": to.value, ":deferred": DeferredStatus.DEFERRED.value, ":seen": int(row.updated_at), **values},
             {"#status": "status"},
         )
 
@@ -224,19 +224,7 @@ class DeferredPaymentStore:
 
     def invalid_item(self, row: Any, error: str) -> dict[str, Any]:
         """Fenced-write entry: a deferred intent that can never be captured (no sale reference) -> capture_failed."""
-        return transact.update(
-            self.table_name,
-            {"intent_id": row.intent_id},
-            "SET #status = :failed, last_error = :err",
-            "#status = :deferred AND updated_at = :seen",
-            {
-                ":failed": DeferredStatus.CAPTURE_FAILED.value,
-                ":deferred": DeferredStatus.DEFERRED.value,
-                ":seen": int(row.updated_at),
-                ":err": error[:200],
-            },
-            {"#status": "status"},
-        )
+        return self._from_deferred_as_read(row, DeferredStatus.CAPTURE_FAILED, "last_error = :err", {":err": error[:200]})
 
     def mark_captured(self, intent_id: str, by: Initiator, capture_ref: str | None) -> bool:
         """The buyer's own path records its capture (unfenced: it holds no job lease).
