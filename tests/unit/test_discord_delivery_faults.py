@@ -18,6 +18,7 @@ from jobs.club.delivery import DeliveryBusy, DiscordDelivery
 from jobs.club.events import Event, EventType, Signer, Verifier, nonce_for
 from jobs.club.stores.nonces import CLAIM_TTL_MS, NonceState, NonceStore
 from jobs.club.catalog import QUEUES
+from jobfence.scheduled import DEFAULT_SAFETY_MARGIN_MS
 from providers.discord import DiscordRejected, DiscordUnavailable, FakeDiscord
 from tests.fault_hooks import Fault, ScriptedFaults, pynamodb_client
 from tests.support import create_catalog_tables
@@ -206,6 +207,6 @@ def test_a_release_that_fails_never_masks_discords_error_and_the_claim_expires(n
     assert worker.deliver(record(body, "m-1")) == "delivered" and fake.messages["7"]["8"] == "x"
 
 
-def test_the_claim_outlives_the_worker_and_expires_before_the_visibility_timeout():
+def test_the_claim_outlives_the_worker_and_the_clock_margin_and_expires_before_the_visibility_timeout():
     (queue,) = QUEUES
-    assert queue.worker_timeout_s * 1000 < CLAIM_TTL_MS < queue.visibility_timeout_s * 1000
+    assert queue.worker_timeout_s * 1000 + DEFAULT_SAFETY_MARGIN_MS < CLAIM_TTL_MS < queue.visibility_timeout_s * 1000

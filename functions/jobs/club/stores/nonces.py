@@ -15,9 +15,10 @@ which the worker derives its claim token. Timeline of one event:
     release(n, T1)  on 429 / Discord error                 -> absent again, so the retry is not a replay
     complete(n, T1) after Discord accepted                 -> done; any later claim is DONE (a replay)
 
-A claim lives `CLAIM_TTL_MS`: longer than the worker's timeout (a live holder
-is never overtaken) and shorter than the queue's visibility timeout (the
-redelivery of a message whose worker died finds the claim expired). The row's
+A claim lives `CLAIM_TTL_MS`: longer than the worker's timeout plus the clock
+margin (a live holder is never overtaken, even by a worker whose clock runs
+ahead) and shorter than the queue's visibility timeout (the redelivery of a
+message whose worker died finds the claim expired). The row's
 TTL outlives the verifier's freshness window, so by the time a nonce row is
 deleted any message carrying it is already rejected as stale.
 """
@@ -36,7 +37,7 @@ from jobfence.dynamo import ErrorKind, bind, classify, error_code
 from jobfence.errors import StoreError
 
 NONCE_TTL_MS = 24 * 3_600_000
-CLAIM_TTL_MS = 60_000  # the Discord worker's timeout is 30 s; its queue's visibility timeout is 180 s
+CLAIM_TTL_MS = 120_000  # > the worker's 30 s timeout + the 60 s clock margin; < the queue's 180 s visibility
 WRITE_ATTEMPTS = 3  # each write is conditional on our token, so repeating it after a store error is safe
 
 
