@@ -19,9 +19,12 @@ The safety net claims an intent before it calls the provider (timeline):
          a buyer's upsell after the claim is refused: patches need status = deferred)
     capturing ──provider captured under safetynet:<id>──► captured (captured_by = safetynet)
     capturing ──provider: captured under another key──► captured (captured_by = buyer)
-    capturing ──decline / not capturable / attempts cap──► capture_failed
-    capturing ──outcome unknown (timeout, lost reply, crash)──► stays capturing; a later tick
-        calls the provider again with the same key, which answers with the first result
+    capturing ──decline / not capturable──► capture_failed
+    capturing ──outcome unknown (timeout, lost reply, crash) or refused for now (credentials)──►
+        stays capturing, `capture_attempts` + 1; every later tick calls the provider again with
+        the same key, which answers with the first result. There is no attempts cap here: an
+        intent whose capture may have happened is never given up as failed (operators watch
+        `capture_attempts` and the error log instead)
 
 So money only moves on an amount the buyer can no longer change, and at most
 once per order (one key per initiator, the provider's own state machine between them).
@@ -33,7 +36,7 @@ import enum
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import UpdateError
+from pynamodb.exceptions import PynamoDBException, UpdateError
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
@@ -42,8 +45,6 @@ from jobfence.dynamo import ErrorKind, bind, classify, error_code
 from jobfence.errors import StoreError
 from jobfence.registry import IndexSpec
 from jobs.commerce import transact
-
-CAPTURE_ATTEMPTS_CAP = 5
 
 BY_STATUS_UPDATED = IndexSpec(name="by_status_updated", partition_key=("status", "S"), sort_key=("updated_at", "N"))
 
@@ -54,7 +55,7 @@ class DeferredStatus(str, enum.Enum):
     DEFERRED = "deferred"  # checkout approved it uncaptured; the buyer's final capture or the safety net's claim moves it on
     CAPTURING = "capturing"  # the safety net claimed it (amount frozen); the safety net settles it, this tick or a later one
     CAPTURED = "captured"  # terminal: captured by the buyer's path or the safety net (captured_by says which)
-    CAPTURE_FAILED = "capture_failed"  # terminal: the safety net met a decline or the attempts cap; operators follow up
+    CAPTURE_FAILED = "capture_failed"  # terminal: the provider refused the capture for good; operators follow up
 
 
 class Initiator(str, enum.Enum):
@@ -146,19 +147,25 @@ class DeferredPaymentStore:
         self, cutoff: int, limit: int, after: dict[str, Any] | None = None
     ) -> tuple[list[Any], dict[str, Any] | None]:
         """Up to `limit` intents still deferred and untouched since before `cutoff`, and a cursor."""
-        page = self.model.by_status_updated.query(
+        return self._page(lambda: self.model.by_status_updated.query(
             DeferredStatus.DEFERRED.value, self.model.updated_at < cutoff, limit=limit, last_evaluated_key=after
-        )
-        rows = list(page)
+        ))
+
+    @staticmethod
+    def _page(query: Any) -> tuple[list[Any], dict[str, Any] | None]:
+        """One page of an index query; a store error becomes a `StoreError` with its code."""
+        try:
+            page = query()
+            rows = list(page)
+        except PynamoDBException as exc:
+            raise StoreError(f"querying payment intents failed: {error_code(exc)}") from exc
         return rows, page.last_evaluated_key
 
     def capturing(self, limit: int, after: dict[str, Any] | None = None) -> tuple[list[Any], dict[str, Any] | None]:
         """Up to `limit` intents left `capturing` by an earlier attempt (unknown outcome, crash), and a cursor."""
-        page = self.model.by_status_updated.query(
+        return self._page(lambda: self.model.by_status_updated.query(
             DeferredStatus.CAPTURING.value, limit=limit, last_evaluated_key=after
-        )
-        rows = list(page)
-        return rows, page.last_evaluated_key
+        ))
 
     def claim_item(self, row: Any, run_id: str) -> dict[str, Any]:
         """Fenced-write entry: deferred -> capturing, only if nobody touched the intent since `row` was read.
@@ -200,13 +207,13 @@ class DeferredPaymentStore:
     def failed_attempt_item(self, row: Any, error: str, terminal: bool) -> dict[str, Any]:
         """Fenced-write entry counting a failed or unknown capture attempt of a claimed intent.
 
-        It stays `capturing` (retried with the same key next tick) unless `terminal` or at the
-        attempts cap (`capture_failed`). The condition includes the attempts count read, so a
+        It stays `capturing` (retried with the same key next tick) unless `terminal`
+        (`capture_failed`). The condition includes the attempts count read, so a
         retried write whose first reply was lost is refused rather than counted twice.
         `updated_at` is left alone: it is the buyer's activity signal.
         """
         attempts = int(row.capture_attempts or 0) + 1
-        status = DeferredStatus.CAPTURE_FAILED if terminal or attempts >= CAPTURE_ATTEMPTS_CAP else DeferredStatus.CAPTURING
+        status = DeferredStatus.CAPTURE_FAILED if terminal else DeferredStatus.CAPTURING
         return transact.update(
             self.table_name,
             {"intent_id": row.intent_id},

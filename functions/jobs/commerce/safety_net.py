@@ -37,8 +37,9 @@ One intent's failure is logged (intent id and error class, never a payload)
 and never stops the others. Every conditional write is retried a few times on
 a store error (safe: the condition makes a repeat a no-op) and a refusal is
 read from the old image DynamoDB returns, so our own applied-but-unanswered
-write is recognised as ours. After 5 failed or unknown attempts an intent is
-`capture_failed` for operators.
+write is recognised as ours. Only a definite refusal (decline, not capturable)
+makes an intent `capture_failed`; an unknown outcome is never given up, so an
+order that may have been paid is never reported as failed.
 """
 
 from __future__ import annotations

@@ -191,3 +191,19 @@ def test_a_settle_write_whose_reply_was_lost_is_counted_once(stores, payments, h
     clock.advance(minutes=5)
     assert counts(run(harness, stores.deferred, payments))["scanned"] == 0
     assert len(payments.calls) == 1
+
+
+def test_an_intent_whose_capture_may_have_happened_is_never_given_up_as_failed(stores, payments, harness, clock):
+    # GIVEN PayPal captures on the first call but the net never hears back for five ticks
+    one_stale_intent(stores, payments, clock)
+    payments.lose_response_next(1)
+    payments.time_out_order("O-1", 4)
+    for _ in range(5):
+        result = run(harness, stores.deferred, payments)
+        assert counts(result)["unknown"] == 1
+        clock.advance(minutes=5)
+    # THEN it is still being settled (not capture_failed though the money moved), and the 6th tick records it
+    row = stores.deferred.get("i1")
+    assert (row.status, int(row.capture_attempts)) == ("capturing", 5)
+    assert counts(run(harness, stores.deferred, payments))["captured"] == 1
+    assert stores.deferred.get("i1").captured_by == "safetynet" and payments.captures_of("O-1") == 1
