@@ -42,9 +42,10 @@ from infra.validation import providers_of
 # Only key-bearing actions are granted under the LeadingKeys condition: ForAllValues is
 # vacuously true for a request without a partition key (Scan), so Scan must never be added here.
 # What the lease store (peek, acquire, renew, release, fence check) and the run store
-# (record, recent) call on the core tables; a fenced write adds ConditionCheckItem.
+# (start = put, finish and died = update, a read after a refusal without old image, recent)
+# call on the core tables; a fenced write adds ConditionCheckItem.
 LEASE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem")
-RUN_ACTIONS = ("dynamodb:PutItem", "dynamodb:Query")
+RUN_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem")
 READ_ACTIONS = (
     "dynamodb:BatchGetItem", "dynamodb:ConditionCheckItem", "dynamodb:DescribeTable",
     "dynamodb:GetItem", "dynamodb:Query", "dynamodb:Scan",

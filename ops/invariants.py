@@ -29,7 +29,7 @@ class Observation:
     run_id: str | None = None
     error: str | None = None  # the raised error (class: message), if any
     raised: bool = False
-    died: bool = False  # the isolate died mid-run (no release, no row)
+    died: bool = False  # the isolate died mid-run (no release; its row is left `running`)
     writes: int | None = None  # writes DynamoDB accepted from this invocation, when counted
     refused_writes: int | None = None  # conditional writes DynamoDB refused (they change nothing)
     tables_changed: bool | None = None  # whether a snapshot of every table changed around it

@@ -8,7 +8,8 @@ faults DESIGN §4 talks about and then judges invariants 1-4 on the stored rows:
     00:00  both jobs tick
     01:00  clean_dpop_proofs fired twice at once (two threads); clean_conversations ticks
     02:00  clean_conversations fails (injected); clean_dpop_proofs ticks
-    03:00  clean_dpop_proofs' holder dies after its first batch: no release, no row
+    03:00  clean_dpop_proofs' holder dies after its first batch: no release; its row
+           stays `running` until the next run records it `died`
     03:10  a retry tick of clean_dpop_proofs meets the dead holder's live lease
     04:00  the lease has expired: the tick takes over (fence + 1); the dead holder
            then tries to renew, release and fenced-write, and is refused

@@ -29,7 +29,7 @@ What each kind means for a write that raised it:
 from __future__ import annotations
 
 import enum
-from typing import Any, Mapping, TypeVar
+from typing import Any, Callable, Mapping, NoReturn, TypeVar
 
 from botocore.exceptions import (
     BotoCoreError,
@@ -44,7 +44,13 @@ from pynamodb.exceptions import PynamoDBException
 from pynamodb.indexes import Index
 from pynamodb.models import Model
 
+from jobfence.errors import StoreError
+
 M = TypeVar("M", bound=type[Model])
+T = TypeVar("T")
+
+# Our own retries of a transient error, on top of botocore's (which already backed off).
+TRANSIENT_ATTEMPTS = 3
 
 # DynamoDB error codes, named once.
 CONDITIONAL_CHECK_FAILED = "ConditionalCheckFailedException"
@@ -153,6 +159,52 @@ def old_image(exc: BaseException) -> dict[str, Any] | None:
     response = getattr(cause, "response", None) or {}
     item = response.get("Item")
     return dict(item) if isinstance(item, Mapping) else None
+
+
+def retry_transient(call: Callable[[], T], attempts: int = TRANSIENT_ATTEMPTS) -> T:
+    """`call()`, called again (at most `attempts` times in all) while it raises a transient AWS error.
+
+    Only for an idempotent call: the same request sent again, whose refusal
+    after an earlier attempt was applied the caller reads from the old image
+    (see `refused_item`). botocore has already retried with backoff beneath
+    this, so there is no sleep here. The last error is raised as it is.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return call()
+        except Exception as exc:
+            if attempt == attempts or not is_aws_error(exc) or not classify(exc).transient:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def refused_item(exc: BaseException, read: Callable[[], Mapping[str, Any] | None]) -> dict[str, Any]:
+    """The item a refused condition saw: the old image DynamoDB returned, else one consistent read.
+
+    DynamoDB returns the old image when asked (`ReturnValuesOnConditionCheckFailure`);
+    some implementations (dynalite) never do. Reading the item right after the
+    refusal classifies it from the item as it is now, which is what the old
+    image would have shown unless another write came in between: callers
+    decide from it only what stays true afterwards (whose term it is, whether
+    our own write is there). `{}` when there is no item.
+    """
+    image = old_image(exc)
+    if image is None:
+        image = dict(read() or {})
+    return image
+
+
+def raise_store_error(exc: Exception, what: str) -> NoReturn:
+    """Raise `StoreError` naming an AWS error's code and kind (`from exc`); any other exception as it is."""
+    if not is_aws_error(exc):
+        raise exc
+    raise StoreError(f"{what} failed: {error_code(exc)}", classify(exc)) from exc
+
+
+def raise_unless_refused(exc: Exception, what: str) -> None:
+    """Return only when `exc` is a refused condition (the caller reads the old image); else `raise_store_error`."""
+    if not (is_aws_error(exc) and classify(exc) is ErrorKind.CONDITION_FAILED):
+        raise_store_error(exc, what)
 
 
 def cancellation_reasons(exc: BaseException) -> list[dict[str, Any]]:

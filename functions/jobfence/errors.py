@@ -8,7 +8,10 @@ to explain a refusal.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:
+    from jobfence.dynamo import ErrorKind
 
 
 class JobfenceError(Exception):
@@ -45,7 +48,15 @@ class LeaseLost(JobfenceError):
 
 
 class StoreError(JobfenceError):
-    """A DynamoDB call failed for a reason other than a condition we asked for."""
+    """A DynamoDB call failed for a reason other than a condition we asked for.
+
+    `kind` is the classification of the AWS error behind it (`jobfence.dynamo.ErrorKind`),
+    when there was one: `kind.maybe_applied` says the write may have landed anyway.
+    """
+
+    def __init__(self, message: str, kind: "ErrorKind | None" = None) -> None:
+        self.kind = kind
+        super().__init__(message)
 
 
 class ConditionFailed(StoreError):

@@ -20,22 +20,70 @@ conditioned on lease_id=L1.
 Acquire folds the interval gate (seed 001) into the same conditional write,
 and `peek` is the cheap eventually consistent pre-gate: it may let a tick
 through that the conditional write then refuses, never the other way round.
+
+Every write here may be applied with its reply lost and then sent again (by
+botocore, or by `retry_transient` here). Each is built so the second copy is
+harmless and its refusal is read from the item it saw:
+
+    acquire   the lease_id is drawn before the call, so a re-sent acquire that is
+              refused and sees lease_id = ours is our own term: success.
+    renew     conditioned on lease_id only: the re-sent copy succeeds again.
+    release   refused and the item shows our fence with no holder, or the next
+              fence taken while our term was still live (only possible after our
+              release): our release landed.
+
+The item a refusal saw is the old image DynamoDB returns with it; where an
+implementation returns none (dynalite), one consistent read classifies it.
+
+The lease item also names the run holding the term (`run_id`), and an acquire
+copies the term it replaces into `prev_holder`, `prev_run_id`,
+`prev_acquired_at`, `prev_expires_at` (DynamoDB reads every operand from the
+item before the update). A replaced term that still had a holder was never
+released: the runner records its run as `died` (`Lease.predecessor`). The copy
+lives on the item, so even a re-sent acquire that only sees its own term
+learns it.
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
-
-from botocore.exceptions import ClientError
+from typing import Any, Callable, Mapping, Sequence
 
 from jobfence.clock import Clock
+from jobfence.dynamo import (
+    REASON_CONDITION_FAILED,
+    ErrorKind,
+    cancellation_reasons,
+    classify,
+    is_aws_error,
+    raise_store_error,
+    raise_unless_refused,
+    refused_item,
+    retry_transient,
+)
 from jobfence.errors import ConditionFailed, IntervalNotElapsed, LeaseHeld, LeaseLost, StoreError
 from jobfence.registry import INTERVAL_TOLERANCE
 
-CONDITIONAL_CHECK_FAILED = "ConditionalCheckFailedException"
-TRANSACTION_CANCELED = "TransactionCanceledException"
+
+NONE = "-"  # "no such attribute" inside a copied value (an empty string is not valid everywhere)
+
+
+def new_id() -> str:
+    """A fresh random id (the default id source; the simulator injects a seeded one)."""
+    return uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class Term:
+    """A term that ended without a release: its holder died, or paused past its expiry."""
+
+    job: str
+    run_id: str
+    holder: str
+    fence: int
+    acquired_at: int
+    expires_at: int
 
 
 @dataclass(frozen=True)
@@ -50,6 +98,8 @@ class Lease:
     renewed_at: int
     expires_at: int
     ttl_ms: int
+    run_id: str | None = None  # the run holding this term (None for a bare acquire)
+    predecessor: Term | None = None  # set on acquire: the term this one took over unreleased
 
     def trusted_until(self, safety_margin_ms: int) -> int:
         """After this instant the holder must not start new work (the trust window)."""
@@ -74,10 +124,11 @@ def gate_cutoff(now_ms: int, interval_ms: int) -> int:
 class LeaseStore:
     """Acquire, renew, release and fence writes on the leases table."""
 
-    def __init__(self, client: Any, table_name: str, clock: Clock) -> None:
+    def __init__(self, client: Any, table_name: str, clock: Clock, ids: Callable[[], str] = new_id) -> None:
         self._client = client
         self._table = table_name
         self._clock = clock
+        self._ids = ids
 
     # -- pre-gate ---------------------------------------------------------------------------
 
@@ -85,8 +136,8 @@ class LeaseStore:
         """One eventually consistent read, no write. Racy on purpose; acquire is the authority."""
         try:
             item = self._client.get_item(TableName=self._table, Key=_key(job), ConsistentRead=False).get("Item")
-        except ClientError as exc:
-            raise StoreError(f"reading the lease of {job!r} failed: {_code(exc)}") from exc
+        except Exception as exc:
+            raise_store_error(exc, f"reading the lease of {job!r}")
         return _state(item)
 
     @staticmethod
@@ -98,16 +149,28 @@ class LeaseStore:
             return IntervalNotElapsed
         return None
 
+    def read(self, job: str) -> dict[str, Any]:
+        """The lease item, strongly consistent, as plain values (`{}` if the job never ran)."""
+        try:
+            item = self._client.get_item(TableName=self._table, Key=_key(job), ConsistentRead=True).get("Item")
+        except Exception as exc:
+            raise_store_error(exc, f"reading the lease of {job!r}")
+        return _plain(item)
+
     # -- term -------------------------------------------------------------------------------
 
-    def acquire(self, job: str, holder: str, ttl_ms: int, interval_ms: int | None = None) -> Lease:
+    def acquire(
+        self, job: str, holder: str, ttl_ms: int, interval_ms: int | None = None, run_id: str | None = None
+    ) -> Lease:
         """Take the lease (and pass the interval gate) in one conditional write.
 
-        Raises `LeaseHeld` or `IntervalNotElapsed`, classified from the competing
-        item that DynamoDB returns with the refusal.
+        Raises `LeaseHeld` or `IntervalNotElapsed`, classified from the item the
+        refusal saw. A refusal that shows our own lease_id is our own earlier
+        copy of this write (applied, reply lost): the term is ours. On success
+        `Lease.predecessor` is the term taken over unreleased, if any.
         """
         now = self._clock.now_ms()
-        lease_id = str(uuid.uuid4())
+        lease_id = self._ids()  # drawn once: every copy of this write carries it
         names = {"#holder": "holder", "#exp": "expires_at"}
         values: dict[str, Any] = {
             ":holder": {"S": holder},
@@ -119,78 +182,86 @@ class LeaseStore:
         }
         # free: never held, released, or the holder's term ran out
         condition = "(attribute_not_exists(#holder) OR #exp < :now)"
-        update = (
-            "SET #holder = :holder, lease_id = :lease_id, acquired_at = :now, renewed_at = :now, "
-            "#exp = :exp, ttl_ms = :ttl ADD fence :one"
+        sets = "#holder = :holder, lease_id = :lease_id, acquired_at = :now, renewed_at = :now, #exp = :exp, ttl_ms = :ttl"
+        # the term this one replaces, copied from the old item (operands read it before the update):
+        # an unreleased one died; kept on the item so a re-sent copy of this acquire still sees it
+        sets += (
+            ", prev_holder = if_not_exists(#holder, :none), prev_run_id = if_not_exists(run_id, :none)"
+            ", prev_acquired_at = if_not_exists(acquired_at, :zero), prev_expires_at = if_not_exists(#exp, :zero)"
         )
+        values.update({":none": {"S": NONE}, ":zero": {"N": "0"}, ":run_id": {"S": run_id or NONE}})
+        sets += ", run_id = :run_id"
         if interval_ms:
             # gate: the last start is at least 0.9 x interval ago; stamped before the run
             names["#started"] = "last_started_at"
             values[":cutoff"] = {"N": str(gate_cutoff(now, interval_ms))}
             condition += " AND (attribute_not_exists(#started) OR #started <= :cutoff)"
-            update = update.replace(" ADD", ", #started = :now ADD")
+            sets += ", #started = :now"
+        request = dict(
+            TableName=self._table,
+            Key=_key(job),
+            UpdateExpression=f"SET {sets} ADD fence :one",
+            ConditionExpression=condition,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+            ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
         try:
-            out = self._client.update_item(
-                TableName=self._table,
-                Key=_key(job),
-                UpdateExpression=update,
-                ConditionExpression=condition,
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except ClientError as exc:
-            if _code(exc) != CONDITIONAL_CHECK_FAILED:
-                raise StoreError(f"acquiring the lease of {job!r} failed: {_code(exc)}") from exc
-            old = _plain(exc.response.get("Item"))
-            if old.get("holder") and int(old.get("expires_at", 0)) >= now:
-                raise LeaseHeld(job, old) from None
-            raise IntervalNotElapsed(job, old) from None
-        return _lease(out["Attributes"])
+            out = retry_transient(lambda: self._client.update_item(**request))
+        except Exception as exc:
+            raise_unless_refused(exc, f"acquiring the lease of {job!r}")
+            seen = _plain(refused_item(exc, lambda: self._consistent_item(job)))
+            if seen.get("lease_id") == lease_id:
+                return _lease(seen)  # our own acquire, applied before its reply was lost
+            if seen.get("holder") and int(seen.get("expires_at", 0)) >= now:
+                raise LeaseHeld(job, seen) from None
+            if interval_ms and int(seen.get("last_started_at", -1)) > gate_cutoff(now, interval_ms):
+                raise IntervalNotElapsed(job, seen) from None
+            raise LeaseHeld(job, seen) from None  # held when refused; released since
+        return _lease(_plain(out["Attributes"]))
 
     def renew(self, lease: Lease) -> Lease:
         """Extend this term. Conditioned on the term only, so a retried renewal still succeeds."""
         now = self._clock.now_ms()
+        request = dict(
+            TableName=self._table,
+            Key=_key(lease.job),
+            UpdateExpression="SET renewed_at = :now, expires_at = :exp",
+            ConditionExpression="lease_id = :lease_id",
+            ExpressionAttributeValues={
+                ":now": {"N": str(now)},
+                ":exp": {"N": str(now + lease.ttl_ms)},
+                ":lease_id": {"S": lease.lease_id},
+            },
+            ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
         try:
-            out = self._client.update_item(
-                TableName=self._table,
-                Key=_key(lease.job),
-                UpdateExpression="SET renewed_at = :now, expires_at = :exp",
-                ConditionExpression="lease_id = :lease_id",
-                ExpressionAttributeValues={
-                    ":now": {"N": str(now)},
-                    ":exp": {"N": str(now + lease.ttl_ms)},
-                    ":lease_id": {"S": lease.lease_id},
-                },
-                ReturnValues="ALL_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except ClientError as exc:
-            if _code(exc) == CONDITIONAL_CHECK_FAILED:
-                raise LeaseLost(lease.job, lease.lease_id, _plain(exc.response.get("Item"))) from None
-            raise StoreError(f"renewing the lease of {lease.job!r} failed: {_code(exc)}") from exc
-        return _lease(out["Attributes"])
+            out = retry_transient(lambda: self._client.update_item(**request))
+        except Exception as exc:
+            raise_unless_refused(exc, f"renewing the lease of {lease.job!r}")
+            seen = _plain(refused_item(exc, lambda: self._consistent_item(lease.job)))
+            raise LeaseLost(lease.job, lease.lease_id, seen) from None
+        return _lease(_plain(out["Attributes"]))
 
     def release(self, lease: Lease) -> None:
         """End this term. The item stays: it carries the fence and the gate stamp."""
+        request = dict(
+            TableName=self._table,
+            Key=_key(lease.job),
+            UpdateExpression="REMOVE holder, lease_id, expires_at",
+            ConditionExpression="lease_id = :lease_id",
+            ExpressionAttributeValues={":lease_id": {"S": lease.lease_id}},
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
         try:
-            self._client.update_item(
-                TableName=self._table,
-                Key=_key(lease.job),
-                UpdateExpression="REMOVE holder, lease_id, expires_at",
-                ConditionExpression="lease_id = :lease_id",
-                ExpressionAttributeValues={":lease_id": {"S": lease.lease_id}},
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-        except ClientError as exc:
-            if _code(exc) != CONDITIONAL_CHECK_FAILED:
-                raise StoreError(f"releasing the lease of {lease.job!r} failed: {_code(exc)}") from exc
-            old = _plain(exc.response.get("Item"))
-            # A retried release whose first response was lost: same fence, nobody holds it.
-            if not old.get("lease_id") and int(old.get("fence", -1)) == lease.fence:
-                return
-            raise LeaseLost(lease.job, lease.lease_id, old) from None
+            retry_transient(lambda: self._client.update_item(**request))
+        except Exception as exc:
+            raise_unless_refused(exc, f"releasing the lease of {lease.job!r}")
+            seen = _plain(refused_item(exc, lambda: self._consistent_item(lease.job)))
+            if not _release_landed(lease, seen):
+                raise LeaseLost(lease.job, lease.lease_id, seen) from None
 
     # -- fenced writes ----------------------------------------------------------------------
 
@@ -213,45 +284,101 @@ class LeaseStore:
         """Apply `items` (TransactWriteItems entries) only while this term is live.
 
         Raises `LeaseLost` when the lease check fails, `ConditionFailed` when one of
-        the caller's own conditions fails (carrying that item's old image).
+        the caller's own conditions fails (carrying that item's old image). Not
+        retried here: botocore re-sends with the same client token, which
+        DynamoDB deduplicates; a copy of ours would carry a new one.
         """
         if not 1 <= len(items) <= 99:
             raise ValueError("a fenced write takes 1..99 items (one slot is the lease check)")
         try:
             self._client.transact_write_items(TransactItems=[self.fence_check(lease), *items])
-        except ClientError as exc:
-            if _code(exc) != TRANSACTION_CANCELED:
-                raise StoreError(f"fenced write on {lease.job!r} failed: {_code(exc)}") from exc
-            reasons = exc.response.get("CancellationReasons") or []
+        except Exception as exc:
+            if not is_aws_error(exc) or classify(exc) is not ErrorKind.TRANSACTION_CANCELED:
+                raise_store_error(exc, f"fenced write on {lease.job!r}")
+            reasons = cancellation_reasons(exc)
             for index, reason in enumerate(reasons):
-                if reason.get("Code") != "ConditionalCheckFailed":
+                if reason.get("Code") != REASON_CONDITION_FAILED:
                     continue
                 if index == 0:
                     raise LeaseLost(lease.job, lease.lease_id, _plain(reason.get("Item"))) from None
                 raise ConditionFailed(index - 1, _plain(reason.get("Item"))) from None
             codes = ",".join(str(r.get("Code")) for r in reasons)
-            raise StoreError(f"fenced write on {lease.job!r} was cancelled: {codes}") from exc
+            raise StoreError(f"fenced write on {lease.job!r} was cancelled: {codes}", classify(exc)) from exc
 
-    # -- reading (operators) ----------------------------------------------------------------
+    # -- reading (operators, the dead-run sweep) --------------------------------------------
 
     def all(self) -> list[dict[str, Any]]:
         """Every lease item (one per job ever run). For the operator CLI; the table is tiny."""
         items: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {"TableName": self._table}
+        kwargs: dict[str, Any] = {"TableName": self._table, "ConsistentRead": True}
         while True:
-            page = self._client.scan(**kwargs)
+            try:
+                page = self._client.scan(**kwargs)
+            except Exception as exc:
+                raise_store_error(exc, "listing the leases")
             items.extend(_plain(i) for i in page.get("Items", []))
             if "LastEvaluatedKey" not in page:
                 return sorted(items, key=lambda i: i["job"])
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
+    def _consistent_item(self, job: str) -> Mapping[str, Any] | None:
+        return self._client.get_item(TableName=self._table, Key=_key(job), ConsistentRead=True).get("Item")
+
+
+def unreleased_term(item: Mapping[str, Any], now_ms: int) -> Term | None:
+    """The term a (plain) lease item shows expired without a release, if it names its run."""
+    term = _unreleased(item)
+    return term if term is not None and term.expires_at < now_ms else None
+
+
+def predecessor_term(item: Mapping[str, Any]) -> Term | None:
+    """The term a (plain) lease item's last acquire replaced without a release, if it named its run."""
+    return _predecessor(item)
+
+
+def _release_landed(lease: Lease, seen: Mapping[str, Any]) -> bool:
+    """Whether a refused release finds our own earlier copy applied.
+
+    Our fence with no holder: nobody acquired since. The next fence, taken at an
+    instant our term was still live: that acquire's condition (no holder, or
+    expired) can only have held because our release had landed.
+    """
+    fence = int(seen.get("fence", -1))
+    if fence == lease.fence:
+        return not seen.get("lease_id")
+    return fence == lease.fence + 1 and int(seen.get("acquired_at", lease.expires_at)) < lease.expires_at
+
+
+def _unreleased(item: Mapping[str, Any]) -> Term | None:
+    """The current term of a lease item, if it is held and names its run (expired or not)."""
+    if not item.get("holder") or item.get("run_id", NONE) == NONE:
+        return None
+    return Term(
+        job=str(item["job"]),
+        run_id=str(item["run_id"]),
+        holder=str(item["holder"]),
+        fence=int(item.get("fence", 0)),
+        acquired_at=int(item.get("acquired_at", 0)),
+        expires_at=int(item.get("expires_at", 0)),
+    )
+
+
+def _predecessor(item: Mapping[str, Any]) -> Term | None:
+    """The term an acquire replaced without a release (its `prev_*` copy), if it named its run."""
+    if item.get("prev_holder", NONE) == NONE or item.get("prev_run_id", NONE) == NONE:
+        return None
+    return Term(
+        job=str(item["job"]),
+        run_id=str(item["prev_run_id"]),
+        holder=str(item["prev_holder"]),
+        fence=int(item.get("fence", 1)) - 1,
+        acquired_at=int(item.get("prev_acquired_at", 0)),
+        expires_at=int(item.get("prev_expires_at", 0)),
+    )
+
 
 def _key(job: str) -> dict[str, Any]:
     return {"job": {"S": job}}
-
-
-def _code(exc: ClientError) -> str:
-    return exc.response.get("Error", {}).get("Code", "Unknown")
 
 
 def _plain(item: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -273,8 +400,7 @@ def _state(item: Mapping[str, Any] | None) -> LeaseState:
     )
 
 
-def _lease(attributes: Mapping[str, Any]) -> Lease:
-    plain = _plain(attributes)
+def _lease(plain: Mapping[str, Any]) -> Lease:
     return Lease(
         job=plain["job"],
         holder=plain["holder"],
@@ -284,7 +410,9 @@ def _lease(attributes: Mapping[str, Any]) -> Lease:
         renewed_at=int(plain["renewed_at"]),
         expires_at=int(plain["expires_at"]),
         ttl_ms=int(plain["ttl_ms"]),
+        run_id=None if plain.get("run_id", NONE) == NONE else str(plain["run_id"]),
+        predecessor=_predecessor(plain),
     )
 
 
-__all__ = ["Lease", "LeaseState", "LeaseStore", "gate_cutoff"]
+__all__ = ["Lease", "LeaseState", "LeaseStore", "Term", "gate_cutoff", "new_id", "predecessor_term", "unreleased_term"]

@@ -1,52 +1,101 @@
-"""The runs table: one row per run that took the lease. Skipped ticks write nothing.
+"""The runs table: one row per run that took the lease, written when it takes it. Skipped ticks write nothing.
 
-    job (key) | run_key (sort: zero-padded started_at + "#" + run id) | outcome | trigger
+    job (key) | run_key (sort: zero-padded started_at + "#" + run id) | run_id | outcome | trigger
     | scheduled_at | started_at | finished_at | duration_ms | holder | fence | summary | error | ttl
+
+Timeline of one row (every write keyed by the run id, so a re-sent copy lands on the same row):
+
+    acquire   the lease item names the run (run_id); the row does not exist yet
+    start     put outcome=running, holder, fence      condition: no row yet
+    ...       the job's batches
+    finish    outcome=ran|failed|lease_lost, finished_at, summary, error
+                                                      condition: no row, running, died, or this same outcome
+                                                      (and ran -> lease_lost: the release after it was refused)
+    release   the term ends only after its row is finished
+    died      set by whoever sees the term end unfinished: the next acquire (its
+              item shows the term it replaced still had a holder) or the dead-run
+              sweep                     condition: no row or running (a finished row never changes)
+
+`finish` and `died` are upserts (UpdateItem creates the row), so a run whose
+`start` never landed still gets its row. `finish` may overwrite `died`: the
+observer only inferred it, the runner knows what happened (it was paused
+past its term, not dead). A `start` refused because the row says `died`
+tells the runner its term was declared over before it began.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import enum
+from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-from botocore.exceptions import ClientError
 
+from jobfence.dynamo import (
+    ErrorKind,
+    error_code,
+    is_aws_error,
+    raise_store_error,
+    raise_unless_refused,
+    refused_item,
+    retry_transient,
+)
 from jobfence.errors import JobfenceError, StoreError
+from jobfence.lease import LeaseStore, Term, predecessor_term, unreleased_term
 
 RUN_ROW_RETENTION_MS = 90 * 24 * 3_600_000
 MAX_ERROR_CHARS = 300
 MAX_SUMMARY_KEYS = 20
 MAX_SUMMARY_VALUE_CHARS = 80
+UNKNOWN_TRIGGER = "unknown"  # a `died` row created without its `start` (the runner died in between)
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
 
+class RunState(str, enum.Enum):
+    """A run row's outcome. The comment says who moves it on."""
+
+    RUNNING = "running"  # the runner wrote it on taking the lease; the runner finishes it, or an observer marks died
+    RAN = "ran"  # finished by the runner: batches done (or stopped early); final
+    LEASE_LOST = "lease_lost"  # finished by the runner: its term was taken over or expired mid-run; final
+    FAILED = "failed"  # finished by the runner: the job (or its run row) raised; final
+    DIED = "died"  # set by the next acquire or the sweep: the term ended unfinished; the runner may still finish it
+
+    @property
+    def finished(self) -> bool:
+        return self not in (RunState.RUNNING, RunState.DIED)
+
+
 @dataclass(frozen=True)
-class RunRecord:
-    """What one run did."""
+class RunStart:
+    """What is known about a run when it takes the lease."""
 
     job: str
     run_id: str
-    outcome: str
     trigger: str
     scheduled_at: int
     started_at: int
-    finished_at: int
     holder: str
     fence: int
-    summary: Mapping[str, Any] = field(default_factory=dict)
-    error: str | None = None
 
     @property
     def run_key(self) -> str:
-        return f"{self.started_at:015d}#{self.run_id}"
+        return run_key(self.started_at, self.run_id)
 
-    @property
-    def duration_ms(self) -> int:
-        return self.finished_at - self.started_at
+
+@dataclass(frozen=True)
+class SweepResult:
+    """One pass of the dead-run sweep."""
+
+    jobs: int
+    died: int
+
+
+def run_key(started_at: int, run_id: str) -> str:
+    """The sort key of a run row: newest last, unique per run."""
+    return f"{started_at:015d}#{run_id}"
 
 
 def safe_error(exc: BaseException) -> str:
@@ -59,11 +108,11 @@ def safe_error(exc: BaseException) -> str:
     name = type(exc).__name__
     if isinstance(exc, JobfenceError):
         text = f"{name}: {exc}"
-    elif isinstance(exc, ClientError):
-        text = f"{name}: {exc.response.get('Error', {}).get('Code', 'Unknown')}"
+    elif is_aws_error(exc):
+        text = f"{name}: {error_code(exc)}"
     else:
         text = name
-    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
+    return _bounded(text)
 
 
 def bounded_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
@@ -78,38 +127,112 @@ def bounded_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class RunStore:
-    """Write and read run rows."""
+    """Write and read run rows. Every write is retried on a transient error (it is idempotent)."""
 
     def __init__(self, client: Any, table_name: str) -> None:
         self._client = client
         self._table = table_name
 
-    def record(self, run: RunRecord) -> None:
-        """Write the run's row (a put keyed by its unique run id, so a retry is harmless)."""
-        item: dict[str, Any] = {
+    def start(self, run: RunStart) -> bool:
+        """Write the `running` row. False when the row already exists and is not ours running (it says `died`)."""
+        item = {
             "job": run.job,
             "run_key": run.run_key,
             "run_id": run.run_id,
-            "outcome": run.outcome,
+            "outcome": RunState.RUNNING.value,
             "trigger": run.trigger,
             "scheduled_at": run.scheduled_at,
             "started_at": run.started_at,
-            "finished_at": run.finished_at,
-            "duration_ms": run.duration_ms,
             "holder": run.holder,
             "fence": run.fence,
-            "summary": bounded_summary(run.summary),
-            "ttl": (run.finished_at + RUN_ROW_RETENTION_MS) // 1000,
+            "ttl": _ttl(run.started_at),
         }
-        if run.error:
-            item["error"] = run.error[:MAX_ERROR_CHARS]
+        request = dict(
+            TableName=self._table,
+            Item=_serialize(item),
+            ConditionExpression="attribute_not_exists(run_key)",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
         try:
-            self._client.put_item(
-                TableName=self._table,
-                Item={k: _serializer.serialize(_decimal_safe(v)) for k, v in item.items()},
-            )
-        except ClientError as exc:
-            raise StoreError(f"recording run of {run.job!r} failed: {exc.response['Error'].get('Code')}") from exc
+            retry_transient(lambda: self._client.put_item(**request))
+        except Exception as exc:
+            raise_unless_refused(exc, f"starting the run row of {run.job!r}")
+            seen = _plain(refused_item(exc, lambda: self._consistent_row(run.job, run.run_key)))
+            return seen.get("outcome") == RunState.RUNNING.value  # our own put, applied before its reply was lost
+        return True
+
+    def finish(
+        self,
+        run: RunStart,
+        outcome: RunState,
+        finished_at: int,
+        summary: Mapping[str, Any],
+        error: str | None,
+    ) -> None:
+        """Finish the row with the runner's outcome (creating it if `start` never landed)."""
+        if not outcome.finished:
+            raise ValueError(f"{outcome.value} does not finish a run")
+        fields: dict[str, Any] = {
+            "run_id": run.run_id,
+            "outcome": outcome.value,
+            "trigger": run.trigger,
+            "scheduled_at": run.scheduled_at,
+            "started_at": run.started_at,
+            "finished_at": finished_at,
+            "duration_ms": finished_at - run.started_at,
+            "holder": run.holder,
+            "fence": run.fence,
+            "summary": bounded_summary(summary),
+            "ttl": _ttl(finished_at),
+        }
+        removed = []
+        if error:
+            fields["error"] = _bounded(error)
+        else:
+            removed.append("error")  # a `died` row's guess, overwritten by what the runner knows
+        # open: no row yet, running, or died; or this very outcome (our own copy, re-sent); and
+        # `ran` may still become lease_lost (the release after it was refused: the term was over)
+        amends = RunState.RAN if outcome is RunState.LEASE_LOST else outcome
+        condition = "attribute_not_exists(#outcome) OR #outcome IN (:running, :died, :final, :amends)"
+        extra = {
+            ":running": RunState.RUNNING.value,
+            ":died": RunState.DIED.value,
+            ":final": outcome.value,
+            ":amends": amends.value,
+        }
+        try:
+            self._update(run.job, run.run_key, fields, condition, extra, removed=removed)
+        except Exception as exc:
+            raise_unless_refused(exc, f"finishing the run row of {run.job!r}")
+            raise StoreError(f"the run row of {run.job!r} was already finished otherwise", ErrorKind.CONDITION_FAILED) from None
+
+    def mark_died(self, term: Term, observed_at: int, ended_at: int | None = None) -> bool:
+        """Record the run of a term that ended unfinished as `died`. False if its row was already finished.
+
+        `ended_at` is when the term is known to have ended (its expiry, by
+        default); `observed_at` is when this observer saw it.
+        """
+        ended = term.expires_at if ended_at is None else ended_at
+        key = run_key(term.acquired_at, term.run_id)
+        fields = {
+            "run_id": term.run_id,
+            "outcome": RunState.DIED.value,
+            "started_at": term.acquired_at,
+            "finished_at": ended,
+            "duration_ms": max(0, ended - term.acquired_at),
+            "holder": term.holder,
+            "fence": term.fence,
+            "error": _bounded(f"died: the term (fence {term.fence}) ended without the run finishing; seen at {observed_at}"),
+            "ttl": _ttl(ended),
+        }
+        kept = {"trigger": UNKNOWN_TRIGGER, "scheduled_at": term.acquired_at, "summary": {}}  # the start row's, if any
+        condition = "attribute_not_exists(#outcome) OR #outcome = :running"
+        try:
+            self._update(term.job, key, fields, condition, {":running": RunState.RUNNING.value}, kept=kept)
+        except Exception as exc:
+            raise_unless_refused(exc, f"marking a run of {term.job!r} died")
+            return False  # finished (or already died): a finished row never changes
+        return True
 
     def recent(self, job: str, limit: int = 20) -> list[dict[str, Any]]:
         """The job's latest runs, newest first."""
@@ -121,9 +244,85 @@ class RunStore:
                 ScanIndexForward=False,
                 Limit=limit,
             )
-        except ClientError as exc:
-            raise StoreError(f"reading runs of {job!r} failed: {exc.response['Error'].get('Code')}") from exc
-        return [{k: _plain_number(_deserializer.deserialize(v)) for k, v in i.items()} for i in page.get("Items", [])]
+        except Exception as exc:
+            raise_store_error(exc, f"reading runs of {job!r}")
+        return [_plain(i) for i in page.get("Items", [])]
+
+    # -- low level ----------------------------------------------------------------------------
+
+    def _update(
+        self,
+        job: str,
+        key: str,
+        fields: Mapping[str, Any],
+        condition: str,
+        extra: Mapping[str, str],
+        kept: Mapping[str, Any] | None = None,
+        removed: list[str] | None = None,
+    ) -> None:
+        """One UpdateItem on a row: SET `fields`, SET `kept` only where absent, REMOVE `removed`."""
+        names = {"#outcome": "outcome"}
+        values: dict[str, Any] = {k: {"S": v} for k, v in extra.items()}
+        sets = []
+        for i, (name, value) in enumerate(fields.items()):
+            names[f"#f{i}"], values[f":f{i}"] = name, _serializer.serialize(_decimal_safe(value))
+            sets.append(f"#f{i} = :f{i}")
+        for i, (name, value) in enumerate((kept or {}).items()):
+            names[f"#k{i}"], values[f":k{i}"] = name, _serializer.serialize(_decimal_safe(value))
+            sets.append(f"#k{i} = if_not_exists(#k{i}, :k{i})")
+        update = "SET " + ", ".join(sets)
+        if removed:
+            for i, name in enumerate(removed):
+                names[f"#r{i}"] = name
+            update += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removed)))
+        request = dict(
+            TableName=self._table,
+            Key={"job": {"S": job}, "run_key": {"S": key}},
+            UpdateExpression=update,
+            ConditionExpression=condition,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+        )
+        retry_transient(lambda: self._client.update_item(**request))
+
+    def _consistent_row(self, job: str, key: str) -> Mapping[str, Any] | None:
+        return self._client.get_item(
+            TableName=self._table, Key={"job": {"S": job}, "run_key": {"S": key}}, ConsistentRead=True
+        ).get("Item")
+
+
+def sweep_dead_runs(leases: LeaseStore, runs: RunStore, now_ms: int) -> SweepResult:
+    """Mark `died` the run of every term that ended unreleased, where no acquire did it.
+
+    Per lease item (one per job, a tiny table): its current term if it
+    expired unreleased (the job was not ticked again: disabled, or its rule
+    deleted), and the term its last acquire replaced unreleased (in case that
+    acquire's own `died` write failed). Both writes are the idempotent
+    `mark_died`, refused by a finished row, so the sweep can run any time.
+    """
+    died = 0
+    items = leases.all()
+    for item in items:
+        for term in (unreleased_term(item, now_ms), predecessor_term(item)):
+            if term is not None and runs.mark_died(term, now_ms):
+                died += 1
+    return SweepResult(jobs=len(items), died=died)
+
+
+def _ttl(epoch_ms: int) -> int:
+    return (epoch_ms + RUN_ROW_RETENTION_MS) // 1000
+
+
+def _bounded(text: str) -> str:
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
+
+
+def _serialize(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _serializer.serialize(_decimal_safe(v)) for k, v in item.items()}
+
+
+def _plain(item: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {k: _plain_number(_deserializer.deserialize(v)) for k, v in (item or {}).items()}
 
 
 def _decimal_safe(value: Any) -> Any:

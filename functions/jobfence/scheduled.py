@@ -11,17 +11,27 @@ batch needs.
                  │no
                  ▼
             acquire (1 conditional write) ─► refused ─► skipped_*                (no row)
-                 │
+                 │ took over a term that was never released ─► its row: died
                  ▼
-            batch 1 ─► [window ok? time ok? renew] ─► batch 2 ─► ... ─► release ─► row: ran
-                 │ LeaseLost anywhere ─► row: lease_lost (no release: not ours)
-                 │ any other error ─► release ─► row: failed ─► re-raise
+            row: running (fence, holder)
+                 ▼
+            batch 1 ─► [window ok? time ok? renew] ─► batch 2 ─► ... ─► row: ran ─► release
+                 │                                   (release refused: the term was over) ─► row: lease_lost
+                 │ LeaseLost from renew or a fenced write ─► row: lease_lost (no release: not ours)
+                 │ any other error ─► row: failed ─► release ─► re-raise the job's own error
+
+The row is finished before the term is released, so a released term always
+has a finished row, and a run that dies with its row `running` leaves its
+term unreleased: the next acquire records it `died`. A store error while
+finishing or releasing is retried (bounded), then logged; it never replaces
+the job's own error. Ids (run ids,
+and a holder's when there is no Lambda request id) come from an injectable
+source so a seeded simulator can replay a run exactly.
 """
 
 from __future__ import annotations
 
 import enum
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
@@ -30,10 +40,10 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from jobfence.clock import Clock
 from jobfence.config import ScheduledSettings
-from jobfence.errors import IntervalNotElapsed, JobfenceError, LeaseHeld, LeaseLost
-from jobfence.lease import Lease, LeaseStore
+from jobfence.errors import IntervalNotElapsed, JobfenceError, LeaseHeld, LeaseLost, StoreError
+from jobfence.lease import Lease, LeaseStore, Term, new_id
 from jobfence.registry import JobSpec
-from jobfence.runs import RunRecord, RunStore, bounded_summary, safe_error
+from jobfence.runs import RunStart, RunState, RunStore, bounded_summary, safe_error
 from jobfence.triggers import Trigger
 
 DEFAULT_SAFETY_MARGIN_MS = 60_000
@@ -46,7 +56,7 @@ class Outcome(str, enum.Enum):
     SKIPPED_LEASED = "skipped_leased"  # another holder's term is live; nothing written
     SKIPPED_INTERVAL = "skipped_interval"  # the gate stamp is too recent; nothing written
     LEASE_LOST = "lease_lost"  # the term was taken over or expired mid-run; the job stopped
-    FAILED = "failed"  # the job raised; lease released, row written, error re-raised
+    FAILED = "failed"  # the job raised; row written, lease released, error re-raised
 
 
 @dataclass(frozen=True)
@@ -128,6 +138,7 @@ class ScheduledRunner:
         logger: Logger,
         metrics: Metrics,
         safety_margin_ms: int = DEFAULT_SAFETY_MARGIN_MS,
+        ids: Callable[[], str] = new_id,
     ) -> None:
         self._leases = leases
         self._runs = runs
@@ -135,39 +146,55 @@ class ScheduledRunner:
         self._logger = logger
         self._metrics = metrics
         self._margin = safety_margin_ms
+        self._ids = ids
 
     def run(self, spec: JobSpec, job: Job, trigger: Trigger, context: LambdaContextLike | None = None) -> RunResult:
         """One tick: skip with no write, or run the job's batches under a fenced term."""
-        now = started = self._clock.now_ms()
+        started = self._clock.now_ms()
         interval_ms = spec.interval_s * 1000 if spec.interval_s else None
 
-        predicted = self._leases.would_skip(self._leases.peek(spec.name), now, interval_ms)
+        predicted = self._pre_gate(spec, started, interval_ms)
         if predicted is not None:
             return self._skipped(spec, predicted, started, stage="pre_gate")
 
-        holder = f"{spec.subsystem}:{getattr(context, 'aws_request_id', None) or uuid.uuid4().hex}"
+        run_id = self._ids()
+        holder = f"{spec.subsystem}:{getattr(context, 'aws_request_id', None) or run_id}"
         try:
-            lease = self._leases.acquire(spec.name, holder, spec.lease_ttl_s * 1000, interval_ms)
+            lease = self._leases.acquire(spec.name, holder, spec.lease_ttl_s * 1000, interval_ms, run_id=run_id)
         except (LeaseHeld, IntervalNotElapsed) as exc:
             return self._skipped(spec, type(exc), started, stage="acquire")
+        if lease.predecessor is not None:
+            self._mark_died(lease.predecessor)
 
-        ctx = RunContext(spec, uuid.uuid4().hex, trigger, lease, self._leases, self._clock)
+        ctx = RunContext(spec, run_id, trigger, lease, self._leases, self._clock)
+        run = RunStart(spec.name, run_id, trigger.kind, trigger.scheduled_at, lease.acquired_at, holder, lease.fence)
         summary: dict[str, Any] = {"batches": 0}
-        outcome = Outcome.RAN
-        error: str | None = None
+        try:
+            opened = self._runs.start(run)
+        except StoreError as exc:
+            # no row could be written: the job does not run; the store error is this run's own error
+            self._close(spec, ctx, run, Outcome.FAILED, summary, safe_error(exc), release=True)
+            raise
+        if not opened:
+            # an observer already recorded this term as died: it ended before the run could begin
+            return self._close(spec, ctx, run, Outcome.LEASE_LOST, summary, "the term ended before the run began", release=False)
         try:
             self._run_batches(spec, job, ctx, summary, context)
         except LeaseLost as exc:
-            outcome, error = Outcome.LEASE_LOST, safe_error(exc)
+            return self._close(spec, ctx, run, Outcome.LEASE_LOST, summary, safe_error(exc), release=False)
         except Exception as exc:
-            self._fail(spec, ctx, trigger, summary, exc)
-            raise
-        if outcome is Outcome.RAN:
-            try:
-                self._leases.release(ctx.lease)
-            except LeaseLost as exc:
-                outcome, error = Outcome.LEASE_LOST, safe_error(exc)
-        return self._finish(spec, ctx, trigger, outcome, summary, error)
+            self._close(spec, ctx, run, Outcome.FAILED, summary, safe_error(exc), release=True)
+            raise  # the job's own error: _close never raises
+        return self._close(spec, ctx, run, Outcome.RAN, summary, None, release=True)
+
+    def _pre_gate(self, spec: JobSpec, now: int, interval_ms: int | None) -> type[Exception] | None:
+        try:
+            state = self._leases.peek(spec.name)
+        except StoreError as exc:
+            # only an optimisation: the conditional write decides anyway
+            self._logger.warning("pre-gate read failed; acquiring", extra={"reason": safe_error(exc)})
+            return None
+        return self._leases.would_skip(state, now, interval_ms)
 
     # -- the batch loop ---------------------------------------------------------------------
 
@@ -209,42 +236,61 @@ class ScheduledRunner:
         self._observe(spec, outcome, duration, decided_by=stage)
         return RunResult(spec.name, outcome, None, duration)
 
-    def _fail(self, spec: JobSpec, ctx: RunContext, trigger: Trigger, summary: dict[str, Any], exc: Exception) -> None:
+    def _mark_died(self, term: Term) -> None:
+        """Record the unreleased term this acquire took over. Best effort: the dead-run sweep repeats it."""
         try:
-            self._leases.release(ctx.lease)
-        except JobfenceError as release_exc:
-            self._logger.warning("release after failure refused", extra={"reason": safe_error(release_exc)})
-        try:
-            self._finish(spec, ctx, trigger, Outcome.FAILED, summary, safe_error(exc))
-        except JobfenceError as record_exc:
-            self._logger.error("recording the failed run failed", extra={"reason": safe_error(record_exc)})
+            marked = self._runs.mark_died(term, self._clock.now_ms())
+        except JobfenceError as exc:
+            self._logger.warning("recording a died run failed", extra={"reason": safe_error(exc), "fence": term.fence})
+            return
+        if marked:
+            self._logger.warning("previous run died", extra={"died_run_id": term.run_id, "fence": term.fence})
+            self._metrics.add_metric(name=RunState.DIED.value, unit=MetricUnit.Count, value=1)
 
-    def _finish(
+    def _close(
         self,
         spec: JobSpec,
         ctx: RunContext,
-        trigger: Trigger,
+        run: RunStart,
         outcome: Outcome,
         summary: Mapping[str, Any],
         error: str | None,
+        release: bool,
     ) -> RunResult:
+        """Finish the row, then release the term (when it is still ours). Never raises.
+
+        Finishing first means a released term always has a finished row: a crash
+        in between leaves a finished row and a term that simply expires. A row
+        that cannot be finished keeps the term: when it expires, the next acquire
+        records the run `died`. A release refused because the term was over turns
+        `ran` into `lease_lost` (its last batch ran past the term).
+        """
         finished = self._clock.now_ms()
-        record = RunRecord(
-            job=spec.name,
-            run_id=ctx.run_id,
-            outcome=outcome.value,
-            trigger=trigger.kind,
-            scheduled_at=trigger.scheduled_at,
-            started_at=ctx.lease.acquired_at,
-            finished_at=finished,
-            holder=ctx.lease.holder,
-            fence=ctx.lease.fence,
-            summary=summary,
-            error=error,
-        )
-        self._runs.record(record)
-        self._observe(spec, outcome, record.duration_ms, run_id=ctx.run_id, fence=ctx.lease.fence, error=error)
-        return RunResult(spec.name, outcome, ctx.run_id, record.duration_ms, bounded_summary(summary))
+        recorded = self._finish(run, outcome, finished, summary, error)
+        if release and not recorded:
+            self._logger.error("run row not finished: the term is left to expire", extra={"run_id": run.run_id})
+        elif release:
+            try:
+                self._leases.release(ctx.lease)
+            except LeaseLost as exc:
+                self._logger.warning("release refused: the term was already over", extra={"reason": safe_error(exc)})
+                if outcome is Outcome.RAN:
+                    outcome, error = Outcome.LEASE_LOST, safe_error(exc)
+                    self._finish(run, outcome, finished, summary, error)
+            except Exception as exc:  # noqa: BLE001 - logged; the term expires on its own
+                self._logger.error("release failed", extra={"reason": safe_error(exc), "run_id": run.run_id})
+        duration = finished - run.started_at
+        self._observe(spec, outcome, duration, run_id=run.run_id, fence=run.fence, error=error)
+        return RunResult(spec.name, outcome, run.run_id, duration, bounded_summary(summary))
+
+    def _finish(self, run: RunStart, outcome: Outcome, finished: int, summary: Mapping[str, Any], error: str | None) -> bool:
+        try:
+            self._runs.finish(run, RunState(outcome.value), finished, summary, error)
+        except Exception as exc:  # noqa: BLE001 - logged; must not replace the job's own error
+            self._logger.error("finishing the run row failed", extra={"reason": safe_error(exc), "run_id": run.run_id})
+            self._metrics.add_metric(name="unrecorded", unit=MetricUnit.Count, value=1)
+            return False
+        return True
 
     def _observe(self, spec: JobSpec, outcome: Outcome, duration_ms: int, **fields: Any) -> None:
         fields = {k: v for k, v in fields.items() if v is not None}

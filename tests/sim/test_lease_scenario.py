@@ -40,10 +40,12 @@ def test_the_scenario_exercised_each_fault(report):
     assert ("retry", "skipped_leased", False) in outcomes
     assert [o.outcome for o in report.observations if o.label == "duplicate"] == ["skipped_interval"] * 2
     assert all(o.tables_changed is False for o in report.observations if o.label == "duplicate")
-    # AND the run after the dead holder took over with the next fence
+    # AND the run after the dead holder took over with the next fence, recording the dead run `died`
     dpop = sorted((r for r in report.runs if r["job"] == "clean_dpop_proofs"), key=lambda r: r["started_at"])
-    assert [r["fence"] for r in dpop] == sorted(r["fence"] for r in dpop)
-    assert len({r["fence"] for r in dpop}) == len(dpop) == 6
+    assert [r["fence"] for r in dpop] == list(range(1, 8))  # every term has its row, the dead one's too
+    died, = (r for r in dpop if r["outcome"] == "died")
+    successor = next(r for r in dpop if r["fence"] == died["fence"] + 1)
+    assert died["finished_at"] < successor["started_at"]  # it ended when its term expired
     # AND the jobs did their work: no expired row is left
     assert report.remaining_expired == {"dpop_proofs": 0, "conversations": 0}
 

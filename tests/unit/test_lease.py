@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import boto3
 import pytest
 from botocore.exceptions import ConnectionClosedError
 
-from jobfence.errors import ConditionFailed, IntervalNotElapsed, LeaseHeld, LeaseLost
-from jobfence.lease import LeaseStore
+from jobfence.dynamo import ErrorKind
+from jobfence.errors import ConditionFailed, IntervalNotElapsed, LeaseHeld, LeaseLost, StoreError
+from jobfence.lease import LeaseStore, Term
+from tests.aws_faults import Faults, acquires, read_timeout, releases, renewals, throttled
 
 TTL = 30 * 60_000
 HOUR = 3_600_000
@@ -84,8 +87,8 @@ def test_fenced_write_reports_the_callers_own_condition_separately(leases, table
     assert refused.value.item["run_key"] == "once"
 
 
-def test_renewal_retried_after_its_response_was_lost_still_succeeds(leases, dynamodb, clock):
-    # GIVEN a renewal that DynamoDB applied but whose response never reached us
+def test_renewal_retried_after_its_response_was_lost_still_succeeds(leases, dynamodb, clock, request_counter):
+    # GIVEN a renewal that DynamoDB applies but whose response never reaches us
     lease = leases.acquire("job", "a", TTL)
     clock.advance(minutes=5)
     lost = {"done": False}
@@ -96,11 +99,10 @@ def test_renewal_retried_after_its_response_was_lost_still_succeeds(leases, dyna
             raise ConnectionClosedError(endpoint_url="dynamodb")
 
     dynamodb.meta.events.register("after-call.dynamodb.UpdateItem", drop_response)
-    with pytest.raises(ConnectionClosedError):
-        leases.renew(lease)
-    dynamodb.meta.events.unregister("after-call.dynamodb.UpdateItem", drop_response)
-    # WHEN the same holder retries with the same term THEN it succeeds
+    request_counter.attach(dynamodb)
+    # WHEN the holder renews THEN the same request is sent again and succeeds
     renewed = leases.renew(lease)
+    assert request_counter.count("UpdateItem") == 2
     assert renewed.lease_id == lease.lease_id
     assert renewed.expires_at == clock.now_ms() + TTL
 
@@ -165,3 +167,117 @@ def test_trust_window_ends_a_margin_before_expiry(leases, clock):
     clock.advance(minutes=10)
     renewed = leases.renew(lease)
     assert renewed.trusted_until(60_000) == clock.now_ms() + TTL - 60_000
+
+
+# -- ambiguous writes: applied, reply lost, sent again --------------------------------------------
+
+
+def test_a_resent_acquire_refused_by_its_own_term_is_our_term(leases, dynamodb, clock):
+    # GIVEN an acquire that DynamoDB applies, whose reply is lost, and that botocore sends again
+    faults = Faults(dynamodb)
+    faults.resent("UpdateItem", when=acquires)
+    # WHEN the second copy is refused (the lease is now held: by us)
+    lease = leases.acquire("job", "a", TTL, interval_ms=HOUR, run_id="run-1")
+    # THEN the refusal is read as our own term, not as someone else's
+    assert faults.count("resend") == 1
+    assert (lease.holder, lease.fence, lease.run_id) == ("a", 1, "run-1")
+    assert lease.expires_at == clock.now_ms() + TTL
+    leases.renew(lease)
+    leases.release(lease)
+
+
+def test_an_acquire_whose_reply_timed_out_is_sent_again_with_the_same_term(leases, dynamodb):
+    # GIVEN an acquire applied but surfaced as a read timeout (botocore gave up)
+    faults = Faults(dynamodb)
+    faults.reply_lost("UpdateItem", when=acquires)
+    # WHEN the store sends it again THEN the refusal shows our lease_id: the term is ours
+    lease = leases.acquire("job", "a", TTL)
+    assert faults.count("after") == 1 and lease.fence == 1
+    leases.release(lease)
+
+
+def test_a_release_whose_reply_was_lost_after_a_successor_acquired_is_not_a_lost_lease(leases, dynamodb, tables, clock):
+    # GIVEN our release lands, its reply is lost, and another holder acquires before our copy is re-sent
+    lease = leases.acquire("job", "a", TTL)
+    successor: list = []
+
+    def lose_and_let_b_in():
+        other = boto3.client("dynamodb")  # another Lambda: its own client, no faults
+        successor.append(LeaseStore(other, tables["leases"], clock).acquire("job", "b", TTL))
+        return read_timeout()
+
+    Faults(dynamodb).reply_lost("UpdateItem", when=releases, error=lose_and_let_b_in)
+    # WHEN the store re-sends the release THEN the refusal (fence + 1, taken while our term was live) is our own release
+    leases.release(lease)
+    assert successor[0].fence == lease.fence + 1
+    # AND b's term is untouched
+    leases.renew(successor[0])
+
+
+def test_a_release_refused_by_a_takeover_after_expiry_is_still_a_lost_lease(leases, clock):
+    lease = leases.acquire("job", "a", TTL)
+    clock.advance(ms=TTL + 1)
+    leases.acquire("job", "b", TTL)
+    with pytest.raises(LeaseLost):
+        leases.release(lease)
+
+
+def test_transient_errors_are_retried_a_bounded_number_of_times(leases, dynamodb, request_counter):
+    lease = leases.acquire("job", "a", TTL)
+    faults = Faults(dynamodb)
+    request_counter.attach(dynamodb)
+    # GIVEN two throttles after botocore's own retries: the third copy goes through
+    faults.refused_before("UpdateItem", throttled, when=renewals, times=2)
+    lease = leases.renew(lease)
+    assert request_counter.count("UpdateItem") == 3
+    # GIVEN a throttle that does not end: a StoreError of kind THROTTLED, after 3 copies
+    faults.refused_before("UpdateItem", throttled, when=releases, times=100)
+    with pytest.raises(StoreError) as failed:
+        leases.release(lease)
+    assert failed.value.kind is ErrorKind.THROTTLED
+    assert request_counter.count("UpdateItem") == 6
+
+
+def test_a_read_timeout_is_a_store_error_not_a_raw_botocore_error(leases, dynamodb):
+    Faults(dynamodb).refused_before("GetItem", read_timeout, times=1)
+    with pytest.raises(StoreError) as failed:
+        leases.peek("job")
+    assert failed.value.kind is ErrorKind.REPLY_LOST and "ReadTimeoutError" in str(failed.value)
+
+
+# -- refusals without an old image (DynamoDB implementations that never return one) ---------------
+
+
+def test_a_refused_acquire_without_an_old_image_is_classified_by_one_consistent_read(leases, dynamodb, request_counter):
+    # GIVEN a live holder, and refusals that come back without the old image
+    leases.acquire("job", "a", TTL, interval_ms=HOUR)
+    Faults(dynamodb).without_old_image("UpdateItem")
+    request_counter.attach(dynamodb)
+    # WHEN b tries THEN it is told the lease is held (not that the interval has not elapsed)
+    with pytest.raises(LeaseHeld) as refused:
+        leases.acquire("job", "b", TTL, interval_ms=HOUR)
+    assert refused.value.competing["holder"] == "a"
+    assert request_counter.calls == ["UpdateItem", "GetItem"]
+
+
+def test_a_retried_release_without_an_old_image_is_still_our_release(leases, dynamodb):
+    lease = leases.acquire("job", "a", TTL)
+    Faults(dynamodb).without_old_image("UpdateItem")
+    leases.release(lease)
+    leases.release(lease)  # refused, no image: the read shows our fence and no holder
+
+
+# -- the predecessor: a term taken over without a release -----------------------------------------
+
+
+def test_acquire_returns_the_term_it_took_over_unreleased(leases, clock):
+    # GIVEN run-1's term that was never released
+    dead = leases.acquire("job", "a", TTL, run_id="run-1")
+    clock.advance(ms=TTL + 1)
+    # WHEN the next acquire takes over
+    lease = leases.acquire("job", "b", TTL, run_id="run-2")
+    # THEN it names the dead term (for its run row); a released term names none
+    assert lease.predecessor == Term("job", "run-1", "a", dead.fence, dead.acquired_at, dead.expires_at)
+    leases.release(lease)
+    clock.advance(ms=1)
+    assert leases.acquire("job", "c", TTL, run_id="run-3").predecessor is None

@@ -2,68 +2,16 @@
 
 from __future__ import annotations
 
-import io
-import json
-import logging
-import uuid
-
 import pytest
-from aws_lambda_powertools import Logger, Metrics
 
 from jobfence.errors import JobfenceError
-from jobfence.lease import LeaseStore
-from jobfence.registry import JobSpec
-from jobfence.runs import RunStore
-from jobfence.scheduled import Outcome, ScheduledRunner
-from jobfence.triggers import Trigger
-
-HOUR_S = 3600
-
-
-def spec(name="job_a", **kwargs) -> JobSpec:
-    defaults = dict(subsystem="test", entry="unused:unused", schedule="cron(0 * * * ? *)", interval_s=HOUR_S)
-    return JobSpec(name=name, **{**defaults, **kwargs})
-
-
-class Harness:
-    """A runner on moto with a captured log stream and a fresh metric set."""
-
-    def __init__(self, dynamodb, tables, clock):
-        self.dynamodb, self.tables, self.clock = dynamodb, tables, clock
-        self.log_stream = io.StringIO()
-        # a fresh service name per harness: Powertools reuses the handler of a known logger name
-        self.logger = Logger(service=f"test-{uuid.uuid4().hex}", logger_handler=logging.StreamHandler(self.log_stream))
-        self.metrics = Metrics(namespace="jobfence", service="test")
-        self.metrics.clear_metrics()
-        self.leases = LeaseStore(dynamodb, tables["leases"], clock)
-        self.runs = RunStore(dynamodb, tables["runs"])
-        self.runner = ScheduledRunner(self.leases, self.runs, clock, self.logger, self.metrics)
-
-    def tick(self, job_spec, job, context=None):
-        return self.runner.run(job_spec, job, Trigger("scheduled", self.clock.now_ms()), context)
-
-    def rows(self, job="job_a"):
-        return self.runs.recent(job)
-
-    def logs(self):
-        return [json.loads(line) for line in self.log_stream.getvalue().splitlines() if line.strip()]
-
-    def metric(self, name):
-        return self.metrics.metric_set.get(name, {}).get("Value", [])
+from jobfence.scheduled import Outcome
+from tests.runner_support import Harness, counting_job, spec
 
 
 @pytest.fixture
 def h(dynamodb, tables, clock):
     return Harness(dynamodb, tables, clock)
-
-
-def counting_job(batches, seen):
-    def job(ctx):
-        for i in range(batches):
-            seen.append((i, ctx.lease.expires_at))
-            yield {"done": 1}
-
-    return job
 
 
 def test_a_run_renews_before_every_batch_after_the_first(h, dynamodb, request_counter):
@@ -72,11 +20,11 @@ def test_a_run_renews_before_every_batch_after_the_first(h, dynamodb, request_co
     result = h.tick(spec(), counting_job(3, seen))
     assert result.outcome is Outcome.RAN
     assert result.summary == {"batches": 3, "done": 3}
-    # acquire + a renewal before resuming the job after each batch + release; the last
-    # renewal finds the generator exhausted (the runner cannot know that without resuming it)
-    assert request_counter.count("UpdateItem") == 1 + 3 + 1
+    # acquire + a renewal before resuming the job after each batch + the row's finish + release;
+    # the last renewal finds the generator exhausted (the runner cannot know that without resuming it)
+    assert request_counter.count("UpdateItem") == 1 + 3 + 1 + 1
     assert request_counter.count("GetItem") == 1
-    assert request_counter.count("PutItem") == 1
+    assert request_counter.count("PutItem") == 1  # the `running` row, written when the lease is taken
     row, = h.rows()
     assert row["outcome"] == "ran" and row["fence"] == 1 and row["summary"] == {"batches": 3, "done": 3}
     assert set(row) >= {"job", "run_key", "trigger", "scheduled_at", "started_at", "finished_at", "duration_ms", "holder", "ttl"}
