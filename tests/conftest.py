@@ -83,3 +83,16 @@ def server_session(moto_server):
 
     requests.post(f"{moto_server}/moto-api/reset", timeout=10)
     return ServerSession(moto_server)
+
+
+@pytest.fixture(scope="session")
+def dynalite():
+    """dynalite (a DynamoDB on LevelDB, from node_modules) on a free loopback port: its endpoint.
+
+    A second DynamoDB implementation for the lease suite: it never returns an
+    old image with a refused condition and has no transactions.
+    """
+    from tests.backends import Dynalite
+
+    with Dynalite() as server:
+        yield server.endpoint

@@ -1,8 +1,11 @@
-"""The fenced lease store on moto (in-process): acquire, gate, renew, release, fenced write."""
+"""The fenced lease store: acquire, gate, renew, release, fenced write; writes whose reply was lost.
+
+Every test runs on moto (in-process) and on dynalite (a second DynamoDB implementation, over
+loopback HTTP, which never returns an old image with a refusal); fenced writes on moto only.
+"""
 
 from __future__ import annotations
 
-import boto3
 import pytest
 from botocore.exceptions import ConnectionClosedError
 
@@ -10,6 +13,7 @@ from jobfence.dynamo import ErrorKind
 from jobfence.errors import ConditionFailed, IntervalNotElapsed, LeaseHeld, LeaseLost, StoreError
 from jobfence.lease import LeaseStore, Term
 from tests.aws_faults import Faults, acquires, read_timeout, releases, renewals, throttled
+from tests.backends import backend, dynamodb, peer_client, pytest_generate_tests, tables  # noqa: F401
 
 TTL = 30 * 60_000
 HOUR = 3_600_000
@@ -42,6 +46,7 @@ def test_live_lease_refuses_a_second_holder_and_names_the_competitor(leases):
     assert refused.value.competing["holder"] == "a"
 
 
+@pytest.mark.transactions
 def test_expired_lease_is_taken_over_and_the_old_holder_is_fenced_out(leases, clock, tables):
     # GIVEN holder a's term has run out without a release (its isolate died)
     old = leases.acquire("job", "a", TTL)
@@ -63,6 +68,7 @@ def test_expired_lease_is_taken_over_and_the_old_holder_is_fenced_out(leases, cl
     leases.release(new)
 
 
+@pytest.mark.transactions
 def test_expired_but_not_taken_over_holder_cannot_fenced_write(leases, clock, tables, dynamodb):
     # GIVEN a holder whose term expired while nobody else acquired
     lease = leases.acquire("job", "a", TTL)
@@ -75,6 +81,7 @@ def test_expired_but_not_taken_over_holder_cannot_fenced_write(leases, clock, ta
     )
 
 
+@pytest.mark.transactions
 def test_fenced_write_reports_the_callers_own_condition_separately(leases, tables):
     lease = leases.acquire("job", "a", TTL)
     leases.fenced_write(lease, [put_marker(tables, "once")])
@@ -202,7 +209,7 @@ def test_a_release_whose_reply_was_lost_after_a_successor_acquired_is_not_a_lost
     successor: list = []
 
     def lose_and_let_b_in():
-        other = boto3.client("dynamodb")  # another Lambda: its own client, no faults
+        other = peer_client(dynamodb)  # another Lambda: its own client, no faults
         successor.append(LeaseStore(other, tables["leases"], clock).acquire("job", "b", TTL))
         return read_timeout()
 

@@ -1,5 +1,8 @@
 """Run rows under faults: every run that took the lease has a row whose outcome is true
-(invariant 12), and a store error never replaces a job's own error (invariant 4)."""
+(invariant 12), and a store error never replaces a job's own error (invariant 4).
+
+On moto (in-process) and on dynalite (over loopback HTTP, no old images with refusals).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from jobfence.lease import Term
 from jobfence.runs import RunStart, RunState, sweep_dead_runs
 from jobfence.scheduled import Outcome
 from tests.aws_faults import Faults, acquires, read_timeout, releases, run_finishes, throttled
+from tests.backends import backend, dynamodb, pytest_generate_tests, tables  # noqa: F401
 from tests.runner_support import Harness, counting_job, spec
 
 TTL_MS = 30 * 60_000
