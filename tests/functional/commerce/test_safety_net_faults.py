@@ -207,3 +207,32 @@ def test_an_intent_whose_capture_may_have_happened_is_never_given_up_as_failed(s
     assert (row.status, int(row.capture_attempts)) == ("capturing", 5)
     assert counts(run(harness, stores.deferred, payments))["captured"] == 1
     assert stores.deferred.get("i1").captured_by == "safetynet" and payments.captures_of("O-1") == 1
+
+
+def test_on_the_wire_a_capture_whose_every_reply_was_lost_is_unknown_then_settled_by_its_request_id(
+    stores, harness, clock
+):
+    # GIVEN the real PayPal adapter against the loopback PayPal stub (one attempt a call: with more,
+    # the adapter's own retry with the same PayPal-Request-Id would get the first result back), and
+    # an order the stub captures and then answers with a 503
+    import urllib3
+
+    from ops.stubs.paypal import PayPalStub
+    from providers.paypal import PayPalPayments
+
+    with PayPalStub(clock, client_id="cid", client_secret="cs") as stub:
+        paypal = PayPalPayments(stub.base_url, lambda: {"client_id": "cid", "client_secret": "cs"}, clock,
+                                urllib3.PoolManager(retries=False), lambda _s: None, attempts=1)
+        order = stub.create_order("10.00")
+        stores.deferred.create("i1", order, 1_000)
+        clock.advance(minutes=21)
+        stub.fail_next(1, 503, after_commit=True)
+        first = run(harness, stores.deferred, paypal)
+        # THEN the run counts it unknown, not failed: PayPal did capture
+        assert counts(first)["unknown"] == 1 and counts(first)["failed"] == 0
+        assert stub.orders[order].status == "COMPLETED"
+        # WHEN the next tick asks again with the same request id THEN it is recorded, captured once
+        clock.advance(minutes=5)
+        assert counts(run(harness, stores.deferred, paypal))["captured"] == 1
+        assert stores.deferred.get("i1").capture_ref == stub.orders[order].capture_id
+        assert stub.count("POST", f"/v2/checkout/orders/{order}/capture") == 2
