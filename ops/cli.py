@@ -2,6 +2,7 @@
 
     status                      leases (holder, expiry), last run per job, stale items, queues
     runs JOB                    recent runs: outcome, duration, error
+    sweep-runs                  record `died` the runs whose term ended unreleased (no next tick yet)
     batch TENANT/BATCH          rows first: the batch row, then its item rows
     run JOB                     a manual trigger through the same contract as a tick
     run-all                     every scheduled job in parallel, one line each, then passed/failed
@@ -52,6 +53,7 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("runs", help="recent runs of a job")
     r.add_argument("job")
     r.add_argument("--limit", type=int, default=20)
+    sub.add_parser("sweep-runs", help="record died the runs whose term ended unreleased")
     b = sub.add_parser("batch", help="a batch and its item rows (rows first)")
     b.add_argument("batch_id", metavar="TENANT/BATCH")
     r = sub.add_parser("run", help="trigger one job now (manual trigger)")
@@ -194,6 +196,14 @@ def cmd_runs(target, args, console) -> int:
     return 0
 
 
+def cmd_sweep_runs(target, args, console) -> int:
+    from ops.operator import sweep_runs
+
+    result = sweep_runs(target)
+    console.print(f"{result.jobs} job(s) looked at, {result.died} run(s) recorded died")
+    return 0
+
+
 def cmd_batch(target, args, console) -> int:
     from ops.operator import batch
 
@@ -275,6 +285,7 @@ def cmd_invoke(target, args, console) -> int:
 
 COMMANDS = {
     "status": cmd_status,
+    "sweep-runs": cmd_sweep_runs,
     "runs": cmd_runs,
     "batch": cmd_batch,
     "run": cmd_run,

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from jobfence.clock import Clock, SystemClock
 from jobfence.config import Settings
 from jobfence.lease import LeaseStore
-from jobfence.runs import MAX_ERROR_CHARS, RunStore, bounded_summary
+from jobfence.runs import MAX_ERROR_CHARS, RunStore, SweepResult, bounded_summary, sweep_dead_runs
 from ops.runtime.topology import FunctionInfo, Topology, discover, read_rule
 from ops.runtime.workers import Invocation
 
@@ -164,6 +164,17 @@ def status(target: Target) -> StatusReport:
     from ops.runtime.sqs import queue_depths
 
     return StatusReport(target.clock.now_ms(), jobs, stale_item_counts(target), queue_depths(target.session, target.topology))
+
+
+def sweep_runs(target: Target) -> SweepResult:
+    """Record `died` every run whose term ended unreleased (what each job's next tick would do).
+
+    An operator's command: it reads every lease item, which no scheduled
+    function is granted (each may touch only its own job's items).
+    """
+    leases_table, runs_table = _core_tables(target)
+    client = _client(target)
+    return sweep_dead_runs(LeaseStore(client, leases_table, target.clock), RunStore(client, runs_table), target.clock.now_ms())
 
 
 def runs(target: Target, job: str, limit: int = 20) -> list[dict[str, Any]]:

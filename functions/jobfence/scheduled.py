@@ -163,8 +163,8 @@ class ScheduledRunner:
             lease = self._leases.acquire(spec.name, holder, spec.lease_ttl_s * 1000, interval_ms, run_id=run_id)
         except (LeaseHeld, IntervalNotElapsed) as exc:
             return self._skipped(spec, type(exc), started, stage="acquire")
-        if lease.predecessor is not None:
-            self._mark_died(lease.predecessor)
+        # the term this acquire replaced unreleased: its run died; tried again at the end if this fails
+        unmarked = lease.predecessor if lease.predecessor and not self._mark_died(lease.predecessor) else None
 
         ctx = RunContext(spec, run_id, trigger, lease, self._leases, self._clock)
         run = RunStart(spec.name, run_id, trigger.kind, trigger.scheduled_at, lease.acquired_at, holder, lease.fence)
@@ -173,19 +173,20 @@ class ScheduledRunner:
             opened = self._runs.start(run)
         except StoreError as exc:
             # no row could be written: the job does not run; the store error is this run's own error
-            self._close(spec, ctx, run, Outcome.FAILED, summary, safe_error(exc), release=True)
+            self._close(spec, ctx, run, Outcome.FAILED, summary, safe_error(exc), release=True, unmarked=unmarked)
             raise
         if not opened:
             # an observer already recorded this term as died: it ended before the run could begin
-            return self._close(spec, ctx, run, Outcome.LEASE_LOST, summary, "the term ended before the run began", release=False)
+            error = "the term ended before the run began"
+            return self._close(spec, ctx, run, Outcome.LEASE_LOST, summary, error, release=False, unmarked=unmarked)
         try:
             self._run_batches(spec, job, ctx, summary, context)
         except LeaseLost as exc:
-            return self._close(spec, ctx, run, Outcome.LEASE_LOST, summary, safe_error(exc), release=False)
+            return self._close(spec, ctx, run, Outcome.LEASE_LOST, summary, safe_error(exc), release=False, unmarked=unmarked)
         except Exception as exc:
-            self._close(spec, ctx, run, Outcome.FAILED, summary, safe_error(exc), release=True)
+            self._close(spec, ctx, run, Outcome.FAILED, summary, safe_error(exc), release=True, unmarked=unmarked)
             raise  # the job's own error: _close never raises
-        return self._close(spec, ctx, run, Outcome.RAN, summary, None, release=True)
+        return self._close(spec, ctx, run, Outcome.RAN, summary, None, release=True, unmarked=unmarked)
 
     def _pre_gate(self, spec: JobSpec, now: int, interval_ms: int | None) -> type[Exception] | None:
         try:
@@ -236,16 +237,17 @@ class ScheduledRunner:
         self._observe(spec, outcome, duration, decided_by=stage)
         return RunResult(spec.name, outcome, None, duration)
 
-    def _mark_died(self, term: Term) -> None:
-        """Record the unreleased term this acquire took over. Best effort: the dead-run sweep repeats it."""
+    def _mark_died(self, term: Term) -> bool:
+        """Record the run of the unreleased term this acquire replaced. False if the write failed (logged)."""
         try:
             marked = self._runs.mark_died(term, self._clock.now_ms())
         except JobfenceError as exc:
             self._logger.warning("recording a died run failed", extra={"reason": safe_error(exc), "fence": term.fence})
-            return
+            return False
         if marked:
             self._logger.warning("previous run died", extra={"died_run_id": term.run_id, "fence": term.fence})
             self._metrics.add_metric(name=RunState.DIED.value, unit=MetricUnit.Count, value=1)
+        return True
 
     def _close(
         self,
@@ -256,6 +258,7 @@ class ScheduledRunner:
         summary: Mapping[str, Any],
         error: str | None,
         release: bool,
+        unmarked: Term | None = None,
     ) -> RunResult:
         """Finish the row, then release the term (when it is still ours). Never raises.
 
@@ -265,6 +268,8 @@ class ScheduledRunner:
         records the run `died`. A release refused because the term was over turns
         `ran` into `lease_lost` (its last batch ran past the term).
         """
+        if unmarked is not None:
+            self._mark_died(unmarked)  # its first try failed; the lease item keeps the copy for the sweep
         finished = self._clock.now_ms()
         recorded = self._finish(run, outcome, finished, summary, error)
         if release and not recorded:

@@ -52,6 +52,25 @@ def test_status_shows_leases_last_runs_and_queues(target):
     assert "queues" in out
 
 
+def test_sweep_runs_records_a_run_whose_term_ended_unreleased(target, runtime):
+    from jobfence.lease import LeaseStore
+    from jobfence.runs import RunStore
+
+    # GIVEN a job's run took the lease, wrote its running row and died; nobody ticks it again
+    client = target.session.client("dynamodb")
+    leases = LeaseStore(client, target.topology.leases_table, runtime.clock)
+    lease = leases.acquire("swept_job", "test:dead", 1, run_id="dead-run")
+    runs = RunStore(client, target.topology.runs_table)
+    runtime.clock.advance(ms=2)
+    # WHEN an operator sweeps THEN its row says died, once
+    code, out = cli(target, "sweep-runs")
+    assert code == 0 and "1 run(s) recorded died" in out, out
+    row, = runs.recent("swept_job")
+    assert (row["run_id"], row["outcome"], row["fence"]) == ("dead-run", "died", lease.fence)
+    assert "0 run(s) recorded died" in cli(target, "sweep-runs")[1]
+    leases.release(lease)  # leave the shared runtime without a stray holder
+
+
 def test_disable_stops_ticks_and_enable_resumes_them(target, runtime):
     # GIVEN every rule disabled
     code, out = cli(target, "disable")
