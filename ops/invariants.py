@@ -121,7 +121,8 @@ def _one_holder(observations, runs, leases, probes, now_ms) -> Check:
             problems.append(f"{job}: fences not strictly increasing in start order {fences}")
         for a, b in zip(rows, rows[1:]):
             # on a frozen clock a term can last 0 ms: two terms starting at one instant overlap too
-            if b["started_at"] < a["finished_at"] or b["started_at"] == a["started_at"]:
+            # a row still `running` has no end yet: its term is judged by its start alone
+            if b["started_at"] < a.get("finished_at", a["started_at"]) or b["started_at"] == a["started_at"]:
                 problems.append(f"{job}: terms overlap (fence {a['fence']} until {a['finished_at']}, fence {b['fence']} from {b['started_at']})")
     groups: dict[str, list[Observation]] = defaultdict(list)
     for obs in observations:

@@ -24,9 +24,9 @@ The row is finished before the term is released, so a released term always
 has a finished row, and a run that dies with its row `running` leaves its
 term unreleased: the next acquire records it `died`. A store error while
 finishing or releasing is retried (bounded), then logged; it never replaces
-the job's own error. Ids (run ids,
-and a holder's when there is no Lambda request id) come from an injectable
-source so a seeded simulator can replay a run exactly.
+the job's own error. Ids (run ids, and a holder's when there is no Lambda
+request id) come from an injectable source, so a seeded simulator can replay
+a run exactly.
 """
 
 from __future__ import annotations
