@@ -29,7 +29,8 @@ What each kind means for a write that raised it:
 from __future__ import annotations
 
 import enum
-from typing import Any, Callable, Mapping, NoReturn, TypeVar
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Mapping, NoReturn, TypeVar
 
 from botocore.exceptions import (
     BotoCoreError,
@@ -40,7 +41,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
     ResponseStreamingError,
 )
-from pynamodb.exceptions import PynamoDBException
+from pynamodb.exceptions import DoesNotExist, PynamoDBException
 from pynamodb.indexes import Index
 from pynamodb.models import Model
 
@@ -207,9 +208,34 @@ def raise_unless_refused(exc: Exception, what: str) -> None:
         raise_store_error(exc, what)
 
 
+@contextmanager
+def aws_call(what: str) -> Iterator[None]:
+    """Turn any boto3/botocore/pynamodb error raised inside into `raise_store_error(exc, what)`.
+
+    pynamodb's `DoesNotExist` (a missing row, not an error) passes through.
+    """
+    try:
+        yield
+    except DoesNotExist:
+        raise
+    except (ClientError, BotoCoreError, PynamoDBException) as exc:
+        raise_store_error(exc, what)
+
+
 def cancellation_reasons(exc: BaseException) -> list[dict[str, Any]]:
-    """The per-item reasons of a cancelled transaction (low-level dicts, in item order)."""
+    """The per-item reasons of a cancelled transaction (low-level dicts, in item order).
+
+    pynamodb re-raises a transaction's error with only `Error` left in its
+    `response`, and keeps the reasons (with their old images) on the error as
+    `cancellation_reasons` objects; both spellings come out the same here.
+    """
     cause = root_cause(exc)
+    kept = getattr(cause, "cancellation_reasons", None)
+    if kept:
+        return [
+            {"Code": r.code, "Message": r.message, **({"Item": r.raw_item} if r.raw_item else {})} if r else {"Code": "None"}
+            for r in kept
+        ]
     response = getattr(cause, "response", None) or {}
     reasons = response.get("CancellationReasons") or []
     return [dict(r) if isinstance(r, Mapping) else {} for r in reasons]

@@ -2,7 +2,7 @@
 
 One row per tenant; every DynamoDB expression of the quota table lives here.
 
-    tenant (key) | limit | available | reserved | refunded | updated_at
+    tenant (key) | limit | available | reserved | refunded | updated_at | last_grant
 
 `available` is what may still be reserved; `reserved` and `refunded` only ever
 grow, so the books can be checked at any time (DESIGN §4 invariant 7):
@@ -15,25 +15,29 @@ item holds a reservation if and only if the counter moved. A refund is likewise
 one `Update` in the transaction that fails the item terminally and marks its
 reservation refunded, so it happens exactly once.
 
+    grant k     condition last_grant <> G   ADD limit k, available k; SET last_grant = G
     reserve k   condition available >= k    ADD available -k, reserved k
     refund 1    (no condition)              ADD available 1, refunded 1
+
+A grant is one UpdateItem (it creates the row on the first grant) carrying a
+fresh grant id G: if its reply is lost and botocore re-sends it, the re-send
+is refused by its own first application (last_grant = G), so a grant is
+counted once.
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import PutError, UpdateError
+from pynamodb.exceptions import PynamoDBException
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
 from jobfence.clock import Clock
-from jobfence.dynamo import bind
-from jobfence.errors import StoreError
-
-CONDITIONAL_CHECK_FAILED = "ConditionalCheckFailedException"
+from jobfence.dynamo import ErrorKind, aws_call, bind, classify, raise_store_error
 
 
 class _Quota(Model):
@@ -46,6 +50,7 @@ class _Quota(Model):
     reserved = NumberAttribute(default=0)
     refunded = NumberAttribute(default=0)
     updated_at = NumberAttribute()
+    last_grant = UnicodeAttribute(null=True)
 
 
 @dataclass(frozen=True)
@@ -78,30 +83,32 @@ class QuotaStore:
         """Give a tenant `units` more actions (creating its row on first grant)."""
         if units <= 0:
             raise ValueError("a grant is a positive number of units")
-        now = self._clock.now_ms()
+        q = self.model
+        grant_id = uuid.uuid4().hex
+        not_this_grant = q.last_grant.does_not_exist() | (q.last_grant != grant_id)
         try:
-            self.model(tenant, limit=units, available=units, reserved=0, refunded=0, updated_at=now).save(
-                condition=self.model.tenant.does_not_exist()
+            q(tenant).update(
+                actions=[
+                    q.limit.add(units),
+                    q.available.add(units),
+                    q.reserved.add(0),  # creates the books' counters on the first grant
+                    q.refunded.add(0),
+                    q.updated_at.set(self._clock.now_ms()),
+                    q.last_grant.set(grant_id),
+                ],
+                condition=not_this_grant,
             )
-        except PutError as exc:
-            if exc.cause_response_code != CONDITIONAL_CHECK_FAILED:
-                raise StoreError(f"granting quota failed: {exc.cause_response_code}") from exc
-            try:
-                self.model(tenant).update(
-                    actions=[
-                        self.model.limit.add(units),
-                        self.model.available.add(units),
-                        self.model.updated_at.set(now),
-                    ]
-                )
-            except UpdateError as inner:
-                raise StoreError(f"granting quota failed: {inner.cause_response_code}") from inner
+        except PynamoDBException as exc:
+            # refused only by this very grant, applied before its reply was lost and re-sent
+            if classify(exc) is not ErrorKind.CONDITION_FAILED:
+                raise_store_error(exc, "granting quota")
         return self.balance(tenant)
 
     def balance(self, tenant: str) -> QuotaBalance:
         """The tenant's books (a strongly consistent read); all zero if never granted."""
         try:
-            row = self.model.get(tenant, consistent_read=True)
+            with aws_call("reading quota"):
+                row = self.model.get(tenant, consistent_read=True)
         except self.model.DoesNotExist:
             return QuotaBalance(tenant, 0, 0, 0, 0)
         return QuotaBalance(tenant, int(row.limit), int(row.available), int(row.reserved), int(row.refunded))

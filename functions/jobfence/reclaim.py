@@ -19,6 +19,10 @@ status, `updated_at` and attempts in its condition, so an item that completed
 that is also why the writes are not fenced with the lease: a paused reclaimer's
 late write can only apply to a row still exactly as it saw it, which is a row
 any reclaimer would move the same way. Automation never resets attempts.
+
+A store error (throttling, a lost reply, a 5xx: classified in `jobfence.dynamo`)
+fails only the item, page or batch it hit: it is logged and counted as
+`errors`, and the sweep goes on; the next run retries what it left.
 """
 
 from __future__ import annotations
@@ -88,7 +92,14 @@ class Reclaimer:
         cutoff = self._clock.now_ms() - stale_ms  # fixed for the run: rows we bump never qualify again
         cursor: Any = None
         for _ in range(self._max_pages):
-            rows, cursor = self._store.stale_items(pipeline.kind, status, cutoff, self._page_size, cursor)
+            try:
+                rows, cursor = self._store.stale_items(pipeline.kind, status, cutoff, self._page_size, cursor)
+            except JobfenceError as exc:
+                self._logger.warning("reading stale items failed", extra={"kind": pipeline.kind,
+                                                                          "status": status.value,
+                                                                          "reason": safe_error(exc)})
+                yield {"errors": 1}
+                return
             if not rows:
                 return
             yield self._reclaim_page(pipeline, status, rows)
@@ -97,7 +108,8 @@ class Reclaimer:
 
     def _reclaim_page(self, pipeline: ReclaimPipeline, status: ItemStatus, rows: list[tuple[ItemKey, int]]) -> dict[str, int]:
         timing = pipeline.timing
-        counts = {f"stale_{status.value}": len(rows), "requeued": 0, "failed": 0, "changed": 0, "unsent": 0}
+        counts = {f"stale_{status.value}": len(rows), "requeued": 0, "failed": 0, "changed": 0, "unsent": 0,
+                  "errors": 0}
         wake: list[ItemKey] = []
         failed_by_batch: dict[BatchRef, int] = {}
         if status is ItemStatus.RUNNING:
@@ -113,7 +125,7 @@ class Reclaimer:
                     failed = self._store.fail_stale(key, status, seen, capped_error)
             except JobfenceError as exc:
                 self._logger.warning("reclaiming an item failed", extra={"reason": safe_error(exc), **key.log_ids()})
-                counts["changed"] += 1
+                counts["errors"] += 1
                 continue
             outcome = "failed" if failed else "changed" if verdict is StaleVerdict.CAPPED else verdict.value
             counts[outcome] += 1
@@ -126,9 +138,15 @@ class Reclaimer:
             # a wake-up that cannot be sent leaves a pending row: the next pending sweep re-sends it
             counts["unsent"] = len(pipeline.wakeups.send(wake))
         for ref, failed in failed_by_batch.items():
-            row = self._store.rollup(ref, BatchDelta(failed=failed))
-            if row is not None and row.status is BatchStatus.OPEN and row.completed + row.failed >= row.total:
-                self._store.finalize(ref, seen=row)
+            try:
+                row = self._store.rollup(ref, BatchDelta(failed=failed))
+                if row is not None and row.status is BatchStatus.OPEN and row.completed + row.failed >= row.total:
+                    self._store.finalize(ref, seen=row)
+            except JobfenceError as exc:
+                # counters are only a hint: the batch-stale sweep finalizes from the rows
+                self._logger.warning("roll-up failed", extra={"tenant": ref.tenant, "batch": ref.batch_id,
+                                                              "reason": safe_error(exc)})
+                counts["errors"] += 1
         return counts
 
     # -- batches ----------------------------------------------------------------------------
@@ -136,12 +154,24 @@ class Reclaimer:
     def _batches(self, pipeline: ReclaimPipeline) -> Iterator[dict[str, int]]:
         cutoff = self._clock.now_ms() - pipeline.timing.batch_stale_s * 1000
         for _ in range(self._max_pages):
-            refs = self._store.stale_batches(pipeline.kind, cutoff, self._page_size)
+            try:
+                refs = self._store.stale_batches(pipeline.kind, cutoff, self._page_size)
+            except JobfenceError as exc:
+                self._logger.warning("reading stale batches failed", extra={"kind": pipeline.kind,
+                                                                            "reason": safe_error(exc)})
+                yield {"errors": 1}
+                return
             if not refs:
                 return
-            counts = {"batches_swept": len(refs), "batches_finalized": 0}
+            counts = {"batches_swept": len(refs), "batches_finalized": 0, "errors": 0}
             for ref in refs:
-                row = self._store.finalize(ref, heartbeat=True)
+                try:
+                    row = self._store.finalize(ref, heartbeat=True)
+                except JobfenceError as exc:
+                    self._logger.warning("finalizing a batch failed", extra={"tenant": ref.tenant, "batch": ref.batch_id,
+                                                                            "reason": safe_error(exc)})
+                    counts["errors"] += 1
+                    continue
                 if row is not None and row.status is BatchStatus.FINALIZED:
                     counts["batches_finalized"] += 1
                 self._logger.info("reclaim batch", extra={"tenant": ref.tenant, "batch": ref.batch_id,

@@ -24,6 +24,7 @@ MAX_ERROR_CHARS = 300
 MAX_PAYLOAD_CHARS = 4_000
 MAX_RESULT_REF_CHARS = 256
 SEND_CHUNK = 10  # SendMessageBatch takes at most 10 entries
+ITEMS_PER_TRANSACTION = 100  # TransactWriteItems takes at most 100 actions
 RECLAIM_SHARDS = 4  # spreads the index's write load; the reclaimer queries every shard
 CLAIM_ROUNDS = 3  # re-plan a claim transaction at most this often (races, conflicts)
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"  # no '#': it separates key parts
@@ -288,6 +289,7 @@ class BatchRow:
     retries: int
     retried_by: str | None
     retried_at: int | None
+    reopened: int = 0  # items ever reopened by retry_failed; every reopen moves it with its items
 
     @property
     def ref(self) -> BatchRef:

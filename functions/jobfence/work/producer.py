@@ -15,6 +15,7 @@ from jobfence.work.keys import (
     SEND_CHUNK,
     BatchConflict,
     BatchRef,
+    BatchStatus,
     ItemInput,
     ItemKey,
     validate_id,
@@ -36,10 +37,14 @@ class SubmitResult:
 class Producer:
     """Create a batch of up to 10,000 items and wake a worker for each.
 
-    Repeating a call is safe: the batch row is created once (conditional put),
-    only missing item rows are written, and wake-ups resume from the batch's
-    `enqueued` checkpoint (advanced after every SendMessageBatch), so a call
-    that completed enqueues nothing the second time.
+    Repeating a call is safe, and is how a caller finishes a call that failed
+    or died half-way: the batch row is created once (conditional put), only
+    missing item rows are written (each put conditional, so a late or re-sent
+    put never resets a row workers moved on), and wake-ups resume from the
+    batch's `enqueued` checkpoint (advanced after every SendMessageBatch), so a
+    call that completed enqueues nothing the second time. The batch cannot be
+    finalized before all `total` rows exist, so a batch opened by a call that
+    died stays open until a repeated call completes it.
     """
 
     def __init__(self, store: WorkStore, wakeups: Mapping[str, Wakeups], logger: Logger) -> None:
@@ -62,6 +67,9 @@ class Producer:
             if len(json.dumps(dict(item.payload), separators=(",", ":"))) > MAX_PAYLOAD_CHARS:
                 raise ValueError(f"an item's input is limited to {MAX_PAYLOAD_CHARS} characters")
         batch, created = self._store.open_batch(ref, kind, len(items), created_by)
+        if batch.status is BatchStatus.FINALIZED:
+            # its rows number `total` and none is live: this call was done before (a finalized batch never changes)
+            return SubmitResult(ref, False, 0, 0)
         if created:
             missing = list(enumerate(items))
         else:
@@ -69,8 +77,7 @@ class Producer:
             if not existing <= set(ids):
                 raise BatchConflict(f"batch {ref} exists with other item ids")
             missing = [(seq, item) for seq, item in enumerate(items) if item.item_id not in existing]
-        if missing:
-            self._store.put_items(ref, kind, missing)
+        written = self._store.put_items(ref, kind, missing) if missing else 0
         sent = 0
         for start in range(batch.enqueued, len(items), SEND_CHUNK):
             chunk = [ItemKey(ref.tenant, ref.batch_id, i.item_id) for i in items[start:start + SEND_CHUNK]]
@@ -84,6 +91,6 @@ class Producer:
         self._logger.info(
             "batch submitted",
             extra={"tenant": ref.tenant, "batch": ref.batch_id, "kind": kind, "batch_created": created,
-                   "rows_written": len(missing), "enqueued": sent},
+                   "rows_written": written, "enqueued": sent},
         )
-        return SubmitResult(ref, created, len(missing), sent)
+        return SubmitResult(ref, created, written, sent)

@@ -2,7 +2,7 @@
 
     batches  tenant (key) | batch_id (sort) | kind | status | total | completed | failed
              | enqueued | rollups | recounts | created_by | created_at | updated_at
-             | finalized_at | retries | retried_by | retried_at | open_key (sparse GSI "by_open")
+             | finalized_at | retries | retried_by | retried_at | reopened | open_key (sparse GSI "by_open")
     items    batch_key = tenant#batch (key) | item_id (sort) | tenant | batch_id | kind | seq
              | status | attempts | error | claim_token | payload | result_ref | quota
              | quota_reservations | quota_refunds | created_at | updated_at
@@ -78,6 +78,7 @@ class _Batch(Model):
     retries = NumberAttribute(default=0)
     retried_by = UnicodeAttribute(null=True)
     retried_at = NumberAttribute(null=True)
+    reopened = NumberAttribute(null=True)  # items ever reopened by retry_failed (absent on old rows: 0)
     open_key = UnicodeAttribute(null=True)
     by_open = _OpenIndex()
 
@@ -145,4 +146,5 @@ def batch_row(row: Any) -> BatchRow:
         retries=int(row.retries or 0),
         retried_by=row.retried_by,
         retried_at=int(row.retried_at) if row.retried_at is not None else None,
+        reopened=int(row.reopened or 0),
     )

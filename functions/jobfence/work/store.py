@@ -21,17 +21,29 @@ Timeline of one item (generation: per-item 240 s < item stale 6 min < batch stal
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+import uuid
+from typing import Any, Mapping, Sequence
 
 from pynamodb.connection import Connection
-from pynamodb.exceptions import PutError, TransactWriteError, UpdateError
+from pynamodb.exceptions import PynamoDBException
 from pynamodb.transactions import TransactWrite
 
 from jobfence.clock import Clock
-from jobfence.dynamo import bind
+from jobfence.dynamo import (
+    REASON_CONDITION_FAILED,
+    ErrorKind,
+    aws_call,
+    bind,
+    cancellation_reasons,
+    classify,
+    old_image,
+    raise_store_error,
+)
 from jobfence.errors import StoreError
 from jobfence.quota import QuotaStore
 from jobfence.work.keys import (
+    CLAIM_ROUNDS,
+    ITEMS_PER_TRANSACTION,
     MAX_RESULT_REF_CHARS,
     RECLAIM_SHARDS,
     BatchConflict,
@@ -53,7 +65,11 @@ from jobfence.work.keys import (
 from jobfence.work.schema import _Batch, _Item, batch_row, item_row
 from jobfence.work.transactions import ReopenResult, claim_items, reopen_failed
 
-CONDITIONAL_CHECK_FAILED = "ConditionalCheckFailedException"
+
+def _s(image: Mapping[str, Any] | None, name: str) -> str | None:
+    """A string attribute of a low-level item image (an old image returned with a refusal)."""
+    value = (image or {}).get(name) or {}
+    return value.get("S") if isinstance(value, Mapping) else None
 
 
 class WorkStore:
@@ -67,8 +83,22 @@ class WorkStore:
         meta = self.items.Meta
         self._connection = Connection(region=getattr(meta, "region", None), host=getattr(meta, "host", None))
 
-    def transaction(self) -> TransactWrite:
-        return TransactWrite(connection=self._connection)
+    def transaction(self, token: str | None = None) -> TransactWrite:
+        """A TransactWriteItems; `token` (ClientRequestToken) makes botocore's re-send of it idempotent."""
+        return TransactWrite(connection=self._connection, client_request_token=token)
+
+    @staticmethod
+    def _update_returning_old(row: Any, actions: list[Any], condition: Any) -> None:
+        """UpdateItem that returns the row with a refusal (ALL_OLD): read it with `dynamo.old_image`.
+
+        pynamodb's `Model.update` cannot ask for the old image, and its error
+        wrapper drops it, so the expression pynamodb builds is sent on the
+        model's own botocore client; the raw AWS error is raised.
+        """
+        kwargs = row.get_update_kwargs_from_instance(
+            actions=actions, condition=condition, return_values_on_condition_failure="ALL_OLD"
+        )
+        type(row)._get_connection().connection.client.update_item(**kwargs)
 
     def now_ms(self) -> int:
         return self._clock.now_ms()
@@ -90,6 +120,7 @@ class WorkStore:
             rollups=0,
             recounts=0,
             retries=0,
+            reopened=0,
             created_by=created_by,
             created_at=now,
             updated_at=now,
@@ -99,9 +130,10 @@ class WorkStore:
         try:
             row.save(condition=absent)
             return batch_row(row), True
-        except PutError as exc:
-            if exc.cause_response_code != CONDITIONAL_CHECK_FAILED:
-                raise StoreError(f"creating batch {ref} failed: {exc.cause_response_code}") from exc
+        except PynamoDBException as exc:
+            # refused: it exists (maybe ours, applied and its reply lost): the row read next decides
+            if classify(exc) is not ErrorKind.CONDITION_FAILED:
+                raise_store_error(exc, f"creating batch {ref}")
         existing = self.batch(ref)
         if existing is None:
             raise StoreError(f"batch {ref} vanished while being created")
@@ -111,62 +143,100 @@ class WorkStore:
 
     def existing_item_ids(self, ref: BatchRef) -> set[str]:
         """Ids of the batch's item rows (keys only; used when a producer call is repeated)."""
-        return {
-            row.item_id
-            for row in self.items.query(ref.batch_key, consistent_read=True, attributes_to_get=["item_id"])
-        }
+        with aws_call(f"listing the items of batch {ref}"):
+            return {
+                row.item_id
+                for row in self.items.query(ref.batch_key, consistent_read=True, attributes_to_get=["item_id"])
+            }
 
-    def put_items(self, ref: BatchRef, kind: str, items: Sequence[tuple[int, ItemInput]]) -> None:
-        """Write new pending item rows (25 per BatchWriteItem request)."""
+    def put_items(self, ref: BatchRef, kind: str, items: Sequence[tuple[int, ItemInput]]) -> int:
+        """Write the missing pending item rows, never overwriting one; return how many this call wrote.
+
+        A row, once written, is moved on only by its claims: a producer call
+        that paused (or whose request was re-sent) must not put a completed
+        item back to pending. So every put is conditional (the row is absent),
+        100 to a TransactWriteItems; a refusal names the rows that exist
+        already (a repeated call, or a re-sent request applied twice), which
+        are dropped before the rest is tried again.
+        """
         now = self._clock.now_ms()
-        with self.items.batch_write() as writer:
-            for seq, item in items:
-                key = ItemKey(ref.tenant, ref.batch_id, item.item_id)
-                writer.save(
-                    self.items(
-                        ref.batch_key,
-                        item.item_id,
-                        tenant=ref.tenant,
-                        batch_id=ref.batch_id,
-                        kind=kind,
-                        seq=seq,
-                        status=ItemStatus.PENDING.value,
-                        attempts=0,
-                        payload=json.dumps(dict(item.payload), separators=(",", ":"), sort_keys=True),
-                        quota_reservations=0,
-                        quota_refunds=0,
-                        created_at=now,
-                        updated_at=now,
-                        reclaim_key=reclaim_key(kind, ItemStatus.PENDING, key),
-                    )
-                )
+        absent = self.items.item_id.does_not_exist()
+        written = 0
+        for start in range(0, len(items), ITEMS_PER_TRANSACTION):
+            chunk = list(items[start:start + ITEMS_PER_TRANSACTION])
+            for _ in range(CLAIM_ROUNDS):
+                if not chunk:
+                    break
+                try:
+                    with self.transaction(uuid.uuid4().hex) as tx:
+                        for seq, item in chunk:
+                            tx.save(self._new_item(ref, kind, seq, item, now), condition=absent)
+                except PynamoDBException as exc:
+                    error_kind = classify(exc)
+                    if error_kind is ErrorKind.TRANSACTION_CANCELED:
+                        reasons = cancellation_reasons(exc)
+                        exist = {i for i, r in enumerate(reasons) if r.get("Code") == REASON_CONDITION_FAILED}
+                        chunk = [c for i, c in enumerate(chunk) if i not in exist]
+                        continue
+                    if error_kind.transient:
+                        continue  # not applied, or applied and refused next round as existing
+                    raise_store_error(exc, f"writing the items of batch {ref}")
+                written += len(chunk)
+                chunk = []
+            if chunk:
+                raise StoreError(f"writing the items of batch {ref} failed {CLAIM_ROUNDS} times; repeat the call")
+        return written
+
+    def _new_item(self, ref: BatchRef, kind: str, seq: int, item: ItemInput, now: int) -> Any:
+        key = ItemKey(ref.tenant, ref.batch_id, item.item_id)
+        return self.items(
+            ref.batch_key,
+            item.item_id,
+            tenant=ref.tenant,
+            batch_id=ref.batch_id,
+            kind=kind,
+            seq=seq,
+            status=ItemStatus.PENDING.value,
+            attempts=0,
+            payload=json.dumps(dict(item.payload), separators=(",", ":"), sort_keys=True),
+            quota_reservations=0,
+            quota_refunds=0,
+            created_at=now,
+            updated_at=now,
+            reclaim_key=reclaim_key(kind, ItemStatus.PENDING, key),
+        )
 
     def checkpoint_enqueued(self, ref: BatchRef, enqueued: int) -> None:
         """Record that the first `enqueued` items (by seq) have had their wake-up sent."""
-        behind = self.batches.enqueued < enqueued  # a repeated or late checkpoint never moves it back
+        b = self.batches
+        behind = b.enqueued < enqueued  # a repeated or late checkpoint never moves it back
+        still_open = b.status == BatchStatus.OPEN.value  # a finalized batch never changes again
         try:
-            self.batches(ref.tenant, ref.batch_id).update(actions=[self.batches.enqueued.set(enqueued)], condition=behind)
-        except UpdateError as exc:
-            if exc.cause_response_code != CONDITIONAL_CHECK_FAILED:
-                raise StoreError(f"checkpointing batch {ref} failed: {exc.cause_response_code}") from exc
+            b(ref.tenant, ref.batch_id).update(actions=[b.enqueued.set(enqueued)], condition=behind & still_open)
+        except PynamoDBException as exc:
+            if classify(exc) is not ErrorKind.CONDITION_FAILED:
+                raise_store_error(exc, f"checkpointing batch {ref}")
 
     # -- reading ------------------------------------------------------------------------------
 
     def batch(self, ref: BatchRef) -> BatchRow | None:
         try:
-            return batch_row(self.batches.get(ref.tenant, ref.batch_id, consistent_read=True))
+            with aws_call(f"reading batch {ref}"):
+                return batch_row(self.batches.get(ref.tenant, ref.batch_id, consistent_read=True))
         except self.batches.DoesNotExist:
             return None
 
     def item(self, key: ItemKey) -> ItemRow | None:
         try:
-            return item_row(self.items.get(key.batch.batch_key, key.item_id, consistent_read=True))
+            with aws_call("reading an item"):
+                return item_row(self.items.get(key.batch.batch_key, key.item_id, consistent_read=True))
         except self.items.DoesNotExist:
             return None
 
     def item_rows(self, ref: BatchRef) -> list[ItemRow]:
         """Every item row of the batch (one partition, strongly consistent), in seq order."""
-        rows = [item_row(r) for r in self.items.query(ref.batch_key, consistent_read=True)]
+        with aws_call(f"reading the items of batch {ref}"):
+            rows = [item_row(r) for r in self.items.query(ref.batch_key, consistent_read=True)]
         return sorted(rows, key=lambda r: r.seq)
 
     def describe_batch(self, ref: BatchRef) -> BatchReport | None:
@@ -184,22 +254,31 @@ class WorkStore:
         return claim_items(self, keys, kind, attempts_cap)
 
     # -- outcomes of a claimed item (all conditioned on the claim token) ---------------------
+    #
+    # An outcome keeps the claim token on the row, so a refusal whose old image
+    # is already the outcome under our token is recognised as our own write,
+    # applied once and refused when its lost reply was re-sent.
 
     def _holds(self, claim: Claim) -> Any:
         """The claim is still ours: the row is running under our token."""
         return (self.items.claim_token == claim.token) & (self.items.status == ItemStatus.RUNNING.value)
+
+    @staticmethod
+    def _ours(image: Mapping[str, Any] | None, claim: Claim, status: ItemStatus) -> bool:
+        """The old image is our own outcome already applied (a re-sent request refused)."""
+        return _s(image, "claim_token") == claim.token and _s(image, "status") == status.value
 
     def complete(self, claim: Claim, result_ref: str) -> bool:
         """running -> completed. False if the claim was lost meanwhile (the row says who won)."""
         now = self._clock.now_ms()
         return self._update_claimed(
             claim,
+            ItemStatus.COMPLETED,
             [
                 self.items.status.set(ItemStatus.COMPLETED.value),
                 self.items.result_ref.set(result_ref[:MAX_RESULT_REF_CHARS]),
                 self.items.updated_at.set(now),
                 self.items.error.remove(),
-                self.items.claim_token.remove(),
                 self.items.reclaim_key.remove(),
             ],
         )
@@ -209,25 +288,27 @@ class WorkStore:
         now = self._clock.now_ms()
         return self._update_claimed(
             claim,
+            ItemStatus.PENDING,
             [
                 self.items.status.set(ItemStatus.PENDING.value),
                 self.items.error.set(bounded_error(error)),
                 self.items.updated_at.set(now),
-                self.items.claim_token.remove(),
                 self.items.reclaim_key.set(reclaim_key(kind, ItemStatus.PENDING, claim.key)),
             ],
         )
 
     def fail(self, claim: Claim, error: str) -> bool:
         """running -> failed (terminal), refunding its reservation in the same transaction."""
-        return self._fail_terminally(claim.key, self._holds(claim), error)
+        return self._fail_terminally(claim.key, self._holds(claim), error, claim=claim)
 
-    def _fail_terminally(self, key: ItemKey, condition: Any, error: str) -> bool:
+    def _fail_terminally(self, key: ItemKey, condition: Any, error: str, claim: Claim | None = None) -> bool:
         """Fail one item under `condition`; refund exactly once if it holds a reservation.
 
         Two variants: with a reservation, the item's `quota` moves reserved ->
         refunded and the quota row gets its unit back in one transaction; the
         item condition (quota = reserved) makes a repeat refund impossible.
+        The worker's failure (`claim`) keeps its token on the row, so a re-sent
+        transaction refused by its own first application is recognised.
         """
         m = self.items
         now = self._clock.now_ms()
@@ -235,15 +316,16 @@ class WorkStore:
             m.status.set(ItemStatus.FAILED.value),
             m.error.set(bounded_error(error)),
             m.updated_at.set(now),
-            m.claim_token.remove(),
             m.reclaim_key.remove(),
         ]
+        if claim is None:
+            actions.append(m.claim_token.remove())  # the reclaimer revokes whatever claim there was
         reserved = m.quota == QuotaHold.RESERVED.value
         refunded = m.quota == QuotaHold.REFUNDED.value
         holds_nothing = m.quota.does_not_exist()
         row = m(key.batch.batch_key, key.item_id)
         try:
-            with self.transaction() as tx:
+            with self.transaction(uuid.uuid4().hex) as tx:
                 tx.update(
                     row,
                     actions=[*actions, m.quota.set(QuotaHold.REFUNDED.value), m.quota_refunds.add(1)],
@@ -252,33 +334,47 @@ class WorkStore:
                 )
                 self.quota.refund_in(tx, key.tenant)
             return True
-        except TransactWriteError as exc:
-            if exc.cause_response_code != "TransactionCanceledException":
-                raise StoreError(f"failing an item failed: {exc.cause_response_code}") from exc
-            reasons = exc.cancellation_reasons
-            first = reasons[0] if reasons else None
-            if first is None or first.code != "ConditionalCheckFailed":
-                raise StoreError("failing an item was cancelled: " + ",".join(str(r and r.code) for r in reasons)) from exc
-            if first.raw_item and first.raw_item.get("quota", {}).get("S") == QuotaHold.RESERVED.value:
+        except PynamoDBException as exc:
+            if classify(exc) is not ErrorKind.TRANSACTION_CANCELED:
+                raise_store_error(exc, "failing an item")
+            reasons = cancellation_reasons(exc)
+            first = reasons[0] if reasons else {}
+            if first.get("Code") != REASON_CONDITION_FAILED:
+                raise_store_error(exc, "failing an item")
+            image = first.get("Item")
+            if claim is not None and self._ours(image, claim, ItemStatus.FAILED):
+                return True
+            if _s(image, "quota") == QuotaHold.RESERVED.value:
                 return False  # the reservation is there, so the item's own condition failed: claim lost
         try:  # no reservation to give back
-            row.update(actions=actions, condition=condition & holds_nothing | (condition & refunded))
+            self._update_returning_old(row, actions, condition & holds_nothing | (condition & refunded))
             return True
-        except UpdateError as exc:
-            if exc.cause_response_code != CONDITIONAL_CHECK_FAILED:
-                raise StoreError(f"failing an item failed: {exc.cause_response_code}") from exc
-            return False
+        except Exception as exc:  # noqa: BLE001 - classified below, re-raised as a StoreError
+            if classify(exc) is not ErrorKind.CONDITION_FAILED:
+                raise_store_error(exc, "failing an item")
+            return claim is not None and self._ours(old_image(exc), claim, ItemStatus.FAILED)
 
-    def _update_claimed(self, claim: Claim, actions: list[Any]) -> bool:
+    def _update_claimed(self, claim: Claim, outcome: ItemStatus, actions: list[Any]) -> bool:
+        row = self.items(claim.key.batch.batch_key, claim.key.item_id)
         try:
-            self.items(claim.key.batch.batch_key, claim.key.item_id).update(actions=actions, condition=self._holds(claim))
+            self._update_returning_old(row, actions, self._holds(claim))
             return True
-        except UpdateError as exc:
-            if exc.cause_response_code != CONDITIONAL_CHECK_FAILED:
-                raise StoreError(f"writing an item outcome failed: {exc.cause_response_code}") from exc
-            return False
+        except Exception as exc:  # noqa: BLE001 - classified below, re-raised as a StoreError
+            if classify(exc) is not ErrorKind.CONDITION_FAILED:
+                raise_store_error(exc, "writing an item outcome")
+            return self._ours(old_image(exc), claim, outcome)
 
     # -- roll-up, heartbeat and finalize ------------------------------------------------------
+    #
+    # Timeline of a batch row (the counters are a hint while it is open; the rows are the truth):
+    #
+    #   open_batch    status open, total N, rollups 0, reopened 0
+    #   rollup        ADD completed/failed, rollups+1, updated_at (heartbeat)   if still open
+    #   recount       rows counted; when they number N and none is live:
+    #   finalize      SET counters = recount, status finalized                 if still open and
+    #                                                                          nothing reopened since
+    #   (finalized)   never written again, except by retry_failed, which reopens it explicitly
+    #                 in the same transaction as the items it reopens (reopened + k)
 
     def rollup(self, ref: BatchRef, delta: BatchDelta) -> BatchRow | None:
         """One write per batch per SQS batch: the counts and `updated_at` (the heartbeat).
@@ -286,43 +382,46 @@ class WorkStore:
         A consistent read of the batch row first tells whether these counts may
         finish the batch; if so the item rows are recounted and the roll-up and
         the finalize are one write (so finishing a batch costs no extra write).
-        Otherwise, or if another roll-up raced in between, it is a plain ADD.
+        Otherwise, or if another roll-up raced in between, it is a plain ADD,
+        refused once the batch is finalized: a finalized batch never changes.
         The caller finalizes when a returned open row's counters say done.
         """
         seen = self.batch(ref)
-        if seen is None:
-            return None
-        if seen.status is BatchStatus.OPEN and seen.completed + seen.failed + delta.completed + delta.failed >= seen.total:
+        if seen is None or seen.status is BatchStatus.FINALIZED:
+            return seen
+        if seen.completed + seen.failed + delta.completed + delta.failed >= seen.total:
             row = self._recount_and_write(ref, seen, rollup=True)
             if row is not None:
                 return row
         now = self._clock.now_ms()
-        row = self.batches(ref.tenant, ref.batch_id)
-        exists = self.batches.tenant.exists()
+        b = self.batches
+        row = b(ref.tenant, ref.batch_id)
+        still_open = b.status == BatchStatus.OPEN.value
         try:
             row.update(
                 actions=[
-                    self.batches.completed.add(delta.completed),
-                    self.batches.failed.add(delta.failed),
-                    self.batches.rollups.add(1),
-                    self.batches.updated_at.set(now),
+                    b.completed.add(delta.completed),
+                    b.failed.add(delta.failed),
+                    b.rollups.add(1),
+                    b.updated_at.set(now),
                 ],
-                condition=exists,
+                condition=still_open,
             )
-        except UpdateError as exc:
-            if exc.cause_response_code == CONDITIONAL_CHECK_FAILED:
-                return None
-            raise StoreError(f"rolling up batch {ref} failed: {exc.cause_response_code}") from exc
+        except PynamoDBException as exc:
+            if classify(exc) is ErrorKind.CONDITION_FAILED:
+                return self.batch(ref)  # finalized meanwhile (or gone): nothing to add
+            raise_store_error(exc, f"rolling up batch {ref}")
         return batch_row(row)
 
     def finalize(self, ref: BatchRef, seen: BatchRow | None = None, heartbeat: bool = False) -> BatchRow | None:
-        """Recount the item rows and finalize the batch when none is live. Idempotent.
+        """Recount the item rows and finalize the batch when they number `total` and none is live.
 
-        The counters written are the recount's, never in-memory tallies. When
-        items are still live, the counters are corrected only if no roll-up
-        happened since `seen` (so a racing roll-up is never overwritten), and
-        `heartbeat` (the reclaimer's case) bumps `updated_at` so a batch that is
-        merely slow is looked at again one batch-stale period later, not every sweep.
+        Idempotent. The counters written are the recount's, never in-memory
+        tallies. When the batch is not done, the counters are corrected only if
+        no roll-up happened since `seen` (so a racing roll-up is never
+        overwritten), and `heartbeat` (the reclaimer's case) bumps `updated_at`
+        so a batch that is merely slow (or whose producer has not written all
+        its rows yet) is looked at again one batch-stale period later.
         """
         batch = seen or self.batch(ref)
         if batch is None or batch.status is BatchStatus.FINALIZED:
@@ -332,13 +431,21 @@ class WorkStore:
     def _recount_and_write(
         self, ref: BatchRef, seen: BatchRow, rollup: bool = False, heartbeat: bool = False
     ) -> BatchRow | None:
-        """Recount, then one conditional write; None if the batch moved on since `seen`."""
+        """Recount, then one conditional write; None if the batch moved on since `seen`.
+
+        `seen` is read before the recount, so an item reopened after it (which
+        moves `reopened` in the same transaction) refuses the finalize; items
+        only ever become terminal otherwise, so a recount that found every row
+        terminal is still true when the write lands.
+        """
         counts = {s: 0 for s in ItemStatus}
         attrs = ["batch_key", "item_id", "status"]
-        for row in self.items.query(ref.batch_key, consistent_read=True, attributes_to_get=attrs):
-            counts[ItemStatus(row.status)] += 1
+        with aws_call(f"recounting batch {ref}"):
+            for row in self.items.query(ref.batch_key, consistent_read=True, attributes_to_get=attrs):
+                counts[ItemStatus(row.status)] += 1
         now = self._clock.now_ms()
         live = counts[ItemStatus.PENDING] + counts[ItemStatus.RUNNING]
+        done = live == 0 and sum(counts.values()) == seen.total
         b = self.batches
         actions = [
             b.completed.set(counts[ItemStatus.COMPLETED]),
@@ -347,22 +454,25 @@ class WorkStore:
         ]
         if rollup:
             actions.append(b.rollups.add(1))
-        if live == 0:
+        if done:
             actions += [b.status.set(BatchStatus.FINALIZED.value), b.finalized_at.set(now), b.open_key.remove()]
-        if live == 0 or heartbeat or rollup:
+        if done or heartbeat or rollup:
             actions.append(b.updated_at.set(now))
         still_open = b.status == BatchStatus.OPEN.value
+        no_reopen_since = (b.reopened == seen.reopened) if seen.reopened else (
+            b.reopened.does_not_exist() | (b.reopened == 0)
+        )
         # nobody rolled up since `seen`: the recount includes everything the counters do
         no_rollup_since = b.rollups == seen.rollups
-        condition = still_open & no_rollup_since
-        if live == 0 and not rollup:
-            condition = still_open  # rows say done: always true
+        condition = still_open & no_reopen_since
+        if not done:  # done: the recount is exact whatever rolled up meanwhile
+            condition = condition & no_rollup_since
         row = b(ref.tenant, ref.batch_id)
         try:
             row.update(actions=actions, condition=condition)
-        except UpdateError as exc:
-            if exc.cause_response_code != CONDITIONAL_CHECK_FAILED:
-                raise StoreError(f"finalizing batch {ref} failed: {exc.cause_response_code}") from exc
+        except PynamoDBException as exc:
+            if classify(exc) is not ErrorKind.CONDITION_FAILED:
+                raise_store_error(exc, f"finalizing batch {ref}")
             return None
         return batch_row(row)
 
@@ -378,27 +488,29 @@ class WorkStore:
         """
         shard, start = cursor or (0, None)
         out: list[tuple[ItemKey, int]] = []
-        while shard < RECLAIM_SHARDS and len(out) < limit:
-            pages = self.items.by_reclaim.query(
-                f"{kind}#{status.value}#{shard}",
-                self.items.updated_at < cutoff,
-                limit=limit - len(out),
-                last_evaluated_key=start,
-            )
-            for row in pages:
-                tenant, _, batch_id = row.batch_key.partition("#")
-                out.append((ItemKey(tenant, batch_id, row.item_id), int(row.updated_at)))
-            start = pages.last_evaluated_key
-            if start is None:
-                shard += 1
+        with aws_call(f"reading stale {status.value} items"):
+            while shard < RECLAIM_SHARDS and len(out) < limit:
+                pages = self.items.by_reclaim.query(
+                    f"{kind}#{status.value}#{shard}",
+                    self.items.updated_at < cutoff,
+                    limit=limit - len(out),
+                    last_evaluated_key=start,
+                )
+                for row in pages:
+                    tenant, _, batch_id = row.batch_key.partition("#")
+                    out.append((ItemKey(tenant, batch_id, row.item_id), int(row.updated_at)))
+                start = pages.last_evaluated_key
+                if start is None:
+                    shard += 1
         return out, ((shard, start) if shard < RECLAIM_SHARDS else None)
 
     def stale_batches(self, kind: str, cutoff: int, limit: int) -> list[BatchRef]:
         """Up to `limit` open batches with `updated_at < cutoff`, through the sparse index."""
-        return [
-            BatchRef(row.tenant, row.batch_id)
-            for row in self.batches.by_open.query(kind, self.batches.updated_at < cutoff, limit=limit)
-        ]
+        with aws_call("reading stale batches"):
+            return [
+                BatchRef(row.tenant, row.batch_id)
+                for row in self.batches.by_open.query(kind, self.batches.updated_at < cutoff, limit=limit)
+            ]
 
     def _as_seen(self, status: ItemStatus, seen_updated_at: int) -> Any:
         """The row is exactly as the reclaimer's index read saw it."""
@@ -410,7 +522,8 @@ class WorkStore:
 
         The condition re-checks status, `updated_at` and attempts, so an item
         that completed, was claimed again or was re-enqueued after the index
-        read is never overwritten.
+        read is never overwritten. A refusal's old image decides the verdict
+        (no second read): at the cap, or moved on.
         """
         now = self._clock.now_ms()
         attempts_left = self.items.attempts < attempts_cap
@@ -423,13 +536,14 @@ class WorkStore:
         if status is ItemStatus.RUNNING:
             actions += [self.items.claim_token.remove(), self.items.error.set(bounded_error(error))]
         try:
-            self.items(key.batch.batch_key, key.item_id).update(actions=actions, condition=condition)
+            self._update_returning_old(self.items(key.batch.batch_key, key.item_id), actions, condition)
             return StaleVerdict.REQUEUED
-        except UpdateError as exc:
-            if exc.cause_response_code != CONDITIONAL_CHECK_FAILED:
-                raise StoreError(f"reclaiming an item failed: {exc.cause_response_code}") from exc
-        row = self.item(key)
-        if row is not None and row.status is status and row.updated_at == seen_updated_at and row.attempts >= attempts_cap:
+        except Exception as exc:  # noqa: BLE001 - classified below, re-raised as a StoreError
+            if classify(exc) is not ErrorKind.CONDITION_FAILED:
+                raise_store_error(exc, "reclaiming an item")
+            image = old_image(exc) or {}
+        as_seen = _s(image, "status") == status.value and int((image.get("updated_at") or {}).get("N", -1)) == seen_updated_at
+        if as_seen and int((image.get("attempts") or {}).get("N", 0)) >= attempts_cap:
             return StaleVerdict.CAPPED
         return StaleVerdict.CHANGED
 
@@ -439,10 +553,12 @@ class WorkStore:
 
     # -- operator -----------------------------------------------------------------------------
 
-    def reopen_failed(self, ref: BatchRef, requested_by: str, chunk: int = 50) -> ReopenResult:
-        """Reset failed items to pending (see `transactions.reopen_failed`), then reopen the batch row.
+    def reopen_failed(self, ref: BatchRef, requested_by: str, chunk: int = 48) -> ReopenResult:
+        """Reset failed items to pending (see `transactions.reopen_failed`), recorded on the batch row.
 
-        The batch row records who asked and when (`retried_by`, `retried_at`, `retries`).
+        The items and the batch row's reopening move together, chunk by chunk;
+        afterwards the batch row records who asked and when (`retried_by`,
+        `retried_at`, `retries`).
         """
         batch = self.batch(ref)
         if batch is None:
@@ -453,18 +569,25 @@ class WorkStore:
             b = self.batches
             try:
                 b(ref.tenant, ref.batch_id).update(
-                    actions=[
-                        b.status.set(BatchStatus.OPEN.value),
-                        b.open_key.set(batch.kind),
-                        b.failed.add(-len(result.retried)),
-                        b.finalized_at.remove(),
-                        b.updated_at.set(now),
-                        b.retries.add(1),
-                        b.retried_by.set(requested_by),
-                        b.retried_at.set(now),
-                    ],
+                    actions=[b.retries.add(1), b.retried_by.set(requested_by), b.retried_at.set(now)],
                     condition=b.tenant.exists(),
                 )
-            except UpdateError as exc:
-                raise StoreError(f"reopening batch {ref} failed: {exc.cause_response_code}") from exc
+            except PynamoDBException as exc:
+                raise_store_error(exc, f"recording the retry of batch {ref}")
         return result
+
+    def reopen_batch_in(self, tx: TransactWrite, ref: BatchRef, kind: str, items: int) -> None:
+        """Add "reopen the batch for `items` reopened failed items" to the caller's transaction."""
+        b = self.batches
+        tx.update(
+            b(ref.tenant, ref.batch_id),
+            actions=[
+                b.status.set(BatchStatus.OPEN.value),
+                b.open_key.set(kind),
+                b.failed.add(-items),
+                b.finalized_at.remove(),
+                b.updated_at.set(self._clock.now_ms()),
+                b.reopened.add(items),
+            ],
+            condition=b.tenant.exists(),
+        )

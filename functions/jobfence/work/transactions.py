@@ -12,6 +12,15 @@ Claim of one item (conditions re-check exactly what the consistent read saw):
               condition: still pending & same attempts & same updated_at & same tenant & same quota
               (+ quota reserved in the same transaction when the item holds none)
     exhausted pending -> failed "quota exhausted" when the tenant has no unit left
+
+A lost reply. Each plan is sent with its own ClientRequestToken, so a re-send
+of the very same plan (botocore's retry, or ours after a surfaced timeout or
+throttle) is applied at most once by DynamoDB within its 10-minute window.
+Where that idempotency is missing (past the window, or an implementation
+without it, such as moto), the re-send is refused by the rows it already
+moved, and their old images carry this plan's claim tokens: the transaction
+was ours and applied, so the claims stand. The same holds for reopening, whose
+items carry the reopening's nonce.
 """
 
 from __future__ import annotations
@@ -21,12 +30,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from pynamodb.exceptions import PynamoDBException, TransactWriteError
+from pynamodb.exceptions import PynamoDBException
 from pynamodb.transactions import TransactWrite
 
-from jobfence.errors import StoreError
+from jobfence.dynamo import REASON_CONDITION_FAILED, ErrorKind, aws_call, cancellation_reasons, classify, raise_store_error
 from jobfence.quota import available_in
-from jobfence.runs import safe_error
 from jobfence.work.keys import (
     CLAIM_ROUNDS,
     BatchRef,
@@ -62,6 +70,18 @@ class _ClaimOp:
 class _ClaimPlan:
     ops: list[_ClaimOp] = field(default_factory=list)
     results: dict[ItemKey, Claim] = field(default_factory=dict)
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)  # ClientRequestToken of this plan
+
+    def applied_before(self, reasons: list[dict[str, Any]]) -> bool:
+        """A refusal whose old image already holds one of this plan's claim tokens: the plan was applied."""
+        for op, reason in zip(self.ops, reasons):
+            claim = self.results.get(op.key) if op.key is not None else None
+            if claim is None or claim.token is None or reason.get("Code") != REASON_CONDITION_FAILED:
+                continue
+            image = reason.get("Item") or {}
+            if (image.get("claim_token") or {}).get("S") == claim.token:
+                return True
+        return False
 
     def claim(self, store: "WorkStore", key: ItemKey, row: Any, kind: str, reserve: bool, now: int) -> None:
         m = store.items
@@ -130,10 +150,8 @@ def claim_items(store: "WorkStore", keys: Sequence[ItemKey], kind: str, attempts
         raise ValueError("claim takes distinct keys")
     rows: dict[ItemKey, Any] = {}
     if keys:
-        try:
+        with aws_call("reading items to claim"):
             found = list(store.items.batch_get([(k.batch.batch_key, k.item_id) for k in keys], consistent_read=True))
-        except PynamoDBException as exc:
-            raise StoreError(f"reading items to claim failed: {safe_error(exc)}") from exc
         by_id = {(r.batch_key, r.item_id): r for r in found}
         for k in keys:
             row = by_id.get((k.batch.batch_key, k.item_id))
@@ -144,23 +162,41 @@ def claim_items(store: "WorkStore", keys: Sequence[ItemKey], kind: str, attempts
         if k not in rows:
             out[k] = Claim(k, ClaimState.NOT_FOUND, reason="no such item for this tenant and batch")
     quota_left: dict[str, int | None] = {}  # None: not known yet, try all
+    plan: _ClaimPlan | None = None
+    unknown: PynamoDBException | None = None  # the last error that left the outcome unknown
     for _ in range(CLAIM_ROUNDS):
-        plan = _plan_claims(store, rows, out, kind, attempts_cap, quota_left)
-        if not plan.ops:
-            return out
+        if plan is None:
+            plan = _plan_claims(store, rows, out, kind, attempts_cap, quota_left)
+            if not plan.ops:
+                return out
         try:
-            with store.transaction() as tx:
+            with store.transaction(plan.token) as tx:
                 for op in plan.ops:
                     op.add_to(tx)
-        except TransactWriteError as exc:
-            if exc.cause_response_code != "TransactionCanceledException":
-                raise StoreError(f"claim transaction failed: {exc.cause_response_code}") from exc
-            _read_refusals(store, exc, plan, rows, quota_left)
-            continue
-        out.update(plan.results)
+        except PynamoDBException as exc:
+            error_kind = classify(exc)
+            if error_kind is ErrorKind.TRANSACTION_CANCELED:
+                reasons = cancellation_reasons(exc)
+                if plan.applied_before(reasons):
+                    break  # our own earlier send was applied; this re-send was refused by it
+                _read_refusals(store, reasons, plan, rows, quota_left)
+                plan, unknown = None, None
+                continue
+            if error_kind.transient:
+                # not applied, or applied with its reply lost: send the very same plan (same token) again
+                unknown = exc if error_kind.maybe_applied else unknown
+                continue
+            raise_store_error(exc, "claim transaction")
+        break
+    else:
+        if unknown is not None:
+            # the claims may stand with nobody running them: the reclaimer requeues them after item-stale
+            raise_store_error(unknown, "claim transaction")
+        for k in rows:
+            out.setdefault(k, Claim(k, ClaimState.CONTENDED, reason=f"claim lost {CLAIM_ROUNDS} rounds to races"))
         return out
-    for k in rows:
-        out.setdefault(k, Claim(k, ClaimState.CONTENDED, reason=f"claim lost {CLAIM_ROUNDS} rounds to races"))
+    assert plan is not None  # the loop breaks only after sending a plan
+    out.update(plan.results)
     return out
 
 
@@ -202,42 +238,51 @@ def _plan_claims(
 
 
 def _read_refusals(
-    store: "WorkStore", exc: TransactWriteError, plan: _ClaimPlan, rows: dict[ItemKey, Any],
+    store: "WorkStore", reasons: list[dict[str, Any]], plan: _ClaimPlan, rows: dict[ItemKey, Any],
     quota_left: dict[str, int | None],
 ) -> None:
-    for op, reason in zip(plan.ops, exc.cancellation_reasons):
-        if reason is None or reason.code != "ConditionalCheckFailed":
+    for op, reason in zip(plan.ops, reasons):
+        if reason.get("Code") != REASON_CONDITION_FAILED:
             continue  # TransactionConflict or collateral: the next round tries again
+        image = reason.get("Item")
         if op.tenant_quota is not None:
-            quota_left[op.tenant_quota] = available_in(reason.raw_item)
+            quota_left[op.tenant_quota] = available_in(image)
         elif op.key is not None:
-            if not reason.raw_item:
+            if not image:
                 rows.pop(op.key, None)  # deleted meanwhile: reported as not found next round
                 continue
-            rows[op.key] = store.items.from_raw_data(reason.raw_item)
+            rows[op.key] = store.items.from_raw_data(image)
 
 
-def reopen_failed(store: "WorkStore", ref: BatchRef, kind: str, requested_by: str, chunk: int = 50) -> ReopenResult:
+def reopen_failed(store: "WorkStore", ref: BatchRef, kind: str, requested_by: str, chunk: int = 48) -> ReopenResult:
     """Reset failed items to pending with a fresh attempts budget, re-reserving their quota.
 
-    Per chunk: one transaction with the tenant's quota reservation and every
-    item's reset (condition: still failed exactly as read). Items the quota
-    cannot cover stay failed. Only this operator action ever resets a budget.
+    Per chunk: one transaction with the tenant's quota reservation, the batch
+    row's reopening (status open, `reopened` + k, so a finalize racing it is
+    refused) and every item's reset (condition: still failed exactly as read;
+    the item carries the transaction's nonce as its `claim_token`, so a
+    re-sent transaction refused by its own first application is recognised).
+    Items the quota cannot cover stay failed. Only this operator action ever
+    resets a budget.
     """
     m = store.items
-    failed = [m.get(ref.batch_key, r.item_id, consistent_read=True)
-              for r in store.item_rows(ref) if r.status is ItemStatus.FAILED]
+    with aws_call(f"reading the failed items of batch {ref}"):
+        failed = [m.get(ref.batch_key, r.item_id, consistent_read=True)
+                  for r in store.item_rows(ref) if r.status is ItemStatus.FAILED]
     retried: list[ItemKey] = []
     skipped = 0
     for start in range(0, len(failed), chunk):
         part = failed[start:start + chunk]
+        nonce = ""  # a new nonce (and time) per plan; a re-send after a transient error keeps both
         for _ in range(CLAIM_ROUNDS):
             if not part:
                 break
-            now = store.now_ms()
+            if not nonce:
+                now, nonce = store.now_ms(), uuid.uuid4().hex
             try:
-                with store.transaction() as tx:
+                with store.transaction(nonce) as tx:
                     store.quota.reserve_in(tx, ref.tenant, len(part))
+                    store.reopen_batch_in(tx, ref, kind, len(part))
                     for row in part:
                         key = ItemKey(ref.tenant, ref.batch_id, row.item_id)
                         still_failed = m.status == ItemStatus.FAILED.value
@@ -251,26 +296,34 @@ def reopen_failed(store: "WorkStore", ref: BatchRef, kind: str, requested_by: st
                                 m.error.set(bounded_error(f"retry requested by {requested_by}; last error: {row.error}")),
                                 m.quota.set(QuotaHold.RESERVED.value),
                                 m.quota_reservations.add(1),
+                                m.claim_token.set(nonce),
                                 m.reclaim_key.set(reclaim_key(kind, ItemStatus.PENDING, key)),
                             ],
                             condition=still_failed & same_update,
                             return_values="ALL_OLD",
                         )
-            except TransactWriteError as exc:
-                if exc.cause_response_code != "TransactionCanceledException":
-                    raise StoreError(f"retrying failed items failed: {exc.cause_response_code}") from exc
-                reasons = exc.cancellation_reasons
-                quota_reason = reasons[0] if reasons else None
-                if quota_reason is not None and quota_reason.code == "ConditionalCheckFailed":
-                    left = available_in(quota_reason.raw_item)
-                    skipped += len(part) - max(left, 0)
-                    part = part[: max(left, 0)]
+            except PynamoDBException as exc:
+                error_kind = classify(exc)
+                if error_kind.transient:
+                    continue  # a re-send is refused by its own application, recognised below
+                if error_kind is not ErrorKind.TRANSACTION_CANCELED:
+                    raise_store_error(exc, "retrying failed items")
+                reasons = cancellation_reasons(exc)
+                item_reasons = reasons[2:]
+                images = [(r.get("Item") or {}) for r in item_reasons]
+                if any((image.get("claim_token") or {}).get("S") == nonce for image in images):
+                    retried += [ItemKey(ref.tenant, ref.batch_id, row.item_id) for row in part]
+                    break
                 changed = {
-                    row.item_id
-                    for row, reason in zip(part, reasons[1:])
-                    if reason is not None and reason.code == "ConditionalCheckFailed"
+                    row.item_id for row, reason in zip(part, item_reasons) if reason.get("Code") == REASON_CONDITION_FAILED
                 }
                 part = [row for row in part if row.item_id not in changed]
+                quota_reason = reasons[0] if reasons else {}
+                if quota_reason.get("Code") == REASON_CONDITION_FAILED:
+                    left = max(available_in(quota_reason.get("Item")), 0)
+                    skipped += max(len(part) - left, 0)
+                    part = part[:left]
+                nonce = ""
                 continue
             retried += [ItemKey(ref.tenant, ref.batch_id, row.item_id) for row in part]
             break

@@ -1,0 +1,354 @@
+"""Durable batches under scripted AWS faults: each test is one deterministic sequence.
+
+Faults are injected with botocore event hooks on the very clients the stores
+use (pynamodb's, per model and for transactions), against moto in-process:
+
+    RESEND       the call is applied, its reply is lost and botocore re-sends it
+                 (the caller sees the re-send's answer)
+    LOST_REPLY   the call is applied and the caller gets a ReadTimeoutError
+    THROTTLE     the call is not applied: ProvisionedThroughputExceeded after retries
+    PAUSE        before the call is sent, another actor runs (a callback): the
+                 caller was paused between two of its calls
+
+moto does not implement the ClientRequestToken idempotency of
+TransactWriteItems, so a re-sent transaction is applied again here (and
+refused by its own first application): the strictest reading of a re-send.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import pytest
+from botocore.exceptions import ClientError, ReadTimeoutError
+
+from jobfence.work import BatchRef, BatchStatus, ItemInput, ItemKey, ItemStatus, Tally
+from tests.work_support import build_rig
+
+B = BatchRef("acme", "b1")
+
+
+def key(i: int, ref: BatchRef = B) -> ItemKey:
+    return ItemKey(ref.tenant, ref.batch_id, f"i{i:05d}")
+
+
+class Fault(enum.Enum):
+    RESEND = "resend"
+    LOST_REPLY = "lost_reply"
+    THROTTLE = "throttle"
+    PAUSE = "pause"
+
+
+@dataclass
+class Rule:
+    fault: Fault
+    operation: str
+    contains: tuple[str, ...]
+    then: Callable[[], None] | None
+    fired: bool = False
+
+
+class Faults:
+    """One-shot fault rules on botocore clients; a rule matches an operation whose parameters contain strings."""
+
+    def __init__(self, clients: list[Any]) -> None:
+        self.rules: list[Rule] = []
+        self.trace: list[str] = []
+        for client in {id(c): c for c in clients}.values():
+            events = client.meta.events
+            events.register_first("before-parameter-build.dynamodb", self._match)
+            events.register_first("before-call.dynamodb", self._before)
+            events.register_first("after-call.dynamodb", self._after)
+            events.register_first("needs-retry.dynamodb", self._needs_retry)
+
+    def add(self, fault: Fault, operation: str, *contains: str, then: Callable[[], None] | None = None) -> Rule:
+        rule = Rule(fault, operation, contains, then)
+        self.rules.append(rule)
+        return rule
+
+    def _match(self, params: dict, model: Any, context: dict, **_: Any) -> None:
+        text = json.dumps(params, default=str)
+        for rule in self.rules:
+            if not rule.fired and rule.operation == model.name and all(c in text for c in rule.contains):
+                rule.fired = True
+                context["fault"] = rule
+                self.trace.append(f"{rule.fault.value} {model.name}")
+                return
+
+    def _before(self, model: Any, context: dict, **_: Any) -> None:
+        rule = context.get("fault")
+        if rule is None:
+            return
+        if rule.fault is Fault.THROTTLE:
+            raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"},
+                               "ResponseMetadata": {"HTTPStatusCode": 400}}, model.name)
+        if rule.fault is Fault.PAUSE and rule.then is not None:
+            rule.then()
+
+    def _after(self, context: dict, **_: Any) -> None:
+        rule = context.get("fault")
+        if rule is not None and rule.fault is Fault.LOST_REPLY:
+            raise ReadTimeoutError(endpoint_url="https://dynamodb.local")
+
+    def _needs_retry(self, attempts: int, request_dict: dict, **_: Any) -> int | None:
+        rule = (request_dict.get("context") or {}).get("fault")
+        if rule is not None and rule.fault is Fault.RESEND and attempts == 1:
+            return 0  # retry now: the first attempt was applied, its reply is dropped
+        return None
+
+
+def store_clients(rig) -> list[Any]:
+    models = (rig.store.items, rig.store.batches, rig.quota.model)
+    return [m._get_connection().connection.client for m in models] + [rig.store._connection.client]
+
+
+@pytest.fixture
+def rig(dynamodb, tables, clock):
+    r = build_rig(dynamodb, tables, clock)
+    r.quota.grant("acme", 1_000)
+    yield r
+    r.generator.calls.release()
+    r.marketplace.calls.release()
+
+
+@pytest.fixture
+def faults(rig) -> Faults:
+    return Faults(store_clients(rig))
+
+
+def items(n: int) -> list[ItemInput]:
+    return [ItemInput(f"i{i:05d}", {"title": f"thing {i}"}) for i in range(n)]
+
+
+def assert_batch_true(rig, ref: BatchRef = B) -> None:
+    """Invariants 6 and 11 from the rows: finalized only with `total` rows, none live, counters = recount."""
+    report = rig.store.describe_batch(ref)
+    if report.batch.status is BatchStatus.FINALIZED:
+        c = report.counts()
+        assert len(report.items) == report.batch.total
+        assert c["pending"] == c["running"] == 0
+        assert (report.batch.completed, report.batch.failed) == (c["completed"], c["failed"])
+
+
+# -- defect 1: a finalized batch must never change again -----------------------------------------
+
+
+def test_a_resent_finalize_does_not_add_the_rollup_to_the_finalized_batch(rig, faults):
+    # GIVEN one item, completed; the roll-up that finalizes the batch is applied and its reply lost
+    rig.producer.submit(B, "generation", items(1), "tester")
+    faults.add(Fault.RESEND, "UpdateItem", "listing_batches", "finalized")
+    # WHEN botocore re-sends it (refused: the batch is no longer open)
+    rig.drain()
+    # THEN the batch is finalized once: counters equal the rows, nothing added on top
+    row = rig.store.batch(B)
+    assert faults.trace == ["resend UpdateItem"]
+    assert (row.status, row.completed, row.failed) == (BatchStatus.FINALIZED, 1, 0)
+    assert_batch_true(rig)
+
+
+def test_a_rollup_racing_the_reclaimers_finalize_leaves_the_finalized_batch_alone(rig, faults, clock):
+    # GIVEN a batch whose only item completed, but whose roll-up has not been written yet
+    rig.producer.submit(B, "generation", items(1), "tester")
+    clock.advance(minutes=16)
+
+    def reclaimer_finalizes_first() -> None:
+        rig.reclaimer.run_once()
+
+    # the worker's recount-and-finalize is paused while the reclaimer's batch-stale sweep finalizes it
+    faults.add(Fault.PAUSE, "UpdateItem", "listing_batches", "finalized", then=reclaimer_finalizes_first)
+    rig.drain()
+    finalized = rig.store.batch(B)
+    # THEN the worker's write is refused and its fallback ADD does not land on the finalized row
+    assert faults.trace == ["pause UpdateItem"]
+    assert (finalized.status, finalized.completed, finalized.failed) == (BatchStatus.FINALIZED, 1, 0)
+    assert_batch_true(rig)
+
+
+def test_a_late_enqueue_checkpoint_does_not_touch_a_finalized_batch(rig, faults):
+    # GIVEN a producer paused just before its enqueue checkpoint, while workers finish the batch
+    snapshot: dict[str, Any] = {}
+
+    def workers_finish() -> None:
+        rig.drain()
+        snapshot["row"] = rig.store.batch(B)
+
+    faults.add(Fault.PAUSE, "UpdateItem", "listing_batches", "enqueued", then=workers_finish)
+    rig.producer.submit(B, "generation", items(3), "tester")
+    # THEN the batch row is exactly as it was finalized
+    assert snapshot["row"].status is BatchStatus.FINALIZED
+    assert rig.store.batch(B) == snapshot["row"]
+
+
+# -- defect 2: a batch is finalized only when its rows number `total` -------------------------------
+
+
+def test_a_batch_whose_producer_died_before_its_items_is_not_finalized_and_a_repeat_completes_it(rig, faults, clock):
+    # GIVEN a producer that opened the batch and died before writing its items
+    class Died(BaseException):
+        pass
+
+    def die() -> None:
+        raise Died()
+
+    faults.add(Fault.PAUSE, "TransactWriteItems", "listing_items", then=die)
+    faults.add(Fault.PAUSE, "BatchWriteItem", "listing_items", then=die)  # the write before the fix
+    with pytest.raises(Died):
+        rig.producer.submit(B, "generation", items(4), "tester")
+    # WHEN the batch-stale sweep looks at it
+    clock.advance(minutes=16)
+    rig.reclaimer.run_once()
+    # THEN it is still open (0 rows of 4 is not done)
+    assert rig.store.batch(B).status is BatchStatus.OPEN
+    # AND the client's repeated submit completes the batch it opened
+    result = rig.producer.submit(B, "generation", items(4), "tester")
+    assert (result.created, result.rows_written, result.enqueued) == (False, 4, 4)
+    rig.drain()
+    row = rig.store.batch(B)
+    assert (row.status, row.completed) == (BatchStatus.FINALIZED, 4)
+    assert_batch_true(rig)
+
+
+def test_a_paused_producer_never_puts_a_finished_item_back_to_pending(rig, faults):
+    # GIVEN producer call A paused before its item write, while the client's repeat B does everything
+    def repeat_and_finish() -> None:
+        rig.producer.submit(B, "generation", items(3), "tester")
+        rig.drain()
+
+    faults.add(Fault.PAUSE, "TransactWriteItems", "listing_items", then=repeat_and_finish)
+    faults.add(Fault.PAUSE, "BatchWriteItem", "listing_items", then=repeat_and_finish)  # the write before the fix
+    # WHEN A resumes and writes its items
+    rig.producer.submit(B, "generation", items(3), "tester")
+    # THEN every item is still completed and the batch finalized (A's puts were refused)
+    assert [r.status for r in rig.store.item_rows(B)] == [ItemStatus.COMPLETED] * 3
+    assert rig.store.batch(B).status is BatchStatus.FINALIZED
+    assert_batch_true(rig)
+
+
+# -- defect 5: transient errors fail one record, not the SQS batch or the sweep -----------------------
+
+
+def test_a_read_timeout_on_one_outcome_fails_only_that_message(rig, faults):
+    # GIVEN three items in one SQS batch; the first completion is applied and its reply times out
+    rig.producer.submit(B, "generation", items(3), "tester")
+    faults.add(Fault.LOST_REPLY, "UpdateItem", "listing_items", "completed")
+    # WHEN the worker processes the batch
+    result = rig.deliver(n=10)
+    # THEN one message is a batch item failure (redelivered), the other two are acknowledged
+    failed = [o for o in result.outcomes.values() if not o.ok]
+    assert len(result.outcomes) == 3 and len(failed) == 1
+    assert "ReadTimeoutError" in failed[0].reason
+    # AND the redelivery finds the row completed and acknowledges it
+    rig.clock.advance(minutes=31)
+    assert all(o.ok for o in rig.deliver(n=10).outcomes.values())
+    assert [r.status for r in rig.store.item_rows(B)] == [ItemStatus.COMPLETED] * 3
+    # AND the counters (a hint) missed that item, so the batch-stale sweep finalizes it from the rows
+    rig.reclaimer.run_once()
+    assert rig.store.batch(B).status is BatchStatus.FINALIZED
+    assert_batch_true(rig)
+
+
+def test_a_throttled_claim_read_fails_the_messages_but_not_the_invocation(rig, faults):
+    # GIVEN a throttled consistent read of the items to claim
+    rig.producer.submit(B, "generation", items(2), "tester")
+    faults.add(Fault.THROTTLE, "BatchGetItem")
+    # WHEN the worker processes the batch
+    result = rig.deliver(n=10)
+    # THEN every message is redelivered (nothing was claimed) and the call itself returns
+    assert len(result.outcomes) == 2 and not any(o.ok for o in result.outcomes.values())
+    assert all("ProvisionedThroughputExceeded" in o.reason for o in result.outcomes.values())
+
+
+def test_the_reclaim_sweep_goes_on_after_a_store_error(rig, faults, clock):
+    # GIVEN two stale running items (their worker died), and a stale pending item whose wake-up was lost
+    rig.producer.submit(B, "generation", items(3), "tester")
+    rig.queues["generation"].messages.clear()
+    rig.store.claim([key(0), key(1)], "generation", 5)
+    clock.advance(minutes=16)
+    # the first requeue times out after it was applied
+    faults.add(Fault.LOST_REPLY, "UpdateItem", "listing_items", "reclaimed")
+    # WHEN the reclaimer sweeps
+    counts = rig.reclaimer.run_once()
+    # THEN the error is counted and the sweep went on: the other running item and the pending one were re-driven
+    assert counts["errors"] == 1
+    assert counts["stale_running"] == 2 and counts["requeued"] == 2  # 1 running + 1 pending
+    assert {r.status for r in rig.store.item_rows(B)} == {ItemStatus.PENDING}
+    rig.drain()
+    clock.advance(minutes=16)
+    rig.reclaimer.run_once()
+    rig.drain()
+    assert rig.store.batch(B).status is BatchStatus.FINALIZED
+    assert_batch_true(rig)
+
+
+def test_a_throttled_stale_index_read_does_not_abort_the_sweep(rig, faults, clock):
+    # GIVEN a stale pending item, and a throttled read of the running items' index
+    rig.producer.submit(B, "generation", items(1), "tester")
+    rig.queues["generation"].messages.clear()
+    clock.advance(minutes=16)
+    faults.add(Fault.THROTTLE, "Query", "by_reclaim", "running")
+    # WHEN the reclaimer sweeps
+    counts = rig.reclaimer.run_once()
+    # THEN the pending item's wake-up is re-sent all the same
+    assert counts["errors"] == 1 and counts["requeued"] == 1
+    assert len(rig.queues["generation"].messages) == 1
+
+
+# -- lost replies of the worker's own writes --------------------------------------------------------
+
+
+def test_a_resent_claim_transaction_is_recognised_as_this_workers_claim(rig, faults):
+    # GIVEN a claim transaction applied, its reply lost and re-sent by botocore
+    rig.producer.submit(B, "generation", items(2), "tester")
+    faults.add(Fault.RESEND, "TransactWriteItems", "running")
+    # WHEN the worker processes the batch
+    result = rig.deliver(n=10)
+    # THEN the items are this worker's: run and completed now, not left running until reclaim
+    assert faults.trace == ["resend TransactWriteItems"]
+    assert result.counts.get(Tally.COMPLETED) == 2
+    assert [(r.status, r.attempts) for r in rig.store.item_rows(B)] == [(ItemStatus.COMPLETED, 1)] * 2
+    assert rig.quota.balance("acme").reserved == 2  # reserved once, not twice
+
+
+def test_a_resent_release_still_sends_the_retry_wakeup(rig, faults):
+    # GIVEN an item whose first attempt fails; the release to pending is applied, its reply lost and re-sent
+    from providers.scripted import Behaviour
+
+    rig.producer.submit(B, "generation", items(1), "tester")
+    rig.generator.script(f"{B.tenant}:{B.batch_id}:i00000", Behaviour.FAIL)
+    faults.add(Fault.RESEND, "UpdateItem", "listing_items", "pending")
+    # WHEN the worker processes it
+    result = rig.deliver(n=10)
+    # THEN the release is recognised as ours: a delayed retry wake-up is sent, not left to the reclaimer
+    assert result.counts.get(Tally.RETRIED) == 1
+    assert len(rig.queues["generation"].messages) == 1
+
+
+def test_a_resent_terminal_failure_refunds_once_and_counts_as_failed(rig, faults):
+    # GIVEN an item the provider rejects for good; the fail-and-refund transaction is re-sent
+    from providers.scripted import Behaviour
+
+    rig.producer.submit(B, "generation", items(1), "tester")
+    rig.generator.script(f"{B.tenant}:{B.batch_id}:i00000", Behaviour.REJECT)
+    faults.add(Fault.RESEND, "TransactWriteItems", "refunded")
+    result = rig.deliver(n=10)
+    # THEN it is failed once, refunded once, and the worker knows it failed it
+    assert result.counts.get(Tally.FAILED) == 1
+    row = rig.store.item(key(0))
+    assert (row.status, row.quota_refunds) == (ItemStatus.FAILED, 1)
+    bal = rig.quota.balance("acme")
+    assert (bal.reserved, bal.refunded) == (1, 1)
+    assert_batch_true(rig)
+
+
+# -- quota -----------------------------------------------------------------------------------------
+
+
+def test_a_resent_grant_is_counted_once(rig, faults):
+    faults.add(Fault.RESEND, "UpdateItem", "listing_quota")
+    faults.add(Fault.RESEND, "PutItem", "listing_quota")  # the first grant's write before the fix
+    rig.quota.grant("initech", 7)
+    bal = rig.quota.balance("initech")
+    assert (bal.limit, bal.available) == (7, 7)
