@@ -115,18 +115,21 @@ class QuotaStore:
 
     # -- transaction parts (the caller owns the transaction) ---------------------------------
 
-    def reserve_in(self, tx: TransactWrite, tenant: str, units: int) -> None:
+    def reserve_in(self, tx: TransactWrite, tenant: str, units: int, now_ms: int | None = None) -> None:
         """Add "reserve `units` for `tenant`" to `tx`; it cancels the transaction if too few are left.
 
         The refusal carries the quota row (ALL_OLD), whose `available` says how
-        many could still be reserved.
+        many could still be reserved. A caller that re-sends its transaction
+        under the same ClientRequestToken passes the plan's `now_ms`, so the
+        re-send's parameters are identical (DynamoDB refuses a token reused
+        with other parameters).
         """
         tx.update(
             self.model(tenant),
             actions=[
                 self.model.available.add(-units),
                 self.model.reserved.add(units),
-                self.model.updated_at.set(self._clock.now_ms()),
+                self.model.updated_at.set(self._clock.now_ms() if now_ms is None else now_ms),
             ],
             condition=self.model.available >= units,
             return_values="ALL_OLD",

@@ -57,6 +57,7 @@ class Faults:
     def __init__(self, clients: list[Any]) -> None:
         self.rules: list[Rule] = []
         self.trace: list[str] = []
+        self.sent: list[tuple[str, str]] = []  # (operation, parameters as JSON) of every call
         for client in {id(c): c for c in clients}.values():
             events = client.meta.events
             events.register_first("before-parameter-build.dynamodb", self._match)
@@ -70,7 +71,8 @@ class Faults:
         return rule
 
     def _match(self, params: dict, model: Any, context: dict, **_: Any) -> None:
-        text = json.dumps(params, default=str)
+        text = json.dumps(params, default=str, sort_keys=True)
+        self.sent.append((model.name, text))
         for rule in self.rules:
             if not rule.fired and rule.operation == model.name and all(c in text for c in rule.contains):
                 rule.fired = True
@@ -83,6 +85,8 @@ class Faults:
         if rule is None:
             return
         if rule.fault is Fault.THROTTLE:
+            if rule.then is not None:
+                rule.then()
             raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"},
                                "ResponseMetadata": {"HTTPStatusCode": 400}}, model.name)
         if rule.fault is Fault.PAUSE and rule.then is not None:
@@ -310,6 +314,18 @@ def test_a_resent_claim_transaction_is_recognised_as_this_workers_claim(rig, fau
     assert result.counts.get(Tally.COMPLETED) == 2
     assert [(r.status, r.attempts) for r in rig.store.item_rows(B)] == [(ItemStatus.COMPLETED, 1)] * 2
     assert rig.quota.balance("acme").reserved == 2  # reserved once, not twice
+
+
+def test_a_claim_resent_after_a_throttle_repeats_its_parameters_under_its_token(rig, faults, clock):
+    # GIVEN a claim transaction throttled while time moves on
+    rig.producer.submit(B, "generation", items(2), "tester")
+    faults.add(Fault.THROTTLE, "TransactWriteItems", "running", then=lambda: clock.advance(seconds=2))
+    # WHEN the worker sends the same plan again
+    result = rig.deliver(n=10)
+    assert result.counts.get(Tally.COMPLETED) == 2
+    # THEN both sends are identical, token included (DynamoDB refuses a token reused with other parameters)
+    claims = [text for op, text in faults.sent if op == "TransactWriteItems" and "running" in text]
+    assert len(claims) == 2 and claims[0] == claims[1]
 
 
 def test_a_resent_release_still_sends_the_retry_wakeup(rig, faults):

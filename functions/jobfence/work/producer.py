@@ -67,9 +67,6 @@ class Producer:
             if len(json.dumps(dict(item.payload), separators=(",", ":"))) > MAX_PAYLOAD_CHARS:
                 raise ValueError(f"an item's input is limited to {MAX_PAYLOAD_CHARS} characters")
         batch, created = self._store.open_batch(ref, kind, len(items), created_by)
-        if batch.status is BatchStatus.FINALIZED:
-            # its rows number `total` and none is live: this call was done before (a finalized batch never changes)
-            return SubmitResult(ref, False, 0, 0)
         if created:
             missing = list(enumerate(items))
         else:
@@ -77,6 +74,9 @@ class Producer:
             if not existing <= set(ids):
                 raise BatchConflict(f"batch {ref} exists with other item ids")
             missing = [(seq, item) for seq, item in enumerate(items) if item.item_id not in existing]
+        if batch.status is BatchStatus.FINALIZED:
+            # its rows number `total` and none is live: this call was done before (a finalized batch never changes)
+            return SubmitResult(ref, False, 0, 0)
         written = self._store.put_items(ref, kind, missing) if missing else 0
         sent = 0
         for start in range(batch.enqueued, len(items), SEND_CHUNK):

@@ -576,7 +576,7 @@ class WorkStore:
                 raise_store_error(exc, f"recording the retry of batch {ref}")
         return result
 
-    def reopen_batch_in(self, tx: TransactWrite, ref: BatchRef, kind: str, items: int) -> None:
+    def reopen_batch_in(self, tx: TransactWrite, ref: BatchRef, kind: str, items: int, now: int) -> None:
         """Add "reopen the batch for `items` reopened failed items" to the caller's transaction."""
         b = self.batches
         tx.update(
@@ -586,7 +586,7 @@ class WorkStore:
                 b.open_key.set(kind),
                 b.failed.add(-items),
                 b.finalized_at.remove(),
-                b.updated_at.set(self._clock.now_ms()),
+                b.updated_at.set(now),
                 b.reopened.add(items),
             ],
             condition=b.tenant.exists(),

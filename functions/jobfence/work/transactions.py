@@ -132,8 +132,8 @@ class _ClaimPlan:
         )
         self.results[key] = Claim(key, ClaimState.QUOTA_EXHAUSTED, reason="quota exhausted")
 
-    def reserve(self, store: "WorkStore", tenant: str, units: int) -> None:
-        self.ops.append(_ClaimOp(None, tenant, lambda tx: store.quota.reserve_in(tx, tenant, units)))
+    def reserve(self, store: "WorkStore", tenant: str, units: int, now: int) -> None:
+        self.ops.append(_ClaimOp(None, tenant, lambda tx: store.quota.reserve_in(tx, tenant, units, now)))
 
 
 def claim_items(store: "WorkStore", keys: Sequence[ItemKey], kind: str, attempts_cap: int) -> dict[ItemKey, Claim]:
@@ -231,7 +231,7 @@ def _plan_claims(
         for key in wanted[len(granted):]:
             plan.exhaust(store, key, rows[key], now=now)
         if granted:
-            plan.reserve(store, tenant, len(granted))
+            plan.reserve(store, tenant, len(granted), now)
             for key in granted:
                 plan.claim(store, key, rows[key], kind, reserve=True, now=now)
     return plan
@@ -281,8 +281,8 @@ def reopen_failed(store: "WorkStore", ref: BatchRef, kind: str, requested_by: st
                 now, nonce = store.now_ms(), uuid.uuid4().hex
             try:
                 with store.transaction(nonce) as tx:
-                    store.quota.reserve_in(tx, ref.tenant, len(part))
-                    store.reopen_batch_in(tx, ref, kind, len(part))
+                    store.quota.reserve_in(tx, ref.tenant, len(part), now)
+                    store.reopen_batch_in(tx, ref, kind, len(part), now)
                     for row in part:
                         key = ItemKey(ref.tenant, ref.batch_id, row.item_id)
                         still_failed = m.status == ItemStatus.FAILED.value
