@@ -5,6 +5,7 @@
     faults.resent("UpdateItem", when=acquires)                 # applied; botocore sends the same request again
     faults.refused_before("PutItem", throttled(), times=2)     # not applied: raised before the request is sent
     faults.without_old_image("UpdateItem")                     # a refusal without its old image (like dynalite)
+    faults.paused("UpdateItem", then=other_actor_runs)         # before the request leaves, another actor runs
 
 `when` picks calls by their API parameters; `times` bounds how often a fault fires.
 Every fault is counted in `faults.fired`, so a test can assert it really happened.
@@ -53,7 +54,7 @@ def run_finishes(params: Mapping[str, Any]) -> bool:
 
 @dataclass
 class _Rule:
-    kind: str  # before | after | resend | no_image
+    kind: str  # before | after | resend | no_image | pause
     operation: str
     when: Match
     error: Callable[[], BaseException] | None
@@ -61,16 +62,18 @@ class _Rule:
 
 
 class Faults:
-    """Faults for the calls of one client (its own hooks: other clients are untouched)."""
+    """Faults for the calls of the given clients (their own hooks: other clients are untouched)."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, *more: Any) -> None:
         self._rules: list[_Rule] = []
         self.fired: list[tuple[str, str]] = []
-        events = client.meta.events
-        events.register("before-parameter-build.dynamodb", self._tag)
-        events.register("before-call.dynamodb", self._before)
-        events.register("after-call.dynamodb", self._after)
-        events.register("needs-retry.dynamodb", self._needs_retry)
+        self.sent: list[tuple[str, Mapping[str, Any]]] = []  # (operation, API parameters) of every call
+        for one in {id(c): c for c in (client, *more)}.values():
+            events = one.meta.events
+            events.register("before-parameter-build.dynamodb", self._tag)
+            events.register("before-call.dynamodb", self._before)
+            events.register("after-call.dynamodb", self._after)
+            events.register("needs-retry.dynamodb", self._needs_retry)
 
     def refused_before(self, operation: str, error: BaseException | Callable[[], BaseException], when: Match = any_call, times: int = 1) -> None:
         """The call is not applied: `error` is raised before the request leaves."""
@@ -88,6 +91,13 @@ class Faults:
         """A refused condition comes back without the old image (as from dynalite)."""
         self._add("no_image", operation, when, None, times)
 
+    def paused(self, operation: str, then: Callable[[], None], when: Match = any_call, times: int = 1) -> None:
+        """The caller pauses before the request leaves while `then` runs (another actor's steps); then it is sent.
+
+        `then` may raise (a crash before the call): the call is then not applied.
+        """
+        self._add("pause", operation, when, then, times)
+
     def count(self, kind: str) -> int:
         return sum(1 for k, _ in self.fired if k == kind)
 
@@ -99,6 +109,7 @@ class Faults:
 
     def _tag(self, params: Mapping[str, Any], model: Any, context: dict, **_: Any) -> None:
         # which rules match this call, decided once on its API parameters
+        self.sent.append((model.name, dict(params)))
         context["faults"] = [r for r in self._rules if r.operation == model.name and r.when(params)]
 
     def _take(self, context: Mapping[str, Any], kind: str) -> _Rule | None:
@@ -110,6 +121,9 @@ class Faults:
         return None
 
     def _before(self, model: Any, context: dict, **_: Any) -> None:
+        pause = self._take(context, "pause")
+        if pause is not None and pause.error is not None:
+            pause.error()  # the other actor's steps (its callback), not an error of this call
         rule = self._take(context, "before")
         if rule is not None and rule.error is not None:
             raise rule.error()

@@ -1,14 +1,15 @@
 """Durable batches under scripted AWS faults: each test is one deterministic sequence.
 
-Faults are injected with botocore event hooks on the very clients the stores
-use (pynamodb's, per model and for transactions), against moto in-process:
+Faults are injected with botocore event hooks (`tests/aws_faults.py`) on the
+very clients the stores use (pynamodb's, per model and for transactions),
+against moto in-process:
 
-    RESEND       the call is applied, its reply is lost and botocore re-sends it
-                 (the caller sees the re-send's answer)
-    LOST_REPLY   the call is applied and the caller gets a ReadTimeoutError
-    THROTTLE     the call is not applied: ProvisionedThroughputExceeded after retries
-    PAUSE        before the call is sent, another actor runs (a callback): the
-                 caller was paused between two of its calls
+    resent        the call is applied, its reply is lost and botocore re-sends it
+                  (the caller sees the re-send's answer)
+    reply_lost    the call is applied and the caller gets a ReadTimeoutError
+    refused_before the call is not applied: ProvisionedThroughputExceeded after retries
+    paused        before the call is sent, another actor runs (a callback): the
+                  caller was paused between two of its calls
 
 moto does not implement the ClientRequestToken idempotency of
 TransactWriteItems, so a re-sent transaction is applied again here (and
@@ -17,15 +18,13 @@ refused by its own first application): the strictest reading of a re-send.
 
 from __future__ import annotations
 
-import enum
 import json
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import pytest
-from botocore.exceptions import ClientError, ReadTimeoutError
 
 from jobfence.work import BatchRef, BatchStatus, ItemInput, ItemKey, ItemStatus, Tally
+from tests.aws_faults import Faults, throttled
 from tests.work_support import build_rig
 
 B = BatchRef("acme", "b1")
@@ -35,73 +34,9 @@ def key(i: int, ref: BatchRef = B) -> ItemKey:
     return ItemKey(ref.tenant, ref.batch_id, f"i{i:05d}")
 
 
-class Fault(enum.Enum):
-    RESEND = "resend"
-    LOST_REPLY = "lost_reply"
-    THROTTLE = "throttle"
-    PAUSE = "pause"
-
-
-@dataclass
-class Rule:
-    fault: Fault
-    operation: str
-    contains: tuple[str, ...]
-    then: Callable[[], None] | None
-    fired: bool = False
-
-
-class Faults:
-    """One-shot fault rules on botocore clients; a rule matches an operation whose parameters contain strings."""
-
-    def __init__(self, clients: list[Any]) -> None:
-        self.rules: list[Rule] = []
-        self.trace: list[str] = []
-        self.sent: list[tuple[str, str]] = []  # (operation, parameters as JSON) of every call
-        for client in {id(c): c for c in clients}.values():
-            events = client.meta.events
-            events.register_first("before-parameter-build.dynamodb", self._match)
-            events.register_first("before-call.dynamodb", self._before)
-            events.register_first("after-call.dynamodb", self._after)
-            events.register_first("needs-retry.dynamodb", self._needs_retry)
-
-    def add(self, fault: Fault, operation: str, *contains: str, then: Callable[[], None] | None = None) -> Rule:
-        rule = Rule(fault, operation, contains, then)
-        self.rules.append(rule)
-        return rule
-
-    def _match(self, params: dict, model: Any, context: dict, **_: Any) -> None:
-        text = json.dumps(params, default=str, sort_keys=True)
-        self.sent.append((model.name, text))
-        for rule in self.rules:
-            if not rule.fired and rule.operation == model.name and all(c in text for c in rule.contains):
-                rule.fired = True
-                context["fault"] = rule
-                self.trace.append(f"{rule.fault.value} {model.name}")
-                return
-
-    def _before(self, model: Any, context: dict, **_: Any) -> None:
-        rule = context.get("fault")
-        if rule is None:
-            return
-        if rule.fault is Fault.THROTTLE:
-            if rule.then is not None:
-                rule.then()
-            raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow down"},
-                               "ResponseMetadata": {"HTTPStatusCode": 400}}, model.name)
-        if rule.fault is Fault.PAUSE and rule.then is not None:
-            rule.then()
-
-    def _after(self, context: dict, **_: Any) -> None:
-        rule = context.get("fault")
-        if rule is not None and rule.fault is Fault.LOST_REPLY:
-            raise ReadTimeoutError(endpoint_url="https://dynamodb.local")
-
-    def _needs_retry(self, attempts: int, request_dict: dict, **_: Any) -> int | None:
-        rule = (request_dict.get("context") or {}).get("fault")
-        if rule is not None and rule.fault is Fault.RESEND and attempts == 1:
-            return 0  # retry now: the first attempt was applied, its reply is dropped
-        return None
+def containing(*strings: str) -> Callable[[Mapping[str, Any]], bool]:
+    """Pick calls whose API parameters contain every string (table names, values)."""
+    return lambda params: all(s in json.dumps(params, default=str) for s in strings)
 
 
 def store_clients(rig) -> list[Any]:
@@ -120,7 +55,7 @@ def rig(dynamodb, tables, clock):
 
 @pytest.fixture
 def faults(rig) -> Faults:
-    return Faults(store_clients(rig))
+    return Faults(*store_clients(rig))
 
 
 def items(n: int) -> list[ItemInput]:
@@ -143,12 +78,12 @@ def assert_batch_true(rig, ref: BatchRef = B) -> None:
 def test_a_resent_finalize_does_not_add_the_rollup_to_the_finalized_batch(rig, faults):
     # GIVEN one item, completed; the roll-up that finalizes the batch is applied and its reply lost
     rig.producer.submit(B, "generation", items(1), "tester")
-    faults.add(Fault.RESEND, "UpdateItem", "listing_batches", "finalized")
+    faults.resent("UpdateItem", when=containing("listing_batches", "finalized"))
     # WHEN botocore re-sends it (refused: the batch is no longer open)
     rig.drain()
     # THEN the batch is finalized once: counters equal the rows, nothing added on top
     row = rig.store.batch(B)
-    assert faults.trace == ["resend UpdateItem"]
+    assert faults.fired == [("resend", "UpdateItem")]
     assert (row.status, row.completed, row.failed) == (BatchStatus.FINALIZED, 1, 0)
     assert_batch_true(rig)
 
@@ -162,11 +97,11 @@ def test_a_rollup_racing_the_reclaimers_finalize_leaves_the_finalized_batch_alon
         rig.reclaimer.run_once()
 
     # the worker's recount-and-finalize is paused while the reclaimer's batch-stale sweep finalizes it
-    faults.add(Fault.PAUSE, "UpdateItem", "listing_batches", "finalized", then=reclaimer_finalizes_first)
+    faults.paused("UpdateItem", then=reclaimer_finalizes_first, when=containing("listing_batches", "finalized"))
     rig.drain()
     finalized = rig.store.batch(B)
     # THEN the worker's write is refused and its fallback ADD does not land on the finalized row
-    assert faults.trace == ["pause UpdateItem"]
+    assert faults.fired == [("pause", "UpdateItem")]
     assert (finalized.status, finalized.completed, finalized.failed) == (BatchStatus.FINALIZED, 1, 0)
     assert_batch_true(rig)
 
@@ -179,7 +114,7 @@ def test_a_late_enqueue_checkpoint_does_not_touch_a_finalized_batch(rig, faults)
         rig.drain()
         snapshot["row"] = rig.store.batch(B)
 
-    faults.add(Fault.PAUSE, "UpdateItem", "listing_batches", "enqueued", then=workers_finish)
+    faults.paused("UpdateItem", then=workers_finish, when=containing("listing_batches", "enqueued"))
     rig.producer.submit(B, "generation", items(3), "tester")
     # THEN the batch row is exactly as it was finalized
     assert snapshot["row"].status is BatchStatus.FINALIZED
@@ -197,8 +132,8 @@ def test_a_batch_whose_producer_died_before_its_items_is_not_finalized_and_a_rep
     def die() -> None:
         raise Died()
 
-    faults.add(Fault.PAUSE, "TransactWriteItems", "listing_items", then=die)
-    faults.add(Fault.PAUSE, "BatchWriteItem", "listing_items", then=die)  # the write before the fix
+    faults.paused("TransactWriteItems", then=die, when=containing("listing_items"))
+    faults.paused("BatchWriteItem", then=die, when=containing("listing_items"))  # the write before the fix
     with pytest.raises(Died):
         rig.producer.submit(B, "generation", items(4), "tester")
     # WHEN the batch-stale sweep looks at it
@@ -221,8 +156,8 @@ def test_a_paused_producer_never_puts_a_finished_item_back_to_pending(rig, fault
         rig.producer.submit(B, "generation", items(3), "tester")
         rig.drain()
 
-    faults.add(Fault.PAUSE, "TransactWriteItems", "listing_items", then=repeat_and_finish)
-    faults.add(Fault.PAUSE, "BatchWriteItem", "listing_items", then=repeat_and_finish)  # the write before the fix
+    faults.paused("TransactWriteItems", then=repeat_and_finish, when=containing("listing_items"))
+    faults.paused("BatchWriteItem", then=repeat_and_finish, when=containing("listing_items"))  # the write before the fix
     # WHEN A resumes and writes its items
     rig.producer.submit(B, "generation", items(3), "tester")
     # THEN every item is still completed and the batch finalized (A's puts were refused)
@@ -237,7 +172,7 @@ def test_a_paused_producer_never_puts_a_finished_item_back_to_pending(rig, fault
 def test_a_read_timeout_on_one_outcome_fails_only_that_message(rig, faults):
     # GIVEN three items in one SQS batch; the first completion is applied and its reply times out
     rig.producer.submit(B, "generation", items(3), "tester")
-    faults.add(Fault.LOST_REPLY, "UpdateItem", "listing_items", "completed")
+    faults.reply_lost("UpdateItem", when=containing("listing_items", "completed"))
     # WHEN the worker processes the batch
     result = rig.deliver(n=10)
     # THEN one message is a batch item failure (redelivered), the other two are acknowledged
@@ -257,7 +192,7 @@ def test_a_read_timeout_on_one_outcome_fails_only_that_message(rig, faults):
 def test_a_throttled_claim_read_fails_the_messages_but_not_the_invocation(rig, faults):
     # GIVEN a throttled consistent read of the items to claim
     rig.producer.submit(B, "generation", items(2), "tester")
-    faults.add(Fault.THROTTLE, "BatchGetItem")
+    faults.refused_before("BatchGetItem", throttled("BatchGetItem"))
     # WHEN the worker processes the batch
     result = rig.deliver(n=10)
     # THEN every message is redelivered (nothing was claimed) and the call itself returns
@@ -272,7 +207,7 @@ def test_the_reclaim_sweep_goes_on_after_a_store_error(rig, faults, clock):
     rig.store.claim([key(0), key(1)], "generation", 5)
     clock.advance(minutes=16)
     # the first requeue times out after it was applied
-    faults.add(Fault.LOST_REPLY, "UpdateItem", "listing_items", "reclaimed")
+    faults.reply_lost("UpdateItem", when=containing("listing_items", "reclaimed"))
     # WHEN the reclaimer sweeps
     counts = rig.reclaimer.run_once()
     # THEN the error is counted and the sweep went on: the other running item and the pending one were re-driven
@@ -292,7 +227,7 @@ def test_a_throttled_stale_index_read_does_not_abort_the_sweep(rig, faults, cloc
     rig.producer.submit(B, "generation", items(1), "tester")
     rig.queues["generation"].messages.clear()
     clock.advance(minutes=16)
-    faults.add(Fault.THROTTLE, "Query", "by_reclaim", "running")
+    faults.refused_before("Query", throttled("Query"), when=containing("by_reclaim", "running"))
     # WHEN the reclaimer sweeps
     counts = rig.reclaimer.run_once()
     # THEN the pending item's wake-up is re-sent all the same
@@ -306,11 +241,11 @@ def test_a_throttled_stale_index_read_does_not_abort_the_sweep(rig, faults, cloc
 def test_a_resent_claim_transaction_is_recognised_as_this_workers_claim(rig, faults):
     # GIVEN a claim transaction applied, its reply lost and re-sent by botocore
     rig.producer.submit(B, "generation", items(2), "tester")
-    faults.add(Fault.RESEND, "TransactWriteItems", "running")
+    faults.resent("TransactWriteItems", when=containing("running"))
     # WHEN the worker processes the batch
     result = rig.deliver(n=10)
     # THEN the items are this worker's: run and completed now, not left running until reclaim
-    assert faults.trace == ["resend TransactWriteItems"]
+    assert faults.fired == [("resend", "TransactWriteItems")]
     assert result.counts.get(Tally.COMPLETED) == 2
     assert [(r.status, r.attempts) for r in rig.store.item_rows(B)] == [(ItemStatus.COMPLETED, 1)] * 2
     assert rig.quota.balance("acme").reserved == 2  # reserved once, not twice
@@ -319,12 +254,14 @@ def test_a_resent_claim_transaction_is_recognised_as_this_workers_claim(rig, fau
 def test_a_claim_resent_after_a_throttle_repeats_its_parameters_under_its_token(rig, faults, clock):
     # GIVEN a claim transaction throttled while time moves on
     rig.producer.submit(B, "generation", items(2), "tester")
-    faults.add(Fault.THROTTLE, "TransactWriteItems", "running", then=lambda: clock.advance(seconds=2))
+    faults.paused("TransactWriteItems", then=lambda: clock.advance(seconds=2), when=containing("running"))
+    faults.refused_before("TransactWriteItems", throttled("TransactWriteItems"), when=containing("running"))
     # WHEN the worker sends the same plan again
     result = rig.deliver(n=10)
     assert result.counts.get(Tally.COMPLETED) == 2
     # THEN both sends are identical, token included (DynamoDB refuses a token reused with other parameters)
-    claims = [text for op, text in faults.sent if op == "TransactWriteItems" and "running" in text]
+    sent = [json.dumps(params, default=str, sort_keys=True) for op, params in faults.sent if op == "TransactWriteItems"]
+    claims = [text for text in sent if "running" in text]
     assert len(claims) == 2 and claims[0] == claims[1]
 
 
@@ -334,7 +271,7 @@ def test_a_resent_release_still_sends_the_retry_wakeup(rig, faults):
 
     rig.producer.submit(B, "generation", items(1), "tester")
     rig.generator.script(f"{B.tenant}:{B.batch_id}:i00000", Behaviour.FAIL)
-    faults.add(Fault.RESEND, "UpdateItem", "listing_items", "pending")
+    faults.resent("UpdateItem", when=containing("listing_items", "pending"))
     # WHEN the worker processes it
     result = rig.deliver(n=10)
     # THEN the release is recognised as ours: a delayed retry wake-up is sent, not left to the reclaimer
@@ -348,7 +285,7 @@ def test_a_resent_terminal_failure_refunds_once_and_counts_as_failed(rig, faults
 
     rig.producer.submit(B, "generation", items(1), "tester")
     rig.generator.script(f"{B.tenant}:{B.batch_id}:i00000", Behaviour.REJECT)
-    faults.add(Fault.RESEND, "TransactWriteItems", "refunded")
+    faults.resent("TransactWriteItems", when=containing("refunded"))
     result = rig.deliver(n=10)
     # THEN it is failed once, refunded once, and the worker knows it failed it
     assert result.counts.get(Tally.FAILED) == 1
@@ -363,8 +300,8 @@ def test_a_resent_terminal_failure_refunds_once_and_counts_as_failed(rig, faults
 
 
 def test_a_resent_grant_is_counted_once(rig, faults):
-    faults.add(Fault.RESEND, "UpdateItem", "listing_quota")
-    faults.add(Fault.RESEND, "PutItem", "listing_quota")  # the first grant's write before the fix
+    faults.resent("UpdateItem", when=containing("listing_quota"))
+    faults.resent("PutItem", when=containing("listing_quota"))  # the first grant's write before the fix
     rig.quota.grant("initech", 7)
     bal = rig.quota.balance("initech")
     assert (bal.limit, bal.available) == (7, 7)
