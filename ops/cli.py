@@ -1,297 +1,295 @@
 """The operator CLI: `python -m ops COMMAND` (installed as `jobfence`).
 
-    status                      leases (holder, expiry), last run per job, stale items, queues
-    runs JOB                    recent runs: outcome, duration, error
+    local up | down | advance DURATION | kill-worker [FUNCTION]
+                                the local runtime kept running in the background
+    status                      rule, lease, next tick and last run per job; stale items; queues
+    runs JOB [--limit N]        recent runs: outcome, duration, error
     sweep-runs                  record `died` the runs whose term ended unreleased (no next tick yet)
     batch TENANT/BATCH          rows first: the batch row, then its item rows
-    run JOB                     a manual trigger through the same contract as a tick
-    run-all                     every scheduled job in parallel, one line each, then passed/failed
+    batch list [--tenant T]     batch rows with their counters
+    batch submit TENANT/BATCH FILE [--kind K] [--grant-quota N]
+                                a batch from a JSON-lines file of items
     retry-failed TENANT/BATCH   reset failed items (the only way a budget is reset) and wake them
-    disable [JOB] / enable [JOB]  the rules of all jobs, or of one
+    run JOB / run-all           a manual trigger; run-all prints each job as it finishes
+    disable JOB|--all / enable JOB|--all
+                                one job's rule, or every rule and every queue worker
+    pause-workers / resume-workers   the queue workers (SQS event source mappings)
     invoke FUNCTION EVENT_FILE  a function (or a job's function) with a sample from events/
-    demo [--seed N]             the whole scenario on the embedded runtime, then the invariant check
+    console [--port N] [--read-only]  the web console on localhost
+    demo [--seed N]             the simulated day on a fresh embedded runtime, then the invariant check
 
-Every command except `demo` works on a real account (`--profile`, `--region`,
-`--stack`) or, with `--embedded`, on a fresh embedded runtime (`--advance-hours`
-lets its schedules run first). Exit status: 0 done, 1 something failed (a job,
-an invocation, an invariant), 2 the command could not run.
+Targets: a real account (`--profile`, `--region`, `--stack`), the background
+local runtime (`--local`), or a fresh in-process one (`--embedded`). Arguments
+are checked before anything starts; `--json` prints results for scripts.
+Exit status: 0 done, 1 something failed (a job, an invocation, an invariant),
+2 the command could not run (one line on stderr says why).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import getpass
-import json
 import os
 import pathlib
+import re
 import sys
-from typing import Any, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from botocore.exceptions import BotoCoreError, ClientError
+from rich.console import Console
+
+from jobfence.errors import JobfenceError
+from jobfence.work import BatchRef
+from jobs.catalog import CATALOG
+from jobs.listings.pipelines import PIPELINES
+from ops import cli_output as out
+from ops.commands import invoke
+from ops.commands.batches import parse_ref, read_items
+from ops.demo import demo
+from ops.emulator import point_process_at, point_process_at_endpoint
+from ops.local import control as local
+from ops.runtime.runtime import LocalRuntime
+from ops.runtime.template import DeployError
+from ops.targets import DEFAULT_STACK, AwsTarget, EmbeddedTarget, LocalTarget, OperatorError, point_process_at_account
+
+LOCAL_DIR_ENV = "JOBFENCE_LOCAL_DIR"  # where the background runtime keeps its state (default .jobfence/local)
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
+_UNIT_MS = {"d": 86_400_000, "h": 3_600_000, "m": 60_000, "s": 1000}
 
 
-def _bootstrap_path() -> None:
-    # functions/ is the Lambda asset root: its packages import as top-level modules there.
-    functions = str(ROOT / "functions")
-    if functions not in sys.path:
-        sys.path.insert(0, functions)
-    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "jobfence")
+class Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line (`jobfence: error: ...`) and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog.split()[0]}: error: {message}\n")
+
+
+# -- argument types: checked before any target starts -------------------------------------------
+
+
+def job_name(text: str) -> str:
+    if text not in CATALOG.jobs:
+        raise argparse.ArgumentTypeError(f"unknown job {text!r}; jobs: {', '.join(sorted(CATALOG.jobs))}")
+    return text
+
+
+def batch_ref(text: str) -> BatchRef:
+    try:
+        return parse_ref(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 1 <= value <= 1000:
+        raise argparse.ArgumentTypeError(f"between 1 and 1000, got {value}")
+    return value
+
+
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"a positive number, got {value}")
+    return value
+
+
+def duration_ms(text: str) -> int:
+    """`2h`, `30m`, `1h30m`, `90s`, `1d` -> milliseconds."""
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise argparse.ArgumentTypeError(f"a duration is like 2h, 30m, 1h30m, 90s or 1d; got {text!r}")
+    total = int(sum(float(n) * _UNIT_MS[u] for n, u in parts))
+    if total <= 0:
+        raise argparse.ArgumentTypeError("a duration is more than zero")
+    return total
+
+
+def event_file(text: str) -> Any:
+    try:
+        return invoke.load_event(invoke.event_path(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def items_file(text: str) -> list:
+    try:
+        return read_items(pathlib.Path(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+# -- the parser ---------------------------------------------------------------------------------
+
+
+def _target_options(p: argparse.ArgumentParser, default: Any) -> None:
+    """Target and output options; accepted before or after the command (`status --local --json`)."""
+    d = (lambda value: value) if default is None else (lambda value: default)
+    where = p.add_argument_group("target (a real account unless --local or --embedded)")
+    where.add_argument("--profile", default=d(None), help="AWS profile")
+    where.add_argument("--region", default=d(None), help="AWS region")
+    where.add_argument("--stack", default=d(DEFAULT_STACK), help="CloudFormation stack name (default: jobfence)")
+    where.add_argument("--local", action="store_true", default=d(False), help="the background local runtime (`local up`)")
+    where.add_argument("--embedded", action="store_true", default=d(False), help="a fresh in-process local runtime (slow: synth and deploy)")
+    where.add_argument("--advance-hours", type=float, default=d(0.0), help="with --embedded: let the schedules run this long first")
+    p.add_argument("--as", dest="requested_by", default=d(None), help="operator name recorded on manual runs and retries")
+    p.add_argument("--json", action="store_true", default=d(False), help="machine-readable output")
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="jobfence", description="jobfence operator CLI")
-    where = p.add_argument_group("target (a real account unless --embedded)")
-    where.add_argument("--profile", help="AWS profile")
-    where.add_argument("--region", help="AWS region")
-    where.add_argument("--stack", default="jobfence", help="CloudFormation stack name (default: jobfence)")
-    where.add_argument("--embedded", action="store_true", help="run on a fresh embedded local runtime")
-    where.add_argument("--advance-hours", type=float, default=0, help="with --embedded: let the schedules run this long first")
-    p.add_argument("--as", dest="requested_by", default=None, help="operator name recorded on manual runs")
-    sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("status", help="leases, last runs, stale items, queue depths")
-    r = sub.add_parser("runs", help="recent runs of a job")
-    r.add_argument("job")
-    r.add_argument("--limit", type=int, default=20)
-    sub.add_parser("sweep-runs", help="record died the runs whose term ended unreleased")
-    b = sub.add_parser("batch", help="a batch and its item rows (rows first)")
-    b.add_argument("batch_id", metavar="TENANT/BATCH")
-    r = sub.add_parser("run", help="trigger one job now (manual trigger)")
-    r.add_argument("job")
-    sub.add_parser("run-all", help="trigger every scheduled job in parallel")
-    r = sub.add_parser("retry-failed", help="reset a batch's failed items and wake them")
-    r.add_argument("batch_id", metavar="TENANT/BATCH")
+    p = Parser(prog="jobfence", description="jobfence operator CLI")
+    _target_options(p, None)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        c = sub.add_parser(name, help=help, description=help)
+        _target_options(c, argparse.SUPPRESS)
+        return c
+
+    lp = sub.add_parser("local", help="the local runtime kept running in the background")
+    lsub = lp.add_subparsers(dest="local_command", required=True, metavar="ACTION")
+    lsub.add_parser("up", help="start it (synth once, cached by a hash of the app's inputs)")
+    lsub.add_parser("down", help="stop it")
+    a = lsub.add_parser("advance", help="move simulated time (ticks fire, queues deliver)")
+    a.add_argument("duration", type=duration_ms, help="2h, 30m, 1h30m, 1d")
+    k = lsub.add_parser("kill-worker", help="SIGKILL a queue worker's isolate mid-batch on its next delivery")
+    k.add_argument("function", nargs="?", help="a worker function (default: the generation worker)")
+
+    command("status", "rule, lease, next tick and last run per job; stale items; queue depths")
+    r = command("runs", "recent runs of a job")
+    r.add_argument("job", type=job_name)
+    r.add_argument("--limit", type=limit, default=20)
+    command("sweep-runs", "record `died` the runs whose term ended unreleased (no next tick yet)")
+
+    b = command("batch", "durable batches: show TENANT/BATCH (rows first), list, submit")
+    bsub = b.add_subparsers(dest="batch_command", required=True, metavar="ACTION")
+    s = bsub.add_parser("show", help="the batch row, then its item rows")
+    s.add_argument("ref", type=batch_ref, metavar="TENANT/BATCH")
+    s = bsub.add_parser("list", help="batch rows with their counters, newest first")
+    s.add_argument("--tenant")
+    s.add_argument("--limit", type=limit, default=50)
+    s = bsub.add_parser("submit", help="a batch from a JSON-lines file of items")
+    s.add_argument("ref", type=batch_ref, metavar="TENANT/BATCH")
+    s.add_argument("items", type=items_file, metavar="FILE", help='one item a line: {"id": ..., "input": {...}} or the input')
+    s.add_argument("--kind", choices=sorted(PIPELINES), default="generation")
+    s.add_argument("--grant-quota", type=positive, default=None, metavar="N", help="grant the tenant N actions first")
+    for sp in bsub.choices.values():
+        _target_options(sp, argparse.SUPPRESS)
+
+    r = command("retry-failed", "reset a batch's failed items and wake them")
+    r.add_argument("ref", type=batch_ref, metavar="TENANT/BATCH")
+    r = command("run", "trigger one job now (manual trigger)")
+    r.add_argument("job", type=job_name)
+    command("run-all", "trigger every scheduled job in parallel; one line per job as it finishes")
     for name in ("disable", "enable"):
-        r = sub.add_parser(name, help=f"{name} the rules of every job, or of one")
-        r.add_argument("job", nargs="?")
-    r = sub.add_parser("invoke", help="invoke a function with a sample event")
+        r = command(name, f"{name} one job's rule, or (--all) every rule and every queue worker")
+        which = r.add_mutually_exclusive_group(required=True)
+        which.add_argument("job", nargs="?", type=job_name)
+        which.add_argument("--all", action="store_true", help="every rule and every queue worker")
+    command("pause-workers", "disable every queue worker's event source mapping (messages wait)")
+    command("resume-workers", "enable every queue worker's event source mapping")
+    r = command("invoke", "invoke a function with a sample event")
     r.add_argument("function", help="function name, or a job name")
-    r.add_argument("event_file", help="events/<name>.json by name, or a path")
-    d = sub.add_parser("demo", help="the whole scenario on the embedded runtime")
+    r.add_argument("event", type=event_file, metavar="EVENT_FILE", help="events/<name>.json by name, or a path")
+    c = command("console", "the web console on localhost (read-mostly)")
+    c.add_argument("--port", type=int, default=8377)
+    c.add_argument("--read-only", action="store_true", help="no buttons: only reads")
+    d = sub.add_parser("demo", help="the simulated day on a fresh embedded runtime")
     d.add_argument("--seed", type=int, default=7, help="makes a run reproducible")
-    d.add_argument("--hours", type=float, default=None, help="simulated hours (default: the full scenario)")
+    d.add_argument("--hours", type=float, default=None, help="simulated hours (default: the full day)")
     d.add_argument("--no-live", action="store_true", help="plain output instead of the live view")
     return p
 
 
-def main(argv: Sequence[str] | None = None, target: Any = None, console: Any = None) -> int:
-    """Parse the command line and run one command; the return value is the exit status.
+def _normalize(argv: list[str]) -> list[str]:
+    """`batch TENANT/BATCH` is `batch show TENANT/BATCH`."""
+    if "batch" in argv:
+        i = argv.index("batch")
+        rest = argv[i + 1 :]
+        first = next((a for a in rest if not a.startswith("-")), None)
+        if first is not None and first not in ("show", "list", "submit"):
+            argv = argv[: i + 1] + ["show"] + rest
+    return argv
 
-    Tests pass a `target` (an `EmbeddedTarget` over a shared runtime) and a console.
+
+# -- running ------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None, target: Any = None, console: Console | None = None,
+         errors: Console | None = None) -> int:
+    """Parse, check, run one command; the return value is the exit status.
+
+    Tests pass a `target` (over a shared runtime) and a console (errors go to it too).
     """
-    _bootstrap_path()
-    from rich.console import Console
-
-    args = parser().parse_args(argv)
-    console = console or Console()
-    if args.command == "demo":
-        from ops.demo import demo
-
-        return demo(seed=args.seed, hours=args.hours, live=not args.no_live, console=console)
-    from ops.operator import OperatorError
-
+    args = parser().parse_args(_normalize(list(sys.argv[1:] if argv is None else argv)))
+    errors = errors or console or Console(stderr=True, highlight=False)
+    console = console or Console(highlight=False)
     runtime = None
     try:
+        if args.command == "demo":
+            return demo(seed=args.seed, hours=args.hours, live=not args.no_live, console=console)
+        if args.command == "local":
+            return out.local(args, _local_dir(), console)
         if target is None:
             target, runtime = _target(args, console)
-        with target.environment():
-            return COMMANDS[args.command](target, args, console)
-    except OperatorError as exc:
-        console.print(f"[red]error:[/] {exc}")
+        return HANDLERS[args.command](target, args, console)
+    except (OperatorError, local.LocalError, DeployError, JobfenceError, ClientError, BotoCoreError) as exc:
+        errors.print(f"jobfence: error: {_one_line(exc)}", markup=False, highlight=False)
         return 2
+    except KeyboardInterrupt:
+        errors.print("jobfence: interrupted", markup=False)
+        return 130
     finally:
         if runtime is not None:
             runtime.stop()
 
 
-def _target(args: argparse.Namespace, console: Any) -> tuple[Any, Any]:
-    from ops.operator import AwsTarget, EmbeddedTarget
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 400 else text[:397] + "..."
 
+
+def _local_dir() -> pathlib.Path:
+    return pathlib.Path(os.environ[LOCAL_DIR_ENV]) if os.environ.get(LOCAL_DIR_ENV) else local.DEFAULT_DIR
+
+
+def _target(args: argparse.Namespace, console: Console) -> tuple[Any, Any]:
+    if args.local and args.embedded:
+        raise OperatorError("--local and --embedded name two different runtimes: pick one")
+    if args.local:
+        control = local.LocalControl(_local_dir())
+        target = LocalTarget(control)
+        point_process_at_endpoint(target.session.endpoint, target.session.region_name)
+        return target, None
     if args.embedded:
-        from ops.runtime.runtime import LocalRuntime
-
-        console.print("starting the embedded runtime (synth, deploy into moto) ...")
+        if not args.json:
+            console.print("starting a fresh embedded runtime (deploy into moto) ...")
         runtime = LocalRuntime().start()
+        point_process_at(runtime.emulator)
         if args.advance_hours:
             runtime.advance(hours=args.advance_hours)
         return EmbeddedTarget(runtime), runtime
-    return AwsTarget(args.profile, args.region, args.stack), None
+    point_process_at_account(args.profile, args.region)
+    return AwsTarget(args.profile, args.region, args.stack, read_only=False), None
 
 
-def _who(args: argparse.Namespace) -> str:
-    if args.requested_by:
-        return args.requested_by
-    try:
-        return getpass.getuser()
-    except Exception:  # no login name in a container: still say it was an operator
-        return "operator"
-
-
-def _when(ms: int | None, now: int | None = None) -> str:
-    if ms is None:
-        return "-"
-    text = dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-    if now is not None:
-        delta = (ms - now) // 1000
-        text += f" ({'in ' if delta >= 0 else ''}{abs(delta)}s{'' if delta >= 0 else ' ago'})"
-    return text
-
-
-def _table(title: str, *columns: str):
-    from rich.table import Table
-
-    table = Table(title=title, title_justify="left")
-    for column in columns:
-        table.add_column(column)
-    return table
-
-
-# -- commands ----------------------------------------------------------------------------------
-
-
-def cmd_status(target, args, console) -> int:
-    from ops.operator import status
-
-    report = status(target)
-    console.print(f"target: {target.name}   now: {_when(report.now_ms)}")
-    table = _table("jobs", "job", "rule", "holder", "lease expires", "fence", "last run", "outcome", "error")
-    for job in report.jobs:
-        last = job.last_run or {}
-        table.add_row(
-            job.job,
-            job.rule_state or "-",
-            job.holder or "-",
-            _when(job.expires_at, report.now_ms) if job.holder else "-",
-            str(job.fence if job.fence is not None else "-"),
-            _when(last.get("started_at")),
-            last.get("outcome", "-"),
-            (last.get("error") or "")[:60],
-        )
-    console.print(table)
-    if report.stale_items is not None:
-        console.print("stale live items: " + ", ".join(f"{k}={v}" for k, v in sorted(report.stale_items.items())))
-    queues = _table("queues", "queue", "visible", "in flight")
-    for name, depth in sorted(report.queues.items()):
-        queues.add_row(name, str(depth["visible"]), str(depth["in_flight"]))
-    console.print(queues)
-    return 0
-
-
-def cmd_runs(target, args, console) -> int:
-    from ops.operator import runs
-
-    rows = runs(target, args.job, args.limit)
-    table = _table(f"runs of {args.job} (newest first)", "started", "trigger", "outcome", "duration ms", "fence", "summary", "error")
-    for row in rows:
-        table.add_row(
-            _when(row.get("started_at")),
-            row.get("trigger", "-"),
-            row.get("outcome", "-"),
-            str(row.get("duration_ms", "-")),
-            str(row.get("fence", "-")),
-            json.dumps(row.get("summary", {}), sort_keys=True)[:60],
-            (row.get("error") or "")[:80],
-        )
-    console.print(table)
-    return 0
-
-
-def cmd_sweep_runs(target, args, console) -> int:
-    from ops.operator import sweep_runs
-
-    result = sweep_runs(target)
-    console.print(f"{result.jobs} job(s) looked at, {result.died} run(s) recorded died")
-    return 0
-
-
-def cmd_batch(target, args, console) -> int:
-    from ops.operator import batch
-
-    report = batch(target, args.batch_id)
-    b = report.batch
-    head = _table(f"batch {b.tenant}/{b.batch_id}", "kind", "status", "total", "completed", "failed", "updated", "finalized", "retries")
-    head.add_row(b.kind, b.status.value, str(b.total), str(b.completed), str(b.failed), _when(b.updated_at), _when(b.finalized_at), str(b.retries))
-    console.print(head)
-    items = _table("items (by updated_at)", "item", "status", "attempts", "error", "updated")
-    for item in report.items:
-        items.add_row(item.item_id, item.status.value, str(item.attempts), (item.error or "")[:80], _when(item.updated_at))
-    console.print(items)
-    console.print("items by status: " + ", ".join(f"{k}={v}" for k, v in report.counts().items()))
-    return 0
-
-
-def _print_results(console, results) -> int:
-    table = _table("results", "job", "outcome", "status", "duration ms", "summary", "error")
-    for r in results:
-        colour = "green" if r.passed else "red"
-        table.add_row(
-            r.job,
-            f"[{colour}]{r.outcome or '-'}[/]",
-            r.status,
-            str(r.duration_ms if r.duration_ms is not None else "-"),
-            json.dumps(r.summary, sort_keys=True)[:60],
-            (r.error or "")[:100],
-        )
-    console.print(table)
-    passed = sum(1 for r in results if r.passed)
-    console.print(f"passed: {passed}  failed: {len(results) - passed}")
-    return 0 if passed == len(results) else 1
-
-
-def cmd_run(target, args, console) -> int:
-    from ops.operator import run
-
-    return _print_results(console, [run(target, args.job, _who(args))])
-
-
-def cmd_run_all(target, args, console) -> int:
-    from ops.operator import run_all
-
-    return _print_results(console, run_all(target, _who(args)))
-
-
-def cmd_retry_failed(target, args, console) -> int:
-    from ops.operator import retry_failed
-
-    result = retry_failed(target, args.batch_id, _who(args))
-    console.print(
-        f"retried {result.retried} item(s); {result.skipped_quota} left failed (quota); "
-        f"{result.unsent} wake-up(s) not sent (reclaim re-drives them)"
-    )
-    return 0
-
-
-def _cmd_rules(enabled: bool):
-    def command(target, args, console) -> int:
-        from ops.operator import set_rules
-
-        for change in set_rules(target, enabled, args.job):
-            console.print(f"{change.job:<28} {change.rule:<40} {change.state}")
-        return 0
-
-    return command
-
-
-def cmd_invoke(target, args, console) -> int:
-    from ops.operator import invoke
-
-    result = invoke(target, args.function, args.event_file)
-    if result.ok:
-        console.print_json(json.dumps(result.payload, default=str))
-        return 0
-    console.print(f"[red]{result.status}[/] {result.error_type}: {result.error_message}")
-    return 1
-
-
-COMMANDS = {
-    "status": cmd_status,
-    "sweep-runs": cmd_sweep_runs,
-    "runs": cmd_runs,
-    "batch": cmd_batch,
-    "run": cmd_run,
-    "run-all": cmd_run_all,
-    "retry-failed": cmd_retry_failed,
-    "disable": _cmd_rules(False),
-    "enable": _cmd_rules(True),
-    "invoke": cmd_invoke,
+HANDLERS: dict[str, Callable[[Any, argparse.Namespace, Console], int]] = {
+    "status": out.status,
+    "runs": out.runs,
+    "sweep-runs": out.sweep_runs,
+    "batch": out.batch,
+    "retry-failed": out.retry_failed,
+    "run": out.run,
+    "run-all": out.run_all,
+    "disable": out.switch(False),
+    "enable": out.switch(True),
+    "pause-workers": out.workers(False),
+    "resume-workers": out.workers(True),
+    "invoke": out.invoke,
+    "console": out.console,
 }

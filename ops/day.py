@@ -26,10 +26,32 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from aws_lambda_powertools import Logger
+
+from jobfence.clock import ttl_seconds
+from jobfence.config import Settings, queue_env, table_env
+from jobfence.errors import JobfenceError, LeaseLost
+from jobfence.expiry import expiry_shard
 from jobfence.lease import Lease, LeaseStore
-from ops.invariants import Check, Observation, StaleTermProbe, check_lease_invariants, plain_items, scan_all
+from jobfence.work import BatchRef, ItemInput, Producer
+from jobs.commerce.conversations import ConversationStore
+from jobs.commerce.dpop_proofs import DpopProofStore
+from jobs.listings.pipelines import GENERATION, ITEMS_TABLE, PIPELINES, build_store, build_wakeups
+from ops.commands.batches import batch
+from ops.commands.switches import set_rules
+from ops.invariants import (
+    Check,
+    Observation,
+    StaleTermProbe,
+    check_batch_invariants,
+    check_lease_invariants,
+    check_logs,
+    plain_items,
+    scan_all,
+)
 from ops.runtime.runtime import LocalRuntime, Tick
 from ops.seeds import seed_domains
+from ops.targets import EmbeddedTarget
 
 HOUR = 3_600_000
 MINUTE = 60_000
@@ -197,7 +219,7 @@ class DayScenario:
         self._collect(self._advance_to(1))
         self._say(f"01:00 tick of {DUPLICATE_JOB} delivered twice at once")
 
-        conversations = rt.topology.job_functions()[FAILING_JOB].environment.get("TABLE_CONVERSATIONS", "conversations")
+        conversations = rt.topology.job_functions()[FAILING_JOB].environment[table_env("conversations")]
         rt.faults_next[rt.rule_of_job(FAILING_JOB)] = [{"operation": "Query", "contains": conversations, "action": "raise"}]
         ticks = self._advance_to(2)
         self._collect(ticks)
@@ -206,7 +228,7 @@ class DayScenario:
         self._collect(self._advance_to(2.5))
         self._submit_batch()
 
-        proofs = rt.topology.job_functions()[DYING_JOB].environment.get("TABLE_DPOP_PROOFS", "dpop_proofs")
+        proofs = rt.topology.job_functions()[DYING_JOB].environment[table_env("dpop_proofs")]
         rt.faults_next[rt.rule_of_job(DYING_JOB)] = [{"operation": "Query", "contains": proofs, "action": "kill"}]
         self._collect(self._advance_to(3))
         dead = self._lease_item(DYING_JOB)
@@ -232,39 +254,30 @@ class DayScenario:
         return self._report()
 
     def _probe(self, dead: dict[str, Any]) -> StaleTermProbe:
-        from ops.scenario import probe_term
-
         lease = Lease(
             job=dead["job"], holder=dead["holder"], lease_id=dead["lease_id"], fence=int(dead["fence"]),
             acquired_at=int(dead["acquired_at"]), renewed_at=int(dead["renewed_at"]),
             expires_at=int(dead["expires_at"]), ttl_ms=int(dead["ttl_ms"]),
         )
-        conversations = self.rt.topology.job_functions()[FAILING_JOB].environment["TABLE_CONVERSATIONS"]
+        conversations = self.rt.topology.job_functions()[FAILING_JOB].environment[table_env("conversations")]
         return probe_term(self.lease_store, self.client, self.leases_table, conversations, lease, lease.expires_at)
 
     def _set_rules(self, enabled: bool) -> None:
-        from ops.operator import EmbeddedTarget, set_rules
-
         changes = set_rules(EmbeddedTarget(self.rt), enabled)
         self._say(f"operator {'enabled' if enabled else 'disabled'} {len(changes)} rule(s)")
 
     # -- data ------------------------------------------------------------------------------------
 
     def _seed_retention(self) -> None:
-        from jobfence.clock import ttl_seconds
-        from jobfence.expiry import expiry_shard
-        from jobs.commerce.conversations import ConversationStore
-        from jobs.commerce.dpop_proofs import DpopProofStore
-
         jobs = self.rt.topology.job_functions()
         start, span = self._start, int(self.config.hours * HOUR)
-        proofs = DpopProofStore(jobs["clean_dpop_proofs"].environment["TABLE_DPOP_PROOFS"], self.rt.clock).model
+        proofs = DpopProofStore(jobs["clean_dpop_proofs"].environment[table_env("dpop_proofs")], self.rt.clock).model
         with proofs.batch_write() as batch:
             for _ in range(self.config.dpop_rows):
                 expires = start + self.rng.randint(-HOUR, span + HOUR)
                 jti = uuid.UUID(int=self.rng.getrandbits(128)).hex
                 batch.save(proofs(jti, expires_at=expires, expiry_shard=expiry_shard(jti), ttl=ttl_seconds(expires)))
-        conversations = ConversationStore(jobs["clean_conversations"].environment["TABLE_CONVERSATIONS"], self.rt.clock).model
+        conversations = ConversationStore(jobs["clean_conversations"].environment[table_env("conversations")], self.rt.clock).model
         with conversations.batch_write() as batch:
             for i in range(self.config.conversation_rows):
                 expires = start + self.rng.randint(-HOUR, span + HOUR)
@@ -279,7 +292,7 @@ class DayScenario:
             function = top.function_by_arn(mapping.function_arn)
             queue = top.queue_by_arn(mapping.queue_arn)
             for key, value in function.environment.items():
-                if key == "QUEUE_LISTING_GENERATION" and value.rstrip("/").endswith("/" + queue.name):
+                if key == queue_env(PIPELINES[GENERATION].queue) and value.rstrip("/").endswith("/" + queue.name):
                     return function
         return None
 
@@ -288,12 +301,6 @@ class DayScenario:
         if worker is None or self.config.batch_items <= 0:
             self._say("no generation worker is deployed: the batch phase is skipped")
             return
-        from aws_lambda_powertools import Logger
-
-        from jobfence.config import Settings
-        from jobfence.work import BatchRef, ItemInput, Producer
-        from jobs.listings.pipelines import GENERATION, build_store, build_wakeups
-
         settings = Settings.from_environ(worker.environment)
         store = build_store(settings, self.rt.clock)
         wakeups = build_wakeups(settings, self.rt.session.client("sqs"))
@@ -307,7 +314,7 @@ class DayScenario:
         ref = BatchRef(ref_tenant, f"gen-{self.seed}")
         producer.submit(ref, GENERATION, items, created_by="demo")
         self.batch_refs.append(ref)
-        items_table = worker.environment.get("TABLE_LISTING_ITEMS", "listing_items")
+        items_table = worker.environment[table_env(ITEMS_TABLE)]
         self.rt.poller.faults[worker.name] = [{"operation": "TransactWriteItems", "contains": items_table, "action": "kill"}]
         self._say(f"submitted {ref} ({len(items)} items); the first worker isolate will be killed mid-item")
 
@@ -319,19 +326,13 @@ class DayScenario:
         checks = check_lease_invariants(self.observations, runs, leases, self.probes, self.rt.clock.now_ms())
         batches = []
         if self.batch_refs:
-            from ops.invariants import check_batch_invariants
-
             worker = self.work_function()
             stubs = {name: started.stub for name, started in self.rt.providers.stubs.items() if name == "generator"}
             checks += check_batch_invariants(self.rt, worker, self.batch_refs, stubs)
-            from ops.operator import EmbeddedTarget, batch
-
             for ref in self.batch_refs:
-                report = batch(EmbeddedTarget(self.rt), str(ref))
+                report = batch(EmbeddedTarget(self.rt), ref)
                 batches.append(BatchSummary(str(ref), len(report.items), report.counts(), {
                     "status": report.batch.status.value, "completed": report.batch.completed, "failed": report.batch.failed}))
-        from ops.invariants import check_logs
-
         checks.append(check_logs(self.rt.log_dir, [self.marker], list(self._secret_values())))
         return DayReport(self.observations, checks, runs, batches, self.killed_workers, self.rt.log_dir, self.events, self.deliveries)
 
@@ -339,3 +340,38 @@ class DayScenario:
         sm = self.rt.session.client("secretsmanager")
         for name in self.rt.providers.secrets.values():
             yield sm.get_secret_value(SecretId=name)["SecretString"]
+
+
+def probe_term(store: LeaseStore, client: Any, leases_table: str, write_table: str, lease: Any, dead_expires_at: int) -> StaleTermProbe:
+    """A holder whose term was taken over tries renew, release and a fenced write; record what it got."""
+
+    def lease_item() -> dict[str, Any]:
+        item = client.get_item(TableName=leases_table, Key={"job": {"S": lease.job}}, ConsistentRead=True)
+        return plain_items([item.get("Item", {})])[0]
+
+    before = lease_item()
+    outcomes = {}
+    key = {"conversation_id": {"S": "stale-holder-write"}}
+    write = {"Put": {"TableName": write_table, "Item": {**key, "account_id": {"S": "x"}, "expires_at": {"N": "0"}}}}
+    for action, call in (
+        ("renew", lambda: store.renew(lease)),
+        ("release", lambda: store.release(lease)),
+        ("fenced_write", lambda: store.fenced_write(lease, [write])),
+    ):
+        try:
+            call()
+            outcomes[action] = "accepted"
+        except LeaseLost:
+            outcomes[action] = "LeaseLost"
+        except JobfenceError as exc:
+            outcomes[action] = type(exc).__name__
+    after = lease_item()
+    landed = client.get_item(TableName=write_table, Key=key, ConsistentRead=True)
+    return StaleTermProbe(
+        write_landed="Item" in landed,
+        job=lease.job,
+        fence=lease.fence,
+        lease_before={**before, "dead_expires_at": dead_expires_at},
+        lease_after=after,
+        **outcomes,
+    )

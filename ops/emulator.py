@@ -108,13 +108,7 @@ class Emulator:
 
     def environment(self) -> dict[str, str]:
         """Environment variables that point boto3 (and pynamodb) in a child process at the emulator."""
-        return {
-            "AWS_ENDPOINT_URL": str(self.endpoint),
-            "AWS_DEFAULT_REGION": self.region,
-            "AWS_REGION": self.region,
-            "AWS_ACCESS_KEY_ID": FAKE_CREDENTIALS["aws_access_key_id"],
-            "AWS_SECRET_ACCESS_KEY": FAKE_CREDENTIALS["aws_secret_access_key"],
-        }
+        return environment_for(str(self.endpoint), self.region)
 
 
 class EmulatorSession:
@@ -147,10 +141,26 @@ class EmulatorSession:
 
 
 def point_process_at(emulator: Emulator) -> None:
-    """Point this process's default boto3/pynamodb clients at the emulator.
+    """Point this process's default boto3/pynamodb clients at the emulator (see `point_process_at_endpoint`)."""
+    point_process_at_endpoint(str(emulator.endpoint), emulator.region)
+
+
+def point_process_at_endpoint(endpoint: str, region: str = REGION) -> None:
+    """Point this process's default boto3/pynamodb clients at an emulator's endpoint.
 
     pynamodb builds its own botocore clients from the environment, so the
     endpoint has to be in `os.environ` (botocore honours AWS_ENDPOINT_URL).
     """
-    os.environ.update(emulator.environment())
+    os.environ.update(environment_for(endpoint, region))
     os.environ.pop("AWS_PROFILE", None)
+
+
+def environment_for(endpoint: str, region: str = REGION) -> dict[str, str]:
+    """Environment variables that point boto3 (and pynamodb) at an emulator."""
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_DEFAULT_REGION": region,
+        "AWS_REGION": region,
+        "AWS_ACCESS_KEY_ID": FAKE_CREDENTIALS["aws_access_key_id"],
+        "AWS_SECRET_ACCESS_KEY": FAKE_CREDENTIALS["aws_secret_access_key"],
+    }

@@ -32,7 +32,7 @@ from ops.runtime.clock import DEFAULT_START_MS, SimulatedClock
 from ops.runtime.providers import LocalProviders, complete_environments
 from ops.runtime.schedule import Schedule
 from ops.runtime.sqs import PumpStats, QueuePoller
-from ops.runtime.template import ROOT, CloudAssembly, deploy, synthesize
+from ops.runtime.template import ROOT, CloudAssembly, cached_synthesis, deploy
 from ops.runtime.topology import RuleInfo, Topology, discover
 from ops.runtime.workers import Invocation, WorkerPool
 
@@ -111,7 +111,7 @@ class LocalRuntime:
         """Start moto, deploy the synthesized template, read it back, prepare the isolates."""
         self.emulator.start()
         session = self.session
-        self.assembly = assembly or synthesize(self.workdir / "cdk.out", self._context, self._app_dir)
+        self.assembly = assembly or cached_synthesis(self._context, self._app_dir)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # moto warns about resource types it does not model
             deploy(session, self.assembly)

@@ -63,6 +63,7 @@ class QueuePoller:
 
     def __init__(self, session: Any, topology: Topology, pool: WorkerPool, clock: SimulatedClock) -> None:
         self._sqs = session.client("sqs")
+        self._lambda = session.client("lambda")
         self._region = session.region_name
         self._topology = topology
         self._pool = pool
@@ -94,15 +95,22 @@ class QueuePoller:
 
     # -- delivery ------------------------------------------------------------------------------
 
+    def _live_mappings(self) -> list[MappingInfo]:
+        """The mappings enabled now: operators pause and resume workers on the live system."""
+        states: dict[str, str] = {}
+        for page in self._lambda.get_paginator("list_event_source_mappings").paginate():
+            states.update({m["UUID"]: m.get("State", "Enabled") for m in page.get("EventSourceMappings", [])})
+        return [m for m in self._topology.mappings if m.enabled and states.get(m.uuid, "Enabled") == "Enabled"]
+
     def pump(self) -> PumpStats:
         """Deliver until no enabled mapping's queue has a visible message."""
         stats = PumpStats()
+        mappings = self._live_mappings()
         for _ in range(MAX_ROUNDS):
             self.release_expired()
             delivered = 0
-            for mapping in self._topology.mappings:
-                if mapping.enabled:
-                    delivered += self._deliver(mapping, stats)
+            for mapping in mappings:
+                delivered += self._deliver(mapping, stats)
             if not delivered:
                 return stats
         raise RuntimeError(f"queues still busy after {MAX_ROUNDS} rounds: a message is re-driven forever")

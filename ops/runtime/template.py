@@ -10,18 +10,24 @@ object key, then `CreateStack` with the template.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import time
+import uuid
 import zipfile
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+CACHE = ROOT / ".jobfence" / "synth"  # one cloud assembly per hash of the app's inputs
+# what the synthesized assembly depends on: the app, its constructs, the function code it stages
+APP_INPUTS = ("app.py", "cdk.json", "infra", "functions")
 BOOTSTRAP_QUALIFIER = "hnb659fds"  # the CDK default; the synthesized template names it
 BOOTSTRAP_VERSION_PARAMETER = f"/cdk-bootstrap/{BOOTSTRAP_QUALIFIER}/version"
 BOOTSTRAP_VERSION = "30"
@@ -79,6 +85,32 @@ def synthesize(out_dir: pathlib.Path, context: Mapping[str, Any] | None = None, 
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
         raise DeployError(f"cdk synth failed (exit {done.returncode}):\n{tail}")
     return read_assembly(out_dir)
+
+
+def inputs_hash(app_dir: pathlib.Path, context: Mapping[str, Any]) -> str:
+    """A hash of every file the synthesis reads (names and contents) and of the context."""
+    digest = hashlib.sha256(json.dumps(dict(context), sort_keys=True).encode())
+    for name in APP_INPUTS:
+        top = app_dir / name
+        files = [top] if top.is_file() else sorted(p for p in top.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        for path in files:
+            digest.update(str(path.relative_to(app_dir)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:20]
+
+
+def cached_synthesis(context: Mapping[str, Any] | None = None, app_dir: pathlib.Path = ROOT, cache: pathlib.Path = CACHE) -> CloudAssembly:
+    """`synthesize`, once per hash of the app's inputs: later starts reuse the assembly (seconds saved each)."""
+    ctx = dict(context or {})
+    final = cache / inputs_hash(app_dir, ctx)
+    if (final / "manifest.json").is_file():
+        return read_assembly(final)
+    scratch = cache / f".{final.name}-{uuid.uuid4().hex[:8]}"
+    synthesize(scratch, ctx, app_dir)
+    try:
+        scratch.rename(final)  # atomic: two processes synthesizing at once both end with one complete assembly
+    except OSError:
+        shutil.rmtree(scratch, ignore_errors=True)  # another process got there first
+    return read_assembly(final)
 
 
 def read_assembly(out_dir: pathlib.Path) -> CloudAssembly:

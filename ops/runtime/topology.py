@@ -9,7 +9,7 @@ and enable rules on the live system, not in the template).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Mapping
 
 from jobfence.config import ENV_JOB_NAME, ENV_LEASES_TABLE, ENV_RUNS_TABLE
@@ -110,6 +110,24 @@ class Topology:
     def runs_table(self) -> str | None:
         return self.core_table(ENV_RUNS_TABLE)
 
+    def as_plain(self) -> dict[str, Any]:
+        """A JSON-ready copy (the background runtime hands its topology to each command)."""
+        return asdict(self)
+
+    @classmethod
+    def from_plain(cls, data: Mapping[str, Any]) -> "Topology":
+        rules = {}
+        for name, rule in data["rules"].items():
+            rules[name] = RuleInfo(**{**rule, "targets": tuple((arn, text) for arn, text in rule["targets"])})
+        return cls(
+            stack_name=data["stack_name"],
+            functions={name: FunctionInfo(**f) for name, f in data["functions"].items()},
+            rules=rules,
+            queues={name: QueueInfo(**q) for name, q in data["queues"].items()},
+            mappings=[MappingInfo(**m) for m in data["mappings"]],
+            tables=dict(data["tables"]),
+        )
+
 
 def discover(session: Any, stack_name: str, template: Mapping[str, Any] | None = None) -> Topology:
     """Read the stack's functions, rules, queues and mappings from the cloud."""
@@ -160,8 +178,6 @@ def _async_destinations(top: Topology, resources: list[dict[str, Any]], template
         name = functions.get(_ref(props.get("FunctionName")))
         destination = queues.get(_ref(props.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")))
         if name and destination:
-            from dataclasses import replace
-
             top.functions[name] = replace(top.functions[name], on_failure_arn=destination)
 
 

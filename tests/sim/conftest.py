@@ -1,30 +1,34 @@
-"""One embedded runtime per test session: synth, deploy into moto, warm isolates.
+"""One embedded runtime per test session: deploy into moto (the synth is cached), warm isolates.
 
-Starting it costs a CDK synth and a CloudFormation deploy (tens of seconds), so
-every sim test shares it and leaves it as it found it where that matters
-(rules re-enabled, the clock only ever moves forward).
+Starting it costs a CloudFormation deploy into moto (and, the first time for a
+given checkout, a CDK synth), so every sim test shares it and leaves it as it
+found it where that matters (rules and workers re-enabled, the clock only
+ever moves forward). The test process's own stores point at its emulator.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from ops.emulator import environment_for
+from ops.runtime.runtime import LocalRuntime
+from ops.targets import EmbeddedTarget
+
 
 @pytest.fixture(scope="session")
 def runtime():
-    from ops.runtime.runtime import LocalRuntime
-
     rt = LocalRuntime().start()
+    patch = pytest.MonkeyPatch()
+    for key, value in environment_for(str(rt.emulator.endpoint), rt.emulator.region).items():
+        patch.setenv(key, value)  # undone at the end of the session
+    patch.delenv("AWS_PROFILE", raising=False)
     try:
         yield rt
     finally:
+        patch.undo()
         rt.stop()
 
 
 @pytest.fixture
 def target(runtime):
-    from ops.operator import EmbeddedTarget
-
-    target = EmbeddedTarget(runtime)
-    with target.environment():
-        yield target
+    return EmbeddedTarget(runtime)

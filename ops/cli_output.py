@@ -1,0 +1,258 @@
+"""The CLI's command handlers: call `ops.commands`, print tables (or `--json`), return the exit status."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import pathlib
+import time
+from typing import Any, Callable
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn
+
+from ops.commands import batches, invoke as invoking, jobs, switches
+from ops.commands.jobs import JobResult
+from ops.local import control as local_control
+from ops.console.server import serve
+from ops.render import ago, pairs, plain, print_json, table, when
+
+Handler = Callable[[Any, argparse.Namespace, Console], int]
+
+
+def who(args: argparse.Namespace) -> str:
+    if args.requested_by:
+        return args.requested_by
+    try:
+        return getpass.getuser()
+    except Exception:  # no login name in a container: still say it was an operator
+        return "operator"
+
+
+# -- jobs ---------------------------------------------------------------------------------------
+
+
+def status(target: Any, args: argparse.Namespace, console: Console) -> int:
+    report = jobs.status(target)
+    if args.json:
+        print_json(console, report)
+        return 0
+    now = report.now_ms
+    console.print(f"target: {target.name}   now: {when(now)}", markup=False)
+    t = table("jobs", "job", "rule", "next tick", "lease", "last run", "error", names=[j.job for j in report.jobs])
+    for job in report.jobs:
+        last = job.last_run
+        lease = f"{job.holder} (fence {job.fence}) {ago(job.expires_at, now)}" if job.holder else "free"
+        t.add_row(
+            job.job, (job.rule_state or "-").lower(), ago(job.next_tick_at, now),
+            lease, f"{last.outcome or '-'} {ago(last.started_at, now)}" if last else "-", (last.error or "") if last else "",
+        )
+    console.print(t)
+    if report.stale_items is not None:
+        console.print("stale live items: " + pairs(report.stale_items), markup=False)
+    q = table("queues", "queue", "visible", "in flight", names=[d.queue for d in report.queues])
+    for depth in report.queues:
+        q.add_row(depth.queue, str(depth.visible), str(depth.in_flight))
+    console.print(q)
+    return 0
+
+
+def runs(target: Any, args: argparse.Namespace, console: Console) -> int:
+    rows = jobs.runs(target, args.job, args.limit)
+    if args.json:
+        print_json(console, rows)
+        return 0
+    t = table(f"runs of {args.job} (newest first)", "started", "trigger", "outcome", "duration ms", "fence", "summary", "error",
+              names=[when(0)])
+    for row in rows:
+        t.add_row(when(row.started_at), row.trigger or "-", row.outcome or "-", str(row.duration_ms if row.duration_ms is not None else "-"),
+                  str(row.fence if row.fence is not None else "-"), pairs(row.summary), row.error or "")
+    console.print(t)
+    return 0
+
+
+def sweep_runs(target: Any, args: argparse.Namespace, console: Console) -> int:
+    result = jobs.sweep_runs(target)
+    if as_json(console, args, result):
+        return 0
+    console.print(f"{result.jobs} job(s) looked at, {result.died} run(s) recorded died", markup=False)
+    return 0
+
+
+def _result_line(r: JobResult) -> str:
+    mark = "ok  " if r.passed else "FAIL"
+    tail = f"  {pairs(r.summary)}" if r.summary else ""
+    error = f"  {r.error}" if r.error else ""
+    return f"{mark} {r.job}  {r.outcome or r.status}  {r.wall_ms} ms{tail}{error}"
+
+
+def _results(console: Console, args: argparse.Namespace, results: Any) -> int:
+    passed = failed = 0
+    for r in results:  # printed as each one finishes
+        passed, failed = passed + r.passed, failed + (not r.passed)
+        if args.json:
+            print_json(console, r)
+        else:
+            console.print(_result_line(r), markup=False, highlight=False, soft_wrap=True)
+    if args.json:
+        print_json(console, {"passed": passed, "failed": failed})
+    else:
+        console.print(f"passed: {passed}  failed: {failed}", markup=False)
+    return 0 if failed == 0 else 1
+
+
+def run(target: Any, args: argparse.Namespace, console: Console) -> int:
+    return _results(console, args, [jobs.run(target, args.job, who(args))])
+
+
+def run_all(target: Any, args: argparse.Namespace, console: Console) -> int:
+    return _results(console, args, jobs.run_all(target, who(args)))
+
+
+# -- batches ------------------------------------------------------------------------------------
+
+
+def batch(target: Any, args: argparse.Namespace, console: Console) -> int:
+    return {"show": _batch_show, "list": _batch_list, "submit": _batch_submit}[args.batch_command](target, args, console)
+
+
+def _batch_show(target: Any, args: argparse.Namespace, console: Console) -> int:
+    report = batches.batch(target, args.ref)
+    if args.json:
+        print_json(console, {**plain(report), "counts": report.counts()})
+        return 0
+    b = report.batch
+    head = table(f"batch {b.tenant}/{b.batch_id}", "kind", "status", "total", "completed", "failed", "updated", "finalized", "retries")
+    head.add_row(b.kind, b.status.value, str(b.total), str(b.completed), str(b.failed), when(b.updated_at), when(b.finalized_at), str(b.retries))
+    console.print(head)
+    items = table("items (by updated_at)", "item", "status", "attempts", "error", "updated", names=[i.item_id for i in report.items])
+    for item in report.items:
+        items.add_row(item.item_id, item.status.value, str(item.attempts), item.error or "", when(item.updated_at))
+    console.print(items)
+    console.print("items by status: " + ", ".join(f"{k}={v}" for k, v in report.counts().items()), markup=False)
+    return 0
+
+
+def _batch_list(target: Any, args: argparse.Namespace, console: Console) -> int:
+    rows = batches.batches(target, args.tenant, args.limit)
+    if args.json:
+        print_json(console, rows)
+        return 0
+    t = table("batches (newest first)", "batch", "kind", "status", "total", "completed", "failed", "created", "created by",
+              names=[str(b.ref) for b in rows])
+    for b in rows:
+        t.add_row(str(b.ref), b.kind, b.status.value, str(b.total), str(b.completed), str(b.failed), when(b.created_at), b.created_by)
+    console.print(t)
+    return 0
+
+
+def _batch_submit(target: Any, args: argparse.Namespace, console: Console) -> int:
+    if args.grant_quota:
+        batches.grant_quota(target, args.ref.tenant, args.grant_quota)
+    result = batches.submit(target, args.ref, args.kind, args.items, who(args))
+    if args.json:
+        print_json(console, result)
+        return 0
+    verb = "created" if result.created else "resumed"
+    console.print(f"{verb} batch {result.ref} ({args.kind}): {result.rows_written} item row(s) written, "
+                  f"{result.enqueued} wake-up(s) sent", markup=False)
+    return 0
+
+
+def retry_failed(target: Any, args: argparse.Namespace, console: Console) -> int:
+    counts = batches.retry_failed(target, args.ref, who(args))
+    if args.json:
+        print_json(console, counts)
+        return 0
+    console.print(f"retried {counts.retried} item(s); {counts.skipped_quota} left failed (quota); "
+                  f"{counts.unsent} wake-up(s) not sent (reclaim re-drives them)", markup=False)
+    return 0
+
+
+# -- switches and invoke ------------------------------------------------------------------------
+
+
+def _print_switches(console: Console, args: argparse.Namespace, changes: list[switches.Switch]) -> int:
+    if args.json:
+        print_json(console, changes)
+        return 0
+    t = table(None, "name", "kind", "resource", "state", names=[c.name for c in changes])
+    for c in changes:
+        t.add_row(c.name, c.kind, c.resource, c.state)
+    console.print(t)
+    return 0
+
+
+def switch(enabled: bool) -> Handler:
+    def handler(target: Any, args: argparse.Namespace, console: Console) -> int:
+        changes = switches.set_everything(target, enabled) if args.all else switches.set_rules(target, enabled, args.job)
+        return _print_switches(console, args, changes)
+
+    return handler
+
+
+def workers(enabled: bool) -> Handler:
+    def handler(target: Any, args: argparse.Namespace, console: Console) -> int:
+        return _print_switches(console, args, switches.set_workers(target, enabled))
+
+    return handler
+
+
+def invoke(target: Any, args: argparse.Namespace, console: Console) -> int:
+    result = invoking.invoke(target, args.function, args.event)
+    if args.json:
+        print_json(console, result.as_dict())
+        return 0 if result.ok else 1
+    if result.ok:
+        console.print_json(data=result.payload, default=str)
+        return 0
+    console.print(f"{result.status} {result.error_type}: {result.error_message}", markup=False)
+    return 1
+
+
+def console(target: Any, args: argparse.Namespace, out: Console) -> int:
+    return serve(target, args.port, read_only=args.read_only or target.read_only, console=out)
+
+
+# -- the background local runtime ---------------------------------------------------------------
+
+
+def local(args: argparse.Namespace, directory: pathlib.Path, console: Console) -> int:
+    if args.local_command == "up":
+        started = time.monotonic()
+        with console.status("starting the local runtime (deploy into moto; the first start also synthesizes) ..."):
+            control, fresh = local_control.up(directory)
+        state = control.state()
+        verb = "started" if fresh else "already up"
+        console.print(f"local runtime {verb} in {time.monotonic() - started:.1f}s: emulator {state.endpoint}, "
+                      f"simulated now {when(state.now_ms)}; commands take --local", markup=False)
+        return 0
+    if args.local_command == "down":
+        stopped = local_control.down(directory)
+        console.print("local runtime stopped" if stopped else "no local runtime was running", markup=False)
+        return 0
+    control = local_control.LocalControl(directory)
+    if args.local_command == "kill-worker":
+        name = control.kill_worker(args.function)
+        console.print(f"{name}: its next delivery is SIGKILLed mid-batch (advance time to see it)", markup=False)
+        return 0
+    return _advance(control, args.duration, console)
+
+
+def _advance(control: local_control.LocalControl, ms: int, console: Console) -> int:
+    hours = ms / 3_600_000
+    done: dict[str, Any] = {}
+    with Progress(TextColumn("simulated {task.fields[now]}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                  console=console, transient=False) as progress:
+        task = progress.add_task("advance", total=ms, now="")
+        for message in control.advance(ms):
+            kind = message["type"]
+            if kind == "progress":
+                progress.update(task, completed=message["now_ms"] - message["start_ms"], now=when(message["now_ms"]))
+            elif kind == "event":
+                progress.console.print(f"{when(message['at_ms'])}  {message['text']}", markup=False, highlight=False)
+            elif kind == "done":
+                done = message
+    console.print(f"advanced {hours:g} h to {when(done.get('now_ms'))}: {pairs(done.get('totals', {})) or 'nothing happened'}",
+                  markup=False)
+    return 0

@@ -1,0 +1,164 @@
+"""Durable batches: list, look at (rows first), submit from a JSON-lines file, retry failed items.
+
+Every operation is bound to the deployed tables and queues of the functions
+that were granted them (the workers and the reclaim job), read from their
+environments, so the operator touches exactly what the system uses.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any
+
+from aws_lambda_powertools import Logger
+
+from jobfence.config import Settings, table_env
+from jobfence.errors import StoreError
+from jobfence.work import (
+    MAX_ITEMS_PER_BATCH,
+    BatchOperations,
+    BatchRef,
+    BatchReport,
+    BatchRow,
+    ItemInput,
+    ItemStatus,
+    Producer,
+    RetryResult,
+    SubmitResult,
+    WorkStore,
+)
+from jobs.listings.pipelines import BATCHES_TABLE, ITEMS_TABLE, PIPELINES, build_store, build_wakeups
+from ops.targets import OperatorError, Target
+
+MAX_SUBMIT_FILE_BYTES = 64 * 1024 * 1024
+
+
+def parse_ref(text: str) -> BatchRef:
+    """`TENANT/BATCH`, validated (raises ValueError with the reason)."""
+    return BatchRef.parse(text)
+
+
+def read_items(path: pathlib.Path) -> list[ItemInput]:
+    """Items from a JSON-lines file: one object per line, `{"id": ..., "input": {...}}` or just the input.
+
+    Raises ValueError naming the first bad line; a line without an id gets `item-<line number>`.
+    """
+    if not path.is_file():
+        raise ValueError(f"no file {str(path)!r}")
+    if path.stat().st_size > MAX_SUBMIT_FILE_BYTES:
+        raise ValueError(f"{path} is over {MAX_SUBMIT_FILE_BYTES // 1024 // 1024} MiB")
+    items: list[ItemInput] = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from None
+        if not isinstance(value, dict):
+            raise ValueError(f"{path}:{number}: an item is a JSON object")
+        if "input" in value:
+            item_id, payload = value.get("id", f"item-{number:05d}"), value["input"]
+        else:
+            item_id, payload = f"item-{number:05d}", value
+        if not isinstance(item_id, str) or not isinstance(payload, dict):
+            raise ValueError(f"{path}:{number}: `id` is a string and `input` an object")
+        items.append(ItemInput(item_id, payload))
+        if len(items) > MAX_ITEMS_PER_BATCH:
+            raise ValueError(f"{path}: a batch has at most {MAX_ITEMS_PER_BATCH} items")
+    if not items:
+        raise ValueError(f"{path}: no items")
+    return items
+
+
+def _work_settings(target: Target) -> Settings:
+    """The work tables and queues, from the functions that were granted them (workers, reclaim)."""
+    merged: dict[str, str] = {}
+    for function in target.topology.functions.values():
+        env = function.environment
+        if table_env(BATCHES_TABLE) in env and table_env(ITEMS_TABLE) in env:
+            merged.update({k: v for k, v in env.items() if k.startswith(("TABLE_", "QUEUE_"))})
+    if not merged:
+        raise OperatorError("no deployed function has the batch and item tables")
+    return Settings.from_environ(merged)
+
+
+def work_store(target: Target) -> WorkStore:
+    """The durable-batches store bound to the deployed tables."""
+    return build_store(_work_settings(target), target.clock)
+
+
+def _parts(target: Target) -> tuple[WorkStore, dict[str, Any], Logger]:
+    settings = _work_settings(target)
+    wakeups = build_wakeups(settings, target.session.client("sqs"))
+    return build_store(settings, target.clock), wakeups, Logger(service="operator", level="WARNING")
+
+
+def _operations(target: Target) -> BatchOperations:
+    return BatchOperations(*_parts(target))
+
+
+def producer(target: Target) -> Producer:
+    """The durable-batches producer (store and wake-up queues) bound to the deployed resources."""
+    return Producer(*_parts(target))
+
+
+def stale_item_counts(target: Target) -> dict[str, int] | None:
+    """Live items per pipeline and status whose `updated_at` is older than that pipeline's stale limit."""
+    try:
+        store = work_store(target)
+    except OperatorError:
+        return None
+    now = target.clock.now_ms()
+    counts = {}
+    for kind, pipeline in PIPELINES.items():
+        for status, stale_s in ((ItemStatus.RUNNING, pipeline.timing.item_stale_s), (ItemStatus.PENDING, pipeline.timing.pending_stale_s)):
+            total, cursor = 0, None
+            while True:
+                page, cursor = store.stale_items(kind, status, now - stale_s * 1000, 500, cursor)
+                total += len(page)
+                if cursor is None:
+                    break
+            counts[f"{kind}/{status.value}"] = total
+    return counts
+
+
+def batch(target: Target, ref: BatchRef) -> BatchReport:
+    """Rows first: the batch row, then its item rows (status, attempts, error, updated_at)."""
+    report = _operations(target).describe_batch(ref)
+    if report is None:
+        raise OperatorError(f"no batch {ref}")
+    return report
+
+
+def batches(target: Target, tenant: str | None = None, limit: int = 50) -> list[BatchRow]:
+    """Batch rows (counters and status), newest first: one tenant's, or any tenant's."""
+    rows = work_store(target).list_batches(tenant, limit)
+    return sorted(rows, key=lambda b: b.created_at, reverse=True)
+
+
+def submit(target: Target, ref: BatchRef, kind: str, items: list[ItemInput], created_by: str) -> SubmitResult:
+    """Create the batch and wake a worker per item (repeating it resumes, never duplicates)."""
+    if kind not in PIPELINES:
+        raise OperatorError(f"no pipeline {kind!r}; pipelines: {', '.join(sorted(PIPELINES))}")
+    try:
+        return producer(target).submit(ref, kind, items, created_by)
+    except (ValueError, StoreError) as exc:
+        raise OperatorError(str(exc)) from None
+
+
+def retry_failed(target: Target, ref: BatchRef, requested_by: str) -> RetryResult:
+    """Reset the batch's failed items (a fresh attempts budget, quota re-reserved) and wake them."""
+    try:
+        return _operations(target).retry_failed(ref, requested_by)
+    except (ValueError, StoreError) as exc:
+        raise OperatorError(str(exc)) from None
+
+
+def grant_quota(target: Target, tenant: str, units: int) -> Any:
+    """Give a tenant more actions (the balance after the grant)."""
+    try:
+        return work_store(target).quota.grant(tenant, units)
+    except (ValueError, StoreError) as exc:
+        raise OperatorError(str(exc)) from None

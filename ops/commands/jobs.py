@@ -1,0 +1,250 @@
+"""Scheduled jobs: their state (rule, lease, last runs), their runs, and running them by hand.
+
+Reads go to the leases and runs tables and to EventBridge; a manual run goes
+through the job's own function with the manual trigger, so the gate and the
+lease apply exactly as to a tick.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
+
+from jobfence.lease import LeaseStore
+from jobfence.runs import MAX_ERROR_CHARS, RunStore, SweepResult, bounded_summary, sweep_dead_runs
+from ops.commands.batches import stale_item_counts
+from ops.runtime.schedule import Schedule, ScheduleError
+from ops.runtime.sqs import queue_depths
+from ops.runtime.topology import FunctionInfo
+from ops.runtime.workers import Invocation
+from ops.targets import OperatorError, Target
+
+DAY_MS = 86_400_000
+READERS = 8
+LEDGER_ROWS = 200  # runs read for the last day's counts (a 5-minute job runs 288 times a day: a floor, said so)
+# outcomes a job can end with that mean it did not do its work
+FAILED_OUTCOMES = frozenset({"failed", "lease_lost", "died"})
+
+
+@dataclass(frozen=True)
+class RunView:
+    """One row of the runs table as the operator sees it."""
+
+    job: str
+    run_id: str | None
+    outcome: str | None
+    trigger: str | None
+    started_at: int | None
+    finished_at: int | None
+    duration_ms: int | None
+    holder: str | None
+    fence: int | None
+    summary: Mapping[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> "RunView":
+        return cls(
+            job=row["job"],
+            run_id=row.get("run_id"),
+            outcome=row.get("outcome"),
+            trigger=row.get("trigger"),
+            started_at=row.get("started_at"),
+            finished_at=row.get("finished_at"),
+            duration_ms=row.get("duration_ms"),
+            holder=row.get("holder"),
+            fence=row.get("fence"),
+            summary=dict(row.get("summary") or {}),
+            error=row.get("error"),
+        )
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    job: str
+    rule: str | None
+    rule_state: str | None
+    schedule: str | None
+    next_tick_at: int | None
+    holder: str | None
+    expires_at: int | None
+    fence: int | None
+    last_started_at: int | None
+    last_run: RunView | None
+
+
+@dataclass(frozen=True)
+class QueueDepth:
+    queue: str
+    visible: int
+    in_flight: int
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    now_ms: int
+    jobs: list[JobStatus]
+    stale_items: dict[str, int] | None  # pipeline/status -> stale live items; None without work tables
+    queues: list[QueueDepth]
+
+
+def _core_tables(target: Target) -> tuple[str, str]:
+    leases, runs = target.topology.leases_table, target.topology.runs_table
+    if not leases or not runs:
+        raise OperatorError("no deployed job function names the leases and runs tables")
+    return leases, runs
+
+
+def _next_tick(schedule: str | None, now_ms: int) -> int | None:
+    if not schedule:
+        return None
+    try:
+        # rate() counts from the rule's creation, which the API does not return: from now is close enough
+        return Schedule(schedule, now_ms).next_after(now_ms)
+    except ScheduleError:
+        return None
+
+
+def status(target: Target) -> StatusReport:
+    """Rule, lease (holder, expiry) and last run per job, stale items, queue depths."""
+    leases_table, runs_table = _core_tables(target)
+    client = target.session.client("dynamodb")
+    now = target.clock.now_ms()
+    leases = {item["job"]: item for item in LeaseStore(client, leases_table, target.clock).all()}
+    runs = RunStore(client, runs_table)
+    rules = target.topology.job_rules()
+    events = target.session.client("events")
+
+    def one(job: str) -> JobStatus:
+        lease = leases.get(job, {})
+        recent = runs.recent(job, limit=1)
+        rule = events.describe_rule(Name=rules[job].name) if job in rules else {}
+        state, schedule = rule.get("State"), rule.get("ScheduleExpression")
+        return JobStatus(
+            job=job,
+            rule=rule.get("Name"),
+            rule_state=state,
+            schedule=schedule,
+            next_tick_at=_next_tick(schedule, now) if state == "ENABLED" else None,
+            holder=lease.get("holder"),
+            expires_at=lease.get("expires_at"),
+            fence=lease.get("fence"),
+            last_started_at=lease.get("last_started_at"),
+            last_run=RunView.of(recent[0]) if recent else None,
+        )
+
+    # a few dozen small reads: in parallel (boto3 clients are thread-safe), so a status takes one round trip's time
+    with ThreadPoolExecutor(max_workers=READERS) as executor:
+        jobs = list(executor.map(one, sorted(target.topology.job_functions())))
+        stale = executor.submit(stale_item_counts, target)
+        depths = queue_depths(target.session, target.topology)
+        queues = [QueueDepth(name, d["visible"], d["in_flight"]) for name, d in sorted(depths.items())]
+        return StatusReport(now, jobs, stale.result(), queues)
+
+
+def check_job(target: Target, job: str) -> FunctionInfo:
+    """The deployed function of `job`, or an error naming the jobs there are."""
+    functions = target.topology.job_functions()
+    if job not in functions:
+        raise OperatorError(f"no deployed job {job!r}; jobs: {', '.join(sorted(functions))}")
+    return functions[job]
+
+
+def runs(target: Target, job: str, limit: int = 20) -> list[RunView]:
+    """The job's recent runs, newest first (outcome, duration, error)."""
+    _, runs_table = _core_tables(target)
+    check_job(target, job)
+    return [RunView.of(r) for r in RunStore(target.session.client("dynamodb"), runs_table).recent(job, limit=limit)]
+
+
+def sweep_runs(target: Target) -> SweepResult:
+    """Record `died` every run whose term ended unreleased (what each job's next tick would do).
+
+    An operator's command: it reads every lease item, which no scheduled
+    function is granted (each may touch only its own job's items).
+    """
+    leases_table, runs_table = _core_tables(target)
+    client = target.session.client("dynamodb")
+    return sweep_dead_runs(LeaseStore(client, leases_table, target.clock), RunStore(client, runs_table), target.clock.now_ms())
+
+
+def find_run(target: Target, job: str, run_id: str) -> RunView:
+    """One run of a job by its id (among its latest runs)."""
+    for run in runs(target, job, LEDGER_ROWS):
+        if run.run_id == run_id:
+            return run
+    raise OperatorError(f"no run {run_id!r} among the latest {LEDGER_ROWS} runs of {job!r}")
+
+
+def last_day(target: Target, job: str) -> dict[str, int]:
+    """The job's runs of the last 24 hours counted by outcome (the latest LEDGER_ROWS at most)."""
+    since = target.clock.now_ms() - DAY_MS
+    return dict(Counter(r.outcome or "-" for r in runs(target, job, LEDGER_ROWS) if (r.started_at or 0) >= since))
+
+
+def log_query(run: RunView) -> str:
+    """The CloudWatch Logs Insights query of one run's log lines (the job's own log group)."""
+    return (
+        "fields @timestamp, level, message, outcome, duration_ms, fence, error\n"
+        f'| filter stage = "{run.job}" and run_id = "{run.run_id}"\n'
+        "| sort @timestamp asc"
+    )
+
+
+# -- running ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """One job's manual run, as `run` and `run-all` report it."""
+
+    job: str
+    function: str
+    status: str  # the invocation: ok | error | died | timeout | init_error
+    outcome: str | None
+    wall_ms: int  # how long the operator waited for it (real time, also on the local runtime)
+    summary: dict[str, Any]
+    error: str | None
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "ok" and self.outcome is not None and self.outcome not in FAILED_OUTCOMES
+
+
+def manual_trigger(requested_by: str) -> dict[str, str]:
+    """The manual trigger event: the same contract (gate, lease) as a tick."""
+    who = re.sub(r"[^A-Za-z0-9@._:/+=-]", "_", requested_by)[:128] or "operator"
+    return {"trigger": "manual", "requested_by": who}
+
+
+def run(target: Target, job: str, requested_by: str) -> JobResult:
+    """Trigger one job now, through its own function (gate and lease apply)."""
+    function = check_job(target, job)
+    return _timed(target, job, function.name, manual_trigger(requested_by))
+
+
+def run_all(target: Target, requested_by: str) -> Iterator[JobResult]:
+    """Every scheduled job at once; each result as soon as it is in. One failure never hides another."""
+    functions = target.topology.job_functions()
+    event = manual_trigger(requested_by)
+    with ThreadPoolExecutor(max_workers=max(1, len(functions))) as executor:
+        futures = [executor.submit(_timed, target, job, f.name, event) for job, f in sorted(functions.items())]
+        for future in as_completed(futures):
+            yield future.result()
+
+
+def _timed(target: Target, job: str, function: str, event: Any) -> JobResult:
+    started = time.monotonic()
+    try:
+        invocation = target.invoke(function, event)
+    except Exception as exc:  # the invoke itself failed (throttled, denied, unreachable): still one result
+        invocation = Invocation(function, "error", error_type=type(exc).__name__, error_message=str(exc))
+    wall_ms = int((time.monotonic() - started) * 1000)
+    payload = invocation.payload if isinstance(invocation.payload, dict) else {}
+    error = f"{invocation.error_type}: {invocation.error_message or ''}"[:MAX_ERROR_CHARS] if invocation.error_type else None
+    outcome = payload.get("outcome") if invocation.ok else ("failed" if invocation.status == "error" else invocation.status)
+    return JobResult(job, function, invocation.status, outcome, wall_ms, bounded_summary(payload.get("summary") or {}), error)

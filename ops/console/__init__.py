@@ -1,0 +1,1 @@
+"""The web console (`jobfence console`): `server` (routes, actions, CSRF) and `pages` (HTML)."""

@@ -1,0 +1,1 @@
+"""The local runtime kept running in the background (`jobfence local up`): `daemon` and its `control`."""
