@@ -60,7 +60,7 @@ class Parser(argparse.ArgumentParser):
     """argparse whose errors are one line (`jobfence: error: ...`) and exit 2."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog.split()[0]}: error: {message}\n")
+        self.exit(2, f"{self.prog.split()[0]}: error: {' '.join(message.split())}\n")
 
 
 # -- argument types: checked before any target starts -------------------------------------------

@@ -35,8 +35,14 @@ MAX_SUBMIT_FILE_BYTES = 64 * 1024 * 1024
 
 
 def parse_ref(text: str) -> BatchRef:
-    """`TENANT/BATCH`, validated (raises ValueError with the reason)."""
-    return BatchRef.parse(text)
+    """`TENANT/BATCH`, validated (raises ValueError with a one-line reason)."""
+    if "/" not in text:
+        raise ValueError(f"a batch is written tenant/batch, got {text!r}")
+    try:
+        return BatchRef.parse(text)
+    except ValueError:
+        raise ValueError(f"{text!r}: a tenant and a batch id are 1-64 of A-Z a-z 0-9 _ . : -, "
+                         "starting with a letter or digit") from None
 
 
 def read_items(path: pathlib.Path) -> list[ItemInput]:

@@ -159,6 +159,14 @@ class Daemon:
     def shutdown(self) -> None:
         threading.Thread(target=self.server.shutdown, daemon=True).start()
 
+    def close(self) -> None:
+        """Stop serving and hand the runtime's callbacks back (the runtime itself keeps running)."""
+        self.server.shutdown()
+        self.server.server_close()
+        self.runtime.on_tick = None
+        self.runtime.poller.on_delivery = None
+        (self.directory / STATE_FILE).unlink(missing_ok=True)
+
 
 def _outcome(inv: Invocation | None) -> str:
     if inv is None:
