@@ -7,6 +7,10 @@ export AWS_DEFAULT_REGION ?= us-east-1
 
 .PHONY: demo test synth deploy bench install clean
 
+# The web console's browser tests drive Debian's chromium (never a downloaded browser build).
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
 install: $(VENV)/.installed node_modules/.installed
 
 $(VENV)/.installed: requirements.txt functions/requirements.txt
@@ -22,8 +26,12 @@ node_modules/.installed: package.json package-lock.json
 demo: install
 	$(PY) -m ops demo
 
-test: install
+test: install $(CHROMIUM)
 	$(PY) -m pytest
+
+$(CHROMIUM):
+	$(SUDO) apt-get update
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
 
 # cdk-nag (AwsSolutions + Serverless) runs inside the app and fails synthesis on any
 # unacknowledged finding; cfn-lint then checks every synthesized template.
@@ -38,4 +46,4 @@ bench: install
 	$(PY) -m ops.bench
 
 clean:
-	rm -rf cdk.out .build
+	rm -rf cdk.out .build .jobfence/synth

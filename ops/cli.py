@@ -51,6 +51,7 @@ from ops.runtime.runtime import LocalRuntime
 from ops.runtime.template import DeployError
 from ops.targets import DEFAULT_STACK, AwsTarget, EmbeddedTarget, LocalTarget, OperatorError, point_process_at_account
 
+MAX_ERROR_CHARS = 2000  # one line, bounded: a service's error text can be long
 LOCAL_DIR_ENV = "JOBFENCE_LOCAL_DIR"  # where the background runtime keeps its state (default .jobfence/local)
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
 _UNIT_MS = {"d": 86_400_000, "h": 3_600_000, "m": 60_000, "s": 1000}
@@ -239,10 +240,10 @@ def main(argv: Sequence[str] | None = None, target: Any = None, console: Console
             target, runtime = _target(args, console)
         return HANDLERS[args.command](target, args, console)
     except (OperatorError, local.LocalError, DeployError, JobfenceError, ClientError, BotoCoreError) as exc:
-        errors.print(f"jobfence: error: {_one_line(exc)}", markup=False, highlight=False)
+        errors.print(f"jobfence: error: {_one_line(exc)}", markup=False, highlight=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt:
-        errors.print("jobfence: interrupted", markup=False)
+        errors.print("jobfence: interrupted", markup=False, soft_wrap=True)
         return 130
     finally:
         if runtime is not None:
@@ -251,7 +252,7 @@ def main(argv: Sequence[str] | None = None, target: Any = None, console: Console
 
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
-    return text if len(text) <= 400 else text[:397] + "..."
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "..."
 
 
 def _local_dir() -> pathlib.Path:
@@ -269,7 +270,7 @@ def _target(args: argparse.Namespace, console: Console) -> tuple[Any, Any]:
     if args.embedded:
         if not args.json:
             console.print("starting a fresh embedded runtime (deploy into moto) ...")
-        runtime = LocalRuntime().start()
+        runtime = LocalRuntime.start()
         point_process_at(runtime.emulator)
         if args.advance_hours:
             runtime.advance(hours=args.advance_hours)

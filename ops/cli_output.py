@@ -29,13 +29,19 @@ def who(args: argparse.Namespace) -> str:
         return "operator"
 
 
+def as_json(console: Console, args: argparse.Namespace, value: Any) -> bool:
+    """Print `value` as JSON when `--json` was asked for (then the table is skipped)."""
+    if args.json:
+        print_json(console, value)
+    return bool(args.json)
+
+
 # -- jobs ---------------------------------------------------------------------------------------
 
 
 def status(target: Any, args: argparse.Namespace, console: Console) -> int:
     report = jobs.status(target)
-    if args.json:
-        print_json(console, report)
+    if as_json(console, args, report):
         return 0
     now = report.now_ms
     console.print(f"target: {target.name}   now: {when(now)}", markup=False)
@@ -59,8 +65,7 @@ def status(target: Any, args: argparse.Namespace, console: Console) -> int:
 
 def runs(target: Any, args: argparse.Namespace, console: Console) -> int:
     rows = jobs.runs(target, args.job, args.limit)
-    if args.json:
-        print_json(console, rows)
+    if as_json(console, args, rows):
         return 0
     t = table(f"runs of {args.job} (newest first)", "started", "trigger", "outcome", "duration ms", "fence", "summary", "error",
               names=[when(0)])
@@ -118,8 +123,7 @@ def batch(target: Any, args: argparse.Namespace, console: Console) -> int:
 
 def _batch_show(target: Any, args: argparse.Namespace, console: Console) -> int:
     report = batches.batch(target, args.ref)
-    if args.json:
-        print_json(console, {**plain(report), "counts": report.counts()})
+    if as_json(console, args, {**plain(report), "counts": report.counts()}):
         return 0
     b = report.batch
     head = table(f"batch {b.tenant}/{b.batch_id}", "kind", "status", "total", "completed", "failed", "updated", "finalized", "retries")
@@ -135,8 +139,7 @@ def _batch_show(target: Any, args: argparse.Namespace, console: Console) -> int:
 
 def _batch_list(target: Any, args: argparse.Namespace, console: Console) -> int:
     rows = batches.batches(target, args.tenant, args.limit)
-    if args.json:
-        print_json(console, rows)
+    if as_json(console, args, rows):
         return 0
     t = table("batches (newest first)", "batch", "kind", "status", "total", "completed", "failed", "created", "created by",
               names=[str(b.ref) for b in rows])
@@ -150,8 +153,7 @@ def _batch_submit(target: Any, args: argparse.Namespace, console: Console) -> in
     if args.grant_quota:
         batches.grant_quota(target, args.ref.tenant, args.grant_quota)
     result = batches.submit(target, args.ref, args.kind, args.items, who(args))
-    if args.json:
-        print_json(console, result)
+    if as_json(console, args, result):
         return 0
     verb = "created" if result.created else "resumed"
     console.print(f"{verb} batch {result.ref} ({args.kind}): {result.rows_written} item row(s) written, "
@@ -161,8 +163,7 @@ def _batch_submit(target: Any, args: argparse.Namespace, console: Console) -> in
 
 def retry_failed(target: Any, args: argparse.Namespace, console: Console) -> int:
     counts = batches.retry_failed(target, args.ref, who(args))
-    if args.json:
-        print_json(console, counts)
+    if as_json(console, args, counts):
         return 0
     console.print(f"retried {counts.retried} item(s); {counts.skipped_quota} left failed (quota); "
                   f"{counts.unsent} wake-up(s) not sent (reclaim re-drives them)", markup=False)
@@ -173,8 +174,7 @@ def retry_failed(target: Any, args: argparse.Namespace, console: Console) -> int
 
 
 def _print_switches(console: Console, args: argparse.Namespace, changes: list[switches.Switch]) -> int:
-    if args.json:
-        print_json(console, changes)
+    if as_json(console, args, changes):
         return 0
     t = table(None, "name", "kind", "resource", "state", names=[c.name for c in changes])
     for c in changes:

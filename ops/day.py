@@ -140,7 +140,6 @@ class DayScenario:
         now = runtime.clock.now_ms()
         self._start = -(-now // HOUR) * HOUR  # the next full hour: the phases are set on hourly ticks
         top = runtime.topology
-        assert top is not None
         self.client = runtime.session.client("dynamodb")
         self.leases_table = top.leases_table
         self.runs_table = top.runs_table

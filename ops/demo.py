@@ -116,9 +116,8 @@ def demo(seed: int = 7, hours: float | None = None, live: bool = True, console: 
         config = DayConfig(**{**config.__dict__, "hours": hours})
     started = time.monotonic()
     console.print("starting the embedded runtime: cdk synth, deploy into moto's CloudFormation ...")
-    runtime = LocalRuntime()
+    runtime = LocalRuntime.start()
     try:
-        runtime.start()
         top = runtime.topology
         console.print(
             f"moto on {runtime.emulator.endpoint}: {len(top.functions)} functions, {len(top.rules)} rules, "

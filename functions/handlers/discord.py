@@ -3,19 +3,21 @@
 Collaborators are built once at cold start; each SQS record is verified,
 nonce-claimed and applied by `DiscordDelivery` under the Powertools batch
 processor, which reports failed records (rejected, rate-limited, Discord
-errors) as batch item failures so only they come back.
+errors) as batch item failures so only they come back. `build(environ, clock)`
+composes it; `handler` is that with this process's environment and the wall clock.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any, Callable, Mapping
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.utilities.batch import BatchProcessor, process_partial_response
 from aws_lambda_powertools.utilities.batch import EventType as BatchEventType
 
-from jobfence.clock import SystemClock
+from jobfence.clock import Clock, SystemClock
 from jobfence.config import METRICS_NAMESPACE, Settings
 from jobfence.errors import InvalidEvent
 from jobs.club.catalog import DISCORD_TOKEN_SECRET, NOTIFICATIONS_QUEUE, SUBSYSTEM
@@ -25,27 +27,32 @@ from jobs.club.notifications import read_secret, signing_key
 from jobs.club.stores.nonces import NonceStore
 from providers.discord import DiscordRest
 
-settings = Settings.from_environ(os.environ)
-clock = SystemClock()
-session = boto3.Session()
-logger = Logger(service=SUBSYSTEM)
-logger.append_keys(worker="discord", stage=NOTIFICATIONS_QUEUE)
-metrics = Metrics(namespace=METRICS_NAMESPACE, service=SUBSYSTEM)
-metrics.set_default_dimensions(job=NOTIFICATIONS_QUEUE)
-delivery = DiscordDelivery(
-    Verifier(signing_key(settings, session), clock),
-    NonceStore(settings.table("club_event_nonces"), clock),
-    DiscordRest(settings.provider_url("discord"), read_secret(session, settings.secret(DISCORD_TOKEN_SECRET))),
-    SqsVisibility(session.client("sqs"), settings.queue(NOTIFICATIONS_QUEUE)),
-    logger,
-    metrics,
-)
-processor = BatchProcessor(event_type=BatchEventType.SQS, raise_on_entire_batch_failure=False)
+def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict]:
+    """The worker's handler with its collaborators built once (the cold start)."""
+    settings = Settings.from_environ(environ)
+    session = boto3.Session()
+    logger = Logger(service=SUBSYSTEM)
+    logger.append_keys(worker="discord", stage=NOTIFICATIONS_QUEUE)
+    metrics = Metrics(namespace=METRICS_NAMESPACE, service=SUBSYSTEM)
+    metrics.set_default_dimensions(job=NOTIFICATIONS_QUEUE)
+    delivery = DiscordDelivery(
+        Verifier(signing_key(settings, session), clock),
+        NonceStore(settings.table("club_event_nonces"), clock),
+        DiscordRest(settings.provider_url("discord"), read_secret(session, settings.secret(DISCORD_TOKEN_SECRET))),
+        SqsVisibility(session.client("sqs"), settings.queue(NOTIFICATIONS_QUEUE)),
+        logger,
+        metrics,
+    )
+    processor = BatchProcessor(event_type=BatchEventType.SQS, raise_on_entire_batch_failure=False)
+
+    @metrics.log_metrics
+    @logger.inject_lambda_context(log_event=False)
+    def handler(event, context):
+        if not isinstance(event, dict) or not isinstance(event.get("Records"), list):
+            raise InvalidEvent("the Discord worker takes an SQS batch event {\"Records\": [...]}")
+        return process_partial_response(event=event, record_handler=delivery.deliver, processor=processor, context=context)
+
+    return handler
 
 
-@metrics.log_metrics
-@logger.inject_lambda_context(log_event=False)
-def handler(event, context):
-    if not isinstance(event, dict) or not isinstance(event.get("Records"), list):
-        raise InvalidEvent("the Discord worker takes an SQS batch event {\"Records\": [...]}")
-    return process_partial_response(event=event, record_handler=delivery.deliver, processor=processor, context=context)
+handler = build(os.environ, SystemClock())

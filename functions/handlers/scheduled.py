@@ -3,17 +3,19 @@
 Which job runs comes from the function's own `JOB_NAME`, validated against the
 catalog at cold start (an unknown name fails closed); no event field can pick
 another job. The event is only the reason to run: a Scheduled Event or a
-manual trigger.
+manual trigger. `build(environ, clock)` composes it (the local runtime passes its
+simulated clock); `handler` is that with this process's environment and the wall clock.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any, Callable, Mapping
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics
 
-from jobfence.clock import SystemClock
+from jobfence.clock import Clock, SystemClock
 from jobfence.config import METRICS_NAMESPACE, ScheduledSettings
 from jobfence.lease import LeaseStore
 from jobfence.runs import RunStore
@@ -21,23 +23,29 @@ from jobfence.scheduled import JobDeps, ScheduledRunner
 from jobfence.triggers import parse_trigger
 from jobs.catalog import CATALOG
 
-settings = ScheduledSettings.from_environ(os.environ)
-spec = CATALOG.job(settings.job_name)
-clock = SystemClock()
-session = boto3.Session()
-dynamodb = session.client("dynamodb")
-logger = Logger(service=spec.subsystem)
-logger.append_keys(worker=spec.subsystem, stage=spec.name)
-metrics = Metrics(namespace=METRICS_NAMESPACE, service=spec.subsystem)
-metrics.set_default_dimensions(job=spec.name)
-job = spec.load()(JobDeps(settings, spec, clock, session, dynamodb, logger))
-runner = ScheduledRunner(
-    LeaseStore(dynamodb, settings.leases_table, clock), RunStore(dynamodb, settings.runs_table), clock, logger, metrics
-)
+
+def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict]:
+    """The handler of the job `environ` names, with its collaborators built once (the cold start)."""
+    settings = ScheduledSettings.from_environ(environ)
+    spec = CATALOG.job(settings.job_name)
+    session = boto3.Session()
+    dynamodb = session.client("dynamodb")
+    logger = Logger(service=spec.subsystem)
+    logger.append_keys(worker=spec.subsystem, stage=spec.name)
+    metrics = Metrics(namespace=METRICS_NAMESPACE, service=spec.subsystem)
+    metrics.set_default_dimensions(job=spec.name)
+    job = spec.load()(JobDeps(settings, spec, clock, session, dynamodb, logger))
+    runner = ScheduledRunner(
+        LeaseStore(dynamodb, settings.leases_table, clock), RunStore(dynamodb, settings.runs_table), clock, logger, metrics
+    )
+
+    @metrics.log_metrics
+    @logger.inject_lambda_context(log_event=False)
+    def handler(event, context):
+        trigger = parse_trigger(event, clock)
+        return runner.run(spec, job, trigger, context).as_dict()
+
+    return handler
 
 
-@metrics.log_metrics
-@logger.inject_lambda_context(log_event=False)
-def handler(event, context):
-    trigger = parse_trigger(event, clock)
-    return runner.run(spec, job, trigger, context).as_dict()
+handler = build(os.environ, SystemClock())

@@ -5,49 +5,81 @@ against the catalog at cold start; a message only names the item to wake, and
 the item row decides the rest. Powertools' BatchProcessor turns the per-message
 outcomes into a partial batch response, so only the messages that must be
 redelivered (malformed, cross-tenant, store errors) come back.
+`build(environ, clock)` composes it; `handler` is that with this process's
+environment and the wall clock.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 
-from jobfence.clock import SystemClock
+from jobfence.clock import Clock, SystemClock
 from jobfence.config import METRICS_NAMESPACE, WorkerSettings
+from jobfence.registry import QueueSpec
 from jobfence.work import Worker
 from jobs.catalog import CATALOG
-from jobs.listings.pipelines import build_store, build_wakeups, pipeline_of_queue, real_perform
+from jobs.listings.pipelines import Pipeline, build_store, build_wakeups, pipeline_of_queue, real_perform
 
-settings = WorkerSettings.from_environ(os.environ)
-spec = CATALOG.queues[settings.own_queue]
-pipeline = pipeline_of_queue(spec.name)
-clock = SystemClock()
-session = boto3.Session()
-logger = Logger(service=spec.subsystem)
-logger.append_keys(worker=spec.subsystem, stage=spec.name)
-metrics = Metrics(namespace=METRICS_NAMESPACE, service=spec.subsystem)
-metrics.set_default_dimensions(queue=spec.name)
-worker = Worker(
-    build_store(settings, clock),
-    pipeline.kind,
-    pipeline.timing,
-    real_perform(pipeline, settings),
-    build_wakeups(settings, session.client("sqs"))[pipeline.kind],
-    logger,
-)
-# every message failing is still a partial response (each is redelivered on its own), not an invocation error
-processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+@dataclass(frozen=True)
+class Parts:
+    """What the cold start builds for one queue's worker."""
+
+    spec: QueueSpec
+    pipeline: Pipeline
+    worker: Worker
+    logger: Logger
+    metrics: Metrics
 
 
-@metrics.log_metrics
-@logger.inject_lambda_context(log_event=False)
-def handler(event, context):
-    records = event.get("Records") if isinstance(event, dict) else None
-    result = worker.process(records or [], context.get_remaining_time_in_millis())
-    for tally, count in result.counts.items():
-        metrics.add_metric(name=tally.value, unit=MetricUnit.Count, value=count)
-    return process_partial_response(event=event, record_handler=result.settle, processor=processor, context=context)
+def compose(environ: Mapping[str, str], clock: Clock) -> Parts:
+    """The worker of the queue `environ` names (`WORKER_QUEUE`), with its store, provider and wake-ups."""
+    settings = WorkerSettings.from_environ(environ)
+    spec = CATALOG.queues[settings.own_queue]
+    pipeline = pipeline_of_queue(spec.name)
+    session = boto3.Session()
+    logger = Logger(service=spec.subsystem)
+    logger.append_keys(worker=spec.subsystem, stage=spec.name)
+    metrics = Metrics(namespace=METRICS_NAMESPACE, service=spec.subsystem)
+    metrics.set_default_dimensions(queue=spec.name)
+    worker = Worker(
+        build_store(settings, clock),
+        pipeline.kind,
+        pipeline.timing,
+        real_perform(pipeline, settings),
+        build_wakeups(settings, session.client("sqs"))[pipeline.kind],
+        logger,
+    )
+    return Parts(spec, pipeline, worker, logger, metrics)
+
+
+def handler_of(parts: Parts) -> Callable[[Any, Any], dict]:
+    # every message failing is still a partial response (each is redelivered on its own), not an invocation error
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+    @parts.metrics.log_metrics
+    @parts.logger.inject_lambda_context(log_event=False)
+    def handler(event, context):
+        records = event.get("Records") if isinstance(event, dict) else None
+        result = parts.worker.process(records or [], context.get_remaining_time_in_millis())
+        for tally, count in result.counts.items():
+            parts.metrics.add_metric(name=tally.value, unit=MetricUnit.Count, value=count)
+        return process_partial_response(event=event, record_handler=result.settle, processor=processor, context=context)
+
+    return handler
+
+
+def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict]:
+    """The queue worker's handler, composed from `environ` with `clock` (the cold start)."""
+    return handler_of(compose(environ, clock))
+
+
+_parts = compose(os.environ, SystemClock())
+spec, pipeline, worker = _parts.spec, _parts.pipeline, _parts.worker
+handler = handler_of(_parts)

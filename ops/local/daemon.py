@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     directory = pathlib.Path(args[0])
     directory.mkdir(parents=True, exist_ok=True)
-    runtime = LocalRuntime().start()
+    runtime = LocalRuntime.start()
     try:
         point_process_at(runtime.emulator)  # this process's own stores (operator commands) reach the emulator
         daemon = Daemon(runtime, directory)

@@ -1,6 +1,6 @@
 """`LocalRuntime`: the deployed template running on moto, driven by a simulated clock.
 
-    runtime = LocalRuntime().start()     # emulator, synth, deploy, discover, stubs, secrets
+    runtime = LocalRuntime.start()       # emulator, synth (cached), deploy, discover, stubs, secrets
     runtime.advance_to(t)                # fire due EventBridge ticks, deliver SQS batches, up to t
     runtime.invoke("jobfence-x", event)  # one invocation in a warm isolate (Lambda Invoke)
     runtime.stop()
@@ -20,19 +20,20 @@ import json
 import pathlib
 import shutil
 import tempfile
-import threading
 import uuid
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from moto.sqs.models import sqs_backends
+
+from jobfence.clock import FrozenClock
 from ops.emulator import Emulator
-from ops.runtime.clock import DEFAULT_START_MS, SimulatedClock
 from ops.runtime.providers import LocalProviders, complete_environments
 from ops.runtime.schedule import Schedule
 from ops.runtime.sqs import PumpStats, QueuePoller
-from ops.runtime.template import ROOT, CloudAssembly, cached_synthesis, deploy
+from ops.runtime.template import ROOT, CloudAssembly, DeployError, cached_synthesis, deploy
 from ops.runtime.topology import RuleInfo, Topology, discover
 from ops.runtime.workers import Invocation, WorkerPool
 
@@ -73,78 +74,86 @@ def scheduled_event(rule: RuleInfo, at_ms: int, account: str, region: str) -> di
 
 
 class LocalRuntime:
-    """The embedded runtime. One per process is plenty; tests share one per session."""
+    """The embedded runtime, fully built by `LocalRuntime.start()`. Tests share one per session."""
 
     def __init__(
         self,
         *,
-        start_ms: int = DEFAULT_START_MS,
-        workdir: pathlib.Path | None = None,
-        context: dict[str, Any] | None = None,
-        app_dir: pathlib.Path = ROOT,
+        emulator: Emulator,
+        assembly: CloudAssembly,
+        topology: Topology,
+        pool: WorkerPool,
+        poller: QueuePoller,
+        providers: LocalProviders,
+        clock: FrozenClock,
+        account: str,
+        workdir: pathlib.Path,
+        own_workdir: bool,
     ) -> None:
-        self.clock = SimulatedClock(start_ms)
-        self.start_ms = start_ms
-        self._own_workdir = workdir is None
-        self.workdir = workdir or pathlib.Path(tempfile.mkdtemp(prefix="jobfence-local-"))
-        self._context = context or {}
-        self._app_dir = app_dir
-        self.emulator = Emulator()
-        self.providers = LocalProviders()
-        self.assembly: CloudAssembly | None = None
-        self.topology: Topology | None = None
-        self.pool: WorkerPool | None = None
-        self.poller: QueuePoller | None = None
+        self.emulator = emulator
+        self.assembly = assembly
+        self.topology = topology
+        self.pool = pool
+        self.poller = poller
+        self.providers = providers
+        self.clock = clock
+        self.account = account
+        self.workdir = workdir
+        self._own_workdir = own_workdir
+        self.start_ms = clock.now_ms()
         self.timeline = Timeline()
         self.on_tick: Callable[[Tick], None] | None = None
-        self._schedules: dict[str, Schedule] = {}
+        self._schedules = {name: Schedule(rule.schedule, self.start_ms) for name, rule in topology.rules.items() if rule.schedule}
         # driver-injected conditions for the next tick of a rule: deliver it twice at once, or arm faults
         self.duplicate_next: set[str] = set()
         self.faults_next: dict[str, list[dict[str, Any]]] = {}
-        self._scheduled_until = start_ms
-        self._lock = threading.Lock()
-        self.account = "123456789012"
+        self._scheduled_until = self.start_ms
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    def start(self, assembly: CloudAssembly | None = None) -> "LocalRuntime":
-        """Start moto, deploy the synthesized template, read it back, prepare the isolates."""
-        self.emulator.start()
-        session = self.session
-        self.assembly = assembly or cached_synthesis(self._context, self._app_dir)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # moto warns about resource types it does not model
-            deploy(session, self.assembly)
-        self.account = session.client("sts").get_caller_identity()["Account"]
-        self.topology = discover(session, self.assembly.stack_name, self.assembly.template)
-        self._silence_emulator_poller()
-        code_dirs = {}
-        for name, info in self.topology.functions.items():
-            folder = self.assembly.code_directory(info.code_key or "")
-            if folder is None:
-                raise RuntimeError(f"function {name}: its code asset {info.code_key} is not in the assembly")
-            code_dirs[name] = folder
-        extra = complete_environments(
-            session, {n: f.environment for n, f in self.topology.functions.items()}, self.clock, self.providers
-        )
-        log_dir = self.workdir / "logs"
-        log_dir.mkdir(parents=True, exist_ok=True)
-        self.pool = WorkerPool(self.topology.functions, code_dirs, self.clock, self.emulator.environment(), extra, log_dir)
-        self.poller = QueuePoller(session, self.topology, self.pool, self.clock)
-        self._schedules = {
-            name: Schedule(rule.schedule, self.start_ms) for name, rule in self.topology.rules.items() if rule.schedule
-        }
-        return self
-
-    def _silence_emulator_poller(self) -> None:
-        # moto delivers to a mapped function itself on every SendMessage (through Docker, which is
-        # not here): it would receive the messages with a real-time visibility and hide them from
-        # this runtime's poller. The server runs in this process, so its queues are switched off
-        # from that path; the mappings themselves stay (ListEventSourceMappings is unchanged).
-        from moto.sqs.models import sqs_backends
-
-        for queue in sqs_backends[self.account][self.session.region_name].queues.values():
-            queue.lambda_event_source_mappings.clear()
+    @classmethod
+    def start(
+        cls,
+        *,
+        start_ms: int | None = None,
+        workdir: pathlib.Path | None = None,
+        context: dict[str, Any] | None = None,
+        app_dir: pathlib.Path = ROOT,
+        assembly: CloudAssembly | None = None,
+    ) -> "LocalRuntime":
+        """Start moto, deploy the (cached) synthesized template, read it back, prepare the isolates."""
+        folder = workdir or pathlib.Path(tempfile.mkdtemp(prefix="jobfence-local-"))
+        emulator = Emulator().start()
+        providers = LocalProviders()
+        try:
+            session = emulator.session()
+            assembly = assembly or cached_synthesis(context or {}, app_dir)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # moto warns about resource types it does not model
+                deploy(session, assembly)
+            account = session.client("sts").get_caller_identity()["Account"]
+            topology = discover(session, assembly.stack_name, assembly.template)
+            _silence_emulator_poller(account, session.region_name)
+            code_dirs = {}
+            for name, info in topology.functions.items():
+                code = assembly.code_directory(info.code_key or "")
+                if code is None:
+                    raise DeployError(f"function {name}: its code asset {info.code_key} is not in the assembly")
+                code_dirs[name] = code
+            clock = FrozenClock() if start_ms is None else FrozenClock(start_ms)  # simulated time: only the driver moves it
+            extra = complete_environments(session, {n: f.environment for n, f in topology.functions.items()}, clock, providers)
+            log_dir = folder / "logs"
+            log_dir.mkdir(parents=True, exist_ok=True)
+            pool = WorkerPool(topology.functions, code_dirs, clock, emulator.environment(), extra, log_dir)
+            poller = QueuePoller(session, topology, pool, clock)
+        except BaseException:
+            providers.stop()
+            emulator.stop()
+            if workdir is None:
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
+        return cls(emulator=emulator, assembly=assembly, topology=topology, pool=pool, poller=poller, providers=providers,
+                   clock=clock, account=account, workdir=folder, own_workdir=workdir is None)
 
     def stop(self) -> None:
         """Stop every isolate, stub and the emulator; remove a temporary work folder."""
@@ -156,7 +165,7 @@ class LocalRuntime:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self) -> "LocalRuntime":
-        return self.start()
+        return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
@@ -173,11 +182,9 @@ class LocalRuntime:
 
     def invoke(self, function: str, event: Any, faults: list[dict[str, Any]] | None = None) -> Invocation:
         """Invoke a function synchronously in one of its isolates (Lambda's RequestResponse)."""
-        assert self.pool is not None, "start() the runtime first"
         return self.pool.invoke(function, event, faults)
 
     def function_of_job(self, job: str) -> str:
-        assert self.topology is not None
         try:
             return self.topology.job_functions()[job].name
         except KeyError:
@@ -190,7 +197,6 @@ class LocalRuntime:
         candidates = [until_ms]
         for schedule in self._schedules.values():
             candidates.append(schedule.next_after(self._scheduled_until))
-        assert self.poller is not None
         visible = self.poller.next_visibility_ms()
         if visible is not None:
             candidates.append(max(visible, self.clock.now_ms()))
@@ -199,7 +205,6 @@ class LocalRuntime:
     def advance_to(self, until_ms: int, faults: dict[str, list[dict[str, Any]]] | None = None) -> Timeline:
         """Run the system up to `until_ms`: every due tick fired, every queue drained, in time order."""
         timeline = Timeline()
-        assert self.poller is not None
         self.poller.faults.update(faults or {})
         self.pump(timeline)
         while True:
@@ -212,13 +217,12 @@ class LocalRuntime:
         return timeline
 
     def advance(self, **delta: float) -> Timeline:
-        """`advance_to(now + delta)`; keywords as `SimulatedClock.advance`."""
+        """`advance_to(now + delta)`; keywords as `FrozenClock.advance`."""
         step = int(delta.get("ms", 0) + delta.get("seconds", 0) * 1000 + delta.get("minutes", 0) * 60_000 + delta.get("hours", 0) * 3_600_000)
         return self.advance_to(self.clock.now_ms() + step)
 
     def pump(self, timeline: Timeline | None = None) -> PumpStats:
         """Deliver queue messages until nothing is visible (at the current instant)."""
-        assert self.poller is not None
         stats = self.poller.pump()
         if timeline is not None:
             timeline.pumped.batches += stats.batches
@@ -236,12 +240,10 @@ class LocalRuntime:
         return states
 
     def rule_of_job(self, job: str) -> str:
-        assert self.topology is not None
         return self.topology.job_rules()[job].name
 
     def _fire_due(self, timeline: Timeline) -> None:
         now = self.clock.now_ms()
-        assert self.topology is not None
         due = [(name, at) for name, schedule in self._schedules.items() for at in schedule.fires_between(self._scheduled_until, now)]
         self._scheduled_until = now
         if not due:
@@ -280,7 +282,6 @@ class LocalRuntime:
 
     def _on_failure(self, function: str, event: Any, result: Invocation) -> None:
         """A failed asynchronous invoke (retry attempts 0): its record goes to the on-failure destination."""
-        assert self.topology is not None
         info = self.topology.functions[function]
         if not info.on_failure_arn:
             return
@@ -300,6 +301,15 @@ class LocalRuntime:
             "responsePayload": {"errorType": result.error_type, "errorMessage": result.error_message},
         }
         self.session.client("sqs").send_message(QueueUrl=queue.url, MessageBody=json.dumps(record))
+
+
+def _silence_emulator_poller(account: str, region: str) -> None:
+    # moto delivers to a mapped function itself on every SendMessage (through Docker, which is
+    # not here): it would receive the messages with a real-time visibility and hide them from
+    # this runtime's poller. The server runs in this process, so its queues are switched off
+    # from that path; the mappings themselves stay (ListEventSourceMappings is unchanged).
+    for queue in sqs_backends[account][region].queues.values():
+        queue.lambda_event_source_mappings.clear()
 
 
 def _json(text: str) -> Any:

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ops.runtime.clock import SimulatedClock
+from jobfence.clock import Clock
 from ops.runtime.topology import MappingInfo, Topology
 from ops.runtime.worker import DELAY_ATTRIBUTE
 from ops.runtime.workers import Invocation, WorkerPool
@@ -61,7 +61,7 @@ class PumpStats:
 class QueuePoller:
     """Delivers every enabled mapping's messages until its queue has nothing visible."""
 
-    def __init__(self, session: Any, topology: Topology, pool: WorkerPool, clock: SimulatedClock) -> None:
+    def __init__(self, session: Any, topology: Topology, pool: WorkerPool, clock: Clock) -> None:
         self._sqs = session.client("sqs")
         self._lambda = session.client("lambda")
         self._region = session.region_name

@@ -5,8 +5,11 @@ It does what the Lambda runtime does: load the handler module once (the cold
 start), then take invocations one at a time and answer with the result or the
 error. It makes two local substitutions, both outside the function's code:
 
-- wall time is the simulated clock (`jobfence.clock.SystemClock.now_ms` reads
-  the shared value), so leases and ticks agree with the driver;
+- time is the simulated clock: the handler module's `build(environ, clock)`
+  composes the handler with a `jobfence.clock.FrozenClock` (from the
+  function's own code), set to the driver's instant with every invocation, so
+  leases and ticks agree with the driver (the module's own `handler`, built
+  on the wall clock at import, is never called here);
 - a fault plan sent with an invocation can kill this process (SIGKILL, an
   isolate death) or raise a service error right after a matching AWS call,
   to put a crash exactly "mid-item".
@@ -39,11 +42,11 @@ class LambdaContext:
         self.aws_request_id = str(uuid.uuid4())
         self.log_group_name = f"/aws/lambda/{meta['name']}"
         self.log_stream_name = "local"
-        self._deadline = clock.value + meta["timeout_s"] * 1000
+        self._deadline = clock.now_ms() + meta["timeout_s"] * 1000
         self._clock = clock
 
     def get_remaining_time_in_millis(self) -> int:
-        return max(0, self._deadline - self._clock.value)
+        return max(0, self._deadline - self._clock.now_ms())
 
 
 def _describe(exc: BaseException) -> dict[str, Any]:
@@ -104,18 +107,18 @@ def _install_hooks(plan_holder: list[FaultPlan | None], calls: dict[str, int]) -
 
 
 DELAY_ATTRIBUTE = "jobfence.local.visible_at"  # read (and hidden from handlers) by the SQS poller
-_clock_value: list[Any] = [None]
+_clock: list[Any] = [None]  # this isolate's FrozenClock, once the function's code is loaded
 
 
 def _delay_on_simulated_clock(operation: str, params: dict[str, Any]) -> dict[str, Any]:
     # The emulator would delay a message in real seconds; the poller delays it on the simulated clock instead.
     def rewrite(entry: dict[str, Any]) -> dict[str, Any]:
         delay = int(entry.get("DelaySeconds") or 0)
-        if delay <= 0 or _clock_value[0] is None:
+        if delay <= 0 or _clock[0] is None:
             return entry
         entry = {**entry, "DelaySeconds": 0}
         attributes = dict(entry.get("MessageAttributes") or {})
-        attributes[DELAY_ATTRIBUTE] = {"DataType": "Number", "StringValue": str(int(_clock_value[0].value) + delay * 1000)}
+        attributes[DELAY_ATTRIBUTE] = {"DataType": "Number", "StringValue": str(_clock[0].now_ms() + delay * 1000)}
         entry["MessageAttributes"] = attributes
         return entry
 
@@ -124,14 +127,7 @@ def _delay_on_simulated_clock(operation: str, params: dict[str, Any]) -> dict[st
     return {**params, "Entries": [rewrite(e) for e in params.get("Entries", [])]}
 
 
-def _install_clock(clock: Any) -> None:
-    _clock_value[0] = clock
-    import jobfence.clock
-
-    jobfence.clock.SystemClock.now_ms = lambda self: int(clock.value)
-
-
-def main(conn: Any, meta: dict[str, Any], clock: Any) -> None:
+def main(conn: Any, meta: dict[str, Any]) -> None:
     """Cold start, then serve invocations until told to stop or killed."""
     log = open(meta["log_path"], "a", buffering=1)
     os.dup2(log.fileno(), 1)
@@ -144,10 +140,12 @@ def main(conn: Any, meta: dict[str, Any], clock: Any) -> None:
     plan: list[FaultPlan | None] = [None]
     calls: dict[str, int] = {}
     try:
-        _install_clock(clock)
+        # the function's own clock class, from its own code folder (now first on the path)
+        clock = importlib.import_module("jobfence.clock").FrozenClock(meta["now_ms"])
+        _clock[0] = clock
         _install_hooks(plan, calls)
-        module_name, _, attr = meta["handler"].rpartition(".")
-        handler = getattr(importlib.import_module(module_name), attr)
+        module_name, _, _attr = meta["handler"].rpartition(".")
+        handler = importlib.import_module(module_name).build(os.environ, clock)
     except Exception as exc:  # an init error: Lambda reports it to the invoker and drops the isolate
         conn.send(("init_error", _describe(exc)))
         return
@@ -159,7 +157,8 @@ def main(conn: Any, meta: dict[str, Any], clock: Any) -> None:
             return
         if message[0] == "stop":
             return
-        _, event, faults = message
+        _, event, faults, now_ms = message
+        clock.set(max(now_ms, clock.now_ms()))  # the driver's instant; a clock never goes backwards
         plan[0] = FaultPlan(faults) if faults else None
         calls.clear()
         try:

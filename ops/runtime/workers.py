@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ops.runtime.clock import SimulatedClock
+from jobfence.clock import FrozenClock
 from ops.runtime.topology import FunctionInfo
 
 CHECKOUT_FUNCTIONS = pathlib.Path(__file__).resolve().parents[2] / "functions"
@@ -64,13 +64,13 @@ class Invocation:
 class Isolate:
     """One process of one function."""
 
-    def __init__(self, meta: dict[str, Any], clock: SimulatedClock, ctx: Any) -> None:
+    def __init__(self, meta: dict[str, Any], ctx: Any) -> None:
         self.meta = meta
         self.function = meta["name"]
         self._conn, child = ctx.Pipe()
         from ops.runtime import worker
 
-        self.process = ctx.Process(target=worker.main, args=(child, meta, clock.shared), name=f"isolate:{self.function}", daemon=True)
+        self.process = ctx.Process(target=worker.main, args=(child, meta), name=f"isolate:{self.function}", daemon=True)
         self.process.start()
         child.close()
         self.cold = True
@@ -92,8 +92,8 @@ class Isolate:
         if kind == "init_error":
             self.ready_error = detail
 
-    def invoke(self, event: Any, faults: list[dict[str, Any]] | None = None) -> Invocation:
-        """Send one event and wait for the answer (or for the process to die)."""
+    def invoke(self, event: Any, now_ms: int, faults: list[dict[str, Any]] | None = None) -> Invocation:
+        """Send one event (at simulated instant `now_ms`) and wait for the answer (or for the process to die)."""
         started = time.monotonic()
         cold = self.cold
         result = Invocation(self.function, "ok", cold=cold, pid=self.pid)
@@ -108,7 +108,7 @@ class Isolate:
                     self.ready_error["errorMessage"],
                 )
                 return result
-            self._conn.send(("invoke", event, faults or []))
+            self._conn.send(("invoke", event, faults or [], now_ms))
             # Simulated time stands still during an invocation; a real-time cap of the
             # function's timeout still ends a hung isolate, as Lambda would.
             if not self._conn.poll(self.meta["timeout_s"]):
@@ -152,7 +152,7 @@ class WorkerPool:
         self,
         functions: Mapping[str, FunctionInfo],
         code_dirs: Mapping[str, pathlib.Path],
-        clock: SimulatedClock,
+        clock: FrozenClock,
         base_environment: Mapping[str, str],
         extra_environment: Mapping[str, Mapping[str, str]],
         log_dir: pathlib.Path,
@@ -199,6 +199,7 @@ class WorkerPool:
             "code_dir": str(self._code_dirs[function]),
             "checkout_functions": str(CHECKOUT_FUNCTIONS),
             "log_path": str(self.log_dir / f"{function}.log"),
+            "now_ms": self._clock.now_ms(),  # the cold start's instant
         }
 
     def _take(self, function: str) -> Isolate:
@@ -211,7 +212,7 @@ class WorkerPool:
                 if not isolate.busy and isolate.alive:
                     isolate.busy = True
                     return isolate
-            isolate = Isolate(self._meta(function), self._clock, self._ctx)
+            isolate = Isolate(self._meta(function), self._ctx)
             isolate.busy = True
             pool.append(isolate)
             self.cold_starts[function] = self.cold_starts.get(function, 0) + 1
@@ -222,7 +223,7 @@ class WorkerPool:
         isolate = self._take(function)
         started = self._clock.now_ms()
         try:
-            result = isolate.invoke(event, faults)
+            result = isolate.invoke(event, started, faults)
         finally:
             with self._lock:
                 isolate.busy = False

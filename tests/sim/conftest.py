@@ -17,7 +17,7 @@ from ops.targets import EmbeddedTarget
 
 @pytest.fixture(scope="session")
 def runtime():
-    rt = LocalRuntime().start()
+    rt = LocalRuntime.start()
     patch = pytest.MonkeyPatch()
     for key, value in environment_for(str(rt.emulator.endpoint), rt.emulator.region).items():
         patch.setenv(key, value)  # undone at the end of the session

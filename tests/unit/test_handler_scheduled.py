@@ -7,10 +7,12 @@ import io
 import sys
 
 import pytest
+from aws_lambda_powertools import Logger
 
 from tests.support import load_event
 from jobfence.config import table_env
 from jobfence.errors import InvalidEvent, SettingsError, UnknownJob
+from jobs.catalog import CATALOG
 
 
 def environment(tables, job="clean_conversations"):
@@ -95,7 +97,8 @@ def test_missing_settings_name_the_missing_variables(monkeypatch, tables):
 def test_logs_of_a_run_carry_no_payload(monkeypatch, dynamodb, tables, lambda_context):
     handler = cold_start(monkeypatch, environment(tables))
     stream = io.StringIO()
-    handler.logger.registered_handler.setStream(stream)
+    # Powertools loggers of one service share their handler: the function's own log stream
+    Logger(service=CATALOG.job("clean_conversations").subsystem).registered_handler.setStream(stream)
     event = {**load_event("scheduled_tick"), "detail": {"card_number": "4111111111111111"}}
     handler.handler(event, lambda_context)
     handler.handler({"trigger": "manual", "requested_by": "ops"}, lambda_context)
