@@ -10,6 +10,7 @@
     batch submit TENANT/BATCH FILE [--kind K] [--grant-quota N]
                                 a batch from a JSON-lines file of items
     retry-failed TENANT/BATCH   reset failed items (the only way a budget is reset) and wake them
+    quota TENANT [--grant N]    a tenant's quota books, after granting N more actions
     run JOB / run-all           a manual trigger; run-all prints each job as it finishes
     disable JOB|--all / enable JOB|--all
                                 one job's rule, or every rule and every queue worker
@@ -182,6 +183,9 @@ def parser() -> argparse.ArgumentParser:
     for sp in bsub.choices.values():
         _target_options(sp, argparse.SUPPRESS)
 
+    q = command("quota", "a tenant's quota books (limit, available, reserved, refunded)")
+    q.add_argument("tenant")
+    q.add_argument("--grant", type=positive, default=None, metavar="N", help="give the tenant N more actions first")
     r = command("retry-failed", "reset a batch's failed items and wake them")
     r.add_argument("ref", type=batch_ref, metavar="TENANT/BATCH")
     r = command("run", "trigger one job now (manual trigger)")
@@ -285,6 +289,7 @@ HANDLERS: dict[str, Callable[[Any, argparse.Namespace, Console], int]] = {
     "sweep-runs": out.sweep_runs,
     "batch": out.batch,
     "retry-failed": out.retry_failed,
+    "quota": out.quota,
     "run": out.run,
     "run-all": out.run_all,
     "disable": out.switch(False),

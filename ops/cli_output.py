@@ -161,6 +161,15 @@ def _batch_submit(target: Any, args: argparse.Namespace, console: Console) -> in
     return 0
 
 
+def quota(target: Any, args: argparse.Namespace, console: Console) -> int:
+    balance = batches.grant_quota(target, args.tenant, args.grant) if args.grant else batches.quota(target, args.tenant)
+    if as_json(console, args, balance):
+        return 0
+    console.print(f"{balance.tenant}: limit {balance.limit}, available {balance.available}, "
+                  f"reserved {balance.reserved}, refunded {balance.refunded}", markup=False)
+    return 0
+
+
 def retry_failed(target: Any, args: argparse.Namespace, console: Console) -> int:
     counts = batches.retry_failed(target, args.ref, who(args))
     if as_json(console, args, counts):

@@ -92,6 +92,20 @@ class Emulator:
             self._server.stop()
             self._server = None
 
+    def detach_sqs_event_sources(self, account: str) -> None:
+        """Switch off moto's own SQS-to-Lambda delivery for every queue of the server.
+
+        moto delivers to a mapped function itself on every SendMessage (through Docker,
+        which is not here): it would receive the messages with a real-time visibility and
+        hide them from the local runtime's poller. The server runs in this process, so its
+        queues are switched off from that path; the mappings themselves stay
+        (ListEventSourceMappings and UpdateEventSourceMapping are unchanged).
+        """
+        from moto.sqs.models import sqs_backends  # moto's backends load with the server, not with the CLI
+
+        for queue in sqs_backends[account][self.region].queues.values():
+            queue.lambda_event_source_mappings.clear()
+
     def __enter__(self) -> "Emulator":
         return self.start()
 

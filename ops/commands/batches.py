@@ -15,6 +15,7 @@ from aws_lambda_powertools import Logger
 
 from jobfence.config import Settings, table_env
 from jobfence.errors import StoreError
+from jobfence.quota import QuotaBalance
 from jobfence.work import (
     MAX_ITEMS_PER_BATCH,
     BatchOperations,
@@ -162,9 +163,14 @@ def retry_failed(target: Target, ref: BatchRef, requested_by: str) -> RetryResul
         raise OperatorError(str(exc)) from None
 
 
-def grant_quota(target: Target, tenant: str, units: int) -> Any:
+def grant_quota(target: Target, tenant: str, units: int) -> QuotaBalance:
     """Give a tenant more actions (the balance after the grant)."""
     try:
         return work_store(target).quota.grant(tenant, units)
     except (ValueError, StoreError) as exc:
         raise OperatorError(str(exc)) from None
+
+
+def quota(target: Target, tenant: str) -> QuotaBalance:
+    """A tenant's books: limit, available, reserved, refunded."""
+    return work_store(target).quota.balance(tenant)

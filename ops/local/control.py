@@ -18,11 +18,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from ops.local.daemon import STATE_FILE, TOKEN_HEADER
 from ops.runtime.topology import Topology
 from ops.runtime.workers import Invocation
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+STATE_FILE = "state.json"  # written by the daemon (mode 0600) once it serves; removed when it stops
+TOKEN_HEADER = "X-Jobfence-Token"
 DEFAULT_DIR = ROOT / ".jobfence" / "local"
 START_TIMEOUT_S = 600  # a first start synthesizes the CDK app; later ones reuse the cached assembly
 STOP_TIMEOUT_S = 30

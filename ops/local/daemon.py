@@ -29,12 +29,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
 from ops.emulator import point_process_at
+from ops.local.control import STATE_FILE, TOKEN_HEADER
 from ops.runtime.runtime import LocalRuntime, Tick
 from ops.runtime.sqs import Delivery
 from ops.runtime.workers import Invocation
 
-STATE_FILE = "state.json"
-TOKEN_HEADER = "X-Jobfence-Token"
 PROGRESS_STEPS = 48  # progress lines per `advance`
 MAX_BODY_BYTES = 1024 * 1024
 # a worker's next delivery dies right after its first AWS call: mid-batch, items claimed

@@ -26,8 +26,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from moto.sqs.models import sqs_backends
-
 from jobfence.clock import FrozenClock
 from ops.emulator import Emulator
 from ops.runtime.providers import LocalProviders, complete_environments
@@ -133,7 +131,7 @@ class LocalRuntime:
                 deploy(session, assembly)
             account = session.client("sts").get_caller_identity()["Account"]
             topology = discover(session, assembly.stack_name, assembly.template)
-            _silence_emulator_poller(account, session.region_name)
+            emulator.detach_sqs_event_sources(account)  # this runtime's poller delivers, on the simulated clock
             code_dirs = {}
             for name, info in topology.functions.items():
                 code = assembly.code_directory(info.code_key or "")
@@ -301,15 +299,6 @@ class LocalRuntime:
             "responsePayload": {"errorType": result.error_type, "errorMessage": result.error_message},
         }
         self.session.client("sqs").send_message(QueueUrl=queue.url, MessageBody=json.dumps(record))
-
-
-def _silence_emulator_poller(account: str, region: str) -> None:
-    # moto delivers to a mapped function itself on every SendMessage (through Docker, which is
-    # not here): it would receive the messages with a real-time visibility and hide them from
-    # this runtime's poller. The server runs in this process, so its queues are switched off
-    # from that path; the mappings themselves stay (ListEventSourceMappings is unchanged).
-    for queue in sqs_backends[account][region].queues.values():
-        queue.lambda_event_source_mappings.clear()
 
 
 def _json(text: str) -> Any:

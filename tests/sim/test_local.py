@@ -42,11 +42,12 @@ def cli(*argv: str) -> tuple[int, str]:
 
 
 def test_commands_chain_against_the_running_runtime(local_dir, runtime, tmp_path):
-    # GIVEN a batch submitted through the CLI, and the generation worker armed to die mid-batch
+    # GIVEN a batch of 12 submitted through the CLI with quota for 10, and the generation worker
+    # armed to die mid-batch on its next delivery
     tenant = f"local-{runtime.clock.now_ms()}"
     items = tmp_path / "items.jsonl"
-    items.write_text("".join(json.dumps({"id": f"i-{n}", "input": {"title": f"t{n}"}}) + "\n" for n in range(12)))
-    code, out = cli("--local", "--as", "dana", "batch", "submit", f"{tenant}/b", str(items), "--grant-quota", "20")
+    items.write_text("".join(json.dumps({"id": f"i-{n:02d}", "input": {"title": f"t{n}"}}) + "\n" for n in range(12)))
+    code, out = cli("--local", "--as", "dana", "batch", "submit", f"{tenant}/b", str(items), "--grant-quota", "10")
     assert code == 0 and "12 wake-up(s) sent" in out, out
     code, out = cli("local", "kill-worker")
     assert code == 0 and "listing_generation-worker" in out, out
@@ -54,11 +55,22 @@ def test_commands_chain_against_the_running_runtime(local_dir, runtime, tmp_path
     code, out = cli("local", "advance", "2h")
     # THEN the kill is reported as it happens, with progress and the totals of the advance
     assert code == 0 and "died mid-batch" in out and "advanced 2 h" in out and "tick ran=" in out, out
-    # AND a later command sees the same state: the batch recovered (visibility timeout, reclaim)
+    # AND a later command sees the same state: the killed items recovered (visibility timeout,
+    # reclaim), two failed for quota
     code, out = cli("batch", f"{tenant}/b", "--local", "--json")
     report = json.loads(out)
-    assert report["counts"]["completed"] == 12 and report["batch"]["status"] == "finalized", report["counts"]
-    # AND status reads the runtime's simulated now, two hours on
+    assert report["counts"] == {"pending": 0, "running": 0, "completed": 10, "failed": 2}, report["counts"]
+    assert report["batch"]["status"] == "finalized"
+    # WHEN the tenant gets two more actions and the failed items are retried
+    code, out = cli("--local", "quota", tenant, "--grant", "2", "--json")
+    assert code == 0 and json.loads(out)["available"] == 2, out
+    code, out = cli("--local", "--as", "dana", "retry-failed", f"{tenant}/b")
+    assert code == 0 and "retried 2 item(s)" in out, out
+    assert cli("local", "advance", "30m")[0] == 0
+    # THEN every item completed
+    report = json.loads(cli("batch", f"{tenant}/b", "--local", "--json")[1])
+    assert report["counts"]["completed"] == 12 and report["batch"]["retried_by"] == "dana"
+    # AND status reads the runtime's simulated now
     code, out = cli("status", "--local", "--json")
     assert json.loads(out)["now_ms"] == runtime.clock.now_ms()
 
