@@ -183,13 +183,17 @@ def _handler(app: ConsoleApp, port_of: Callable[[], int]) -> type[BaseHTTPReques
     return Handler
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    request_queue_size = 64  # a browser opens several connections at once (the default backlog is 5)
+    daemon_threads = True
+
+
 class ConsoleServer:
     """The console on 127.0.0.1 (port 0: a free one), served from a thread."""
 
     def __init__(self, app: ConsoleApp, port: int = 0) -> None:
         self.app = app
-        self.httpd = ThreadingHTTPServer((HOST, port), _handler(app, lambda: self.port))
-        self.httpd.daemon_threads = True
+        self.httpd = _HTTPServer((HOST, port), _handler(app, lambda: self.port))
         self.port = self.httpd.server_port
         self.url = f"http://{HOST}:{self.port}"
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="console", daemon=True)

@@ -40,6 +40,13 @@ MAX_BODY_BYTES = 1024 * 1024
 KILL_MID_BATCH = [{"operation": None, "action": "kill", "after": 1}]
 
 
+class ControlServer(ThreadingHTTPServer):
+    """`run-all` opens one connection per job at once: a listen backlog for all of them (the default is 5)."""
+
+    request_queue_size = 128
+    daemon_threads = True
+
+
 class ControlError(Exception):
     """A request the daemon refuses; the message goes back to the caller (HTTP 400)."""
 
@@ -82,8 +89,7 @@ class Daemon:
         self._listeners: list[Callable[[dict[str, Any]], None]] = []
         runtime.on_tick = self._tick
         runtime.poller.on_delivery = self._delivery
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self.server.daemon_threads = True
+        self.server = ControlServer(("127.0.0.1", 0), _handler(self))
 
     # -- events of an advance ----------------------------------------------------------------
 
@@ -269,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         daemon.write_state()
         print(f"local runtime up: emulator {runtime.emulator.endpoint}, control {daemon.state()['control_url']}", flush=True)
         daemon.server.serve_forever()
+        daemon.server.server_close()  # refuse connections from here on
     finally:
         (directory / STATE_FILE).unlink(missing_ok=True)
         runtime.stop()

@@ -1,0 +1,48 @@
+"""`jobfence local up` starts the background runtime in a process of its own; `local down` stops it.
+
+Real processes throughout (the CLI and the daemon), on the cached synthesis:
+the daemon outlives the `up` command and answers later commands.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.server
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def jobfence(directory: pathlib.Path, *argv: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "JOBFENCE_LOCAL_DIR": str(directory)}
+    return subprocess.run([sys.executable, "-m", "ops", *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_up_keeps_a_runtime_running_that_later_commands_use_and_down_stops(tmp_path):
+    up = jobfence(tmp_path, "local", "up")
+    assert up.returncode == 0 and "local runtime started" in up.stdout, up.stdout + up.stderr
+    state = json.loads((tmp_path / "state.json").read_text())
+    try:
+        # THEN a second `up` finds it, and a later command reads its state
+        again = jobfence(tmp_path, "local", "up")
+        assert again.returncode == 0 and "already up" in again.stdout
+        status = jobfence(tmp_path, "status", "--local", "--json")
+        assert status.returncode == 0, status.stderr
+        assert len(json.loads(status.stdout)["jobs"]) >= 1
+    finally:
+        down = jobfence(tmp_path, "local", "down")
+    # AND `down` stopped the daemon and removed its state file
+    assert down.returncode == 0 and "local runtime stopped" in down.stdout
+    assert not (tmp_path / "state.json").exists()
+    host, port = state["control_url"].removeprefix("http://").split(":")
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((host, int(port)), timeout=5)
+    after = jobfence(tmp_path, "status", "--local")
+    assert after.returncode == 2 and after.stderr.startswith("jobfence: error: the local runtime is not up")
