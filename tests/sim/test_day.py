@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from ops.day import SHORT, DayScenario
+from ops.invariants import check_lease_invariants
 
 pytestmark = pytest.mark.server
 
@@ -44,6 +47,27 @@ def test_the_faults_happened(report):
     failed_rows = [r for r in report.runs if r["outcome"] == "failed"]
     assert [r["job"] for r in failed_rows] == ["clean_conversations"]
     assert 0 < len(failed_rows[0]["error"]) <= 300
+    # AND the killed run has its row, recorded `died`, and the run that took over has the next fence
+    dpop = sorted((r for r in report.runs if r["job"] == "clean_dpop_proofs"), key=lambda r: r["fence"])
+    assert [r["fence"] for r in dpop] == list(range(1, len(dpop) + 1))  # every term has its row
+    died, = (r for r in dpop if r["outcome"] == "died")
+    successor = next(r for r in dpop if r["fence"] == died["fence"] + 1)
+    assert died["finished_at"] < successor["started_at"]  # it ended when its term expired
+
+
+def test_the_checks_can_fail(report):
+    # GIVEN the day's report with two overlapping terms and a skip that wrote
+    runs = [dict(r) for r in report.runs]
+    first, second = sorted((r for r in runs if r["job"] == "clean_conversations"), key=lambda r: r["started_at"])[:2]
+    second["started_at"] = first["started_at"]
+    observations = [dataclasses.replace(o) for o in report.observations]
+    skipped = next(o for o in observations if (o.outcome or "").startswith("skipped_"))
+    skipped.writes = 1
+    # WHEN judged again
+    checks = check_lease_invariants(observations, runs, [], [], 0)
+    # THEN invariants 1 and 3 fail, naming what broke
+    assert not checks[0].ok and "overlap" in checks[0].detail
+    assert not checks[2].ok and "write request" in checks[2].detail
 
 
 def test_disabled_rules_did_not_tick(report, runtime):
