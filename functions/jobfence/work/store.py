@@ -228,8 +228,9 @@ class WorkStore:
 
     def list_batches(self, tenant: str | None = None, limit: int = 50) -> list[BatchRow]:
         """Up to `limit` batch rows: one tenant's (a query, by batch id) or any tenant's (a bounded scan)."""
-        rows = self.batches.query(tenant, limit=limit) if tenant else self.batches.scan(limit=limit)
-        return [batch_row(row) for row in rows]
+        with aws_call("listing batches"):
+            rows = self.batches.query(tenant, limit=limit) if tenant else self.batches.scan(limit=limit)
+            return [batch_row(row) for row in rows]
 
     def item(self, key: ItemKey) -> ItemRow | None:
         try:
