@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: demo test synth deploy bench install clean
+.PHONY: demo test sim synth deploy bench install clean
 
 # The web console's browser tests drive Debian's chromium (never a downloaded browser build).
 CHROMIUM := /usr/bin/chromium
@@ -32,6 +32,11 @@ test: install $(CHROMIUM)
 $(CHROMIUM):
 	$(SUDO) apt-get update
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+
+# The fault simulator (docs/guarantees.md): thousands of seeds of every family, in two processes.
+SIM_SEEDS ?= 0:3000
+sim: install
+	$(PY) -m ops sim --seeds $(SIM_SEEDS) --jobs 2
 
 # cdk-nag (AwsSolutions + Serverless) runs inside the app and fails synthesis on any
 # unacknowledged finding; cfn-lint then checks every synthesized template.

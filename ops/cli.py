@@ -18,6 +18,7 @@
     invoke FUNCTION EVENT_FILE  a function (or a job's function) with a sample from events/
     console [--port N] [--read-only]  the web console on localhost
     demo [--seed N]             the simulated day on a fresh embedded runtime, then the invariant check
+    sim --seeds A:B | --replay N  the fault simulator (docs/guarantees.md): a campaign, or one traced seed
 
 Targets: a real account (`--profile`, `--region`, `--stack`), the background
 local runtime (`--local`), or a fresh in-process one (`--embedded`). Arguments
@@ -208,7 +209,28 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--seed", type=int, default=7, help="makes a run reproducible")
     d.add_argument("--hours", type=float, default=None, help="simulated hours (default: the full day)")
     d.add_argument("--no-live", action="store_true", help="plain output instead of the live view")
+    s = sub.add_parser("sim", help="the deterministic fault simulator (in-process moto)")
+    s.add_argument("--seeds", default="0:100", help="A:B runs seeds A..B-1 (default 0:100)")
+    s.add_argument("--replay", type=int, default=None, metavar="SEED", help="run one seed, print its trace")
+    s.add_argument("--family", default=None, help="one family (default: seed N runs family N mod #families)")
+    s.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
     return p
+
+
+def _sim(args: argparse.Namespace) -> int:
+    """Exit 0 when no seed broke an invariant, 1 otherwise."""
+    from ops.sim.campaign import campaign, parse_seeds, run_one
+
+    if args.replay is not None:
+        report = run_one(args.replay, args.family, verbose=True)
+        for violation in report.violations:
+            print(f"invariant {violation.number}: {violation.text}")
+        print(f"seed {report.seed} ({report.family}): {'ok' if report.ok else 'VIOLATED'}; "
+              f"faults injected: {', '.join(sorted(k.value for k in report.injected)) or 'none'}")
+        return 0 if report.ok else 1
+    result = campaign(parse_seeds(args.seeds), args.family, jobs=args.jobs)
+    print("\n".join(result.lines()))
+    return 0 if not result.failed else 1
 
 
 def _normalize(argv: list[str]) -> list[str]:
@@ -238,6 +260,8 @@ def main(argv: Sequence[str] | None = None, target: Any = None, console: Console
     try:
         if args.command == "demo":
             return demo(seed=args.seed, hours=args.hours, live=not args.no_live, console=console)
+        if args.command == "sim":
+            return _sim(args)
         if args.command == "local":
             return out.local(args, _local_dir(), console)
         if target is None:

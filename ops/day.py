@@ -11,7 +11,7 @@
     04:00  the lease has expired: the tick takes over with the next fence; the dead term is
            probed (renew, release, fenced write: all refused)
     H/2    every rule is disabled (no ticks) ... H/2 + H/8 re-enabled (ticks resume)
-    H      end: reports per job and per batch, then the DESIGN §4 invariants on the tables
+    H      end: reports per job and per batch, then the the invariants of docs/guarantees.md on the tables
 
 Everything runs in the deployed functions' isolates; the driver only moves the
 clock, seeds data, arms faults and reads the tables.

@@ -3,7 +3,7 @@
 A live view (rich) while the day runs: the simulated time, ticks by outcome
 per job, queue depths and the latest events. Then a report per job (runs by
 outcome, from the runs table) and per batch (items by status, from the item
-rows), then the DESIGN §4 invariants. Exit status 1 when any invariant fails.
+rows), then the the invariants of docs/guarantees.md. Exit status 1 when any invariant fails.
 """
 
 from __future__ import annotations

@@ -15,15 +15,8 @@ from jobfence.reclaim import ReclaimPipeline, Reclaimer
 from jobfence.work import BatchOperations, BatchRef, ItemInput, ItemKey, Producer, RoundResult, Worker, WorkStore
 from jobs.listings.pipelines import GENERATION, PIPELINES, PUBLISH, generate_with, publish_with
 from providers.generator import FakeGenerator
+from ops.sim.queue import Message
 from providers.publisher import FakeMarketplace
-
-
-@dataclass
-class Message:
-    message_id: str
-    body: str
-    visible_at: int
-    receives: int = 0
 
 
 class MemoryQueue:

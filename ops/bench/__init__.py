@@ -5,4 +5,4 @@ that starts with the command that produced it. `python -m ops.bench` runs them
 all (or the ones named on the command line) and rewrites docs/benchmarks.md.
 """
 
-MODULES = ("ops.bench.lease", "ops.bench.work")
+MODULES = ("ops.bench.lease", "ops.bench.work", "ops.bench.sim")

@@ -27,10 +27,26 @@ whole page.
 def main(argv: list[str]) -> int:
     names = argv or list(MODULES)
     sections = [importlib.import_module(name).run().strip() for name in names]
+    if argv and OUT.exists():  # only some modules: keep the other sections of the page as they are
+        sections = _merge(_sections(OUT.read_text()), sections)
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text(HEADER + "\n" + "\n\n".join(sections) + "\n")
     print(f"wrote {OUT.relative_to(OUT.parents[1])} ({len(sections)} sections)")
     return 0
+
+
+def _sections(page: str) -> list[str]:
+    """The page's `## ` sections (the header before the first one is dropped)."""
+    parts = ("\n" + page).split("\n## ")[1:]
+    return ["## " + part.strip() for part in parts]
+
+
+def _merge(old: list[str], new: list[str]) -> list[str]:
+    """`old` with each section of `new` replacing the one of the same title (or appended)."""
+    title = lambda text: text.splitlines()[0]  # noqa: E731
+    fresh = {title(s): s for s in new}
+    merged = [fresh.pop(title(s), s) for s in old]
+    return merged + [s for s in new if title(s) in fresh]
 
 
 if __name__ == "__main__":

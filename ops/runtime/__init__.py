@@ -1,4 +1,4 @@
-"""The embedded local runtime (DESIGN §6).
+"""The embedded local runtime (docs/local-runtime.md).
 
 The system runs on moto's server on loopback from the very template `cdk
 deploy` uses: `template` synthesizes the CDK app and deploys it into the

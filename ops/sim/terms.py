@@ -1,0 +1,124 @@
+"""Lease-term invariants, shared by every family that runs scheduled ticks (1-4, 12, 13).
+
+Watched on every applied write of the leases table:
+    1  an acquire raises the fence by exactly one, over a released term or one
+       that expired (the acquirer's clock may run up to half the margin ahead)
+    2  any other lease write applies to a term the writer itself took
+Judged at the end, per tick (an actor that ran `ScheduledRunner.run`):
+    3  a tick that reported a skip had no write applied
+    4  a tick whose job raised re-raises that very error, and its run row says failed
+    12 every term has exactly one run row; its outcome is what the tick reported;
+       a crashed tick's row is not left `running` once a later term started (the
+       last term of a job, if its tick crashed, is recorded only by the next acquire)
+    13 nothing but a jobfence error (or the job's own error) escapes a tick
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from jobfence.errors import JobfenceError, LeaseLost
+from ops.sim.kernel import Actor
+from ops.sim.world import MARGIN_MS, World
+
+
+class TermWatch:
+    """Records terms as the leases table changes; judges the ticks at the end."""
+
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.terms: dict[tuple[str, int], dict[str, Any]] = {}  # (job, fence) -> who took it, when
+        self.holders: dict[str, set[str]] = {}  # actor -> lease ids it acquired
+        self.ticks: list[Actor] = []
+        self.job_errors: dict[str, BaseException] = {}
+        world.wire.on_write.append(self._on_write)
+
+    def tick(self, actor: Actor) -> Actor:
+        self.ticks.append(actor)
+        return actor
+
+    def guard(self, actor: Actor | None, batches: Iterator[Any]) -> Iterator[Any]:
+        """Wrap a job's batches to remember the job's own error (LeaseLost is the runner's)."""
+        try:
+            yield from batches
+        except LeaseLost:
+            raise
+        except Exception as exc:
+            if actor is not None:
+                self.job_errors[actor.name] = exc
+            raise
+
+    def _on_write(self, write: Any) -> None:
+        world = self.world
+        for change in write.changes:
+            if change.table != "leases":
+                continue
+            before, after = change.before or {}, change.after or {}
+            job = (after or before).get("job")
+            if after.get("fence") != before.get("fence"):
+                fence = int(after.get("fence", 0))
+                if fence != int(before.get("fence", 0)) + 1:
+                    world.violate(1, f"{job}: fence went {before.get('fence')} -> {after.get('fence')}")
+                if before.get("holder") and int(before.get("expires_at", 0)) >= write.at + MARGIN_MS // 2:
+                    world.violate(1, f"{job}: fence {fence} taken by {write.actor} while {before['holder']} held an "
+                                     f"unexpired term (expires {before['expires_at']}, now {write.at})")
+                self.terms[(job, fence)] = {"lease_id": after.get("lease_id"), "actor": write.actor, "at": write.at}
+                self.holders.setdefault(write.actor, set()).add(after.get("lease_id"))
+            elif before.get("lease_id") not in self.holders.get(write.actor, set()):
+                world.violate(2, f"{write.actor} changed the {job} lease of another term "
+                                 f"({before.get('lease_id')}, fence {before.get('fence')})")
+
+    def check(self, ended_before: set[tuple[str, int]] | None = None) -> None:
+        """Judge every tick; `ended_before`: terms that a later term followed (their rows must be final)."""
+        world = self.world
+        rows: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        for row in world.scan("runs"):
+            rows.setdefault((row["job"], int(row["fence"])), []).append(row)
+        by_actor = {a.name: a for a in self.ticks}
+        for actor in self.ticks:
+            outcome = getattr(actor.result, "outcome", None)
+            own = self.job_errors.get(actor.name)
+            if outcome is not None and outcome.value.startswith("skipped") and actor.writes:
+                world.violate(3, f"{actor.name} reported {outcome.value} but {actor.writes} write(s) were applied")
+            if actor.error is not None and actor.error is not own and not isinstance(actor.error, JobfenceError):
+                world.violate(13, f"{actor.name} raised {type(actor.error).__name__} (not classified)")
+            if own is not None and not actor.crashed and actor.error is not own:
+                world.violate(4, f"{actor.name}: the job raised {type(own).__name__} but the tick "
+                                 f"{'raised ' + type(actor.error).__name__ if actor.error else 'returned'}")
+        latest: dict[str, int] = {}
+        for job, fence in self.terms:
+            latest[job] = max(latest.get(job, 0), fence)
+        for (job, fence), term in sorted(self.terms.items()):
+            found = rows.get((job, fence), [])
+            actor = by_actor.get(term["actor"])
+            if not found and actor is not None and actor.crashed and fence == latest[job]:
+                continue  # the documented limit: a dead term is recorded by the next acquire or a sweep
+            if len(found) != 1:
+                world.violate(12, f"{job} fence {fence} (taken by {term['actor']}, which {_fate(actor)}) has "
+                                  f"{len(found)} run rows")
+                continue
+            row = found[0]
+            if actor is None:
+                continue  # the driver's clean tick
+            outcome = getattr(actor.result, "outcome", None)
+            own = self.job_errors.get(actor.name)
+            if actor.crashed:
+                if row["outcome"] == "running" and fence < latest[job]:
+                    world.violate(12, f"{job} fence {fence}: crashed run still `running` after fence {latest[job]}")
+            elif own is not None and actor.error is own:
+                if row["outcome"] != "failed":
+                    world.violate(4, f"{job} fence {fence}: the job failed, its row says {row['outcome']}")
+            elif outcome is not None and row["outcome"] != outcome.value:
+                world.violate(12, f"{job} fence {fence}: {actor.name} reported {outcome.value}, "
+                                  f"row says {row['outcome']}")
+
+
+def _fate(actor: Actor | None) -> str:
+    if actor is None:
+        return "is the driver"
+    if actor.crashed:
+        return "crashed"
+    if actor.error is not None:
+        return f"raised {type(actor.error).__name__}"
+    outcome = getattr(actor.result, "outcome", None)
+    return f"reported {outcome.value}" if outcome is not None else "ended"

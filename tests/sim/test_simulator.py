@@ -1,0 +1,119 @@
+"""The fault simulator (ops/sim) in the suite: a fixed budget of seeds of every family, replay
+determinism, and proof that its checks catch a planted bug.
+
+The budget runs in two processes (the campaign's own fork pool). Violations that
+match an entry of `KNOWN_OPEN` (a defect of issue 10 whose fix has not landed
+yet, named with its owner) are reported but tolerated; anything else fails.
+Each entry is removed when its fix lands, so from then on the seeds guard it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from ops.sim.campaign import campaign, run_one
+from ops.sim.faults import FaultKind
+from ops.sim.world import Violation
+
+BUDGET = {"lease": (0, 150), "work": (0, 75), "listings": (0, 75)}  # family -> seed range
+JOBS = min(2, os.cpu_count() or 1)
+
+# invariant number, pattern of the violation text, the open defect (issue 10) it is
+KNOWN_OPEN: tuple[tuple[int, str, str], ...] = (
+    (13, r"(producer|client|worker|operator)\S* raised", "5: pynamodb errors unclassified (work)"),
+    (11, r"changed finalized batch", "1/2: finalized batch changed (work)"),
+    (11, r"finalized .* with \d+ of \d+ rows", "2: empty batch finalized (work)"),
+    (11, r"added item .* to finalized batch", "2: empty batch finalized, then filled (work)"),
+    (6, r"finalized .* with counters", "1: counters above the recount (work)"),
+    (6, r"counters completed=", "1: counters above the recount (work)"),
+    (5, r"liveness", "2/5: a batch left behind by the defects above (work)"),
+    (5, r"(producer|client)\S* changed terminal item", "new: a paused producer's put overwrites progressed rows (work)"),
+    (7, r"quota books", "new: a paused producer's put overwrites progressed rows (work)"),
+)
+
+
+def _known(violation: Violation) -> str | None:
+    for number, pattern, defect in KNOWN_OPEN:
+        if violation.number == number and re.search(pattern, violation.text):
+            return defect
+    return None
+
+
+@pytest.mark.parametrize("family", sorted(BUDGET))
+def test_budget_of_seeds_breaks_no_invariant(family):
+    start, stop = BUDGET[family]
+    result = campaign(range(start, stop), family, jobs=JOBS)
+    assert result.runs == stop - start
+    unexpected = [
+        f"seed {report.seed}: invariant {v.number}: {v.text}"
+        for report in result.failed
+        for v in report.violations
+        if _known(v) is None
+    ]
+    assert not unexpected, "\n".join(unexpected[:20])
+    # the weather really happened: most applicable kinds were injected somewhere in the budget
+    from ops.sim.families import FAMILIES
+
+    missing = [k.value for k in FAMILIES[family].kinds if result.injected[k] == 0]
+    assert not missing, f"never injected: {missing}"
+
+
+def test_a_seed_replays_to_the_same_trace():
+    first = run_one(5, "listings")
+    again = run_one(5, "listings")
+    assert first.trace == again.trace
+    assert first.injected == again.injected
+    assert any("FAULT" in line for line in first.trace)
+
+
+def test_a_campaign_reports_each_fault_kind_share():
+    result = campaign(range(0, 6), "lease")
+    lines = "\n".join(result.lines())
+    for kind in FaultKind:
+        assert kind.value in lines
+    assert f"{result.runs} runs" in lines
+
+
+def test_the_checks_catch_a_runner_that_ignores_its_lease(monkeypatch):
+    """A planted bug: renew and release without their `lease_id` condition. The sim must notice."""
+    from jobfence.lease import LeaseStore
+
+    def unconditional(self, lease, *args):
+        self._client.update_item(
+            TableName=self._table, Key={"job": {"S": lease.job}},
+            UpdateExpression="REMOVE holder, lease_id, expires_at",
+        )
+
+    monkeypatch.setattr(LeaseStore, "release", unconditional)
+    found = set()
+    for seed in range(0, 40):
+        report = run_one(seed, "lease")
+        found |= {v.number for v in report.violations}
+        if 2 in found:
+            break
+    assert 2 in found
+
+
+def test_the_checks_catch_a_finalize_that_trusts_its_counters(monkeypatch):
+    """A planted bug: finalize writes `finalized` without recounting the rows (invariants 6/11)."""
+    from jobfence.work import WorkStore
+
+    real = WorkStore.finalize
+
+    def trusting(self, ref, seen=None, heartbeat=False):
+        batch = seen or self.batch(ref)
+        if batch is not None and batch.status.value == "open":
+            self.batches(ref.tenant, ref.batch_id).update(actions=[self.batches.status.set("finalized")])
+            return self.batch(ref)
+        return real(self, ref, seen, heartbeat)
+
+    monkeypatch.setattr(WorkStore, "finalize", trusting)
+    numbers = set()
+    for seed in range(0, 10):
+        numbers |= {v.number for v in run_one(seed, "work").violations}
+        if numbers & {6, 11}:
+            break
+    assert numbers & {6, 11}
