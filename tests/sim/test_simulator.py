@@ -81,17 +81,25 @@ def test_the_checks_catch_a_runner_that_ignores_its_lease(monkeypatch):
     """A planted bug: renew and release without their `lease_id` condition. The sim must notice."""
     from jobfence.lease import LeaseStore
 
-    def unconditional(self, lease, *args):
+    def renew(self, lease):
+        now = self._clock.now_ms()
         self._client.update_item(
             TableName=self._table, Key={"job": {"S": lease.job}},
-            UpdateExpression="REMOVE holder, lease_id, expires_at",
+            UpdateExpression="SET renewed_at = :now, expires_at = :exp",
+            ExpressionAttributeValues={":now": {"N": str(now)}, ":exp": {"N": str(now + lease.ttl_ms)}},
+        )
+        return lease
+
+    def release(self, lease):
+        self._client.update_item(
+            TableName=self._table, Key={"job": {"S": lease.job}}, UpdateExpression="REMOVE holder, lease_id, expires_at",
         )
 
-    monkeypatch.setattr(LeaseStore, "release", unconditional)
+    monkeypatch.setattr(LeaseStore, "renew", renew)
+    monkeypatch.setattr(LeaseStore, "release", release)
     found = set()
-    for seed in range(0, 40):
-        report = run_one(seed, "lease")
-        found |= {v.number for v in report.violations}
+    for seed in range(0, 200):  # a stale write must land on a live term: a pause at the right call
+        found |= {v.number for v in run_one(seed, "lease").violations}
         if 2 in found:
             break
     assert 2 in found
