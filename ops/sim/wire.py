@@ -101,6 +101,9 @@ def shared_session() -> botocore.session.Session:
         session = botocore.session.get_session()
         session.set_credentials("testing", "testing")
         session.set_config_variable("region", REGION)
+        # the run talks to in-process moto only, whatever endpoint the process environment names
+        # (the local runtime and its tests point AWS_ENDPOINT_URL at a loopback emulator)
+        session.set_config_variable("ignore_configured_endpoint_urls", True)
         session.register("before-parameter-build", _on_params)
         session.register("before-call", _on_call)
         session.register("before-send.dynamodb", _on_send)

@@ -125,3 +125,10 @@ def test_the_checks_catch_a_finalize_that_trusts_its_counters(monkeypatch):
         if numbers & {6, 11}:
             break
     assert numbers & {6, 11}
+
+
+def test_a_run_ignores_an_endpoint_the_process_environment_names(monkeypatch):
+    """The local runtime's tests point AWS_ENDPOINT_URL at a loopback emulator; the sim stays in process."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+    report = run_one(0, "lease")
+    assert report.ok, report.violations
