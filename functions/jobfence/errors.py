@@ -47,6 +47,21 @@ class LeaseLost(JobfenceError):
         super().__init__(f"lease term {lease_id} on {job!r} is no longer ours")
 
 
+class PredecessorUnrecorded(JobfenceError):
+    """The lease is free, but the term before the last one ended unreleased and its run is not yet recorded.
+
+    An acquire replaces one term at a time and keeps only that term's copy, so it
+    waits until the copy it would overwrite is settled: the caller records that
+    run `died` (`RunStore.mark_died`), settles the copy (`LeaseStore.settle`) and
+    acquires again. `term` is the `jobfence.lease.Term` to record.
+    """
+
+    def __init__(self, job: str, term: Any) -> None:
+        self.job = job
+        self.term = term
+        super().__init__(f"the run of fence {term.fence} on {job!r} ended unreleased and is not yet recorded")
+
+
 class StoreError(JobfenceError):
     """A DynamoDB call failed for a reason other than a condition we asked for.
 

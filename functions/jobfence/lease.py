@@ -42,6 +42,13 @@ item before the update). A replaced term that still had a holder was never
 released: the runner records its run as `died` (`Lease.predecessor`). The copy
 lives on the item, so even a re-sent acquire that only sees its own term
 learns it.
+
+A copy stays *unsettled* (`prev_holder` names a holder) until its run is
+recorded; then `settle` clears `prev_holder`. An acquire is refused while the
+copy it would overwrite is unsettled (`PredecessorUnrecorded`): the caller
+records that run, settles, and acquires again. So a chain of crashes (a runner
+dies after its acquire, before recording the term it replaced, and the next one
+dies the same way) loses no term: every copy is recorded before it is replaced.
 """
 
 from __future__ import annotations
@@ -62,7 +69,14 @@ from jobfence.dynamo import (
     refused_item,
     retry_transient,
 )
-from jobfence.errors import ConditionFailed, IntervalNotElapsed, LeaseHeld, LeaseLost, StoreError
+from jobfence.errors import (
+    ConditionFailed,
+    IntervalNotElapsed,
+    LeaseHeld,
+    LeaseLost,
+    PredecessorUnrecorded,
+    StoreError,
+)
 from jobfence.registry import INTERVAL_TOLERANCE
 
 
@@ -165,7 +179,8 @@ class LeaseStore:
         """Take the lease (and pass the interval gate) in one conditional write.
 
         Raises `LeaseHeld` or `IntervalNotElapsed`, classified from the item the
-        refusal saw. A refusal that shows our own lease_id is our own earlier
+        refusal saw, or `PredecessorUnrecorded` when the lease is free but the
+        copy of the term before it is not yet settled. A refusal that shows our own lease_id is our own earlier
         copy of this write (applied, reply lost): the term is ours. On success
         `Lease.predecessor` is the term taken over unreleased, if any.
         """
@@ -180,13 +195,18 @@ class LeaseStore:
             ":ttl": {"N": str(ttl_ms)},
             ":one": {"N": "1"},
         }
-        # free: never held, released, or the holder's term ran out
-        condition = "(attribute_not_exists(#holder) OR #exp < :now)"
+        # free: never held, released, or the holder's term ran out; and the copy this write
+        # overwrites is settled (its run recorded, or it named no run), so no unreleased term is forgotten
+        names["#prev"] = "prev_holder"
+        condition = (
+            "(attribute_not_exists(#holder) OR #exp < :now)"
+            " AND (attribute_not_exists(#prev) OR #prev = :none OR prev_run_id = :none)"
+        )
         sets = "#holder = :holder, lease_id = :lease_id, acquired_at = :now, renewed_at = :now, #exp = :exp, ttl_ms = :ttl"
         # the term this one replaces, copied from the old item (operands read it before the update):
         # an unreleased one died; kept on the item so a re-sent copy of this acquire still sees it
         sets += (
-            ", prev_holder = if_not_exists(#holder, :none), prev_run_id = if_not_exists(run_id, :none)"
+            ", #prev = if_not_exists(#holder, :none), prev_run_id = if_not_exists(run_id, :none)"
             ", prev_acquired_at = if_not_exists(acquired_at, :zero), prev_expires_at = if_not_exists(#exp, :zero)"
         )
         values.update({":none": {"S": NONE}, ":zero": {"N": "0"}, ":run_id": {"S": run_id or NONE}})
@@ -218,6 +238,9 @@ class LeaseStore:
                 raise LeaseHeld(job, seen) from None
             if interval_ms and int(seen.get("last_started_at", -1)) > gate_cutoff(now, interval_ms):
                 raise IntervalNotElapsed(job, seen) from None
+            unsettled = _predecessor(seen)
+            if unsettled is not None:
+                raise PredecessorUnrecorded(job, unsettled) from None
             raise LeaseHeld(job, seen) from None  # held when refused; released since
         return _lease(_plain(out["Attributes"]))
 
@@ -262,6 +285,25 @@ class LeaseStore:
             seen = _plain(refused_item(exc, lambda: self._consistent_item(lease.job)))
             if not _release_landed(lease, seen):
                 raise LeaseLost(lease.job, lease.lease_id, seen) from None
+
+    def settle(self, term: Term) -> None:
+        """Mark the `prev_*` copy of `term` settled: its run is recorded (`died`, or finished).
+
+        Conditioned on the copy naming this run, so a re-sent copy succeeds again.
+        A refusal means a later acquire replaced the copy, which it can only do
+        once the copy was settled: nothing to do.
+        """
+        request = dict(
+            TableName=self._table,
+            Key=_key(term.job),
+            UpdateExpression="SET prev_holder = :none",
+            ConditionExpression="prev_run_id = :run_id",
+            ExpressionAttributeValues={":none": {"S": NONE}, ":run_id": {"S": term.run_id}},
+        )
+        try:
+            retry_transient(lambda: self._client.update_item(**request))
+        except Exception as exc:
+            raise_unless_refused(exc, f"settling a replaced term of {term.job!r}")
 
     # -- fenced writes ----------------------------------------------------------------------
 

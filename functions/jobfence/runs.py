@@ -297,15 +297,19 @@ def sweep_dead_runs(leases: LeaseStore, runs: RunStore, now_ms: int) -> SweepRes
     Per lease item (one per job, a tiny table): its current term if it
     expired unreleased (the job was not ticked again: disabled, or its rule
     deleted), and the term its last acquire replaced unreleased (in case that
-    acquire's own `died` write failed). Both writes are the idempotent
-    `mark_died`, refused by a finished row, so the sweep can run any time.
+    acquire's own `died` write failed), whose copy it then settles. Both
+    writes are idempotent (`mark_died` is refused by a finished row), so the
+    sweep can run any time.
     """
     died = 0
     items = leases.all()
     for item in items:
-        for term in (unreleased_term(item, now_ms), predecessor_term(item)):
-            if term is not None and runs.mark_died(term, now_ms):
-                died += 1
+        current, replaced = unreleased_term(item, now_ms), predecessor_term(item)
+        if current is not None and runs.mark_died(current, now_ms):
+            died += 1
+        if replaced is not None:
+            died += runs.mark_died(replaced, now_ms)
+            leases.settle(replaced)
     return SweepResult(jobs=len(items), died=died)
 
 

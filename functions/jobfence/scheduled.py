@@ -40,13 +40,14 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from jobfence.clock import Clock
 from jobfence.config import ScheduledSettings
-from jobfence.errors import IntervalNotElapsed, JobfenceError, LeaseHeld, LeaseLost, StoreError
+from jobfence.errors import IntervalNotElapsed, JobfenceError, LeaseHeld, LeaseLost, PredecessorUnrecorded, StoreError
 from jobfence.lease import Lease, LeaseStore, Term, new_id
 from jobfence.registry import JobSpec
 from jobfence.runs import RunStart, RunState, RunStore, bounded_summary, safe_error
 from jobfence.triggers import Trigger
 
 DEFAULT_SAFETY_MARGIN_MS = 60_000
+SETTLE_ATTEMPTS = 3  # unsettled earlier terms recorded per tick before it yields (each is one crashed runner)
 
 
 class Outcome(str, enum.Enum):
@@ -160,11 +161,11 @@ class ScheduledRunner:
         run_id = self._ids()
         holder = f"{spec.subsystem}:{getattr(context, 'aws_request_id', None) or run_id}"
         try:
-            lease = self._leases.acquire(spec.name, holder, spec.lease_ttl_s * 1000, interval_ms, run_id=run_id)
+            lease = self._acquire(spec, holder, interval_ms, run_id)
         except (LeaseHeld, IntervalNotElapsed) as exc:
             return self._skipped(spec, type(exc), started, stage="acquire")
         # the term this acquire replaced unreleased: its run died; tried again at the end if this fails
-        unmarked = lease.predecessor if lease.predecessor and not self._mark_died(lease.predecessor) else None
+        unmarked = lease.predecessor if lease.predecessor and not self._record_died(lease.predecessor) else None
 
         ctx = RunContext(spec, run_id, trigger, lease, self._leases, self._clock)
         run = RunStart(spec.name, run_id, trigger.kind, trigger.scheduled_at, lease.acquired_at, holder, lease.fence)
@@ -187,6 +188,22 @@ class ScheduledRunner:
             self._close(spec, ctx, run, Outcome.FAILED, summary, safe_error(exc), release=True, unmarked=unmarked)
             raise  # the job's own error: _close never raises
         return self._close(spec, ctx, run, Outcome.RAN, summary, None, release=True, unmarked=unmarked)
+
+    def _acquire(self, spec: JobSpec, holder: str, interval_ms: int | None, run_id: str) -> Lease:
+        """Acquire, first recording the run of an unsettled earlier term the acquire would forget.
+
+        Each refusal of that kind settles one term (a chain of runners that each
+        died right after acquiring); a few in a row mean others are acquiring
+        now, so the tick is skipped as leased. A term that cannot be recorded
+        (a store error) fails the tick: the next one tries again.
+        """
+        for _ in range(SETTLE_ATTEMPTS):
+            try:
+                return self._leases.acquire(spec.name, holder, spec.lease_ttl_s * 1000, interval_ms, run_id=run_id)
+            except PredecessorUnrecorded as exc:
+                if not self._record_died(exc.term):
+                    raise StoreError(f"the run of fence {exc.term.fence} on {spec.name!r} could not be recorded died") from exc
+        raise LeaseHeld(spec.name)
 
     def _pre_gate(self, spec: JobSpec, now: int, interval_ms: int | None) -> type[Exception] | None:
         try:
@@ -237,16 +254,16 @@ class ScheduledRunner:
         self._observe(spec, outcome, duration, decided_by=stage)
         return RunResult(spec.name, outcome, None, duration)
 
-    def _mark_died(self, term: Term) -> bool:
-        """Record the run of the unreleased term this acquire replaced. False if the write failed (logged)."""
+    def _record_died(self, term: Term) -> bool:
+        """Record the run of an unreleased replaced term, then settle its copy. False if a write failed (logged)."""
         try:
-            marked = self._runs.mark_died(term, self._clock.now_ms())
+            if self._runs.mark_died(term, self._clock.now_ms()):
+                self._logger.warning("previous run died", extra={"died_run_id": term.run_id, "fence": term.fence})
+                self._metrics.add_metric(name=RunState.DIED.value, unit=MetricUnit.Count, value=1)
+            self._leases.settle(term)
         except JobfenceError as exc:
             self._logger.warning("recording a died run failed", extra={"reason": safe_error(exc), "fence": term.fence})
             return False
-        if marked:
-            self._logger.warning("previous run died", extra={"died_run_id": term.run_id, "fence": term.fence})
-            self._metrics.add_metric(name=RunState.DIED.value, unit=MetricUnit.Count, value=1)
         return True
 
     def _close(
@@ -269,7 +286,7 @@ class ScheduledRunner:
         `ran` into `lease_lost` (its last batch ran past the term).
         """
         if unmarked is not None:
-            self._mark_died(unmarked)  # its first try failed; the lease item keeps the copy for the sweep
+            self._record_died(unmarked)  # its first try failed; the lease item keeps the copy for the sweep
         finished = self._clock.now_ms()
         recorded = self._finish(run, outcome, finished, summary, error)
         if release and not recorded:

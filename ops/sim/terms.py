@@ -3,9 +3,12 @@
 Watched on every applied write of the leases table:
     1  an acquire raises the fence by exactly one, over a released term or one
        that expired (the acquirer's clock may run up to half the margin ahead)
-    2  any other lease write applies to a term the writer itself took
+    2  any other lease write applies to a term the writer itself took, except a
+       settle (it clears only `prev_holder`), which anyone may write once the
+       replaced term's run row is final
 Judged at the end, per tick (an actor that ran `ScheduledRunner.run`):
-    3  a tick that reported a skip had no write applied
+    3  a tick that reported a skip had no write applied, other than recording an
+       earlier crashed term (its run row `died`, then the settle of its copy)
     4  a tick whose job raised re-raises that very error, and its run row says failed
     12 every term has exactly one run row; its outcome is what the tick reported;
        a crashed tick's row is not left `running` once a later term started (the
@@ -31,6 +34,7 @@ class TermWatch:
         self.holders: dict[str, set[str]] = {}  # actor -> lease ids it acquired
         self.ticks: list[Actor] = []
         self.job_errors: dict[str, BaseException] = {}
+        self.recorded: dict[str, int] = {}  # actor -> writes that recorded an earlier term (died row, settle)
         world.wire.on_write.append(self._on_write)
 
     def tick(self, actor: Actor) -> Actor:
@@ -51,9 +55,11 @@ class TermWatch:
     def _on_write(self, write: Any) -> None:
         world = self.world
         for change in write.changes:
+            before, after = change.before or {}, change.after or {}
+            if change.table == "runs" and after.get("outcome") == "died" and before.get("outcome") != "died":
+                self.recorded[write.actor] = self.recorded.get(write.actor, 0) + 1
             if change.table != "leases":
                 continue
-            before, after = change.before or {}, change.after or {}
             job = (after or before).get("job")
             if after.get("fence") != before.get("fence"):
                 fence = int(after.get("fence", 0))
@@ -64,6 +70,13 @@ class TermWatch:
                                      f"unexpired term (expires {before['expires_at']}, now {write.at})")
                 self.terms[(job, fence)] = {"lease_id": after.get("lease_id"), "actor": write.actor, "at": write.at}
                 self.holders.setdefault(write.actor, set()).add(after.get("lease_id"))
+            elif _settles(before, after):
+                self.recorded[write.actor] = self.recorded.get(write.actor, 0) + 1
+                run_id = before.get("prev_run_id")
+                rows = [r for r in world.scan("runs") if r["job"] == job and r.get("run_id") == run_id]
+                if not rows or rows[0]["outcome"] == "running":
+                    world.violate(2, f"{write.actor} settled the {job} copy of run {run_id} before its row was "
+                                     f"final ({rows[0]['outcome'] if rows else 'no row'})")
             elif before.get("lease_id") not in self.holders.get(write.actor, set()):
                 world.violate(2, f"{write.actor} changed the {job} lease of another term "
                                  f"({before.get('lease_id')}, fence {before.get('fence')})")
@@ -78,8 +91,9 @@ class TermWatch:
         for actor in self.ticks:
             outcome = getattr(actor.result, "outcome", None)
             own = self.job_errors.get(actor.name)
-            if outcome is not None and outcome.value.startswith("skipped") and actor.writes:
-                world.violate(3, f"{actor.name} reported {outcome.value} but {actor.writes} write(s) were applied")
+            own_writes = actor.writes - self.recorded.get(actor.name, 0)
+            if outcome is not None and outcome.value.startswith("skipped") and own_writes:
+                world.violate(3, f"{actor.name} reported {outcome.value} but {own_writes} write(s) of its own were applied")
             if actor.error is not None and actor.error is not own and not isinstance(actor.error, JobfenceError):
                 world.violate(13, f"{actor.name} raised {type(actor.error).__name__} (not classified)")
             if own is not None and not actor.crashed and actor.error is not own:
@@ -111,6 +125,12 @@ class TermWatch:
             elif outcome is not None and row["outcome"] != outcome.value:
                 world.violate(12, f"{job} fence {fence}: {actor.name} reported {outcome.value}, "
                                   f"row says {row['outcome']}")
+
+
+def _settles(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """A write that only marks the replaced term's copy settled (`LeaseStore.settle`)."""
+    changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+    return changed == {"prev_holder"} and after.get("prev_holder") == "-"
 
 
 def _fate(actor: Actor | None) -> str:

@@ -10,7 +10,7 @@ import pytest
 from botocore.exceptions import ConnectionClosedError
 
 from jobfence.dynamo import ErrorKind
-from jobfence.errors import ConditionFailed, IntervalNotElapsed, LeaseHeld, LeaseLost, StoreError
+from jobfence.errors import ConditionFailed, IntervalNotElapsed, LeaseHeld, LeaseLost, PredecessorUnrecorded, StoreError
 from jobfence.lease import LeaseStore, Term
 from tests.aws_faults import Faults, acquires, read_timeout, releases, renewals, throttled
 from tests.backends import backend, dynamodb, peer_client, pytest_generate_tests, tables  # noqa: F401
@@ -285,6 +285,37 @@ def test_acquire_returns_the_term_it_took_over_unreleased(leases, clock):
     lease = leases.acquire("job", "b", TTL, run_id="run-2")
     # THEN it names the dead term (for its run row); a released term names none
     assert lease.predecessor == Term("job", "run-1", "a", dead.fence, dead.acquired_at, dead.expires_at)
+    leases.settle(lease.predecessor)
     leases.release(lease)
     clock.advance(ms=1)
     assert leases.acquire("job", "c", TTL, run_id="run-3").predecessor is None
+
+
+def test_an_acquire_waits_until_the_copy_it_would_overwrite_is_settled(leases, clock, dynamodb):
+    # GIVEN run-1 died unreleased, run-2 took over and died too before recording run-1
+    leases.acquire("job", "a", TTL, run_id="run-1")
+    clock.advance(ms=TTL + 1)
+    second = leases.acquire("job", "b", TTL, run_id="run-2")
+    clock.advance(ms=TTL + 1)
+    # WHEN run-3 acquires THEN it is refused and told which term to record first (not told "held")
+    with pytest.raises(PredecessorUnrecorded) as refused:
+        leases.acquire("job", "c", TTL, run_id="run-3")
+    assert refused.value.term == second.predecessor
+    assert leases.read("job")["fence"] == second.fence  # nothing changed
+    # WHEN it settles that copy (twice: a re-sent copy is harmless) THEN it takes over, naming run-2
+    Faults(dynamodb).resent("UpdateItem", when=lambda p: "SET prev_holder" in str(p.get("UpdateExpression")))
+    leases.settle(refused.value.term)
+    third = leases.acquire("job", "c", TTL, run_id="run-3")
+    assert (third.fence, third.predecessor.run_id, third.predecessor.fence) == (second.fence + 1, "run-2", second.fence)
+
+
+def test_a_settle_that_finds_a_later_copy_changes_nothing(leases, clock):
+    leases.acquire("job", "a", TTL, run_id="run-1")
+    clock.advance(ms=TTL + 1)
+    second = leases.acquire("job", "b", TTL, run_id="run-2")
+    leases.settle(second.predecessor)
+    leases.release(second)
+    third = leases.acquire("job", "c", TTL, run_id="run-3")
+    before = leases.read("job")
+    leases.settle(second.predecessor)  # late: the copy now names run-2 (released, so settled)
+    assert leases.read("job") == before and third.predecessor is None

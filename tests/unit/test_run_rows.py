@@ -261,6 +261,27 @@ def test_a_died_write_that_fails_is_tried_again(h, dynamodb, clock, failures, re
     assert [r["outcome"] for r in h.rows()] == ["ran", "died"]
 
 
+@pytest.mark.parametrize("recorded_by", ["the next tick", "the sweep"])
+def test_a_chain_of_runners_that_die_right_after_acquiring_loses_no_run(h, dynamodb, clock, recorded_by):
+    # GIVEN run 1 died mid-run; run 2 took over and died before it recorded run 1 (or wrote its own row)
+    with pytest.raises(IsolateDeath):
+        h.tick(spec(interval_s=None), dying_job)
+    clock.advance(ms=TTL_MS + 1)
+    Faults(dynamodb).refused_before("UpdateItem", IsolateDeath, when=died_marks)
+    with pytest.raises(IsolateDeath):
+        h.tick(spec(interval_s=None), counting_job(1, []))
+    assert [(r["fence"], r["outcome"]) for r in h.rows()] == [(1, "running")]
+    clock.advance(ms=TTL_MS + 1)
+    # WHEN the next tick comes (or an operator sweeps first)
+    if recorded_by == "the sweep":
+        assert sweep_dead_runs(h.leases, h.runs, clock.now_ms()).died == 2
+    result = h.tick(spec(interval_s=None), counting_job(1, []))
+    # THEN both dead runs are recorded died (before the fix run 1 stayed `running` forever), and run 3 ran
+    assert result.outcome is Outcome.RAN
+    assert sorted((r["fence"], r["outcome"]) for r in h.rows()) == [(1, "died"), (2, "died"), (3, "ran")]
+    assert h.leases.read("job_a")["prev_holder"] == "-"  # the copy of run 2 is settled
+
+
 def test_a_resent_acquire_still_records_the_term_it_replaced(h, dynamodb, clock):
     # GIVEN a dead run, and the takeover's acquire is applied, its reply lost, and sent again
     with pytest.raises(IsolateDeath):
