@@ -219,6 +219,19 @@ def invoke(target: Any, args: argparse.Namespace, console: Console) -> int:
     return 1
 
 
+def rotate_signing_key(target: Any, args: argparse.Namespace, console: Console) -> int:
+    from ops.rotation import rotate_signing_key as rotate
+
+    rotation = rotate(target)
+    if args.json:
+        print_json(console, {"kid": rotation.kid, "verify_secret": rotation.verify_secret,
+                             "signing_secret": rotation.signing_secret})
+        return 0
+    console.print(f"new signing key {rotation.kid}: stored in {rotation.verify_secret} (public), "
+                  f"then {rotation.signing_secret} (private)", markup=False)
+    return 0
+
+
 def console(target: Any, args: argparse.Namespace, out: Console) -> int:
     return serve(target, args.port, read_only=args.read_only or target.read_only, console=out)
 

@@ -93,3 +93,48 @@ class RequestCounter:
 def request_counter() -> RequestCounter:
     return RequestCounter()
 
+
+
+# -- club event signing keys -------------------------------------------------------------------
+
+SAMPLE_SIGNING_SEED = bytes(range(32))  # the private key events/discord_batch.json is signed with (tests only)
+
+
+def signing_pair(seed: bytes | None = None):
+    """A `KeyPair` (jobs.club.signing): fixed for a given 32-byte seed, random without one."""
+    import base64
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from jobs.club.signing import KeyPair, key_id, new_key_pair
+
+    if seed is None:
+        return new_key_pair()
+    private = Ed25519PrivateKey.from_private_bytes(seed)
+    return KeyPair(key_id(private.public_key()), base64.b64encode(seed).decode(),
+                   base64.b64encode(private.public_key().public_bytes_raw()).decode())
+
+
+def signing_keys(clock, seed: bytes | None = None):
+    """(signer keys, verify keyring, the MemorySecrets holding both) for one pair."""
+    from jobs.club.signing import SigningKeys, VerifyKeyring
+    from providers.secrets import MemorySecrets
+
+    pair = signing_pair(seed)
+    secrets = MemorySecrets({"signing": pair.signing_value, "verify": pair.verify_value})
+    return SigningKeys(secrets, "signing"), VerifyKeyring(secrets, "verify", clock), secrets
+
+
+def drive_powertools_cache(monkeypatch, clock) -> None:
+    """Make Powertools' parameter cache read `clock` instead of the wall clock (its expiry is `datetime.now()`),
+    so a test advances time past `max_age` instead of sleeping."""
+    import datetime as real
+
+    from aws_lambda_powertools.utilities.parameters import base
+
+    class _ClockDatetime(real.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return real.datetime.fromtimestamp(clock.now_ms() / 1000, tz)
+
+    monkeypatch.setattr(base, "datetime", _ClockDatetime)

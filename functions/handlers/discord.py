@@ -1,6 +1,8 @@
 """The Discord worker: the notification queue's consumer and the only function holding the bot token.
 
-Collaborators are built once at cold start; each SQS record is verified,
+Collaborators are built once at cold start; secrets are not: the verify keys
+and the bot token are read on use through one long-lived `SecretsManagerValues`
+(Powertools, cached `max_age_s`), so a rotation reaches a warm worker. Each SQS record is verified,
 nonce-claimed and applied by `DiscordDelivery` under the Powertools batch
 processor, which reports failed records (rejected, rate-limited, Discord
 errors) as batch item failures so only they come back. `build(environ, clock)`
@@ -19,13 +21,14 @@ from aws_lambda_powertools.utilities.batch import EventType as BatchEventType
 
 from jobfence.clock import Clock, SystemClock
 from jobfence.config import METRICS_NAMESPACE, Settings
-from jobfence.errors import InvalidEvent
+from jobfence.sqs_batch import split_records
 from jobs.club.catalog import DISCORD_TOKEN_SECRET, NOTIFICATIONS_QUEUE, SUBSYSTEM
 from jobs.club.delivery import DiscordDelivery, SqsVisibility
 from jobs.club.events import Verifier
-from jobs.club.notifications import read_secret, signing_key
+from jobs.club.signing import VERIFY_KEY_SECRET, VerifyKeyring
 from jobs.club.stores.nonces import NonceStore
 from providers.discord import DiscordRest
+from providers.secrets import SecretsManagerValues
 
 def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict]:
     """The worker's handler with its collaborators built once (the cold start)."""
@@ -35,10 +38,12 @@ def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict
     logger.append_keys(worker="discord", stage=NOTIFICATIONS_QUEUE)
     metrics = Metrics(namespace=METRICS_NAMESPACE, service=SUBSYSTEM)
     metrics.set_default_dimensions(job=NOTIFICATIONS_QUEUE)
+    secrets = SecretsManagerValues(session.client("secretsmanager"))
+    token_name = settings.secret(DISCORD_TOKEN_SECRET)
     delivery = DiscordDelivery(
-        Verifier(signing_key(settings, session), clock),
+        Verifier(VerifyKeyring(secrets, settings.secret(VERIFY_KEY_SECRET), clock), clock),
         NonceStore(settings.table("club_event_nonces"), clock),
-        DiscordRest(settings.provider_url("discord"), read_secret(session, settings.secret(DISCORD_TOKEN_SECRET))),
+        DiscordRest(settings.provider_url("discord"), lambda fresh: secrets.get(token_name, fresh=fresh)),
         SqsVisibility(session.client("sqs"), settings.queue(NOTIFICATIONS_QUEUE)),
         logger,
         metrics,
@@ -48,9 +53,13 @@ def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict
     @metrics.log_metrics
     @logger.inject_lambda_context(log_event=False)
     def handler(event, context):
-        if not isinstance(event, dict) or not isinstance(event.get("Records"), list):
-            raise InvalidEvent("the Discord worker takes an SQS batch event {\"Records\": [...]}")
-        return process_partial_response(event=event, record_handler=delivery.deliver, processor=processor, context=context)
+        batch = split_records(event)  # a non-SQS event is an InvalidEvent; a record without id or body is dropped
+        if batch.malformed:
+            delivery.dropped(batch.malformed)
+        if not batch.records:
+            return {"batchItemFailures": []}  # Powertools refuses an empty batch; there is nothing to report
+        return process_partial_response(event=batch.event(), record_handler=delivery.deliver, processor=processor,
+                                        context=context)
 
     return handler
 

@@ -93,3 +93,9 @@ class InvalidEvent(JobfenceError):
 
 class SettingsError(JobfenceError):
     """The function's environment is missing or has a bad variable."""
+
+
+def bounded(text: object, limit: int) -> str:
+    """`text` cut to at most `limit` characters (ending "…"): every caller string an error echoes goes through it."""
+    text = str(text)
+    return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"

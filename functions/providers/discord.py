@@ -1,7 +1,10 @@
 """The Discord port: the five REST calls the Discord worker makes, a real adapter and an offline fake.
 
 Only the Discord worker builds a `DiscordRest` (it is the only function given
-the bot token). Errors are split by what the caller should do:
+the bot token). The adapter reads the token on use (`TokenSource`, backed by
+the Secrets port with its max age) and, after a 401, re-reads it once without
+the cache and retries that call once: a rotated token is picked up at once, a
+revoked one fails as `DiscordRejected(401)`. Errors are split by what the caller should do:
 `DiscordRateLimited` (retry after `retry_after_s`), `DiscordUnavailable`
 (transient: retry later) and `DiscordRejected` (Discord refused the request
 itself: retrying will not help).
@@ -22,7 +25,7 @@ import threading
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from jobfence.errors import JobfenceError
 
@@ -31,6 +34,9 @@ USER_AGENT = "DiscordBot (https://github.com/jobfence/jobfence, 1.0)"
 DEFAULT_TIMEOUT_S = 10.0
 MAX_ERROR_BODY = 200
 DISCORD_NONCE_LENGTH = 25  # Discord's limit for a message nonce
+UNAUTHORIZED = 401
+
+TokenSource = Callable[[bool], str]  # token(fresh): the bot token; fresh=True skips any cache
 
 
 class DiscordError(JobfenceError):
@@ -80,9 +86,12 @@ class Discord(Protocol):
 class DiscordRest:
     """The real adapter: Discord REST v10 with a bot token (stdlib HTTP, no extra dependency)."""
 
-    def __init__(self, base_url: str, token: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
-        if not token:
-            raise ValueError("a Discord bot token is required")
+    def __init__(self, base_url: str, token: str | TokenSource, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        if isinstance(token, str):
+            if not token:
+                raise ValueError("a Discord bot token is required")
+            fixed = token
+            token = lambda fresh: fixed  # noqa: E731 - a fixed token (tests, tools): nothing to re-read
         self._base = base_url.rstrip("/")
         self._token = token
         self._timeout = timeout_s
@@ -105,9 +114,20 @@ class DiscordRest:
         return self.post_message(str(channel["id"]), content, nonce)
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        try:
+            return self._send(method, path, body, self._token(False))
+        except DiscordRejected as exc:
+            if exc.status != UNAUTHORIZED:
+                raise
+        # A 401 was not applied: the token may have been rotated since we cached it. Re-read it once.
+        return self._send(method, path, body, self._token(True))
+
+    def _send(self, method: str, path: str, body: dict[str, Any] | None, token: str) -> dict[str, Any]:
+        if not token:
+            raise DiscordRejected(UNAUTHORIZED, "empty bot token")
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(self._base + path, data=data, method=method)
-        request.add_header("Authorization", f"Bot {self._token}")
+        request.add_header("Authorization", f"Bot {token}")
         request.add_header("User-Agent", USER_AGENT)
         if data is not None:
             request.add_header("Content-Type", "application/json")

@@ -29,7 +29,6 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Callable, Mapping
 
 import urllib3
-from aws_lambda_powertools.utilities.parameters import SecretsProvider
 
 from jobfence.clock import Clock
 from jobfence.config import Settings
@@ -44,6 +43,7 @@ from providers.payments import (
     RefundResult,
     TransientPaymentError,
 )
+from providers.secrets import SecretsManagerValues
 
 TOKEN_PATH = "/v1/oauth2/token"
 TOKEN_MARGIN_MS = 60_000  # refresh a minute early: a token must not expire in flight
@@ -250,12 +250,12 @@ def _cents(value: Any) -> int:
 
 
 def build_paypal(base_url: str, secret_name: str, session: Any, clock: Clock) -> PayPalPayments:
-    """The composition root's adapter: credentials from Secrets Manager via Powertools parameters."""
-    secrets = SecretsProvider(boto3_session=session)
+    """The composition root's adapter: credentials read on use through the Secrets port (cached `max_age_s`)."""
+    secrets = SecretsManagerValues(session.client("secretsmanager"))
     http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=3.0, read=10.0), retries=False)
     return PayPalPayments(
         base_url,
-        lambda: secrets.get(secret_name, transform="json", max_age=300),  # type: ignore[arg-type, return-value]
+        lambda: json.loads(secrets.get(secret_name)),
         clock,
         http,
         time.sleep,  # back-off between retries only; never reads time

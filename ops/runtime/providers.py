@@ -30,6 +30,7 @@ from jobfence.config import (
     secret_env,
     secret_name,
 )
+from jobs.club.signing import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET, KeyPair, new_key_pair
 
 
 @dataclass
@@ -59,6 +60,16 @@ class LocalProviders:
     stubs: dict[str, StartedStub] = field(default_factory=dict)
     secrets: dict[str, str] = field(default_factory=dict)  # logical -> secret name
     missing_stubs: set[str] = field(default_factory=set)
+    # The event signing secrets hold the two halves of one Ed25519 pair, not random text.
+    signing_pair: KeyPair = field(default_factory=new_key_pair)
+
+    def generated_value(self, logical: str) -> str:
+        """The value a secret without a provider stub starts with."""
+        if logical == SIGNING_KEY_SECRET:
+            return self.signing_pair.signing_value
+        if logical == VERIFY_KEY_SECRET:
+            return self.signing_pair.verify_value
+        return json.dumps({"value": token_source.token_hex(16)})
 
     def stop(self) -> None:
         for started in self.stubs.values():
@@ -134,7 +145,7 @@ def complete_environments(
             name = env.get(secret_env(logical)) or secret_name(logical)
             if logical not in providers.secrets:
                 stub = owners.get(logical)
-                value = stub.secret_value if stub else json.dumps({"value": token_source.token_hex(16)})
+                value = stub.secret_value if stub else providers.generated_value(logical)
                 try:
                     sm.create_secret(Name=name, SecretString=value)
                 except sm.exceptions.ResourceExistsException:

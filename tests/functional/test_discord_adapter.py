@@ -51,6 +51,28 @@ def test_a_wrong_token_is_refused(stub):
     assert info.value.status == 401
 
 
+def test_after_a_401_the_token_is_re_read_once_and_the_call_retried(stub):
+    # GIVEN an adapter whose cached token was rotated away at Discord (the stub now wants the new one)
+    reads: list[bool] = []
+    current = {"value": TOKEN}
+
+    def token(fresh: bool) -> str:
+        reads.append(fresh)
+        return current["value"] if fresh else TOKEN
+
+    discord = DiscordRest(stub.base_url, token)
+    stub.token = current["value"] = "rotated-bot-token"
+    # WHEN a call is refused with 401 THEN the token is re-read without the cache and the call succeeds
+    discord.add_role("1", "2", "3")
+    assert stub.roles[("1", "2")] == {"3"} and reads == [False, True]
+    # AND a token that stays wrong fails after exactly one re-read
+    stub.token = "revoked-everywhere"
+    reads.clear()
+    with pytest.raises(DiscordRejected) as info:
+        discord.add_role("1", "2", "4")
+    assert info.value.status == 401 and reads == [False, True]
+
+
 def test_editing_an_unknown_message_is_a_refusal_with_discords_code(stub):
     with pytest.raises(DiscordRejected) as info:
         DiscordRest(stub.base_url, TOKEN).edit_message("10", "999", "x")

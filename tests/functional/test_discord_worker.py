@@ -12,12 +12,12 @@ from jobfence.clock import FrozenClock, SystemClock
 from jobfence.config import provider_env, queue_env, secret_env, table_env
 from jobs.club.events import EventRejected, RejectReason, Signer, Verifier
 from jobs.club.notifications import Publisher, SqsNotificationQueue, send_manual_change
+from jobs.club.signing import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET, SigningKeys
 from ops.stubs.discord import DiscordStub
-from tests.support import create_catalog_tables, load_event
+from providers.secrets import SecretsManagerValues
+from tests.support import SAMPLE_SIGNING_SEED, create_catalog_tables, load_event, signing_keys, signing_pair
 
 TOKEN = "stub-bot-token"
-KEY = "w" * 48
-SAMPLE_KEY = b"local-club-event-signing-key-0123456789abcdef"  # the key events/discord_batch.json is signed with
 
 
 @pytest.fixture
@@ -26,17 +26,20 @@ def worker(aws, dynamodb, monkeypatch):
     sqs = aws.client("sqs")
     url = sqs.create_queue(QueueName="club-notifications", Attributes={"VisibilityTimeout": "180"})["QueueUrl"]
     secrets = aws.client("secretsmanager")
+    pair = signing_pair()
     secrets.create_secret(Name="jobfence/discord_token", SecretString=TOKEN)
-    secrets.create_secret(Name="jobfence/club_event_signing_key", SecretString=KEY)
+    secrets.create_secret(Name=f"jobfence/{SIGNING_KEY_SECRET}", SecretString=pair.signing_value)
+    secrets.create_secret(Name=f"jobfence/{VERIFY_KEY_SECRET}", SecretString=pair.verify_value)
     with DiscordStub(token=TOKEN) as stub:
         monkeypatch.setenv(table_env("club_event_nonces"), tables["club_event_nonces"])
         monkeypatch.setenv(queue_env("club_notifications"), url)
         monkeypatch.setenv(secret_env("discord_token"), "jobfence/discord_token")
-        monkeypatch.setenv(secret_env("club_event_signing_key"), "jobfence/club_event_signing_key")
+        monkeypatch.setenv(secret_env(VERIFY_KEY_SECRET), f"jobfence/{VERIFY_KEY_SECRET}")
         monkeypatch.setenv(provider_env("discord"), stub.base_url)
         sys.modules.pop("handlers.discord", None)
         module = importlib.import_module("handlers.discord")
-        publisher = Publisher(Signer(KEY.encode(), SystemClock()), SqsNotificationQueue(sqs, url))
+        keys = SigningKeys(SecretsManagerValues(secrets), f"jobfence/{SIGNING_KEY_SECRET}")
+        publisher = Publisher(Signer(keys, SystemClock()), SqsNotificationQueue(sqs, url))
         yield module, stub, sqs, url, publisher
         sys.modules.pop("handlers.discord", None)
 
@@ -94,14 +97,59 @@ def test_a_direct_message_whose_discord_reply_was_lost_is_sent_once(worker, lamb
     assert stub.direct_messages("5") == ["hello"] and len(stub.created) == 1
 
 
-def test_forged_and_malformed_samples_fail_and_never_reach_discord(worker, lambda_context):
+def test_forged_and_malformed_samples_are_acknowledged_as_rejected_and_never_reach_discord(worker, lambda_context,
+                                                                                             caplog, monkeypatch):
     module, stub, *_ = worker
+    counted: list[str] = []
+    add_metric = module.metrics.add_metric
+    monkeypatch.setattr(module.metrics, "add_metric", lambda **kw: (counted.append(kw["name"]), add_metric(**kw)))
     for name in ("malformed_discord_forged", "malformed_discord_body", "discord_batch"):
         event = load_event(name)
         out = module.handler(event, lambda_context)
-        # discord_batch is signed with the sample key, not this worker's: forged here too
-        assert len(out["batchItemFailures"]) == len(event["Records"]), name
+        # discord_batch is signed with the sample key, not this worker's: forged here too. None of them can ever
+        # become valid, so they are acknowledged (not retried ten times into the DLQ) and recorded as rejected.
+        assert out == {"batchItemFailures": []}, name
     assert stub.requests == []
+    rejected = [r for r in caplog.records if getattr(r, "outcome", None) == "rejected"]
+    assert len(rejected) == 5 and {r.reason for r in rejected} == {"forged", "malformed"}
+    assert counted.count("discord_rejected") == 5
+
+
+@pytest.mark.parametrize("event", [{"Records": [{}]}, {"Records": [None, 3, "x"]}, {"Records": [{"body": 1}]}])
+def test_malformed_records_are_bounded_failures_not_escaping_errors(worker, lambda_context, event):
+    module, stub, *_ = worker
+    out = module.handler(event, lambda_context)
+    assert isinstance(out, dict) and stub.requests == []
+
+
+def test_a_100k_deep_body_is_rejected_not_a_recursion_error(worker, lambda_context):
+    module, stub, sqs, url, _ = worker
+    sqs.send_message(QueueUrl=url, MessageBody="[" * 100_000 + "]" * 100_000)
+    out = module.handler(_receive(sqs, url), lambda_context)
+    assert out == {"batchItemFailures": []} and stub.requests == []
+
+
+def test_a_warm_worker_follows_a_signing_key_rotation_and_a_token_rotation(worker, lambda_context, aws):
+    module, stub, sqs, url, publisher = worker
+    from ops.rotation import Rotation  # noqa: F401  (the operator path is tested in tests/sim)
+
+    secrets = aws.client("secretsmanager")
+    send_manual_change(publisher, "role_add", guild_id="1", user_id="2", role_id="3")
+    assert module.handler(_receive(sqs, url), lambda_context) == {"batchItemFailures": []}
+    # GIVEN a rotated signing key (public half first) and a rotated bot token, the worker still warm
+    new = signing_pair()
+    secrets.put_secret_value(SecretId=f"jobfence/{VERIFY_KEY_SECRET}", SecretString=new.verify_value)
+    secrets.put_secret_value(SecretId=f"jobfence/{SIGNING_KEY_SECRET}", SecretString=new.signing_value)
+    secrets.put_secret_value(SecretId="jobfence/discord_token", SecretString="rotated-token")
+    stub.token = "rotated-token"
+    fresh_publisher = Publisher(Signer(SigningKeys(SecretsManagerValues(secrets), f"jobfence/{SIGNING_KEY_SECRET}"),
+                                       SystemClock()), SqsNotificationQueue(sqs, url))
+    # WHEN events signed with the old (a warm job's cache) and the new key arrive
+    send_manual_change(publisher, "role_add", guild_id="1", user_id="2", role_id="4")
+    send_manual_change(fresh_publisher, "role_add", guild_id="1", user_id="2", role_id="5")
+    # THEN both are delivered with the new token: nothing rejected, nothing lost
+    assert module.handler(_receive(sqs, url), lambda_context) == {"batchItemFailures": []}
+    assert stub.roles[("1", "2")] == {"3", "4", "5"}
 
 
 def test_an_event_that_is_not_an_sqs_batch_gets_a_clear_error(worker, lambda_context):
@@ -112,10 +160,11 @@ def test_an_event_that_is_not_an_sqs_batch_gets_a_clear_error(worker, lambda_con
 
 def test_the_sample_batch_verifies_with_the_sample_key_at_its_issue_time():
     clock = FrozenClock(1_767_225_600_000)
-    events = [Verifier(SAMPLE_KEY, clock).verify(r["body"]) for r in load_event("discord_batch")["Records"]]
+    verifier = Verifier(signing_keys(clock, SAMPLE_SIGNING_SEED)[1], clock)
+    events = [verifier.verify(r["body"]) for r in load_event("discord_batch")["Records"]]
     assert [e.type.value for e in events] == ["role_add", "message_edit", "direct_notification"]
     forged = load_event("malformed_discord_forged")["Records"][0]["body"]
     with pytest.raises(EventRejected) as info:
-        Verifier(SAMPLE_KEY, clock).verify(forged)
+        verifier.verify(forged)
     assert info.value.reason is RejectReason.FORGED
     assert json.loads(forged)["type"] == "role_add"

@@ -11,12 +11,13 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType as B
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from jobs.club.delivery import DiscordDelivery, claim_token, visibility_for
-from jobs.club.events import MAX_AGE_MS, Event, EventRejected, EventType, Signer, Verifier, nonce_for
+from jobs.club.events import MAX_AGE_MS, Event, EventType, Signer, Verifier, nonce_for
 from jobs.club.stores.nonces import Claim, NonceState, NonceStore
 from providers.discord import DiscordRateLimited, DiscordRejected, FakeDiscord
-from tests.support import create_catalog_tables
+from tests.support import create_catalog_tables, signing_keys
 
-KEY = b"k" * 48
+KEY = b"k" * 32  # the seed of the worker's signing pair
+OTHER_KEY = b"x" * 32
 
 
 class RecordingVisibility:
@@ -33,7 +34,7 @@ def worker(dynamodb, clock):
     nonces = NonceStore(tables["club_event_nonces"], clock)
     discord = FakeDiscord()
     visibility = RecordingVisibility()
-    delivery = DiscordDelivery(Verifier(KEY, clock), nonces, discord, visibility, Logger(service="club"),
+    delivery = DiscordDelivery(Verifier(signing_keys(clock, KEY)[1], clock), nonces, discord, visibility, Logger(service="club"),
                                Metrics(namespace="jobfence", service="club"))
     return delivery, nonces, discord, visibility
 
@@ -47,7 +48,7 @@ def _record(body: str, message_id: str | None = None) -> dict:
 
 def _role_add(clock, key=KEY, nonce=None) -> str:
     event = Event.build(EventType.ROLE_ADD, nonce or nonce_for(uuid.uuid4()), guild_id="1", user_id="2", role_id="3")
-    return Signer(key, clock).sign(event)
+    return Signer(signing_keys(clock, key)[0], clock).sign(event)
 
 
 def _batch(delivery, *records) -> dict:
@@ -68,16 +69,17 @@ def test_a_valid_event_reaches_discord_once_and_its_nonce_is_done(worker, clock)
 def test_forged_stale_and_malformed_events_never_reach_discord(worker, clock, case):
     delivery, nonces, discord, _ = worker
     if case == "forged":
-        body = _role_add(clock, key=b"x" * 48)
+        body = _role_add(clock, key=OTHER_KEY)
     elif case == "stale":
         body = _role_add(clock)
         clock.advance(ms=MAX_AGE_MS + 1)
     else:
         body = "{not json"
     out = _batch(delivery, _record(body, "m-1"))
-    # reported as a failure (so it ends in the DLQ, nothing is lost) and Discord was never called
-    assert out == {"batchItemFailures": [{"itemIdentifier": "m-1"}]}
+    # it can never become valid: acknowledged (not retried into the DLQ), recorded, and Discord never called
+    assert out == {"batchItemFailures": []}
     assert discord.calls == []
+    assert delivery.deliver(SQSRecord(_record(body, "m-1"))) == "rejected"
 
 
 def test_a_replayed_nonce_is_acknowledged_and_dropped(worker, clock):
@@ -139,16 +141,17 @@ def test_a_redelivery_after_a_crash_between_claim_and_discord_takes_the_expired_
 def test_a_discord_refusal_releases_the_claim_and_fails_the_item(worker, clock):
     delivery, nonces, discord, visibility = worker
     event = Event.build(EventType.MESSAGE_EDIT, nonce_for("e"), channel_id="7", message_id="8", content="x")
-    body = Signer(KEY, clock).sign(event)
+    body = Signer(signing_keys(clock, KEY)[0], clock).sign(event)
     with pytest.raises(DiscordRejected):
         delivery.deliver(SQSRecord(_record(body)))
     assert nonces.state(event.nonce) is None and visibility.delays == []
 
 
-def test_rejections_raise_event_rejected(worker, clock):
+def test_rejections_are_acknowledged_with_a_bounded_log_line(worker, clock, caplog):
     delivery, *_ = worker
-    with pytest.raises(EventRejected):
-        delivery.deliver(SQSRecord(_record("[]")))
+    assert delivery.deliver(SQSRecord(_record(json.dumps({"k" * 50_000: 1})))) == "rejected"
+    line = next(r for r in caplog.records if getattr(r, "outcome", None) == "rejected")
+    assert line.reason == "malformed" and len(line.detail) < 600
 
 
 def test_visibility_for_rounds_up_and_stays_within_sqs_limits():

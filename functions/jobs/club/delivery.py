@@ -3,7 +3,8 @@
 One SQS record at a time (the handler runs it under the Powertools batch
 processor, so each record succeeds or fails on its own):
 
-    body ─► verify (shape, HMAC, freshness) ── rejected ─► failure (to the DLQ after the receive cap; never Discord)
+    body ─► verify (size, shape, key id, Ed25519 signature, freshness) ── rejected ─► acknowledged, logged with
+                                                     its reason and counted (discord_rejected); never Discord
          ─► claim nonce (token = this receive's receipt handle)
                done ─► replay: acknowledged, dropped
                busy ─► another receive holds a live claim: failure, not called (SQS brings it back; by then
@@ -13,6 +14,10 @@ processor, so each record succeeds or fails on its own):
                             call Discord again: the record is acknowledged)
                429       ─► release claim, message invisible for retry_after, failure (SQS delivers it again)
                other err ─► release claim, failure (normal visibility timeout)
+
+A rejected message can never become valid (a forged or malformed body stays
+so; a stale one only gets older; an unknown key id was re-read first), so it
+is acknowledged rather than retried ten times into the DLQ.
 
 Releasing the claim is what keeps the retried delivery of a rate-limited
 message from being dropped as a replay. A store error while releasing or
@@ -107,12 +112,13 @@ class DiscordDelivery:
         self._metrics = metrics
 
     def deliver(self, record: SQSRecord) -> str:
-        """Process one record; return "delivered" or "replayed", or raise to report it as a batch failure."""
+        """Process one record; return "delivered", "replayed" or "rejected", or raise to report a batch failure."""
         try:
             event = self._verifier.verify(record.body)
         except EventRejected as exc:
+            # The detail is bounded by the verifier; the message id is SQS's, not the caller's.
             self._observe("rejected", reason=exc.reason.value, message_id=record.message_id, detail=str(exc))
-            raise
+            return "rejected"
         fields = {"type": event.type.value, "nonce": event.nonce, "message_id": record.message_id}
         token = claim_token(record.receipt_handle)
         claim = self._nonces.claim(event.nonce, token, record.message_id)
@@ -157,6 +163,12 @@ class DiscordDelivery:
             self._nonces.release(nonce, token)
         except StoreError as exc:
             self._observe("release_failed", error=str(exc), **fields)
+
+    def dropped(self, count: int) -> None:
+        """Records without a message id or body (a hand-made event): logged and counted as rejected."""
+        self._logger.warning("discord_event", extra={"outcome": "rejected", "reason": "malformed",
+                                                     "detail": f"{count} record(s) without messageId or body"})
+        self._metrics.add_metric(name="discord_rejected", unit=MetricUnit.Count, value=count)
 
     def _observe(self, outcome: str, **fields: Any) -> None:
         # Type, nonce and ids only: never the payload (message text, user ids).

@@ -1,8 +1,10 @@
 """The signed Discord event contract shared by the club jobs, manual changes and the Discord worker.
 
-An event is `{"type", "nonce", "issued_at", "payload", "signature"}`. The
-signature is HMAC-SHA256 (hex) over the canonical form of the first four
-fields: compact JSON with sorted keys, UTF-8. The nonce is the end-to-end
+An event is `{"type", "nonce", "issued_at", "payload", "kid", "signature"}`.
+The signature is Ed25519 (hex) over the canonical form of the first five
+fields (compact JSON with sorted keys, UTF-8), by the private key named by
+`kid` (see `jobs.club.signing`: jobs hold the private key, the worker only the
+public ones, so the worker cannot sign). The nonce is the end-to-end
 idempotency key: a job derives it from the record change it stands for, so a
 re-sent event (after a crash between send and outbox delete) carries the same
 nonce and the worker drops it as a replay. `issued_at` is set when the event is
@@ -10,25 +12,31 @@ signed (at send time), so freshness measures time on the queue, not in the outbo
 
     job ─ save change + outbox row (one fenced transaction)
         ─ sign (issued_at = now) ─► queue ─► worker: verify signature ─► fresh? ─► claim nonce ─► Discord
+
+The verifier is the input edge: a body over `MAX_BODY_CHARS` is refused before
+parsing, nesting too deep for the parser is malformed (never an escaping
+`RecursionError`), and every caller string echoed in an error is truncated.
 """
 
 from __future__ import annotations
 
 import enum
 import hashlib
-import hmac
 import json
-from typing import Any, Mapping, Union
+from typing import Any, Mapping, Protocol, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from jobfence.clock import Clock
-from jobfence.errors import InvalidEvent
+from jobfence.errors import InvalidEvent, bounded
+from jobs.club.signing import SigningKey, VerifyKey
 
 MAX_AGE_MS = 60 * 60_000  # covers 429 back-offs and SQS redeliveries up to the receive cap
 MAX_SKEW_MS = 60_000  # an event may come from a clock a little ahead of ours
 SNOWFLAKE = r"^[0-9]{1,20}$"  # Discord ids are decimal snowflakes; nothing else may reach a URL path
 NONCE = r"^[A-Za-z0-9_-]{16,64}$"
+MAX_BODY_CHARS = 64 * 1024  # an event is under 2,000 characters of content; SQS allows 256 KiB
+FIELDS = ("type", "nonce", "issued_at", "payload", "kid", "signature")
 
 
 class EventType(str, enum.Enum):
@@ -128,7 +136,7 @@ class RejectReason(str, enum.Enum):
     """Why the worker refused a message; none of these ever reaches Discord."""
 
     MALFORMED = "malformed"  # not JSON, or not the event shape
-    FORGED = "forged"  # the signature does not match the canonical form
+    FORGED = "forged"  # unknown key id, or the signature does not match the canonical form
     STALE = "stale"  # issued too long ago (or too far in the future)
     REPLAYED = "replayed"  # the nonce was already claimed by another delivery
 
@@ -146,58 +154,81 @@ def nonce_for(*parts: Any) -> str:
     return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:32]
 
 
-def canonical(type: str, nonce: str, issued_at: int, payload: Mapping[str, Any]) -> bytes:
-    """The bytes that are signed: compact, key-sorted JSON of the four signed fields."""
-    body = {"type": type, "nonce": nonce, "issued_at": issued_at, "payload": payload}
+def canonical(type: str, nonce: str, issued_at: int, payload: Mapping[str, Any], kid: str) -> bytes:
+    """The bytes that are signed: compact, key-sorted JSON of the five signed fields."""
+    body = {"type": type, "nonce": nonce, "issued_at": issued_at, "payload": payload, "kid": kid}
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def _mac(key: bytes, message: bytes) -> str:
-    return hmac.new(key, message, hashlib.sha256).hexdigest()
+class SigningKeySource(Protocol):
+    """Where the signer gets the current private key (read on use, so a rotation reaches it)."""
+
+    def current(self) -> SigningKey: ...
+
+
+class VerifyKeySource(Protocol):
+    """Where the verifier finds the public key an event names."""
+
+    def find(self, kid: str) -> VerifyKey | None: ...
 
 
 class Signer:
-    """Signs events at send time with the shared signing key."""
+    """Signs events at send time with the current signing key."""
 
-    def __init__(self, key: bytes, clock: Clock) -> None:
-        if len(key) < 32:
-            raise ValueError("the event signing key must be at least 32 bytes")
-        self._key = key
+    def __init__(self, keys: SigningKeySource, clock: Clock) -> None:
+        self._keys = keys
         self._clock = clock
 
     def sign(self, event: Event) -> str:
         """The message body of `event`, issued now and signed."""
+        key = self._keys.current()
         issued_at = self._clock.now_ms()
         payload = event.payload.model_dump()
-        signature = _mac(self._key, canonical(event.type.value, event.nonce, issued_at, payload))
-        return json.dumps(
-            {"type": event.type.value, "nonce": event.nonce, "issued_at": issued_at, "payload": payload, "signature": signature}
-        )
+        signature = key.sign(canonical(event.type.value, event.nonce, issued_at, payload, key.kid))
+        return json.dumps({"type": event.type.value, "nonce": event.nonce, "issued_at": issued_at,
+                           "payload": payload, "kid": key.kid, "signature": signature})
+
+
+def _parse(body: Any) -> dict[str, Any]:
+    if not isinstance(body, str):
+        raise EventRejected(RejectReason.MALFORMED, "body is not text")
+    if len(body) > MAX_BODY_CHARS:
+        raise EventRejected(RejectReason.MALFORMED, f"body is larger than {MAX_BODY_CHARS} characters")
+    try:
+        data = json.loads(body)
+    except RecursionError:
+        raise EventRejected(RejectReason.MALFORMED, "body is nested too deeply") from None
+    except ValueError:
+        raise EventRejected(RejectReason.MALFORMED, "body is not JSON") from None
+    if not isinstance(data, dict) or set(data) != set(FIELDS):
+        keys = sorted(bounded(k, 32) for k in data)[:8] if isinstance(data, dict) else type(data).__name__
+        raise EventRejected(RejectReason.MALFORMED, f"expected {', '.join(FIELDS)}; got {keys}")
+    return data
 
 
 class Verifier:
-    """Checks a message body: shape, signature, freshness, then the typed payload."""
+    """Checks a message body: size, shape, key id, signature, freshness, then the typed payload."""
 
-    def __init__(self, key: bytes, clock: Clock, max_age_ms: int = MAX_AGE_MS) -> None:
-        self._key = key
+    def __init__(self, keys: VerifyKeySource, clock: Clock, max_age_ms: int = MAX_AGE_MS) -> None:
+        self._keys = keys
         self._clock = clock
         self._max_age = max_age_ms
 
     def verify(self, body: str) -> SignedEvent:
         """The verified event, or `EventRejected` (malformed, forged or stale)."""
-        try:
-            data = json.loads(body)
-        except (TypeError, ValueError):
-            raise EventRejected(RejectReason.MALFORMED, "body is not JSON") from None
-        if not isinstance(data, dict) or set(data) != {"type", "nonce", "issued_at", "payload", "signature"}:
-            keys = sorted(str(k) for k in data)[:8] if isinstance(data, dict) else type(data).__name__
-            raise EventRejected(RejectReason.MALFORMED, f"expected type, nonce, issued_at, payload, signature; got {keys}")
-        type_, nonce, issued_at, payload, signature = (data[k] for k in ("type", "nonce", "issued_at", "payload", "signature"))
-        if not (isinstance(type_, str) and isinstance(nonce, str) and isinstance(signature, str)
+        data = _parse(body)
+        type_, nonce, issued_at, payload, kid, signature = (data[k] for k in FIELDS)
+        if not (isinstance(type_, str) and isinstance(nonce, str) and isinstance(signature, str) and isinstance(kid, str)
                 and isinstance(issued_at, int) and not isinstance(issued_at, bool) and isinstance(payload, dict)):
             raise EventRejected(RejectReason.MALFORMED, "a field has the wrong JSON type")
-        expected = _mac(self._key, canonical(type_, nonce, issued_at, payload))
-        if not hmac.compare_digest(expected, signature):
+        key = self._keys.find(kid)
+        if key is None:
+            raise EventRejected(RejectReason.FORGED, f"unknown key id {bounded(kid, 32)!r}")
+        try:
+            message = canonical(type_, nonce, issued_at, payload, kid)
+        except (RecursionError, ValueError):
+            raise EventRejected(RejectReason.MALFORMED, "payload cannot be put in canonical form") from None
+        if not key.verify(signature, message):
             raise EventRejected(RejectReason.FORGED, "signature does not match")
         now = self._clock.now_ms()
         if issued_at < now - self._max_age or issued_at > now + MAX_SKEW_MS:
@@ -205,11 +236,12 @@ class Verifier:
         try:
             event = Event.build(EventType(type_), nonce, **payload)
         except (InvalidEvent, ValueError) as exc:
-            raise EventRejected(RejectReason.MALFORMED, str(exc)) from None
+            raise EventRejected(RejectReason.MALFORMED, bounded(str(exc), 300)) from None
         return SignedEvent(type=event.type, nonce=event.nonce, issued_at=issued_at, payload=event.payload)
 
 
 def _describe(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
-        return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'payload'}: {e['msg']}" for e in exc.errors()[:5])
-    return str(exc)
+        return "; ".join(f"{bounded('.'.join(str(p) for p in e['loc']), 64) or 'payload'}: {bounded(e['msg'], 120)}"
+                         for e in exc.errors()[:5])
+    return bounded(str(exc), 200)

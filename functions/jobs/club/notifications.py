@@ -12,16 +12,14 @@ import secrets
 import threading
 from typing import Any, Protocol
 
-from aws_lambda_powertools.utilities.parameters import SecretsProvider
 from botocore.exceptions import ClientError
 
 from jobfence.clock import Clock
 from jobfence.config import Settings
 from jobfence.errors import StoreError
 from jobs.club.events import Event, EventType, Signer
-
-SIGNING_KEY_SECRET = "club_event_signing_key"
-SECRET_MAX_AGE_S = 300  # a rotated key reaches warm functions within five minutes
+from jobs.club.signing import SIGNING_KEY_SECRET, SigningKeys
+from providers.secrets import SecretsManagerValues
 
 
 class NotificationQueue(Protocol):
@@ -58,17 +56,6 @@ class MemoryNotificationQueue:
             self.bodies.append(body)
 
 
-def read_secret(session: Any, name: str) -> str:
-    """A secret's current value through Powertools parameters (cached for a few minutes)."""
-    provider = SecretsProvider(boto3_client=session.client("secretsmanager"))
-    return provider.get(name, max_age=SECRET_MAX_AGE_S)
-
-
-def signing_key(settings: Settings, session: Any) -> bytes:
-    """The event signing key named by SECRET_CLUB_EVENT_SIGNING_KEY."""
-    return read_secret(session, settings.secret(SIGNING_KEY_SECRET)).encode()
-
-
 class Publisher:
     """Signs events and puts them on the notification queue."""
 
@@ -88,6 +75,11 @@ def send_manual_change(publisher: Publisher, type: EventType | str, **payload: A
 
 
 def build_publisher(settings: Settings, session: Any, clock: Clock, queue_name: str) -> Publisher:
-    """The real publisher of a function whose environment grants the queue and the signing key."""
+    """The real publisher of a function whose environment grants the queue and the signing key.
+
+    The key is read on each send through one long-lived `SecretsManagerValues` (cached `max_age_s`),
+    so a rotated key reaches a warm job.
+    """
+    secrets = SecretsManagerValues(session.client("secretsmanager"))
     queue = SqsNotificationQueue(session.client("sqs"), settings.queue(queue_name))
-    return Publisher(Signer(signing_key(settings, session), clock), queue)
+    return Publisher(Signer(SigningKeys(secrets, settings.secret(SIGNING_KEY_SECRET)), clock), queue)

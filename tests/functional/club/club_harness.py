@@ -11,17 +11,23 @@ from typing import Any
 import pytest
 from aws_lambda_powertools import Logger, Metrics
 
-from jobfence.config import ScheduledSettings, queue_env, secret_env, table_env
+from jobfence.config import ScheduledSettings, config_env, queue_env, secret_env, table_env
 from jobfence.lease import LeaseStore
 from jobfence.runs import RunStore
 from jobfence.scheduled import JobDeps, ScheduledRunner
 from jobfence.triggers import Trigger
 from jobs.catalog import CATALOG
-from jobs.club.catalog import SIGNING_KEY_SECRET
 from jobs.club.events import Verifier
-from tests.support import create_catalog_tables
+from jobs.club.signing import SIGNING_KEY_SECRET
+from tests.support import create_catalog_tables, signing_keys, signing_pair
 
-SIGNING_KEY = "k" * 48
+SIGNING_SEED = b"k" * 32
+SIGNING_PAIR = signing_pair(SIGNING_SEED)
+
+
+def club_verifier(clock) -> Verifier:
+    """The Discord worker's verifier for the harness's signing key."""
+    return Verifier(signing_keys(clock, SIGNING_SEED)[1], clock)
 
 
 def club_environ(tables: dict[str, str], queue_url: str, job: str) -> dict[str, str]:
@@ -31,6 +37,7 @@ def club_environ(tables: dict[str, str], queue_url: str, job: str) -> dict[str, 
     env.update({table_env(name): tables[name] for name in spec.tables})
     env.update({queue_env(name): queue_url for name in spec.queues})
     env.update({secret_env(name): f"jobfence/{name}" for name in spec.secrets})
+    env.update({config_env(name): value for name, value in spec.config.items()})
     return env
 
 
@@ -79,14 +86,14 @@ class Club:
 
     def events(self) -> list:
         """The verified events now on the queue (drained)."""
-        verifier = Verifier(SIGNING_KEY.encode(), self.clock)
+        verifier = club_verifier(self.clock)
         return [verifier.verify(m["Body"]) for m in self.drain_queue()]
 
 
 def make_club(session, dynamodb, clock, create_tables) -> Club:
     sqs = session.client("sqs")
     url = sqs.create_queue(QueueName="club-notifications")["QueueUrl"]
-    session.client("secretsmanager").create_secret(Name=f"jobfence/{SIGNING_KEY_SECRET}", SecretString=SIGNING_KEY)
+    session.client("secretsmanager").create_secret(Name=f"jobfence/{SIGNING_KEY_SECRET}", SecretString=SIGNING_PAIR.signing_value)
     return Club(session, dynamodb, sqs, create_tables(dynamodb), url, clock)
 
 

@@ -1,0 +1,134 @@
+"""Secrets fetched on use: Powertools' cache with a max age, version stages, and rotation of the signing key.
+
+Time is a FrozenClock driving Powertools' cache expiry (tests.support.drive_powertools_cache); nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jobs.club.events import Event, EventRejected, EventType, RejectReason, Signer, Verifier, nonce_for
+from jobs.club.signing import REFRESH_MIN_MS, SigningKeys, VerifyKeyring
+from providers.secrets import CURRENT, PREVIOUS, SecretMissing, SecretsManagerValues
+from tests.support import drive_powertools_cache, signing_pair
+
+MAX_AGE_S = 300
+
+
+@pytest.fixture
+def sm(aws, clock, monkeypatch):
+    drive_powertools_cache(monkeypatch, clock)
+    return aws.client("secretsmanager")
+
+
+def _event(n: int) -> Event:
+    return Event.build(EventType.ROLE_ADD, nonce_for("rotation", n), guild_id="1", user_id="2", role_id="3")
+
+
+def test_a_warm_reader_sees_a_stored_value_within_max_age_and_not_before(sm, clock):
+    # GIVEN a warm function that has read the token once
+    sm.create_secret(Name="jobfence/discord_token", SecretString="token-1")
+    values = SecretsManagerValues(sm, max_age_s=MAX_AGE_S)
+    assert values.get("jobfence/discord_token") == "token-1"
+    # WHEN an operator stores a new value
+    sm.put_secret_value(SecretId="jobfence/discord_token", SecretString="token-2")
+    # THEN the cached value serves until max_age, the new one right after
+    clock.advance(seconds=MAX_AGE_S - 1)
+    assert values.get("jobfence/discord_token") == "token-1"
+    clock.advance(seconds=2)
+    assert values.get("jobfence/discord_token") == "token-2"
+
+
+def test_fresh_skips_the_cache_and_stages_are_cached_apart(sm, clock):
+    sm.create_secret(Name="s", SecretString="v1")
+    values = SecretsManagerValues(sm, max_age_s=MAX_AGE_S)
+    with pytest.raises(SecretMissing):
+        values.get("s", PREVIOUS)  # no AWSPREVIOUS before the first rotation
+    assert values.get("s") == "v1"
+    sm.put_secret_value(SecretId="s", SecretString="v2")
+    assert values.get("s") == "v1"
+    assert values.get("s", fresh=True) == "v2"
+    assert values.get("s", PREVIOUS) == "v1" and values.get("s", CURRENT) == "v2"
+
+
+def test_a_missing_secret_is_a_clear_error_without_the_value(sm):
+    with pytest.raises(SecretMissing, match="no AWSCURRENT"):
+        SecretsManagerValues(sm).get("jobfence/nothing")
+
+
+def test_rotating_the_signing_key_never_rejects_a_good_event_on_warm_functions(sm, clock):
+    """Rotation while both sides are warm: events signed before, during and after all verify."""
+    old, new = signing_pair(), signing_pair()
+    sm.create_secret(Name="sign", SecretString=old.signing_value)
+    sm.create_secret(Name="verify", SecretString=old.verify_value)
+    job_values, worker_values = SecretsManagerValues(sm, MAX_AGE_S), SecretsManagerValues(sm, MAX_AGE_S)
+    signer = Signer(SigningKeys(job_values, "sign"), clock)
+    verifier = Verifier(VerifyKeyring(worker_values, "verify", clock), clock)
+    # GIVEN warm caches on both sides
+    assert verifier.verify(signer.sign(_event(0))).nonce == _event(0).nonce
+    # WHEN the operator rotates (public half first, then private: ops.rotation)
+    sm.put_secret_value(SecretId="verify", SecretString=new.verify_value)
+    sm.put_secret_value(SecretId="sign", SecretString=new.signing_value)
+    # THEN a job still holding the old key (its cache) signs events the worker accepts (AWSPREVIOUS) ...
+    clock.advance(seconds=MAX_AGE_S // 2)
+    during = signer.sign(_event(1))
+    assert json.loads(during)["kid"] == old.kid
+    # ... even after the worker's own cache expired and it re-read CURRENT=new, PREVIOUS=old
+    clock.advance(seconds=MAX_AGE_S)
+    assert verifier.verify(during).nonce == _event(1).nonce
+    # AND once the job's cache expired it signs with the new key, which the worker finds
+    after = signer.sign(_event(2))
+    assert json.loads(after)["kid"] == new.kid
+    assert verifier.verify(after).nonce == _event(2).nonce
+
+
+def test_an_event_with_a_new_key_id_makes_a_warm_worker_re_read_at_once(sm, clock):
+    old, new = signing_pair(), signing_pair()
+    sm.create_secret(Name="sign", SecretString=old.signing_value)
+    sm.create_secret(Name="verify", SecretString=old.verify_value)
+    verifier = Verifier(VerifyKeyring(SecretsManagerValues(sm, MAX_AGE_S), "verify", clock), clock)
+    verifier.verify(Signer(SigningKeys(SecretsManagerValues(sm, MAX_AGE_S), "sign"), clock).sign(_event(0)))
+    sm.put_secret_value(SecretId="verify", SecretString=new.verify_value)
+    sm.put_secret_value(SecretId="sign", SecretString=new.signing_value)
+    # GIVEN a fresh job signing with the new key while the worker's keyring is still cached (old only)
+    body = Signer(SigningKeys(SecretsManagerValues(sm, MAX_AGE_S), "sign"), clock).sign(_event(1))
+    # THEN the unknown kid makes the worker re-read the verify secret once: accepted, no wait for max_age
+    assert verifier.verify(body).nonce == _event(1).nonce
+
+
+def test_unknown_key_ids_re_read_at_most_once_per_interval_and_are_forged(aws, clock):
+    from providers.secrets import MemorySecrets
+
+    pair = signing_pair()
+    secrets = MemorySecrets({"verify": pair.verify_value})
+    verifier = Verifier(VerifyKeyring(secrets, "verify", clock), clock)
+    body = Signer(SigningKeys(MemorySecrets({"s": signing_pair().signing_value}), "s"), clock).sign(_event(0))
+    reads = []
+    for _ in range(5):
+        with pytest.raises(EventRejected) as info:
+            verifier.verify(body)
+        assert info.value.reason is RejectReason.FORGED and "unknown key id" in str(info.value)
+        reads.append(secrets.reads)
+    # each attempt reads CURRENT and PREVIOUS (2), and only the first re-reads fresh (2 more)
+    assert reads == [4, 6, 8, 10, 12]
+    clock.advance(ms=REFRESH_MIN_MS)
+    with pytest.raises(EventRejected):
+        verifier.verify(body)
+    assert secrets.reads == 16
+
+
+def test_two_rotations_inside_max_age_push_the_oldest_key_out(aws, clock):
+    """Why the runbook says: rotate again only after max_age (documented limit, shown here)."""
+    from providers.secrets import MemorySecrets
+
+    a, b, c = signing_pair(), signing_pair(), signing_pair()
+    secrets = MemorySecrets({"sign": a.signing_value, "verify": a.verify_value})
+    body = Signer(SigningKeys(secrets, "sign"), clock).sign(_event(0))
+    for pair in (b, c):
+        secrets.put("verify", pair.verify_value)
+        secrets.put("sign", pair.signing_value)
+    with pytest.raises(EventRejected) as info:
+        Verifier(VerifyKeyring(secrets, "verify", clock), clock).verify(body)
+    assert info.value.reason is RejectReason.FORGED
