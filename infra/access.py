@@ -7,10 +7,15 @@ are `jobfence.config` constants, shared with the runtime) and the grants:
 - leases and runs: a scheduled function may touch only its own job's items
   (IAM condition `dynamodb:LeadingKeys` = job name), with only the actions the
   lease and run stores use;
-- domain tables: the data actions of `grant_read_data` / `grant_read_write_data` by declared
-  access, on the table and its catalog indexes by name (the CDK helpers grant `index/*` and
-  stream reads, which nothing here uses and cdk-nag rightly flags as a wildcard);
-- queues: send only; secrets: read only, and only for the entries that list them.
+- domain tables: the data actions of the declared access level (`read`, `read_scan`,
+  `read_write`, `read_write_scan`: Scan only where a store scans), on the table and its
+  catalog indexes by name (the CDK helpers grant `index/*`, stream reads and Scan, which
+  nothing here needs);
+- a table keyed by job (the club outbox): the same actions, only under
+  `dynamodb:LeadingKeys` = the job's own name, so a job reads and writes only its own rows;
+- queues: send only, and a worker never gets send on its own queue unless it lists it;
+  secrets: read only, and only for the entries that list them (each secret's resource
+  policy also denies every other principal: `infra/secrets.py`).
 
 Secrets are passed as their fixed names (literals, never references), so a
 deploy into an emulator that skips Secret resources keeps the variables.
@@ -21,15 +26,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sqs as sqs
 
 from jobfence.config import (
+    DEFAULT_PREFIX,
     ENV_JOB_NAME,
     ENV_LEASES_TABLE,
     ENV_RUNS_TABLE,
     METRICS_NAMESPACE,
     PROVIDER_DEFAULT_URLS,
+    config_env,
     provider_env,
     queue_env,
     secret_env,
@@ -48,9 +56,25 @@ LEASE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:ConditionC
 RUN_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem")
 READ_ACTIONS = (
     "dynamodb:BatchGetItem", "dynamodb:ConditionCheckItem", "dynamodb:DescribeTable",
-    "dynamodb:GetItem", "dynamodb:Query", "dynamodb:Scan",
+    "dynamodb:GetItem", "dynamodb:Query",
 )
+SCAN_ACTIONS = ("dynamodb:Scan",)
 WRITE_ACTIONS = ("dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
+# DescribeTable carries no key, so under a LeadingKeys condition it would be allowed for any caller: left out.
+ACCESS_ACTIONS = {
+    "read": READ_ACTIONS,
+    "read_scan": READ_ACTIONS + SCAN_ACTIONS,
+    "read_write": READ_ACTIONS + WRITE_ACTIONS,
+    "read_write_scan": READ_ACTIONS + SCAN_ACTIONS + WRITE_ACTIONS,
+}
+
+
+def actions_of(access: str, keyed_by_job: bool = False) -> tuple[str, ...]:
+    """The DynamoDB actions of a declared access level (key-bearing ones only for a job-keyed table)."""
+    actions = ACCESS_ACTIONS[access]
+    if keyed_by_job:
+        actions = tuple(a for a in actions if a not in SCAN_ACTIONS + ("dynamodb:DescribeTable",))
+    return actions
 
 
 @dataclass
@@ -59,6 +83,9 @@ class CatalogResources:
 
     tables: dict[str, dynamodb.Table] = field(default_factory=dict)
     indexes: dict[str, tuple[str, ...]] = field(default_factory=dict)  # table -> its index names
+    keyed_by_job: frozenset[str] = frozenset()  # tables whose partition key is the job
+    prefix: str = DEFAULT_PREFIX  # the stage: secret names are "<prefix>/<logical>"
+    readers: dict[str, list[iam.IRole]] = field(default_factory=dict)  # secret -> roles granted it
     queues: dict[str, sqs.IQueue] = field(default_factory=dict)
     secrets: dict[str, secretsmanager.ISecret] = field(default_factory=dict)
 
@@ -77,7 +104,9 @@ class CatalogResources:
         for name in spec.queues:
             env[queue_env(name)] = self.queues[name].queue_url
         for name in spec.secrets:
-            env[secret_env(name)] = secret_name(name)
+            env[secret_env(name)] = secret_name(name, self.prefix)
+        for name, value in sorted(getattr(spec, "config", {}).items()):
+            env[config_env(name)] = value
         for name in providers_of(spec):
             env[provider_env(name)] = PROVIDER_DEFAULT_URLS[name]
         return env
@@ -89,10 +118,12 @@ class CatalogResources:
             self._grant_own_items(grantee, self.tables[RUNS_TABLE.name], RUN_ACTIONS, spec.name)
         for name, access in sorted(spec.tables.items()):
             table = self.tables[name]
-            actions = READ_ACTIONS if access == "read" else READ_ACTIONS + WRITE_ACTIONS
+            if name in self.keyed_by_job and isinstance(spec, JobSpec):
+                self._grant_own_items(grantee, table, actions_of(access, keyed_by_job=True), spec.name)
+                continue
             grantee.grant_principal.add_to_principal_policy(
                 iam.PolicyStatement(
-                    actions=list(actions),
+                    actions=list(actions_of(access)),
                     resources=[table.table_arn]
                     + [f"{table.table_arn}/index/{index}" for index in self.indexes.get(name, ())],
                 )
@@ -101,6 +132,8 @@ class CatalogResources:
             self.queues[name].grant_send_messages(grantee)
         for name in sorted(spec.secrets):
             self.secrets[name].grant_read(grantee)
+            if isinstance(grantee, lambda_.Function) and grantee.role is not None:
+                self.readers.setdefault(name, []).append(grantee.role)
 
     @staticmethod
     def _grant_own_items(grantee: iam.IGrantable, table: dynamodb.Table, actions, job: str) -> None:

@@ -9,10 +9,16 @@ from typing import Any
 
 from aws_cdk import App, Validations
 
+from jobfence.config import DEFAULT_PREFIX
 from infra.stack import JobfenceStack
 
-STACK_NAME = "jobfence"
+STACK_NAME = DEFAULT_PREFIX  # the stack of the default stage; another stage's stack is named by its prefix
 SCHEDULES_CONTEXT = "schedules"
+
+
+def stack_name(prefix: str) -> str:
+    """The CloudFormation stack of a stage: its prefix, so two stages live side by side in one account."""
+    return prefix
 
 
 def schedules_enabled(app: App) -> bool:
@@ -28,11 +34,12 @@ def build_app(app: App, catalog: Any, **overrides: Any) -> JobfenceStack:
 
     `overrides` are extra stack arguments for tests (e.g. `health=True`).
     """
+    prefix = str(app.node.try_get_context("prefix") or DEFAULT_PREFIX)
     stack = JobfenceStack(
         app,
-        STACK_NAME,
+        stack_name(prefix),
         catalog=catalog,
-        prefix=str(app.node.try_get_context("prefix") or "jobfence"),
+        prefix=prefix,
         schedules_enabled=schedules_enabled(app),
         description="jobfence: durable scheduled jobs and background batches",
         **overrides,

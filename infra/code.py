@@ -1,6 +1,6 @@
 """The one code asset (`functions/`) and its dependency layer, built without Docker.
 
-The layer is `pip install`ed locally for python3.12 on x86_64 from manylinux
+The layer is `pip install`ed locally for the runtime (`RUNTIME`, python3.14) on x86_64 from manylinux
 wheels only, so `cdk synth` needs no Docker. Its asset hash is the hash of
 `functions/requirements.txt`, so editing job code never rebuilds the layer and
 an unchanged requirements file reuses the bundle already in cdk.out.
@@ -22,7 +22,7 @@ from constructs import Construct
 
 from infra.validation import FUNCTIONS_DIR
 
-RUNTIME = lambda_.Runtime.PYTHON_3_12
+RUNTIME = lambda_.Runtime.PYTHON_3_14  # the newest Lambda Python runtime; the pinned wheels exist for cp314
 ARCHITECTURE = lambda_.Architecture.X86_64
 REQUIREMENTS = FUNCTIONS_DIR / "requirements.txt"
 SKIP_BUNDLING_CONTEXT = {"aws:cdk:bundling-stacks": []}

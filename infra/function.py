@@ -23,7 +23,7 @@ LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 
 
 class ServiceFunction(Construct):
-    """A python3.12 function running `handler` from the shared code asset.
+    """A function on the newest Python runtime (`infra.code.RUNTIME`) running `handler` from the shared code asset.
 
     Attributes: `function`, `role`, `log_group`.
     """
@@ -85,8 +85,6 @@ class ServiceFunction(Construct):
             "AwsSolutions-IAM5[Resource::*]",
             "X-Ray PutTraceSegments/PutTelemetryRecords support no resource-level permissions",
         )
-        for rule in ("AwsSolutions-L1", "Serverless-LambdaLatestVersion"):
-            acknowledge(self.function, rule, "pinned to python3.12: the layer's manylinux wheels are built for cp312")
         acknowledge(
             self.function,
             "Serverless-LambdaDLQ",

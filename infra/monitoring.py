@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-from aws_cdk import Duration
+from aws_cdk import Aws, Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_iam as iam
@@ -69,6 +69,19 @@ def queue_metric(spec: QueueSpec, name: str) -> cloudwatch.Metric:
     )
 
 
+def alarm_arn_pattern(prefix: str) -> str:
+    """The ARNs of this stage's alarms (every alarm is named "<prefix>-...")."""
+    return f"arn:{Aws.PARTITION}:cloudwatch:{Aws.REGION}:{Aws.ACCOUNT_ID}:alarm:{prefix}-*"
+
+
+def alarm_source_conditions(prefix: str) -> dict:
+    """Conditions admitting CloudWatch only on behalf of this account's alarms of this stage."""
+    return {
+        "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+        "ArnLike": {"aws:SourceArn": alarm_arn_pattern(prefix)},
+    }
+
+
 def not_running_window(spec: JobSpec) -> tuple[int, int]:
     """(period seconds, evaluation periods) covering two of the job's intervals."""
     interval = tick_interval_s(spec)
@@ -103,15 +116,29 @@ class Monitoring(Construct):
             description=f"{prefix}: encrypts alarm notifications",
             enable_key_rotation=True,
         )
-        # CloudWatch publishes alarms to an encrypted topic only if it may use the key.
+        # CloudWatch publishes to an encrypted topic only if the topic admits it AND it may use the key;
+        # both admit it only for this account's alarms of this stage (confused-deputy conditions).
+        from_our_alarms = alarm_source_conditions(prefix)
+        cloudwatch_principal = iam.ServicePrincipal("cloudwatch.amazonaws.com")
         key.add_to_resource_policy(
             iam.PolicyStatement(
-                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-                actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                sid="CloudWatchAlarmsUseTheKey",
+                principals=[cloudwatch_principal],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
                 resources=["*"],  # in a key policy "*" means this key
+                conditions=from_our_alarms,
             )
         )
         self.topic = sns.Topic(self, "Alarms", topic_name=f"{prefix}-alarms", master_key=key, enforce_ssl=True)
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsPublish",
+                principals=[cloudwatch_principal],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions=from_our_alarms,
+            )
+        )
         self._action = actions.SnsAction(self.topic)
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=prefix)
 

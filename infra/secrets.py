@@ -1,21 +1,33 @@
-"""One Secrets Manager secret per logical secret the catalog names, under its fixed name.
+"""One Secrets Manager secret per logical secret the catalog names, under its stage's fixed name.
 
-Functions receive the fixed name (`jobfence.config.secret_name`) as a literal
-and may read a secret only when their catalog entry lists it (`grant_read` in
-`CatalogResources.grant`). The value is set by an operator after the first
-deploy (docs/operations.md); CloudFormation only creates a random placeholder.
+Functions receive the fixed name (`jobfence.config.secret_name(logical, prefix)`,
+"<prefix>/<logical>") as a literal and may read a secret only when their
+catalog entry lists it (`grant_read` in `CatalogResources.grant`). Each
+secret's resource policy also denies `GetSecretValue` to every principal but
+the roles granted it (`admit_only`), so a role given a broad policy elsewhere
+in the account still cannot read it. The value is set by an operator after
+the first deploy (docs/operations.md, docs/security.md); CloudFormation only
+creates a random placeholder.
 """
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Mapping, Sequence
 
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from jobfence.config import secret_name
+from jobfence.config import DEFAULT_PREFIX, secret_name
 from infra.nag import acknowledge
 from infra.tables import pascal
+
+# Rotated by the operator (a third party issues them, or `rotate-signing-key` makes them): see docs/security.md.
+ROTATION = {
+    "club_event_signing_key": "rotated by `jobfence rotate-signing-key` (verify key first); no Lambda needed",
+    "club_event_verify_key": "rotated by `jobfence rotate-signing-key` together with the signing key",
+}
+THIRD_PARTY = "a third-party credential: rotated by the operator at the provider, then stored (docs/security.md)"
 
 
 class CatalogSecrets(Construct):
@@ -28,7 +40,7 @@ class CatalogSecrets(Construct):
     name is fixed anyway.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, names: Iterable[str]) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, names: Iterable[str], prefix: str = DEFAULT_PREFIX) -> None:
         super().__init__(scope, construct_id)
         self.secrets: dict[str, secretsmanager.Secret] = {}
         self.grantable: dict[str, secretsmanager.ISecret] = {}
@@ -36,15 +48,26 @@ class CatalogSecrets(Construct):
             secret = secretsmanager.Secret(
                 self,
                 pascal(name),
-                secret_name=secret_name(name),
-                description=f"jobfence secret {name!r}: value set by an operator, read only by the entries that list it",
+                secret_name=secret_name(name, prefix),
+                description=f"{prefix} secret {name!r}: value set by an operator, read only by the entries that list it",
             )
-            acknowledge(
-                secret,
-                "AwsSolutions-SMG4",
-                "a third-party credential: rotated by the operator at the provider, not by a Lambda",
-            )
+            acknowledge(secret, "AwsSolutions-SMG4", ROTATION.get(name, THIRD_PARTY))
             self.secrets[name] = secret
             self.grantable[name] = secretsmanager.Secret.from_secret_name_v2(
-                self, f"{pascal(name)}ByName", secret_name(name)
+                self, f"{pascal(name)}ByName", secret_name(name, prefix)
+            )
+
+    def admit_only(self, readers: Mapping[str, Sequence[iam.IRole]]) -> None:
+        """Deny reading each secret to every principal but the roles granted it."""
+        for name, secret in self.secrets.items():
+            roles = list(readers.get(name, ()))
+            secret.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid="OnlyTheNamedRolesRead",
+                    effect=iam.Effect.DENY,
+                    principals=[iam.AnyPrincipal()],
+                    actions=["secretsmanager:GetSecretValue"],
+                    resources=["*"],  # in a resource policy "*" means this secret
+                    conditions={"StringNotEquals": {"aws:PrincipalArn": [r.role_arn for r in roles] or ["none"]}},
+                )
             )

@@ -46,12 +46,14 @@ class JobfenceStack(Stack):
             name: WorkQueue(self, f"Queue{pascal(name)}", spec=spec, prefix=prefix)
             for name, spec in sorted(self.catalog.queues.items())
         }
-        self.secrets = CatalogSecrets(self, "Secrets", names=[s for spec in specs for s in spec.secrets])
+        self.secrets = CatalogSecrets(self, "Secrets", names=[s for spec in specs for s in spec.secrets], prefix=prefix)
         self.resources = CatalogResources(
             tables=self.tables.tables,
             indexes={name: tuple(i.name for i in spec.indexes) for name, spec in self.catalog.tables.items()},
+            keyed_by_job=frozenset(name for name, spec in self.catalog.tables.items() if spec.keyed_by_job),
             queues={name: q.queue for name, q in self.queues.items()},
             secrets=self.secrets.grantable,
+            prefix=prefix,
         )
 
         code = FunctionCode(self, "Code")
@@ -69,6 +71,7 @@ class JobfenceStack(Stack):
         }
         for queue in self.queues.values():
             queue.attach_worker(code=code, resources=self.resources)
+        self.secrets.admit_only(self.resources.readers)
         # The health handler is optional: without handlers/health.py the app still deploys.
         if health is None:
             health = handler_file(HEALTH_HANDLER).is_file()

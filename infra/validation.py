@@ -24,6 +24,8 @@ SCHEDULED_HANDLER = "handlers.scheduled.handler"
 # Lambda function names allow 64 characters; the longest name we derive is "<prefix>-<name>-worker".
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _MAX_DERIVED_NAME = 64
+# A stage prefix names the stack, every physical resource and the secrets ("<prefix>/<logical>").
+_PREFIX = re.compile(r"^[a-z][a-z0-9-]{0,23}$")
 
 
 def deployable(catalog: Any, prefix: str) -> Registry:
@@ -31,6 +33,8 @@ def deployable(catalog: Any, prefix: str) -> Registry:
 
     Raises `CatalogError` naming the entry when something cannot be deployed.
     """
+    if not _PREFIX.match(prefix):
+        raise CatalogError(f"prefix {prefix[:40]!r}: expected 1-24 of a-z 0-9 - starting with a letter")
     core = {t.name for t in CORE_TABLES}
     registry = Registry(
         tables=[t for t in catalog.tables.values() if t.name not in core],

@@ -20,6 +20,7 @@ ENV_TABLE_PREFIX = "TABLE_"
 ENV_QUEUE_PREFIX = "QUEUE_"
 ENV_SECRET_PREFIX = "SECRET_"
 ENV_PROVIDER_PREFIX = "PROVIDER_"
+ENV_CONFIG_PREFIX = "CONFIG_"  # a catalog entry's static settings (JobSpec.config)
 ENV_WORKER_QUEUE = "WORKER_QUEUE"  # a queue worker's own queue (catalog name): selects its pipeline
 
 # Real base URLs of the external HTTP APIs; the local runtime points these at loopback stubs.
@@ -30,7 +31,7 @@ PROVIDER_DEFAULT_URLS = {
     "generator": "https://listing-generator.example/api",
     "publisher": "https://marketplace.example/api",
 }
-SECRET_NAME_PREFIX = "jobfence/"  # secrets have fixed names, so env vars carry literals, not references
+DEFAULT_PREFIX = "jobfence"  # the stage prefix (CDK context `prefix`) of the stack and every physical name
 
 METRICS_NAMESPACE = "jobfence"
 
@@ -50,14 +51,22 @@ def secret_env(logical_name: str) -> str:
     return ENV_SECRET_PREFIX + logical_name.upper()
 
 
+def config_env(name: str) -> str:
+    """Environment variable that carries one of a catalog entry's static settings."""
+    return ENV_CONFIG_PREFIX + name.upper()
+
+
 def provider_env(name: str) -> str:
     """Environment variable that carries the base URL of an external provider's API."""
     return f"{ENV_PROVIDER_PREFIX}{name.upper()}_URL"
 
 
-def secret_name(logical_name: str) -> str:
-    """The fixed Secrets Manager name of a logical secret."""
-    return SECRET_NAME_PREFIX + logical_name
+def secret_name(logical_name: str, prefix: str = DEFAULT_PREFIX) -> str:
+    """The fixed Secrets Manager name of a logical secret in the stage `prefix` ("<prefix>/<logical>").
+
+    Names are fixed (not generated), so environment variables carry literals, not references.
+    """
+    return f"{prefix}/{logical_name}"
 
 
 def _prefixed(environ: Mapping[str, str], prefix: str) -> dict[str, str]:
@@ -73,6 +82,7 @@ class Settings(BaseModel):
     queues: dict[str, str] = Field(default_factory=dict)
     secrets: dict[str, str] = Field(default_factory=dict)
     providers: dict[str, str] = Field(default_factory=dict)
+    config: dict[str, str] = Field(default_factory=dict)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]):
@@ -81,6 +91,7 @@ class Settings(BaseModel):
         data["tables"] = _prefixed(environ, ENV_TABLE_PREFIX)
         data["queues"] = _prefixed(environ, ENV_QUEUE_PREFIX)
         data["secrets"] = _prefixed(environ, ENV_SECRET_PREFIX)
+        data["config"] = _prefixed(environ, ENV_CONFIG_PREFIX)
         data["providers"] = {
             k[len(ENV_PROVIDER_PREFIX) : -len("_URL")].lower(): v
             for k, v in environ.items()
@@ -115,6 +126,13 @@ class Settings(BaseModel):
             return self.secrets[logical_name]
         except KeyError:
             raise SettingsError(f"{secret_env(logical_name)} is not set: this function has no secret {logical_name!r}") from None
+
+    def setting(self, name: str) -> str:
+        """One of the entry's static settings (`JobSpec.config`)."""
+        try:
+            return self.config[name]
+        except KeyError:
+            raise SettingsError(f"{config_env(name)} is not set: this function has no setting {name!r}") from None
 
     def provider_url(self, name: str) -> str:
         """Base URL of an external provider this function calls."""

@@ -15,7 +15,12 @@ from typing import Any, Callable, Iterable, Literal, Mapping
 
 from jobfence.errors import JobfenceError, UnknownJob
 
-Access = Literal["read", "read_write"]
+# Table access a catalog entry declares. Scan is granted only where a store scans ("..._scan"): a
+# query-only reader never gets it. A table keyed by job (partition key `job`) is granted under
+# `dynamodb:LeadingKeys` = the job's own name, so no job reaches another job's rows there.
+Access = Literal["read", "read_scan", "read_write", "read_write_scan"]
+ACCESS_LEVELS = ("read", "read_scan", "read_write", "read_write_scan")
+JOB_KEY = "job"  # the partition key name that marks a table as keyed by job
 KeyType = Literal["S", "N"]
 
 DEFAULT_LEASE_TTL_S = 30 * 60
@@ -52,6 +57,11 @@ class TableSpec:
     indexes: tuple[IndexSpec, ...] = ()
     description: str = ""
 
+    @property
+    def keyed_by_job(self) -> bool:
+        """Whether each job owns its own partition (granted under `dynamodb:LeadingKeys`)."""
+        return self.partition_key[0] == JOB_KEY
+
 
 @dataclass(frozen=True)
 class JobSpec:
@@ -73,6 +83,7 @@ class JobSpec:
     queues: tuple[str, ...] = ()
     secrets: tuple[str, ...] = ()
     providers: tuple[str, ...] = ()  # external HTTP APIs it calls (base URL in PROVIDER_<NAME>_URL)
+    config: Mapping[str, str] = field(default_factory=dict)  # static settings (CONFIG_<NAME>), e.g. an allowlist
     batch_budget_s: int = 30  # do not start a batch with less Lambda time left than this
     memory_mb: int = 256
     description: str = ""
@@ -157,7 +168,10 @@ class Registry:
             raise CatalogError(f"{where}: timeout {job.timeout_s}s is outside Lambda's 1..900s")
         if job.batch_budget_s >= job.timeout_s:
             raise CatalogError(f"{where}: batch budget {job.batch_budget_s}s must be below the timeout {job.timeout_s}s")
-        self._check_uses(where, job.subsystem, job.tables, job.queues)
+        for key, value in job.config.items():
+            if not (key.replace("_", "").isalnum() and key.lower() == key) or not isinstance(value, str) or len(value) > 2000:
+                raise CatalogError(f"{where}: config {str(key)[:40]!r} must be lower_snake_case with a text value")
+        self._check_uses(where, job.subsystem, job.tables, job.queues, job_scoped=True)
 
     def _check_queue(self, queue: QueueSpec) -> None:
         where = f"queue entry {queue.name!r}"
@@ -168,15 +182,19 @@ class Registry:
             )
         if queue.max_receive_count < 5:
             raise CatalogError(f"{where}: maxReceiveCount {queue.max_receive_count} is under 5")
-        self._check_uses(where, queue.subsystem, queue.tables, queue.queues)
+        self._check_uses(where, queue.subsystem, queue.tables, queue.queues, job_scoped=False)
 
-    def _check_uses(self, where: str, subsystem: str, tables: Mapping[str, Access], queues: Iterable[str]) -> None:
+    def _check_uses(self, where: str, subsystem: str, tables: Mapping[str, Access], queues: Iterable[str],
+                    *, job_scoped: bool) -> None:
         for table_name, access in tables.items():
             table = self.tables.get(table_name)
             if table is None:
                 raise CatalogError(f"{where}: unknown table {table_name!r}")
-            if access not in ("read", "read_write"):
-                raise CatalogError(f"{where}: access {access!r} on {table_name!r} is not read or read_write")
+            if access not in ACCESS_LEVELS:
+                raise CatalogError(f"{where}: access {access!r} on {table_name!r} is not one of {', '.join(ACCESS_LEVELS)}")
+            if table.keyed_by_job and (access.endswith("_scan") or not job_scoped):
+                raise CatalogError(f"{where}: table {table_name!r} is keyed by job: only a job may use it, "
+                                   "through its own partition (no scan)")
             if table.subsystem not in (subsystem, SHARED_SUBSYSTEM):
                 raise CatalogError(
                     f"{where}: table {table_name!r} belongs to subsystem {table.subsystem!r}, not {subsystem!r}"

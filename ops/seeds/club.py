@@ -104,7 +104,9 @@ Role-Id: 110000000000000002
 Valid-From: 2026-01-01T00:00:00Z
 Valid-Until: 2027-01-01T00:00:00Z
 """
-MALFORMED_EMAIL = "From: someone@example.com\nSubject: hi\n\nno receipt here"
+MALFORMED_EMAIL = "From: shop@photoclub.example\nSubject: hi\n\nno receipt here"
+# A receipt that fails DKIM (forged or altered on the way): quarantined, never a receipt.
+UNAUTHENTIC_VERDICTS = {"spfVerdict": {"status": "PASS"}, "dkimVerdict": {"status": "FAIL"}, "dmarcVerdict": {"status": "FAIL"}}
 
 
 def seed_for_runtime(tables: dict[str, str], clock, discord: Any | None) -> dict[str, int]:
@@ -118,10 +120,12 @@ def seed_for_runtime(tables: dict[str, str], clock, discord: Any | None) -> dict
     seed(tables, clock, ids)
     counts = {"club_jobs_with_work": 7}
     if "club_email_intake" in tables:
+        from jobs.club.email_auth import MailVerdicts
         from jobs.club.stores.email_intake import EmailIntakeStore
 
         intake = EmailIntakeStore(tables["club_email_intake"], clock)
-        intake.put("intake-good", GOOD_RECEIPT_EMAIL)
-        intake.put("intake-malformed", MALFORMED_EMAIL)
-        counts["email_intake"] = 2
+        intake.put("intake-good", GOOD_RECEIPT_EMAIL, MailVerdicts.passed())
+        intake.put("intake-malformed", MALFORMED_EMAIL, MailVerdicts.passed())
+        intake.put("intake-unauthentic", GOOD_RECEIPT_EMAIL, MailVerdicts.from_ses_receipt(UNAUTHENTIC_VERDICTS))
+        counts["email_intake"] = 3
     return counts

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from jobfence.config import provider_env, secret_env, secret_name
-from jobs.club.catalog import DISCORD_TOKEN_SECRET, NOTIFICATIONS_QUEUE, SCHEDULER_JOBS, SIGNING_KEY_SECRET
+from jobs.club.catalog import DISCORD_TOKEN_SECRET, NOTIFICATIONS_QUEUE, SCHEDULER_JOBS
+from jobs.club.signing import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
 from tests.infra.cfn import as_list, env, function_of_role, of_type, role_statements
 
 WORKER = f"jobfence-{NOTIFICATIONS_QUEUE}-worker"
@@ -37,6 +38,14 @@ def test_the_scheduler_roles_have_no_permission_on_the_discord_token(synthesized
     for job in SCHEDULER_JOBS:
         assert f"jobfence-{job.name}" not in readers[secret_name(DISCORD_TOKEN_SECRET)]
         assert f"jobfence-{job.name}" in readers[secret_name(SIGNING_KEY_SECRET)]
+        assert f"jobfence-{job.name}" not in readers[secret_name(VERIFY_KEY_SECRET)]
+
+
+def test_signing_and_verifying_are_separate_rights(synthesized):
+    # The jobs hold the private key; the worker only the public one, so a compromised worker cannot sign.
+    readers = _secret_readers(synthesized.resources)
+    assert readers[secret_name(SIGNING_KEY_SECRET)] == {f"jobfence-{job.name}" for job in SCHEDULER_JOBS}
+    assert readers[secret_name(VERIFY_KEY_SECRET)] == {WORKER}
 
 
 def test_the_scheduler_functions_have_no_discord_token_name_or_url(synthesized):

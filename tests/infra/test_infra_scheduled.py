@@ -33,7 +33,7 @@ def test_every_rule_targets_a_function_of_a_registered_job_whose_handler_exists(
         job = each.catalog.job(env(fn)[ENV_JOB_NAME])
         assert module_file(job.entry.partition(":")[0]).is_file()
         assert rule["Properties"]["Name"] == f"jobfence-{job.name}"
-        assert fn["Properties"]["Runtime"] == "python3.12"
+        assert fn["Properties"]["Runtime"] == "python3.14"
         assert fn["Properties"]["Timeout"] == job.timeout_s and fn["Properties"]["MemorySize"] == job.memory_mb
 
 

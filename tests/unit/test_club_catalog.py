@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from jobs.catalog import CATALOG
-from jobs.club.catalog import DISCORD_TOKEN_SECRET, NOTIFICATIONS_QUEUE, SIGNING_KEY_SECRET
+from jobs.club.catalog import DISCORD_TOKEN_SECRET, NOTIFICATIONS_QUEUE
+from jobs.club.signing import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
 
 
 def _club_jobs():
@@ -37,12 +38,14 @@ def test_jobs_that_change_discord_send_signed_events_to_the_queue():
             continue
         assert job.queues == (NOTIFICATIONS_QUEUE,) and job.secrets == (SIGNING_KEY_SECRET,), job.name
         assert job.tables.get("club_outbox") == "read_write", job.name
+        assert VERIFY_KEY_SECRET not in job.secrets, job.name
 
 
-def test_only_the_discord_worker_holds_the_token():
+def test_only_the_discord_worker_holds_the_token_and_it_can_verify_but_not_sign():
     queue = CATALOG.queues[NOTIFICATIONS_QUEUE]
     assert queue.handler == "handlers.discord.handler"
-    assert set(queue.secrets) == {DISCORD_TOKEN_SECRET, SIGNING_KEY_SECRET}
+    assert set(queue.secrets) == {DISCORD_TOKEN_SECRET, VERIFY_KEY_SECRET}
+    assert queue.queues == ()  # it sends to no queue (its own URL comes with its event source)
     assert queue.providers == ("discord",)
     assert queue.tables == {"club_event_nonces": "read_write"}
 

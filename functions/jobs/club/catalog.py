@@ -3,22 +3,28 @@
 The seven club jobs run every 30 minutes, each on its own rule and Lambda
 (none waits for another). The email-intake retry has its own 5-minute rule.
 Jobs that change Discord may send to the notification queue and read the
-event signing key, never the Discord token: only the queue's worker
-(`handlers.discord.handler`) can read that secret or call Discord.
+event signing (private) key, never the Discord token: only the queue's worker
+(`handlers.discord.handler`) can read that secret or call Discord, and it
+holds only the verify (public) key, so it cannot sign. The worker does not
+send to its own queue (it only changes a received message's visibility,
+which its event source grants).
 """
 
 from jobfence.expiry import EXPIRY_INDEX_SPEC
 from jobfence.registry import JobSpec, QueueSpec, TableSpec
 from jobs.club.stores.email_intake import RETRY_INDEX_SPEC
 from jobs.club.stores.memberships import ACTIVE_INDEX_SPEC
+from jobs.club.signing import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
 from jobs.club.stores.reminders import DUE_INDEX_SPEC
 from providers.discord import DISCORD_SECRET
 
 SUBSYSTEM = "club"
 EVERY_30_MINUTES = "cron(0/30 * * * ? *)"  # seed 002: */30 * * * *
 EVERY_5_MINUTES = "rate(5 minutes)"
+# The only From addresses a receipt may come from (after SPF, DKIM and DMARC PASS): the shop's.
+# A deployment that changes the shop's address changes this line (docs/security.md).
+RECEIPT_SENDERS = "shop@photoclub.example"
 NOTIFICATIONS_QUEUE = "club_notifications"
-SIGNING_KEY_SECRET = "club_event_signing_key"
 DISCORD_TOKEN_SECRET = DISCORD_SECRET
 
 TABLES = (
@@ -121,7 +127,7 @@ SCHEDULER_JOBS = (
     _club_job(
         "reconcile_membership_roles",
         "memberships_jobs:build_reconcile_membership_roles",
-        {"club_memberships": "read_write", "club_receipts": "read"},
+        {"club_memberships": "read_write_scan", "club_receipts": "read"},  # pages through every membership
         "add and remove Discord roles where receipt data and applied roles differ",
     ),
     _club_job(
@@ -164,7 +170,8 @@ EMAIL_INTAKE_JOB = JobSpec(
     interval_s=300,
     timeout_s=120,
     tables={"club_email_intake": "read_write", "club_receipts": "read_write"},
-    description="parse due intake emails into receipts; back off on failure, dead after the attempts cap",
+    config={"receipt_senders": RECEIPT_SENDERS},
+    description="authenticate and parse due intake emails into receipts; quarantine the unauthentic, back off on failure",
 )
 
 JOBS = (*SCHEDULER_JOBS, EMAIL_INTAKE_JOB)
@@ -180,8 +187,7 @@ QUEUES = (
         batch_size=10,
         max_concurrency=2,
         tables={"club_event_nonces": "read_write"},
-        queues=(NOTIFICATIONS_QUEUE,),  # its own URL, to change a rate-limited message's visibility
-        secrets=(DISCORD_TOKEN_SECRET, SIGNING_KEY_SECRET),
+        secrets=(DISCORD_TOKEN_SECRET, VERIFY_KEY_SECRET),
         providers=("discord",),
         description="signed Discord events; the only consumer that holds the Discord token",
     ),

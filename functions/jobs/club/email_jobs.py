@@ -1,10 +1,14 @@
 """`retry_email_intake` (seed 002): the Email Worker's own 5-minute job over retryable intake records.
 
-Each due record is parsed into a receipt and delivered (the receipt recorded
-and the record marked delivered in one fenced transaction). A failure backs
-off exponentially; the attempt that reaches the cap makes the record dead,
+Each due record is first authenticated (`email_auth`: SPF, DKIM and DMARC
+PASS and a From address on the job's `receipt_senders` allowlist); one that
+is not is quarantined with the reason, kept and never parsed. An authentic
+record is parsed into a receipt and delivered (the receipt recorded and the
+record marked delivered in one fenced transaction). A parse failure backs off
+exponentially; the attempt that reaches the cap makes the record dead,
 keeping the reason. One bad record never holds up the others.
 
+    pending --not authentic--> quarantined (reason kept)
     pending --parse ok--> delivered
        |  \\--fails, attempts < cap--> pending (next_attempt_at = now + backoff)
        \\----fails, attempts = cap--> dead (last_error kept)
@@ -16,6 +20,7 @@ from typing import Any, Iterator
 
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.club.changes import commit_plain
+from jobs.club.email_auth import RECEIPT_SENDERS, SenderAllowlist, quarantine_reason
 from jobs.club.email_receipts import ReceiptRejected, parse_receipt
 from jobs.club.stores.email_intake import EmailIntakeStore, IntakeStatus
 from jobs.club.stores.receipts import ReceiptStore
@@ -32,16 +37,22 @@ def backoff_ms(attempts: int) -> int:
     return min(BACKOFF_BASE_MS * 2 ** max(attempts - 1, 0), BACKOFF_MAX_MS)
 
 
-def retry_email_intake(intake: EmailIntakeStore, receipts: ReceiptStore, ctx: RunContext) -> Iterator[dict[str, Any]]:
-    """Deliver due intake records; back off failures; dead at the cap with the reason kept."""
+def retry_email_intake(intake: EmailIntakeStore, receipts: ReceiptStore, senders: SenderAllowlist,
+                       ctx: RunContext) -> Iterator[dict[str, Any]]:
+    """Deliver due authentic intake records; quarantine the rest; back off failures; dead at the cap."""
     for _ in range(MAX_BATCHES):
         now = ctx.now_ms()
         ids = intake.due(now, BATCH)
-        counts = {"delivered": 0, "retried": 0, "dead": 0, "skipped": 0}
+        counts = {"delivered": 0, "retried": 0, "dead": 0, "quarantined": 0, "skipped": 0}
         for intake_id in ids:
             row = intake.get(intake_id)
             if row is None or row.status != IntakeStatus.PENDING.value or int(row.next_attempt_at) > now:
                 counts["skipped"] += 1
+                continue
+            reason = quarantine_reason(row.raw, intake.verdicts(row), senders)
+            if reason is not None:
+                outcome = "quarantined" if commit_plain(ctx, [intake.quarantined_op(row, reason, now)]) else "skipped"
+                counts[outcome] += 1
                 continue
             try:
                 receipt = parse_receipt(row.raw)
@@ -63,4 +74,5 @@ def retry_email_intake(intake: EmailIntakeStore, receipts: ReceiptStore, ctx: Ru
 def build_retry_email_intake(deps: JobDeps):
     intake = EmailIntakeStore(deps.settings.table("club_email_intake"), deps.clock)
     receipts = ReceiptStore(deps.settings.table("club_receipts"), deps.clock)
-    return lambda ctx: retry_email_intake(intake, receipts, ctx)
+    senders = SenderAllowlist(deps.settings.setting(RECEIPT_SENDERS))
+    return lambda ctx: retry_email_intake(intake, receipts, senders, ctx)

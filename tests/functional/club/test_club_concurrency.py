@@ -22,12 +22,12 @@ from jobfence.scheduled import RunContext
 from jobfence.triggers import Trigger
 from jobs.catalog import CATALOG
 from jobs.club.delivery import DiscordDelivery
-from jobs.club.events import Verifier
+from jobs.club.email_auth import MailVerdicts
 from jobs.club.stores.email_intake import EmailIntakeStore
 from jobs.club.stores.nonces import NonceStore
 from providers.discord import FakeDiscord
 from tests.support import create_catalog_tables
-from tests.functional.club.club_harness import SIGNING_KEY, Club, make_club
+from tests.functional.club.club_harness import Club, club_verifier, make_club
 from ops.seeds.club import existing_messages, seed
 from tests.unit.test_club_email_receipts import GOOD
 
@@ -53,8 +53,8 @@ def server_club(server_session, clock, monkeypatch) -> Club:
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", server_session.endpoint)
     club = make_club(server_session, server_session.client("dynamodb"), clock, create_catalog_tables)
     seed(club.tables, club.clock)
-    EmailIntakeStore(club.tables["club_email_intake"], club.clock).put("good", GOOD)
-    EmailIntakeStore(club.tables["club_email_intake"], club.clock).put("bad", "not an email")
+    EmailIntakeStore(club.tables["club_email_intake"], club.clock).put("good", GOOD, MailVerdicts.passed())
+    EmailIntakeStore(club.tables["club_email_intake"], club.clock).put("bad", "From: shop@photoclub.example\n\nnot a receipt", MailVerdicts.passed())
     return club
 
 
@@ -85,7 +85,7 @@ def _deliver_all(club: Club) -> FakeDiscord:
     for channel, message_id in existing_messages():
         discord.add_message(channel, message_id)
     nonces = NonceStore(club.tables["club_event_nonces"], club.clock)
-    delivery = DiscordDelivery(Verifier(SIGNING_KEY.encode(), club.clock), nonces, discord, None, Logger(), Metrics())
+    delivery = DiscordDelivery(club_verifier(club.clock), nonces, discord, None, Logger(), Metrics())
     for message in club.drain_queue():
         record = SQSRecord({"messageId": message["MessageId"], "receiptHandle": message["ReceiptHandle"],
                             "body": message["Body"]})

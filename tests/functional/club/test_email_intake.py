@@ -5,6 +5,7 @@ from __future__ import annotations
 from tests.functional.club.club_harness import club  # noqa: F401 - the fixture
 
 from jobs.club.email_jobs import ATTEMPTS_CAP, backoff_ms
+from jobs.club.email_auth import MailVerdicts
 from jobs.club.stores.email_intake import EmailIntakeStore, IntakeStatus
 from jobs.club.stores.receipts import ReceiptStore
 from tests.unit.test_club_email_receipts import GOOD
@@ -18,8 +19,8 @@ def _stores(club):
 def test_a_good_email_becomes_a_receipt_and_a_malformed_one_ends_dead_after_the_cap(club):
     # GIVEN one good receipt email and one malformed one, both due now
     intake, receipts = _stores(club)
-    intake.put("good", GOOD)
-    intake.put("bad", "From: someone@example.com\nSubject: hi\n\nno receipt here")
+    intake.put("good", GOOD, MailVerdicts.passed())
+    intake.put("bad", "From: shop@photoclub.example\nSubject: hi\n\nno receipt here", MailVerdicts.passed())
     # WHEN the job runs
     first = club.run("retry_email_intake")
     # THEN the good one is delivered (its receipt recorded) and the bad one backs off
@@ -45,7 +46,7 @@ def test_a_good_email_becomes_a_receipt_and_a_malformed_one_ends_dead_after_the_
 
 def test_a_record_is_not_retried_before_its_back_off(club):
     intake, _ = _stores(club)
-    intake.put("bad", "garbage")
+    intake.put("bad", "From: shop@photoclub.example\n\ngarbage", MailVerdicts.passed())
     club.run("retry_email_intake")
     club.clock.advance(minutes=4)  # under the 5-minute back-off, and a tick that passes the 0.9 gate
     club.clock.advance(seconds=30)
@@ -60,9 +61,37 @@ def test_backoff_doubles_and_is_capped():
 
 def test_a_repeated_run_does_not_deliver_twice(club):
     intake, receipts = _stores(club)
-    intake.put("good", GOOD)
+    intake.put("good", GOOD, MailVerdicts.passed())
     club.run("retry_email_intake")
     club.clock.advance(minutes=5)
     again = club.run("retry_email_intake")
     assert again["summary"].get("delivered", 0) == 0
     assert intake.get("good").attempts == 1
+
+
+def test_an_unauthenticated_or_unlisted_email_is_quarantined_with_its_reason_never_a_receipt(club):
+    from jobs.club.email_auth import MailVerdicts
+
+    intake, receipts = _stores(club)
+    # GIVEN a well-formed receipt that failed DKIM/DMARC, one with no verdicts, and one from another sender
+    failed = MailVerdicts.from_ses_receipt({"spfVerdict": {"status": "PASS"}, "dkimVerdict": {"status": "FAIL"},
+                                            "dmarcVerdict": {"status": "FAIL"}})
+    intake.put("forged", GOOD, failed)
+    intake.put("unverified", GOOD, MailVerdicts())
+    intake.put("stranger", GOOD.replace("shop@photoclub.example", "shop@evil.example"), MailVerdicts.passed())
+    # WHEN the job runs (and runs again later)
+    first = club.run("retry_email_intake")
+    club.clock.advance(hours=1)
+    club.run("retry_email_intake")
+    # THEN none became a receipt: each is quarantined once, raw kept, with a reason that never echoes the sender
+    assert first["summary"]["quarantined"] == 3 and first["summary"]["delivered"] == 0
+    assert receipts.for_member("m-2") == []
+    reasons = {}
+    for intake_id in ("forged", "unverified", "stranger"):
+        row = intake.get(intake_id)
+        assert row.status == IntakeStatus.QUARANTINED.value and row.raw and row.retry_shard is None
+        assert row.attempts == 0  # never parsed, never retried
+        reasons[intake_id] = row.last_error
+    assert reasons == {"forged": "not authenticated: DKIM FAIL, DMARC FAIL",
+                       "unverified": "not authenticated: SPF MISSING, DKIM MISSING, DMARC MISSING",
+                       "stranger": "sender not on the receipt allowlist"}

@@ -1,7 +1,10 @@
 """Store of email intake records (`club_email_intake`): raw receipt emails waiting to be delivered.
 
-    intake_id (key) | raw | status | attempts | next_attempt_at | retry_shard | last_error
-    | receipt_id | received_at | finished_at
+    intake_id (key) | raw | spf | dkim | dmarc | status | attempts | next_attempt_at | retry_shard
+    | last_error | receipt_id | received_at | finished_at
+
+`spf`, `dkim`, `dmarc` are the receiving server's verdicts, stored with the
+email; a record lacking them is quarantined like a failed one.
 
 `retry_shard` exists only while the record is pending: the sparse index
 `retry_due` (retry_shard, next_attempt_at) lists the records whose next attempt
@@ -20,6 +23,7 @@ from pynamodb.models import Model
 
 from jobfence.clock import Clock
 from jobfence.dynamo import bind
+from jobs.club.email_auth import MISSING, MailVerdicts
 from jobs.club.stores.due import due_index_spec, due_rows, shard_of
 
 RETRY_INDEX = "retry_due"
@@ -33,6 +37,7 @@ class IntakeStatus(str, enum.Enum):
     PENDING = "pending"  # stored by the Email Worker; retried by retry_email_intake with back-off
     DELIVERED = "delivered"  # set by retry_email_intake once its receipt is recorded; terminal
     DEAD = "dead"  # set by retry_email_intake when the attempts cap is reached; terminal, reason kept
+    QUARANTINED = "quarantined"  # set by retry_email_intake when the email is not authentic; terminal, kept
 
 
 class _IntakeDue(GlobalSecondaryIndex):
@@ -50,6 +55,9 @@ class _Intake(Model):
 
     intake_id = UnicodeAttribute(hash_key=True)
     raw = UnicodeAttribute()
+    spf = UnicodeAttribute(null=True)
+    dkim = UnicodeAttribute(null=True)
+    dmarc = UnicodeAttribute(null=True)
     status = UnicodeAttribute()
     attempts = NumberAttribute(default=0)
     next_attempt_at = NumberAttribute()
@@ -68,11 +76,17 @@ class EmailIntakeStore:
         self.model: Any = bind(_Intake, table_name)
         self._clock = clock
 
-    def put(self, intake_id: str, raw: str) -> None:
-        """Store a received email for its first attempt now."""
+    def put(self, intake_id: str, raw: str, verdicts: MailVerdicts) -> None:
+        """Store a received email and its authentication verdicts for its first attempt now."""
         now = self._clock.now_ms()
-        self.model(intake_id, raw=raw, status=IntakeStatus.PENDING.value, attempts=0, next_attempt_at=now,
+        self.model(intake_id, raw=raw, spf=verdicts.spf, dkim=verdicts.dkim, dmarc=verdicts.dmarc,
+                   status=IntakeStatus.PENDING.value, attempts=0, next_attempt_at=now,
                    retry_shard=shard_of(intake_id), received_at=now).save(condition=self.model.intake_id.does_not_exist())
+
+    @staticmethod
+    def verdicts(row: Any) -> MailVerdicts:
+        """The stored verdicts of a record (MISSING where none was stored)."""
+        return MailVerdicts(row.spf or MISSING, row.dkim or MISSING, row.dmarc or MISSING)
 
     def get(self, intake_id: str) -> Any | None:
         try:
@@ -98,6 +112,13 @@ class EmailIntakeStore:
         m = self.model
         actions = [m.attempts.set(int(row.attempts) + 1), m.next_attempt_at.set(next_attempt_at),
                    m.last_error.set(error[:MAX_ERROR_CHARS])]
+        return {"Update": m(row.intake_id).get_update_kwargs_from_instance(actions=actions, condition=self._guard(row, now_ms))}
+
+    def quarantined_op(self, row: Any, reason: str, now_ms: int) -> dict[str, Any]:
+        """Terminal, without an attempt: the email is kept with the reason and never parsed."""
+        m = self.model
+        actions = [m.status.set(IntakeStatus.QUARANTINED.value), m.last_error.set(reason[:MAX_ERROR_CHARS]),
+                   m.finished_at.set(now_ms), m.retry_shard.remove()]
         return {"Update": m(row.intake_id).get_update_kwargs_from_instance(actions=actions, condition=self._guard(row, now_ms))}
 
     def dead_op(self, row: Any, error: str, now_ms: int) -> dict[str, Any]:

@@ -1,0 +1,172 @@
+"""Security properties of the synthesized app (issue: rotatable secrets, isolation, alarms that reach someone).
+
+- a table keyed by job (the club outbox) is granted only under `dynamodb:LeadingKeys` = the job;
+- Scan only where an entry declares a scanning access level;
+- the Discord worker cannot send to any queue;
+- every secret's resource policy denies reading to all but the roles granted it;
+- the alarm topic admits CloudWatch (this account's alarms of this stage only), and so does its key;
+- a stage prefix names the stack, every physical name and the secrets: two stages synthesize side by side.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jobs.club.catalog import NOTIFICATIONS_QUEUE
+from tests.infra.cfn import as_list, function_of_role, of_type, ref_id, role_statements
+
+WORKER = f"jobfence-{NOTIFICATIONS_QUEUE}-worker"
+
+
+def _table_ids(resources: dict) -> dict[str, str]:
+    """Logical id -> physical name of every table."""
+    return {k: v["Properties"]["TableName"] for k, v in of_type(resources, "AWS::DynamoDB::Table").items()}
+
+
+def _statements_by_function(resources: dict) -> dict[str, list[dict]]:
+    roles = function_of_role(resources)
+    out: dict[str, list[dict]] = {}
+    for role, statement in role_statements(resources):
+        if role in roles:
+            out.setdefault(roles[role]["Properties"]["FunctionName"], []).append(statement)
+    return out
+
+
+def _on_table(statement: dict, table_id: str) -> bool:
+    return any(ref_id(r) == table_id for r in as_list(statement["Resource"]))
+
+
+def test_each_club_job_reaches_only_its_own_outbox_rows(synthesized):
+    tables = {name: k for k, name in _table_ids(synthesized.resources).items()}
+    outbox = tables["jobfence-club_outbox"]
+    users = [j for j in synthesized.catalog.jobs.values() if "club_outbox" in j.tables]
+    assert len(users) == 7
+    statements = _statements_by_function(synthesized.resources)
+    for job in users:
+        on_outbox = [s for s in statements[f"jobfence-{job.name}"] if _on_table(s, outbox)]
+        assert on_outbox, job.name
+        for statement in on_outbox:
+            # THEN only its own partition, and no action that carries no key (Scan, DescribeTable)
+            assert statement["Condition"] == {"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [job.name]}}
+            assert not {"dynamodb:Scan", "dynamodb:DescribeTable"} & set(as_list(statement["Action"]))
+    others = [f for f, ss in statements.items() if f not in {f"jobfence-{j.name}" for j in users}
+              and any(_on_table(s, outbox) for s in ss)]
+    assert others == []
+
+
+def test_scan_is_granted_only_where_an_entry_declares_a_scanning_level(each):
+    names = _table_ids(each.resources)
+    statements = _statements_by_function(each.resources)
+    entries = {f"jobfence-{j.name}": j for j in each.catalog.jobs.values()}
+    entries |= {f"jobfence-{q.name}-worker": q for q in each.catalog.queues.values()}
+    for function, spec in entries.items():
+        scanned = {names[ref_id(r)] for s in statements.get(function, []) if "dynamodb:Scan" in as_list(s["Action"])
+                   for r in as_list(s["Resource"]) if ref_id(r) in names}
+        declared = {f"jobfence-{t}" for t, access in spec.tables.items() if access.endswith("_scan")}
+        assert scanned == declared, function
+
+
+def test_the_discord_worker_sends_to_no_queue(synthesized):
+    statements = _statements_by_function(synthesized.resources)[WORKER]
+    actions = {a for s in statements for a in as_list(s["Action"])}
+    assert not {a for a in actions if a.startswith("sqs:Send")}, actions
+    # its own queue is still consumed (event source) and a rate-limited message's visibility changed
+    assert "sqs:ChangeMessageVisibility" in actions
+
+
+def test_every_secret_denies_reading_to_all_but_the_roles_granted_it(each):
+    resources = each.resources
+    secrets = of_type(resources, "AWS::SecretsManager::Secret")
+    policies = {ref_id(p["Properties"]["SecretId"]): p["Properties"]["ResourcePolicy"]
+                for p in of_type(resources, "AWS::SecretsManager::ResourcePolicy").values()}
+    assert set(policies) == set(secrets)
+    roles = function_of_role(resources)
+    for secret_id, secret in secrets.items():
+        logical = secret["Properties"]["Name"].split("/", 1)[1]
+        (deny,) = [s for s in policies[secret_id]["Statement"] if s["Effect"] == "Deny"]
+        assert deny["Action"] == "secretsmanager:GetSecretValue" and deny["Principal"] == {"AWS": "*"}
+        admitted = {ref_id(arn) for arn in as_list(deny["Condition"]["StringNotEquals"]["aws:PrincipalArn"])}
+        expected = {role for role, fn in roles.items()
+                    if any(logical in spec.secrets and fn["Properties"]["FunctionName"] in
+                           (f"jobfence-{spec.name}", f"jobfence-{spec.name}-worker")
+                           for spec in [*each.catalog.jobs.values(), *each.catalog.queues.values()])}
+        assert admitted == expected, logical
+
+
+def _cloudwatch_conditions(statement: dict) -> None:
+    conditions = statement["Condition"]
+    assert conditions["StringEquals"]["aws:SourceAccount"] == {"Ref": "AWS::AccountId"}
+    rendered = json.dumps(conditions["ArnLike"]["aws:SourceArn"])
+    assert ":alarm:jobfence-*" in rendered and "AWS::AccountId" in rendered
+
+
+def test_the_alarm_topic_admits_cloudwatch_for_this_stages_alarms_only(each):
+    (policy,) = of_type(each.resources, "AWS::SNS::TopicPolicy").values()
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    (publish,) = [s for s in statements if s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}]
+    assert publish["Effect"] == "Allow" and publish["Action"] == "sns:Publish"
+    _cloudwatch_conditions(publish)
+    # the key lets CloudWatch encrypt for the topic under the same conditions
+    (key,) = of_type(each.resources, "AWS::KMS::Key").values()
+    (use,) = [s for s in key["Properties"]["KeyPolicy"]["Statement"]
+              if s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}]
+    assert set(as_list(use["Action"])) == {"kms:Decrypt", "kms:GenerateDataKey*"}
+    _cloudwatch_conditions(use)
+    # and every alarm notifies that topic, named so the SourceArn pattern covers it
+    topic = ref_id(publish["Resource"]) if isinstance(publish["Resource"], dict) else ref_id(as_list(publish["Resource"])[0])
+    for alarm in of_type(each.resources, "AWS::CloudWatch::Alarm").values():
+        assert alarm["Properties"]["AlarmName"].startswith("jobfence-")
+        assert [ref_id(a) for a in alarm["Properties"]["AlarmActions"]] == [topic]
+
+
+NAME_PROPERTIES = {
+    "AWS::Lambda::Function": "FunctionName",
+    "AWS::DynamoDB::Table": "TableName",
+    "AWS::SQS::Queue": "QueueName",
+    "AWS::SNS::Topic": "TopicName",
+    "AWS::CloudWatch::Alarm": "AlarmName",
+    "AWS::CloudWatch::Dashboard": "DashboardName",
+    "AWS::Events::Rule": "Name",
+    "AWS::SecretsManager::Secret": "Name",
+}
+
+
+def _physical_names(resources: dict) -> set[str]:
+    names = set()
+    for kind, prop in NAME_PROPERTIES.items():
+        for resource in of_type(resources, kind).values():
+            value = resource["Properties"].get(prop)
+            assert isinstance(value, str), (kind, value)
+            names.add(value)
+    return names
+
+
+@pytest.fixture(scope="module")
+def staging(synthesize_app):
+    from jobs.catalog import CATALOG
+
+    return synthesize_app(CATALOG, prefix="staging")
+
+
+def test_two_stages_synthesize_side_by_side_with_no_shared_name(synthesized, staging):
+    stack, template = staging
+    resources = template.to_json()["Resources"]
+    # GIVEN the default stage and a staging stage of the same catalog
+    assert stack.stack_name == "staging" and synthesized.stack.stack_name == "jobfence"
+    staging_names, default_names = _physical_names(resources), _physical_names(synthesized.resources)
+    # THEN every physical name of staging carries its prefix, and none is the default stage's
+    assert all(n == "staging" or n.startswith(("staging-", "staging/")) for n in staging_names), sorted(staging_names)[:5]
+    assert not staging_names & default_names
+    # AND its functions are told the staging secret names, and granted those (not jobfence/*)
+    rendered = json.dumps(resources)
+    assert "jobfence/" not in rendered and ":secret:staging/" in rendered
+
+
+def test_a_bad_prefix_is_refused_before_synthesis(synthesize_app):
+    from jobfence.registry import CatalogError
+    from jobs.catalog import CATALOG
+
+    with pytest.raises(CatalogError, match="prefix"):
+        synthesize_app(CATALOG, prefix="Bad/Prefix")
