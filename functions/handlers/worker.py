@@ -22,6 +22,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 
 from jobfence.clock import Clock, SystemClock
 from jobfence.config import METRICS_NAMESPACE, WorkerSettings
+from jobfence.sqs_batch import split_records
 from jobfence.registry import QueueSpec
 from jobfence.work import Worker
 from jobs.catalog import CATALOG
@@ -66,11 +67,20 @@ def handler_of(parts: Parts) -> Callable[[Any, Any], dict]:
     @parts.metrics.log_metrics
     @parts.logger.inject_lambda_context(log_event=False)
     def handler(event, context):
-        records = event.get("Records") if isinstance(event, dict) else None
-        result = parts.worker.process(records or [], context.get_remaining_time_in_millis())
+        # A non-SQS event is an InvalidEvent; a record without id, receipt handle or body cannot be reported back
+        # by id, so it is counted and dropped rather than raising a KeyError out of the handler.
+        batch = split_records(event)
+        if batch.malformed:
+            parts.logger.warning("worker_records_dropped",
+                                 extra={"count": batch.malformed, "reason": "no messageId, receiptHandle or body"})
+            parts.metrics.add_metric(name="malformed_records", unit=MetricUnit.Count, value=batch.malformed)
+        if not batch.records:
+            return {"batchItemFailures": []}  # Powertools refuses an empty batch; there is nothing to report
+        result = parts.worker.process(batch.records, context.get_remaining_time_in_millis())
         for tally, count in result.counts.items():
             parts.metrics.add_metric(name=tally.value, unit=MetricUnit.Count, value=count)
-        return process_partial_response(event=event, record_handler=result.settle, processor=processor, context=context)
+        return process_partial_response(event=batch.event(), record_handler=result.settle, processor=processor,
+                                        context=context)
 
     return handler
 

@@ -7,6 +7,7 @@ import json
 import sys
 
 import pytest
+from aws_lambda_powertools import Metrics
 
 from jobfence.clock import FrozenClock, SystemClock
 from jobfence.config import provider_env, queue_env, secret_env, table_env
@@ -101,8 +102,8 @@ def test_forged_and_malformed_samples_are_acknowledged_as_rejected_and_never_rea
                                                                                              caplog, monkeypatch):
     module, stub, *_ = worker
     counted: list[str] = []
-    add_metric = module.metrics.add_metric
-    monkeypatch.setattr(module.metrics, "add_metric", lambda **kw: (counted.append(kw["name"]), add_metric(**kw)))
+    add_metric = Metrics.add_metric  # the handler's Metrics is built inside build(): count through the class
+    monkeypatch.setattr(Metrics, "add_metric", lambda self, **kw: (counted.append(kw["name"]), add_metric(self, **kw))[1])
     for name in ("malformed_discord_forged", "malformed_discord_body", "discord_batch"):
         event = load_event(name)
         out = module.handler(event, lambda_context)

@@ -74,6 +74,28 @@ def test_the_handler_turns_the_sample_batch_into_a_partial_response(monkeypatch,
     )
 
 
+@pytest.mark.parametrize("event", [{"Records": [{}]}, {"Records": [None, 3]}, {"Records": [{"messageId": "m", "body": 1}]},
+                                   {"Records": []}])
+def test_records_without_an_id_or_body_are_dropped_and_counted_never_a_key_error(monkeypatch, worker_env,
+                                                                                lambda_context, event):
+    # GIVEN a hand-made event whose records Lambda would never send WHEN handled
+    module = load_worker_module(monkeypatch, FakeGenerator())
+    counted: list[str] = []
+    add_metric = Metrics.add_metric  # the handler's Metrics is built inside build(): count through the class
+    monkeypatch.setattr(Metrics, "add_metric", lambda self, **kw: (counted.append(kw["name"]), add_metric(self, **kw))[1])
+    # THEN an empty partial response (nothing can be named back), and the dropped records are counted
+    assert module.handler(event, lambda_context) == {"batchItemFailures": []}
+    assert counted.count("malformed_records") == (1 if event["Records"] else 0)
+
+
+def test_a_non_sqs_event_is_a_clear_error(monkeypatch, worker_env, lambda_context):
+    from jobfence.errors import InvalidEvent
+
+    module = load_worker_module(monkeypatch, FakeGenerator())
+    with pytest.raises(InvalidEvent, match="SQS batch"):
+        module.handler({"detail": "x"}, lambda_context)
+
+
 def test_the_publish_samples_parse_as_expected():
     good = [parse_wakeup(r["body"]) for r in load_event("sqs_publish_batch")["Records"]]
     assert {k.batch_id for k in good} == {"pub-2026-01-01"}
