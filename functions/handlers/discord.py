@@ -20,6 +20,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, process_partia
 from aws_lambda_powertools.utilities.batch import EventType as BatchEventType
 
 from jobfence.clock import Clock, SystemClock
+from jobfence.tracing import handler_tracer, traced
 from jobfence.config import METRICS_NAMESPACE, Settings
 from jobfence.sqs_batch import split_records
 from jobs.club.catalog import DISCORD_TOKEN_SECRET, NOTIFICATIONS_QUEUE, SUBSYSTEM
@@ -35,6 +36,7 @@ def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict
     settings = Settings.from_environ(environ)
     session = boto3.Session()
     logger = Logger(service=SUBSYSTEM)
+    tracer = handler_tracer(SUBSYSTEM)
     logger.append_keys(worker="discord", stage=NOTIFICATIONS_QUEUE)
     metrics = Metrics(namespace=METRICS_NAMESPACE, service=SUBSYSTEM)
     metrics.set_default_dimensions(job=NOTIFICATIONS_QUEUE)
@@ -52,6 +54,7 @@ def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict
 
     @metrics.log_metrics
     @logger.inject_lambda_context(log_event=False)
+    @traced(tracer)
     def handler(event, context):
         batch = split_records(event)  # a non-SQS event is an InvalidEvent; a record without id or body is dropped
         if batch.malformed:

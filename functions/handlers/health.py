@@ -14,6 +14,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 
 from jobfence.clock import Clock, SystemClock
+from jobfence.tracing import handler_tracer, traced
 from jobs.catalog import CATALOG
 from jobs.club.catalog import SCHEDULER_JOBS, SUBSYSTEM
 
@@ -21,6 +22,7 @@ SERVICE_NAME = "club-scheduler"
 JOB_COUNT = sum(1 for job in SCHEDULER_JOBS if CATALOG.jobs.get(job.name) == job)
 
 logger = Logger(service=SUBSYSTEM)
+tracer = handler_tracer(SUBSYSTEM)
 app = APIGatewayHttpResolver()
 
 
@@ -34,6 +36,7 @@ def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict
     """The same handler for every environment and clock: the health answer reads neither."""
 
     @logger.inject_lambda_context(log_event=False)
+    @traced(tracer)
     def handler(event, context):
         return app.resolve(event, context)
 

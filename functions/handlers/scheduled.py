@@ -16,6 +16,7 @@ import boto3
 from aws_lambda_powertools import Logger, Metrics
 
 from jobfence.clock import Clock, SystemClock
+from jobfence.tracing import handler_tracer, traced
 from jobfence.config import METRICS_NAMESPACE, ScheduledSettings
 from jobfence.lease import LeaseStore
 from jobfence.runs import RunStore
@@ -31,6 +32,7 @@ def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict
     session = boto3.Session()
     dynamodb = session.client("dynamodb")
     logger = Logger(service=spec.subsystem)
+    tracer = handler_tracer(spec.subsystem)
     logger.append_keys(worker=spec.subsystem, stage=spec.name)
     metrics = Metrics(namespace=METRICS_NAMESPACE, service=spec.subsystem)
     metrics.set_default_dimensions(job=spec.name)
@@ -41,6 +43,7 @@ def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict
 
     @metrics.log_metrics
     @logger.inject_lambda_context(log_event=False)
+    @traced(tracer)
     def handler(event, context):
         trigger = parse_trigger(event, clock)
         return runner.run(spec, job, trigger, context).as_dict()

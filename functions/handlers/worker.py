@@ -21,6 +21,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 
 from jobfence.clock import Clock, SystemClock
+from jobfence.tracing import handler_tracer, traced
 from jobfence.config import METRICS_NAMESPACE, WorkerSettings
 from jobfence.sqs_batch import split_records
 from jobfence.registry import QueueSpec
@@ -66,6 +67,7 @@ def handler_of(parts: Parts) -> Callable[[Any, Any], dict]:
 
     @parts.metrics.log_metrics
     @parts.logger.inject_lambda_context(log_event=False)
+    @traced(handler_tracer(parts.spec.subsystem))
     def handler(event, context):
         # A non-SQS event is an InvalidEvent; a record without id, receipt handle or body cannot be reported back
         # by id, so it is counted and dropped rather than raising a KeyError out of the handler.

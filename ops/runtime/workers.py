@@ -181,6 +181,7 @@ class WorkerPool:
                 "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{info.name}",
                 "LAMBDA_TASK_ROOT": str(self._code_dirs[function]),
                 "_HANDLER": info.handler,
+                "POWERTOOLS_TRACE_DISABLED": "true",  # no X-Ray daemon here: Powertools Tracer stays off
             }
         )
         env.update(info.environment)

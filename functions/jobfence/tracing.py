@@ -1,0 +1,68 @@
+"""Powertools Tracer for every handler: the invocation, its AWS calls and its HTTP calls as X-Ray subsegments.
+
+Each handler builds one `Tracer` at cold start (`handler_tracer`) and wraps its
+entry point with `traced`. Only `botocore` (every boto3 and pynamodb call) and
+`httplib` (the stdlib HTTP client under urllib and urllib3: Discord, PayPal)
+are patched. Nothing of a payload is recorded: the handler's response and
+errors are not captured into metadata (`capture_response=False`,
+`capture_error=False`) and no annotation is added; an HTTP subsegment carries
+the method, URL and status code only.
+
+An exception's *message* may quote whatever it was handed, and the X-Ray SDK
+would copy it into the subsegment when it crosses the subsegment's edge. So
+`traced` catches it inside, marks the subsegment as a fault with the
+exception's class name only, and re-raises the original outside.
+
+Outside Lambda (tests, the embedded runtime, which sets
+POWERTOOLS_TRACE_DISABLED) Powertools disables tracing itself.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from aws_lambda_powertools import Tracer
+
+PATCHED_MODULES = ("botocore", "httplib")
+
+
+def handler_tracer(service: str) -> Tracer:
+    """The function's tracer, patching AWS and HTTP calls."""
+    return Tracer(service=service, patch_modules=PATCHED_MODULES)
+
+
+@dataclass(frozen=True)
+class _Raised:
+    error: BaseException
+
+
+def traced(tracer: Tracer) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Wrap a Lambda handler in a subsegment that records neither its response nor its error's text."""
+
+    def decorate(handler: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(handler)
+        def inside(event: Any, context: Any) -> Any:
+            try:
+                return handler(event, context)
+            except Exception as exc:  # re-raised unchanged by `outside`, past the subsegment's edge
+                if not tracer.disabled:
+                    subsegment = tracer.provider.current_subsegment()
+                    if subsegment is not None:
+                        subsegment.add_fault_flag()
+                        subsegment.put_metadata("error_type", type(exc).__name__, tracer.service)
+                return _Raised(exc)
+
+        recorded = tracer.capture_lambda_handler(capture_response=False, capture_error=False)(inside)
+
+        @functools.wraps(handler)
+        def outside(event: Any, context: Any) -> Any:
+            result = recorded(event, context)
+            if isinstance(result, _Raised):
+                raise result.error
+            return result
+
+        return outside
+
+    return decorate
