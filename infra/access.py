@@ -60,7 +60,6 @@ READ_ACTIONS = (
 )
 SCAN_ACTIONS = ("dynamodb:Scan",)
 WRITE_ACTIONS = ("dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
-# DescribeTable carries no key, so under a LeadingKeys condition it would be allowed for any caller: left out.
 ACCESS_ACTIONS = {
     "read": READ_ACTIONS,
     "read_scan": READ_ACTIONS + SCAN_ACTIONS,
@@ -73,6 +72,7 @@ def actions_of(access: str, keyed_by_job: bool = False) -> tuple[str, ...]:
     """The DynamoDB actions of a declared access level (key-bearing ones only for a job-keyed table)."""
     actions = ACCESS_ACTIONS[access]
     if keyed_by_job:
+        # Scan and DescribeTable carry no key: under a LeadingKeys condition they would be allowed anyway.
         actions = tuple(a for a in actions if a not in SCAN_ACTIONS + ("dynamodb:DescribeTable",))
     return actions
 

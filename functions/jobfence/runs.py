@@ -41,7 +41,7 @@ from jobfence.dynamo import (
     refused_item,
     retry_transient,
 )
-from jobfence.errors import JobfenceError, StoreError
+from jobfence.errors import JobfenceError, StoreError, bounded
 from jobfence.lease import LeaseStore, Term, predecessor_term, unreleased_term
 
 RUN_ROW_RETENTION_MS = 90 * 24 * 3_600_000
@@ -318,7 +318,7 @@ def _ttl(epoch_ms: int) -> int:
 
 
 def _bounded(text: str) -> str:
-    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
+    return bounded(text, MAX_ERROR_CHARS)
 
 
 def _serialize(item: Mapping[str, Any]) -> dict[str, Any]:
