@@ -21,9 +21,9 @@ from jobs.club.catalog import QUEUES
 from jobfence.scheduled import DEFAULT_SAFETY_MARGIN_MS
 from providers.discord import DiscordRejected, DiscordUnavailable, FakeDiscord
 from tests.fault_hooks import Fault, ScriptedFaults, pynamodb_client
-from tests.support import create_catalog_tables
+from tests.support import create_catalog_tables, signing_keys
 
-KEY = b"k" * 48
+KEY = b"k" * 32  # the seed of the test signing pair
 
 
 class NoVisibility:
@@ -56,7 +56,7 @@ def nonces(dynamodb, clock):
 
 
 def delivery(nonces, discord, clock):
-    return DiscordDelivery(Verifier(KEY, clock), nonces, discord, NoVisibility(), Logger(service="club"),
+    return DiscordDelivery(Verifier(signing_keys(clock, KEY)[1], clock), nonces, discord, NoVisibility(), Logger(service="club"),
                            Metrics(namespace="jobfence", service="club"))
 
 
@@ -69,12 +69,12 @@ def record(body: str, message_id: str, receipt: str | None = None) -> SQSRecord:
 
 def direct(clock, nonce=None) -> str:
     event = Event.build(EventType.DIRECT_NOTIFICATION, nonce or nonce_for(uuid.uuid4()), user_id="42", content="return the lens")
-    return Signer(KEY, clock).sign(event)
+    return Signer(signing_keys(clock, KEY)[0], clock).sign(event)
 
 
 def post(clock, nonce=None) -> str:
     event = Event.build(EventType.MESSAGE_POST, nonce or nonce_for(uuid.uuid4()), channel_id="7", content="board")
-    return Signer(KEY, clock).sign(event)
+    return Signer(signing_keys(clock, KEY)[0], clock).sign(event)
 
 
 def test_one_message_received_by_two_workers_at_once_reaches_discord_once(nonces, clock):
@@ -192,7 +192,7 @@ def test_a_release_that_fails_never_masks_discords_error_and_the_claim_expires(n
     # GIVEN Discord refuses the edit and the claim's release is throttled on every try
     fake = FakeDiscord()
     event = Event.build(EventType.MESSAGE_EDIT, nonce_for("edit"), channel_id="7", message_id="8", content="x")
-    body = Signer(KEY, clock).sign(event)
+    body = Signer(signing_keys(clock, KEY)[0], clock).sign(event)
     faults = ScriptedFaults(pynamodb_client(nonces.model)).script("DeleteItem", 1, Fault.THROTTLE, times=3)
     worker = delivery(nonces, fake, clock)
     # THEN the worker reports Discord's refusal, not the store's error
