@@ -346,8 +346,12 @@ class Wire:
     # -- SQS (answered by the simulated queues) -------------------------------------------
 
     def _sqs(self, actor: Actor | None, op: str, params: dict[str, Any]) -> Any:
-        if self.queue is None or op != "SendMessageBatch":
+        if self.queue is None or op not in ("SendMessageBatch", "SendMessage"):
             raise RuntimeError(f"the simulator does not model SQS {op}")
+        single = op == "SendMessage"  # one message: the same as a batch of one
+        if single:
+            params = {"QueueUrl": params.get("QueueUrl", ""),
+                      "Entries": [{"Id": "0", "MessageBody": params.get("MessageBody", "")}]}
         fault = None
         if actor is not None:
             self._turn(actor)
@@ -380,6 +384,9 @@ class Wire:
             status = 400 if fault is FaultKind.THROTTLED else 500
             return (_Http(status), {"Error": {"Code": code, "Message": "simulated"},
                                     "ResponseMetadata": {"HTTPStatusCode": status}})
+        if single:
+            return (_Http(200), {"MessageId": ids[0] if ids else "", "MD5OfMessageBody": "",
+                                 "ResponseMetadata": {"HTTPStatusCode": 200}})
         return (_Http(200), {"Successful": [{"Id": e["Id"], "MessageId": m, "MD5OfMessageBody": ""}
                                             for e, m in zip(params.get("Entries", []), ids)],
                              "Failed": [], "ResponseMetadata": {"HTTPStatusCode": 200}})
