@@ -222,6 +222,19 @@ def aws_call(what: str) -> Iterator[None]:
         raise_store_error(exc, what)
 
 
+def get_row(model: Any, *key: Any, what: str) -> Any | None:
+    """One strongly consistent read of a pynamodb row: the row, or None when there is none.
+
+    The one way a store reads a row by key: an error is classified like every
+    other (`aws_call`), never a raw `GetError`.
+    """
+    try:
+        with aws_call(what):
+            return model.get(*key, consistent_read=True)
+    except DoesNotExist:
+        return None
+
+
 def cancellation_reasons(exc: BaseException) -> list[dict[str, Any]]:
     """The per-item reasons of a cancelled transaction (low-level dicts, in item order).
 

@@ -37,7 +37,7 @@ from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
 from jobfence.clock import Clock
-from jobfence.dynamo import ErrorKind, aws_call, bind, classify, raise_store_error
+from jobfence.dynamo import ErrorKind, bind, classify, get_row, raise_store_error
 
 
 class _Quota(Model):
@@ -106,10 +106,8 @@ class QuotaStore:
 
     def balance(self, tenant: str) -> QuotaBalance:
         """The tenant's books (a strongly consistent read); all zero if never granted."""
-        try:
-            with aws_call("reading quota"):
-                row = self.model.get(tenant, consistent_read=True)
-        except self.model.DoesNotExist:
+        row = get_row(self.model, tenant, what="reading quota")
+        if row is None:
             return QuotaBalance(tenant, 0, 0, 0, 0)
         return QuotaBalance(tenant, int(row.limit), int(row.available), int(row.reserved), int(row.refunded))
 

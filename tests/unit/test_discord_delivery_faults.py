@@ -14,6 +14,7 @@ import pytest
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from jobfence.errors import StoreError
 from jobs.club.delivery import DeliveryBusy, DiscordDelivery
 from jobs.club.events import Event, EventType, Signer, Verifier, nonce_for
 from jobs.club.stores.nonces import CLAIM_TTL_MS, NonceState, NonceStore
@@ -130,6 +131,20 @@ def test_a_done_mark_whose_reply_was_lost_is_recorded_and_a_replay_stays_a_repla
     faults.detach()
     assert faults.fired and nonces.state(json.loads(body)["nonce"]) == NonceState.DONE.value
     assert worker.deliver(record(body, "m-2")) == "replayed" and fake.effects() == 1
+
+
+def test_a_failing_nonce_read_is_a_store_error_that_fails_the_record_not_a_raw_pynamodb_error(nonces, clock):
+    # GIVEN a receive whose claim is refused (another receive holds it) and whose state read keeps failing
+    body = direct(clock)
+    held = delivery(nonces, FakeDiscord(), clock)
+    nonce = json.loads(body)["nonce"]
+    nonces.claim(nonce, "another-receive")
+    faults = ScriptedFaults(pynamodb_client(nonces.model)).script("GetItem", 1, Fault.THROTTLE, times=10)
+    # WHEN it is delivered THEN the error is classified (sim seed club 165: pynamodb's GetError escaped)
+    with pytest.raises(StoreError, match="reading an event nonce failed"):
+        held.deliver(record(body, "m-1"))
+    faults.detach()
+    assert faults.fired
 
 
 def test_a_claim_whose_reply_was_lost_is_still_this_receives(nonces, clock):

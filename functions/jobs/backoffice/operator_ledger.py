@@ -16,7 +16,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import bind
+from jobfence.dynamo import bind, get_row
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
 
 
@@ -56,9 +56,8 @@ class OperatorLedgerStore:
 
     def get(self, entry_id: str) -> dict[str, Any] | None:
         """A live entry's operator, action and time; never the session digest."""
-        try:
-            row = self.model.get(entry_id, consistent_read=True)
-        except self.model.DoesNotExist:
+        row = get_row(self.model, entry_id, what="reading a row of operator_ledger")
+        if row is None:
             return None
         if not is_live(row, self._clock.now_ms()):
             return None

@@ -19,7 +19,7 @@ from pynamodb.exceptions import UpdateError
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import bind
+from jobfence.dynamo import bind, get_row
 from jobfence.errors import StoreError
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
 
@@ -68,9 +68,8 @@ class AccountIntentStore:
 
     def status(self, intent_id: str) -> IntentStatus | None:
         """The intent's effective status (live expiry applied), or None if unknown."""
-        try:
-            row = self.model.get(intent_id, consistent_read=True)
-        except self.model.DoesNotExist:
+        row = get_row(self.model, intent_id, what="reading a row of account_intents")
+        if row is None:
             return None
         status = IntentStatus(row.status)
         if status is IntentStatus.UNCONFIRMED and not is_live(row, self._clock.now_ms()):

@@ -24,7 +24,7 @@ from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import bind
+from jobfence.dynamo import bind, get_row
 from jobfence.errors import StoreError
 from jobfence.registry import IndexSpec
 
@@ -102,10 +102,7 @@ class AccountStore:
         ).save(condition=self.model.account_id.does_not_exist())
 
     def get(self, account_id: str) -> Any | None:
-        try:
-            return self.model.get(account_id, consistent_read=True)
-        except self.model.DoesNotExist:
-            return None
+        return get_row(self.model, account_id, what="reading a row of accounts")
 
     def statuses(self, account_ids: Iterable[str]) -> dict[str, str]:
         """Status of each existing account (one BatchGetItem per 100 ids)."""

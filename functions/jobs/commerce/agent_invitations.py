@@ -18,7 +18,7 @@ from pynamodb.exceptions import DeleteError, UpdateError
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import bind
+from jobfence.dynamo import bind, get_row
 from jobfence.errors import StoreError
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
 
@@ -64,9 +64,8 @@ class AgentInvitationStore:
 
     def get(self, invitation_id: str) -> Any | None:
         """A pending invitation that has not expired, or an accepted one (live expiry)."""
-        try:
-            row = self.model.get(invitation_id, consistent_read=True)
-        except self.model.DoesNotExist:
+        row = get_row(self.model, invitation_id, what="reading a row of agent_invitations")
+        if row is None:
             return None
         if row.status == InvitationStatus.PENDING.value and not is_live(row, self._clock.now_ms()):
             return None

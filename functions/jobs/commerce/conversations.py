@@ -9,7 +9,7 @@ from pynamodb.exceptions import DeleteError
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import bind
+from jobfence.dynamo import bind, get_row
 from jobfence.errors import StoreError
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
 
@@ -45,9 +45,8 @@ class ConversationStore:
 
     def get(self, conversation_id: str) -> Any | None:
         """The conversation if it exists and has not expired (live expiry)."""
-        try:
-            row = self.model.get(conversation_id, consistent_read=True)
-        except self.model.DoesNotExist:
+        row = get_row(self.model, conversation_id, what="reading a row of conversations")
+        if row is None:
             return None
         return row if is_live(row, self._clock.now_ms()) else None
 

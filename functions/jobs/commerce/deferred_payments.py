@@ -41,7 +41,7 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import ErrorKind, bind, classify, error_code
+from jobfence.dynamo import ErrorKind, bind, classify, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.registry import IndexSpec
 from jobs.commerce import transact
@@ -124,10 +124,7 @@ class DeferredPaymentStore:
         ).save(condition=self.model.intent_id.does_not_exist())
 
     def get(self, intent_id: str) -> Any | None:
-        try:
-            return self.model.get(intent_id, consistent_read=True)
-        except self.model.DoesNotExist:
-            return None
+        return get_row(self.model, intent_id, what="reading a row of deferred_payments")
 
     def patch_upsell(self, intent_id: str, add_cents: int) -> bool:
         """An accepted upsell: add to the amount and refresh `updated_at` (only while deferred)."""

@@ -30,7 +30,7 @@ from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import bind
+from jobfence.dynamo import bind, get_row
 from jobfence.errors import StoreError
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
 from jobs.commerce import transact
@@ -120,9 +120,8 @@ class DiagnosticStore:
 
     def usage(self, account_id: str) -> tuple[int, int]:
         """(retained_cents, minute_write_cents) currently charged to the account."""
-        try:
-            row = self.model.get(_usage_key(account_id), USAGE, consistent_read=True)
-        except self.model.DoesNotExist:
+        row = get_row(self.model, _usage_key(account_id), USAGE, what="reading a row of diagnostics")
+        if row is None:
             return 0, 0
         return int(row.retained_cents or 0), int(row.minute_write_cents or 0)
 

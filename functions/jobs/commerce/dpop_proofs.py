@@ -14,7 +14,7 @@ from pynamodb.exceptions import PutError
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import bind
+from jobfence.dynamo import bind, get_row
 from jobfence.errors import StoreError
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
 
@@ -52,9 +52,8 @@ class DpopProofStore:
 
     def seen(self, jti: str) -> bool:
         """True if a live row for `jti` exists (live expiry: expired rows are not seen)."""
-        try:
-            row = self.model.get(jti, consistent_read=True)
-        except self.model.DoesNotExist:
+        row = get_row(self.model, jti, what="reading a row of dpop_proofs")
+        if row is None:
             return False
         return is_live(row, self._clock.now_ms())
 

@@ -33,7 +33,7 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import bind
+from jobfence.dynamo import bind, get_row
 from jobfence.errors import StoreError
 from jobfence.registry import IndexSpec
 from jobs.commerce import transact
@@ -173,10 +173,7 @@ class FinancialOperationStore:
         return transact.put(self.table_name, item, "attribute_not_exists(operation_id)")
 
     def get(self, operation_id: str) -> Any | None:
-        try:
-            return self.model.get(operation_id, consistent_read=True)
-        except self.model.DoesNotExist:
-            return None
+        return get_row(self.model, operation_id, what="reading a row of financial_operations")
 
     def due(self, status: OperationStatus, now: int, limit: int) -> list[Any]:
         """Up to `limit` operations in `status` whose due time has come (oldest due first)."""

@@ -21,7 +21,7 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import bind
+from jobfence.dynamo import bind, get_row
 from jobfence.errors import StoreError
 from jobfence.registry import IndexSpec
 from jobs.commerce import transact
@@ -120,10 +120,7 @@ class OrderStore:
         ).save()
 
     def get(self, order_id: str) -> Any | None:
-        try:
-            return self.model.get(order_id, consistent_read=True)
-        except self.model.DoesNotExist:
-            return None
+        return get_row(self.model, order_id, what="reading a row of orders")
 
     def pending_cancellations(self, older_than: int, limit: int) -> list[Any]:
         """Orders waiting in cancellation_pending since before `older_than` (oldest first)."""

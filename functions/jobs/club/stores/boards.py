@@ -20,7 +20,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import bind
+from jobfence.dynamo import bind, get_row
 
 DARKROOM_SCHEDULE = "darkroom_schedule"
 DARKROOM_STATS = "darkroom_stats"
@@ -56,10 +56,7 @@ class BoardStore:
         self.model(board_id, channel_id=channel_id, message_id=message_id, version=0).save()
 
     def get(self, board_id: str) -> Any | None:
-        try:
-            return self.model.get(board_id, consistent_read=True)
-        except self.model.DoesNotExist:
-            return None
+        return get_row(self.model, board_id, what="reading a row of boards")
 
     @staticmethod
     def totals_of(row: Any) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import bind
+from jobfence.dynamo import bind, get_row
 from jobs.club.email_auth import MISSING, MailVerdicts
 from jobs.club.stores.due import due_index_spec, due_rows, shard_of
 
@@ -89,10 +89,7 @@ class EmailIntakeStore:
         return MailVerdicts(row.spf or MISSING, row.dkim or MISSING, row.dmarc or MISSING)
 
     def get(self, intake_id: str) -> Any | None:
-        try:
-            return self.model.get(intake_id, consistent_read=True)
-        except self.model.DoesNotExist:
-            return None
+        return get_row(self.model, intake_id, what="reading a row of email_intake")
 
     def due(self, now_ms: int, limit: int) -> list[str]:
         """Ids of pending records whose next attempt is due (from the sparse index; may be stale)."""

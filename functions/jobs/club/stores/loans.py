@@ -11,7 +11,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import bind
+from jobfence.dynamo import bind, get_row
 
 
 class _Loan(Model):
@@ -40,7 +40,4 @@ class LoanStore:
                                    condition=self.model.loan_id.exists())
 
     def get(self, loan_id: str) -> Any | None:
-        try:
-            return self.model.get(loan_id, consistent_read=True)
-        except self.model.DoesNotExist:
-            return None
+        return get_row(self.model, loan_id, what="reading a row of loans")

@@ -19,7 +19,7 @@ from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import bind
+from jobfence.dynamo import bind, get_row
 from jobs.club.stores.due import due_index_spec, due_rows, shard_of
 
 ACTIVE_INDEX = "active_by_end"
@@ -88,10 +88,7 @@ class MembershipStore:
         ).save()
 
     def get(self, member_id: str) -> Any | None:
-        try:
-            return self.model.get(member_id, consistent_read=True)
-        except self.model.DoesNotExist:
-            return None
+        return get_row(self.model, member_id, what="reading a row of memberships")
 
     def ended(self, now_ms: int, limit: int) -> list[str]:
         """Ids of active memberships whose end has passed (from the sparse index; may be stale)."""

@@ -33,7 +33,7 @@ from pynamodb.exceptions import DeleteError, PutError, UpdateError
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import ErrorKind, bind, classify, error_code
+from jobfence.dynamo import ErrorKind, bind, classify, error_code, get_row
 from jobfence.errors import StoreError
 
 NONCE_TTL_MS = 24 * 3_600_000
@@ -107,10 +107,9 @@ class NonceStore:
         return applied or self.state(nonce) == NonceState.DONE.value
 
     def state(self, nonce: str) -> str | None:
-        try:
-            return self.model.get(nonce, consistent_read=True).state
-        except self.model.DoesNotExist:
-            return None
+        """The nonce's state (strongly consistent), None if it has none; a read error is a `StoreError`."""
+        row = get_row(self.model, nonce, what="reading an event nonce")
+        return None if row is None else row.state
 
     @staticmethod
     def _write(call: Callable[[], Any], what: str) -> bool:

@@ -17,7 +17,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import bind
+from jobfence.dynamo import bind, get_row
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard
 
 
@@ -69,10 +69,7 @@ class PhotoRequestStore:
                    discord_status=DiscordStatus.POSTED.value, channel_id=channel_id, message_id=message_id).save()
 
     def get(self, request_id: str) -> Any | None:
-        try:
-            return self.model.get(request_id, consistent_read=True)
-        except self.model.DoesNotExist:
-            return None
+        return get_row(self.model, request_id, what="reading a row of photo_requests")
 
     def expirable(self, now_ms: int, limit: int) -> list[str]:
         """Ids of open requests past their expiry (from the sparse index; may be stale)."""

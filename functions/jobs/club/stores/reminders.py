@@ -18,7 +18,7 @@ from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import bind
+from jobfence.dynamo import bind, get_row
 from jobs.club.stores.due import due_index_spec, due_rows, shard_of
 
 DUE_INDEX = "due_reminders"
@@ -76,10 +76,7 @@ class ReminderStore:
                    due_shard=shard_of(reminder_id)).save()
 
     def get(self, reminder_id: str) -> Any | None:
-        try:
-            return self.model.get(reminder_id, consistent_read=True)
-        except self.model.DoesNotExist:
-            return None
+        return get_row(self.model, reminder_id, what="reading a row of reminders")
 
     def due(self, now_ms: int, limit: int) -> list[str]:
         """Ids of pending reminders due now (from the sparse index; may be stale)."""
