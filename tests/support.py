@@ -102,17 +102,9 @@ SAMPLE_SIGNING_SEED = bytes(range(32))  # the private key events/discord_batch.j
 
 def signing_pair(seed: bytes | None = None):
     """A `KeyPair` (jobs.club.signing): fixed for a given 32-byte seed, random without one."""
-    import base64
+    from jobs.club.signing import new_key_pair
 
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    from jobs.club.signing import KeyPair, key_id, new_key_pair
-
-    if seed is None:
-        return new_key_pair()
-    private = Ed25519PrivateKey.from_private_bytes(seed)
-    return KeyPair(key_id(private.public_key()), base64.b64encode(seed).decode(),
-                   base64.b64encode(private.public_key().public_bytes_raw()).decode())
+    return new_key_pair(seed)
 
 
 def signing_keys(clock, seed: bytes | None = None):

@@ -103,9 +103,10 @@ class KeyPair:
     verify_value: str
 
 
-def new_key_pair() -> KeyPair:
-    """A new random Ed25519 pair (for rotation and for the local runtime)."""
-    private = Ed25519PrivateKey.generate()
+def new_key_pair(seed: bytes | None = None) -> KeyPair:
+    """A new random Ed25519 pair (for rotation and for the local runtime); a fixed one for a 32-byte `seed`
+    (tests and the simulator, whose runs must replay byte for byte)."""
+    private = Ed25519PrivateKey.generate() if seed is None else Ed25519PrivateKey.from_private_bytes(seed)
     public = private.public_key()
     return KeyPair(
         key_id(public),

@@ -47,6 +47,7 @@ from jobs.club.delivery import DiscordDelivery, claim_token
 from jobs.club.equipment_jobs import send_equipment_reminders
 from jobs.club.events import Signer, Verifier, nonce_for
 from jobs.club.notifications import Publisher, SqsNotificationQueue
+from jobs.club.signing import SigningKeys, VerifyKeyring, new_key_pair
 from jobs.club.stores.loans import LoanStore
 from jobs.club.stores.nonces import CLAIM_TTL_MS, NonceStore
 from jobs.club.stores.outbox import OutboxStore
@@ -57,10 +58,11 @@ from ops.sim.kernel import START_MS, Actor, Crash, SkewedClock
 from ops.sim.queue import SimQueues
 from ops.sim.terms import TermWatch
 from ops.sim.world import MARGIN_MS, NullMetrics, World
+from providers.secrets import MemorySecrets
 from providers.discord import DiscordRateLimited, DiscordUnavailable
 
 JOB = "send_equipment_reminders"
-KEY = b"sim-club-event-signing-key-0123456789abcdef"
+KEY_SEED = b"sim-club-event-signing-key-01234"  # 32 bytes: one fixed Ed25519 pair, so runs replay
 REMINDERS = 8
 POLL_MS = 3_000
 TICK_MS = 10 * 60_000
@@ -168,6 +170,8 @@ class ClubFamily:
         world.data["queues"] = queues
         world.data["url"] = queues.url(NOTIFICATIONS_QUEUE)
         world.data["discord"] = SimDiscord(world)
+        pair = new_key_pair(KEY_SEED)
+        world.data["secrets"] = MemorySecrets({"signing": pair.signing_value, "verify": pair.verify_value})
         clock = SkewedClock(world.kernel.clock)
         loans = LoanStore(world.tables["club_equipment_loans"], clock)
         reminders = ReminderStore(world.tables["club_equipment_reminders"], clock)
@@ -201,7 +205,7 @@ class ClubFamily:
 
     def _changes(self, world: World, clock: Any) -> ChangeLog:
         queue = SqsNotificationQueue(world.wire.sqs, world.data["url"])
-        return ChangeLog(OutboxStore(world.tables["club_outbox"], clock), Publisher(Signer(KEY, clock), queue))
+        return ChangeLog(OutboxStore(world.tables["club_outbox"], clock), Publisher(Signer(SigningKeys(world.data["secrets"], "signing"), clock), queue))
 
     def _job(self, world: World, clock: Any, actor: Actor | None):
         reminders = ReminderStore(world.tables["club_equipment_reminders"], clock)
@@ -226,7 +230,7 @@ class ClubFamily:
         return run
 
     def _delivery(self, world: World, clock: Any) -> DiscordDelivery:
-        return DiscordDelivery(Verifier(KEY, clock), NonceStore(world.tables["club_event_nonces"], clock),
+        return DiscordDelivery(Verifier(VerifyKeyring(world.data["secrets"], "verify", clock), clock), NonceStore(world.tables["club_event_nonces"], clock),
                                world.data["discord"], QueueVisibility(world, world.data["url"]), world.logger,
                                NullMetrics())
 
