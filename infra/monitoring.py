@@ -43,7 +43,7 @@ from infra.work_queue import WorkQueue
 ALARM_PERIOD = Duration.minutes(5)
 DAY_S = 86400
 MAX_EVALUATION_S = 7 * DAY_S  # CloudWatch's longest evaluation range (periods of an hour or more)
-MIN_OLDEST_AGE_S = 15 * 60  # the batch-stale bound (DESIGN §3): older than this, reclaim is due
+MIN_OLDEST_AGE_S = 15 * 60  # the batch-stale bound (docs/architecture.md, "Durable batches"): older than this, reclaim is due
 
 
 def job_metric(spec: JobSpec, name: str, statistic: str, period: Duration = ALARM_PERIOD) -> cloudwatch.Metric:

@@ -1,4 +1,4 @@
-"""`ScheduledJob`: one EventBridge rule -> that job's own function (DESIGN §1).
+"""`ScheduledJob`: one EventBridge rule -> that job's own function (docs/architecture.md).
 
 - The function runs `handlers.scheduled.handler` with `JOB_NAME` and the names
   of the tables, queues and secrets its entry declares; timeout and memory

@@ -5,7 +5,7 @@ One row per tenant; every DynamoDB expression of the quota table lives here.
     tenant (key) | limit | available | reserved | refunded | updated_at | last_grant
 
 `available` is what may still be reserved; `reserved` and `refunded` only ever
-grow, so the books can be checked at any time (DESIGN §4 invariant 7):
+grow, so the books can be checked at any time (invariant 7, docs/guarantees.md):
 
     used = limit - available = reserved - refunded
 

@@ -1,5 +1,5 @@
 """A Hypothesis state machine over durable batches: enqueue, deliver, duplicate, crash a worker,
-advance the clock and reclaim, checking DESIGN §4 invariants 5-7 after every step."""
+advance the clock and reclaim, checking invariants 5-7 (docs/guarantees.md) after every step."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Nothing here talks to AWS. The states are the item row's and the batch row's
 `status`; `ItemKey` is the only thing a wake-up message carries; `Timing`
-holds one pipeline's limits (DESIGN §3), checked so that a live item can never
+holds one pipeline's limits (docs/architecture.md, "Durable batches"), checked so that a live item can never
 look stale.
 """
 
@@ -61,7 +61,7 @@ TERMINAL = (ItemStatus.COMPLETED, ItemStatus.FAILED)
 
 @dataclass(frozen=True)
 class Timing:
-    """Timing and limits of one pipeline (DESIGN §3)."""
+    """Timing and limits of one pipeline (docs/architecture.md, "Durable batches")."""
 
     per_item_timeout_s: int = 240
     item_stale_s: int = 360
