@@ -18,7 +18,9 @@ from ops.sim.campaign import campaign, run_one
 from ops.sim.faults import FaultKind
 from ops.sim.world import Violation
 
-BUDGET = {"lease": (0, 150), "work": (0, 75), "listings": (0, 75)}  # family -> seed range
+BUDGET = {"lease": (0, 90), "work": (0, 45), "listings": (0, 45)}  # family -> seed range (with the domain
+# families' 50, a few hundred runs with the planted-bug checks: under two minutes on two cores; `make sim`
+# runs thousands)
 JOBS = min(2, os.cpu_count() or 1)
 
 # invariant number, pattern of the violation text, the open defect it is (each removed when its fix
@@ -89,7 +91,9 @@ def test_the_checks_catch_a_runner_that_ignores_its_lease(monkeypatch):
     monkeypatch.setattr(LeaseStore, "renew", renew)
     monkeypatch.setattr(LeaseStore, "release", release)
     found = set()
-    for seed in range(0, 200):  # a stale write must land on a live term: a pause at the right call
+    # a stale write must land on a live term: a pause at the right call. Seed 65 is the first that does
+    # today; the window tolerates the simulator's evolution without running 65 clean seeds first
+    for seed in range(65, 265):
         found |= {v.number for v in run_one(seed, "lease").violations}
         if 2 in found:
             break
