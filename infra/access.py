@@ -7,10 +7,10 @@ are `jobfence.config` constants, shared with the runtime) and the grants:
 - leases and runs: a scheduled function may touch only its own job's items
   (IAM condition `dynamodb:LeadingKeys` = job name), with only the actions the
   lease and run stores use;
-- domain tables: the data actions of the declared access level (`read`, `read_scan`,
-  `read_write`, `read_write_scan`: Scan only where a store scans), on the table and its
-  catalog indexes by name (the CDK helpers grant `index/*`, stream reads and Scan, which
-  nothing here needs);
+- domain tables: one action per declared verb (`jobfence.registry.ACCESS_VERBS`:
+  "query+delete", "get+update", "read+scan", ...; Scan only where a store scans), on the
+  table and its catalog indexes by name (the CDK helpers grant `index/*`, stream reads,
+  DescribeTable and Scan, which nothing here needs);
 - a table keyed by job (the club outbox): the same actions, only under
   `dynamodb:LeadingKeys` = the job's own name, so a job reads and writes only its own rows;
 - queues: send only, and a worker never gets send on its own queue unless it lists it;
@@ -44,36 +44,30 @@ from jobfence.config import (
     secret_name,
     table_env,
 )
-from jobfence.registry import LEASES_TABLE, RUNS_TABLE, JobSpec, QueueSpec
+from jobfence.registry import (
+    ACCESS_VERBS,
+    LEASE_ACCESS,
+    LEASES_TABLE,
+    RUN_ACCESS,
+    RUNS_TABLE,
+    JobSpec,
+    QueueSpec,
+    access_actions,
+)
 from infra.validation import providers_of
 
 # Only key-bearing actions are granted under the LeadingKeys condition: ForAllValues is
-# vacuously true for a request without a partition key (Scan), so Scan must never be added here.
-# What the lease store (peek, acquire, renew, release, fence check) and the run store
-# (start = put, finish and died = update, a read after a refusal without old image, recent)
-# call on the core tables; a fenced write adds ConditionCheckItem.
-LEASE_ACTIONS = ("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem")
-RUN_ACTIONS = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query", "dynamodb:UpdateItem")
-READ_ACTIONS = (
-    "dynamodb:BatchGetItem", "dynamodb:ConditionCheckItem", "dynamodb:DescribeTable",
-    "dynamodb:GetItem", "dynamodb:Query",
-)
-SCAN_ACTIONS = ("dynamodb:Scan",)
-WRITE_ACTIONS = ("dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
-ACCESS_ACTIONS = {
-    "read": READ_ACTIONS,
-    "read_scan": READ_ACTIONS + SCAN_ACTIONS,
-    "read_write": READ_ACTIONS + WRITE_ACTIONS,
-    "read_write_scan": READ_ACTIONS + SCAN_ACTIONS + WRITE_ACTIONS,
-}
+# vacuously true for a request without a partition key (Scan), so the registry refuses "scan"
+# on a job-keyed table and `actions_of` would drop it anyway.
+LEASE_ACTIONS = access_actions(LEASE_ACCESS)
+RUN_ACTIONS = access_actions(RUN_ACCESS)
 
 
 def actions_of(access: str, keyed_by_job: bool = False) -> tuple[str, ...]:
-    """The DynamoDB actions of a declared access level (key-bearing ones only for a job-keyed table)."""
-    actions = ACCESS_ACTIONS[access]
+    """The DynamoDB actions of a declared access (key-bearing ones only for a job-keyed table)."""
+    actions = access_actions(access)
     if keyed_by_job:
-        # Scan and DescribeTable carry no key: under a LeadingKeys condition they would be allowed anyway.
-        actions = tuple(a for a in actions if a not in SCAN_ACTIONS + ("dynamodb:DescribeTable",))
+        actions = tuple(a for a in actions if a != ACCESS_VERBS["scan"])
     return actions
 
 

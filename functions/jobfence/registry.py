@@ -15,11 +15,54 @@ from typing import Any, Callable, Iterable, Literal, Mapping
 
 from jobfence.errors import JobfenceError, UnknownJob
 
-# Table access a catalog entry declares. Scan is granted only where a store scans ("..._scan"): a
-# query-only reader never gets it. A table keyed by job (partition key `job`) is granted under
-# `dynamodb:LeadingKeys` = the job's own name, so no job reaches another job's rows there.
-Access = Literal["read", "read_scan", "read_write", "read_write_scan"]
-ACCESS_LEVELS = ("read", "read_scan", "read_write", "read_write_scan")
+# Table access a catalog entry declares: "+"-joined verbs, each one DynamoDB action, so a grant is
+# what the entry's stores call and nothing more ("query+delete", "get+update", "read+scan").
+# "read" and "write" are the two bundles. Scan is a verb of its own: no bundle holds it, so only an
+# entry that declares a scanning store gets it. A table keyed by job (partition key `job`) is granted
+# under `dynamodb:LeadingKeys` = the job's own name, so no job reaches another job's rows there.
+Access = str
+ACCESS_VERBS = {
+    "get": "dynamodb:GetItem",
+    "batch_get": "dynamodb:BatchGetItem",
+    "query": "dynamodb:Query",  # also a `count` (Select=COUNT)
+    "check": "dynamodb:ConditionCheckItem",  # a condition-only item of a TransactWriteItems
+    "scan": "dynamodb:Scan",
+    "put": "dynamodb:PutItem",  # also a TransactWriteItems Put
+    "update": "dynamodb:UpdateItem",
+    "delete": "dynamodb:DeleteItem",
+    "batch_write": "dynamodb:BatchWriteItem",
+}
+ACCESS_BUNDLES = {
+    "read": ("get", "batch_get", "query", "check"),
+    "write": ("put", "update", "delete", "batch_write"),
+}
+# What the core stores call on the two core tables, always under LeadingKeys = the job: the lease
+# store (peek, acquire, renew, release, settle; a fenced write adds a ConditionCheck) and the run
+# store (start = put, finish and died = update, a read after a refusal without old image, recent).
+LEASE_ACCESS = "get+update+check"
+RUN_ACCESS = "get+put+query+update"
+
+
+def access_verbs(access: str) -> frozenset[str]:
+    """The verbs of a declared access ("read+scan" -> get, batch_get, query, check, scan). Raises CatalogError."""
+    tokens = access.split("+") if isinstance(access, str) else [None]
+    verbs: set[str] = set()
+    for token in tokens:
+        if token in ACCESS_BUNDLES:
+            verbs.update(ACCESS_BUNDLES[token])
+        elif token in ACCESS_VERBS:
+            verbs.add(token)
+        else:
+            known = ", ".join([*ACCESS_BUNDLES, *ACCESS_VERBS])
+            raise CatalogError(f"access {str(access)[:60]!r} is not \"+\"-joined verbs of: {known}")
+    return frozenset(verbs)
+
+
+def access_actions(access: str) -> tuple[str, ...]:
+    """The IAM actions of a declared access, sorted."""
+    return tuple(sorted(ACCESS_VERBS[verb] for verb in access_verbs(access)))
+
+
 JOB_KEY = "job"  # the partition key name that marks a table as keyed by job
 KeyType = Literal["S", "N"]
 
@@ -190,9 +233,11 @@ class Registry:
             table = self.tables.get(table_name)
             if table is None:
                 raise CatalogError(f"{where}: unknown table {table_name!r}")
-            if access not in ACCESS_LEVELS:
-                raise CatalogError(f"{where}: access {access!r} on {table_name!r} is not one of {', '.join(ACCESS_LEVELS)}")
-            if table.keyed_by_job and (access.endswith("_scan") or not job_scoped):
+            try:
+                verbs = access_verbs(access)
+            except CatalogError as exc:
+                raise CatalogError(f"{where}: on {table_name!r}: {exc}") from None
+            if table.keyed_by_job and ("scan" in verbs or not job_scoped):
                 raise CatalogError(f"{where}: table {table_name!r} is keyed by job: only a job may use it, "
                                    "through its own partition (no scan)")
             if table.subsystem not in (subsystem, SHARED_SUBSYSTEM):

@@ -90,7 +90,7 @@ def probe_catalog():
         visibility_timeout_s=360,
         max_receive_count=5,
         max_concurrency=2,
-        tables={domain_table: "read_write"},
+        tables={domain_table: "read+write"},
         queues=("probe_work",),
         secrets=("probe_token",),
         description="probe queue",
@@ -108,7 +108,7 @@ def probe_catalog():
     other_table = TableSpec(name="probe_ledger", subsystem="probe_backoffice", partition_key=("id", "S"), ttl_attribute="ttl")
     other_job = dataclasses.replace(
         template_job, name="probe_ledger_cleanup", subsystem="probe_backoffice", schedule="cron(15 3 * * ? *)",
-        interval_s=None, tables={"probe_ledger": "read_write"},
+        interval_s=None, tables={"probe_ledger": "read+write"},
     )
     return Registry(
         tables=[*(t for n, t in CATALOG.tables.items() if n not in core), other_table],

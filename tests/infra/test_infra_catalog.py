@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from jobfence.registry import CatalogError, JobSpec, QueueSpec, TableSpec
+from jobfence.registry import ACCESS_VERBS, CatalogError, JobSpec, QueueSpec, TableSpec, access_verbs
 from jobs.catalog import CATALOG
 from tests.infra.cfn import as_list, function_of_role, env, of_type, ref_id, role_statements
 
@@ -72,11 +72,9 @@ def test_domain_table_grants_follow_declared_access_on_the_table_and_its_indexes
             if table in ("leases", "runs"):
                 continue
             actions = granted[(role, table)]
-            # ... read-only entries cannot write, and only declared scanners scan
-            writes = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
-            assert bool(actions & writes) == access.startswith("read_write"), (spec.name, table, access)
-            assert ("dynamodb:Scan" in actions) == access.endswith("_scan"), (spec.name, table, access)
-            assert "dynamodb:GetItem" in actions
+            # ... one action per declared verb and nothing else (a delete-only entry cannot put,
+            # a query-only one cannot get, and only declared scanners scan)
+            assert actions == {ACCESS_VERBS[verb] for verb in access_verbs(access)}, (spec.name, table, access)
 
 
 def _spec_of(catalog, fn):
@@ -173,3 +171,23 @@ def test_synthesis_refuses_a_table_of_another_subsystem(synthesize_app):
 def test_synthesis_refuses_a_schedule_it_cannot_evaluate(synthesize_app):
     with pytest.raises(CatalogError, match=r"'bad_job'.*needs six fields"):
         synthesize_app(_unvalidated(jobs=[_job(schedule="cron(0 * * * ?)")]))
+
+
+def test_synthesis_refuses_an_access_that_is_not_known_verbs(synthesize_app):
+    # GIVEN the retired coarse level, and a verb with a typo
+    for access in ("read_write", "query+delet"):
+        with pytest.raises(CatalogError, match=r"'bad_job'.*is not \"\+\"-joined verbs of"):
+            synthesize_app(_unvalidated(jobs=[_job(tables={"club_memberships": access})]))
+
+
+def test_access_verbs_are_each_one_action_and_the_bundles_hold_no_scan():
+    assert access_verbs("query+delete") == {"query", "delete"}
+    assert access_verbs("read") == {"get", "batch_get", "query", "check"}
+    assert access_verbs("read+write+scan") == set(ACCESS_VERBS)
+    assert "scan" not in access_verbs("read+write")
+
+
+def test_synthesis_refuses_a_scan_of_a_table_keyed_by_job(synthesize_app):
+    # a Scan carries no partition key, so LeadingKeys could not confine it to the job's own rows
+    with pytest.raises(CatalogError, match=r"'bad_job'.*'club_outbox' is keyed by job"):
+        synthesize_app(_unvalidated(jobs=[_job(tables={"club_outbox": "query+scan"})]))

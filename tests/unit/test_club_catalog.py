@@ -37,7 +37,8 @@ def test_jobs_that_change_discord_send_signed_events_to_the_queue():
         if job.name == "retry_email_intake":
             continue
         assert job.queues == (NOTIFICATIONS_QUEUE,) and job.secrets == (SIGNING_KEY_SECRET,), job.name
-        assert job.tables.get("club_outbox") == "read_write", job.name
+        # its own outbox rows: a put in each commit, the flush pages and deletes; no get, update or scan
+        assert job.tables.get("club_outbox") == "query+put+delete", job.name
         assert VERIFY_KEY_SECRET not in job.secrets, job.name
 
 
@@ -47,7 +48,7 @@ def test_only_the_discord_worker_holds_the_token_and_it_can_verify_but_not_sign(
     assert set(queue.secrets) == {DISCORD_TOKEN_SECRET, VERIFY_KEY_SECRET}
     assert queue.queues == ()  # it sends to no queue (its own URL comes with its event source)
     assert queue.providers == ("discord",)
-    assert queue.tables == {"club_event_nonces": "read_write"}
+    assert queue.tables == {"club_event_nonces": "get+put+update+delete"}
 
 
 def test_every_club_job_entry_imports():

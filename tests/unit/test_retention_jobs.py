@@ -13,6 +13,7 @@ from jobs.catalog import CATALOG
 from jobs.commerce import retention
 from jobs.commerce.conversations import ConversationStore
 from jobs.commerce.dpop_proofs import DpopProofStore
+from tests.grants import within_grant
 
 MINUTE = 60_000
 
@@ -34,8 +35,10 @@ def conversations(tables, clock):
     return ConversationStore(tables["conversations"], clock)
 
 
-def tick(runner, clock, name, job):
-    return runner.run(CATALOG.job(name), job, Trigger("scheduled", clock.now_ms()))
+def tick(runner, tables, clock, name, job):
+    spec = CATALOG.job(name)
+    with within_grant(tables, spec.tables, name):  # the job calls only what its entry is granted
+        return runner.run(spec, job, Trigger("scheduled", clock.now_ms()))
 
 
 def scanned_per_query(client):
@@ -51,7 +54,7 @@ def scanned_per_query(client):
     return totals
 
 
-def test_dpop_cleanup_deletes_expired_rows_in_batches_of_1000_and_keeps_live_ones(runner, proofs, clock, request_counter):
+def test_dpop_cleanup_deletes_expired_rows_in_batches_of_1000_and_keeps_live_ones(runner, tables, proofs, clock, request_counter):
     # GIVEN 2,300 proofs that expire in a minute and 40 that live on
     for i in range(2_300):
         proofs.record(f"old-{i}", clock.now_ms() + MINUTE)
@@ -61,7 +64,7 @@ def test_dpop_cleanup_deletes_expired_rows_in_batches_of_1000_and_keeps_live_one
     request_counter.attach(proofs.model._get_connection().connection.client)
     job = lambda ctx: retention.clean_dpop_proofs(proofs, ctx)  # noqa: E731
     # WHEN the job runs
-    result = tick(runner, clock, "clean_dpop_proofs", job)
+    result = tick(runner, tables, clock, "clean_dpop_proofs", job)
     # THEN three batches (1,000 + 1,000 + 300) deleted every expired row and no live one
     assert result.outcome is Outcome.RAN
     assert result.summary == {"batches": 3, "deleted": 2_300}
@@ -70,12 +73,12 @@ def test_dpop_cleanup_deletes_expired_rows_in_batches_of_1000_and_keeps_live_one
     assert request_counter.count("BatchWriteItem") == 2_300 // 25  # deletes go 25 to a request
 
 
-def test_dpop_cleanup_stops_at_100_batches(runner, proofs, clock, monkeypatch):
+def test_dpop_cleanup_stops_at_100_batches(runner, tables, proofs, clock, monkeypatch):
     monkeypatch.setattr(retention, "DPOP_BATCH", 2)
     for i in range(230):
         proofs.record(f"old-{i}", clock.now_ms() + MINUTE)
     clock.advance(minutes=2)
-    result = tick(runner, clock, "clean_dpop_proofs", lambda ctx: retention.clean_dpop_proofs(proofs, ctx))
+    result = tick(runner, tables, clock, "clean_dpop_proofs", lambda ctx: retention.clean_dpop_proofs(proofs, ctx))
     assert result.summary["batches"] == 100 and result.summary["deleted"] == 200
     assert proofs.model.count() == 30
 
@@ -107,15 +110,15 @@ def test_readers_ignore_expired_rows_that_are_not_deleted_yet(proofs, conversati
     assert proofs.model.count() == 1  # still stored, just not visible
 
 
-def test_conversation_cleanup_is_one_bounded_deletion_of_at_most_100(runner, conversations, clock):
+def test_conversation_cleanup_is_one_bounded_deletion_of_at_most_100(runner, tables, conversations, clock):
     for i in range(150):
         conversations.open(f"c-{i}", "acct", clock.now_ms() + MINUTE)
     clock.advance(minutes=2)
     job = lambda ctx: retention.clean_conversations(conversations, ctx)  # noqa: E731
-    first = tick(runner, clock, "clean_conversations", job)
+    first = tick(runner, tables, clock, "clean_conversations", job)
     assert first.summary == {"batches": 1, "deleted": 100}
     clock.advance(hours=1)
-    assert tick(runner, clock, "clean_conversations", job).summary == {"batches": 1, "deleted": 50}
+    assert tick(runner, tables, clock, "clean_conversations", job).summary == {"batches": 1, "deleted": 50}
     assert conversations.model.count() == 0
 
 

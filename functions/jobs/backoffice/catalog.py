@@ -30,7 +30,7 @@ JOBS = (
         schedule=HOURLY,
         interval_s=3600,
         timeout_s=300,
-        tables={"operator_access_ledger": "read_write"},
+        tables={"operator_access_ledger": "query+batch_write"},  # the expiry index, then batched deletes
         description="delete expired operator-access ledger entries, 1,000 a batch, at most 20 batches",
     ),
 )

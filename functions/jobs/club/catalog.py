@@ -99,7 +99,7 @@ TABLES = (
     ),
 )
 
-_OUTBOX = {"club_outbox": "read_write"}
+_OUTBOX = {"club_outbox": "query+put+delete"}  # a put in each commit; the flush pages and deletes
 _NOTIFIES = dict(queues=(NOTIFICATIONS_QUEUE,), secrets=(SIGNING_KEY_SECRET,))
 
 
@@ -121,43 +121,43 @@ SCHEDULER_JOBS = (
     _club_job(
         "expire_memberships",
         "memberships_jobs:build_expire_memberships",
-        {"club_memberships": "read_write"},
+        {"club_memberships": "get+query+update"},
         "expire memberships that have ended, revoke access and remove their roles",
     ),
     _club_job(
         "reconcile_membership_roles",
         "memberships_jobs:build_reconcile_membership_roles",
-        {"club_memberships": "read_write_scan", "club_receipts": "read"},  # pages through every membership
+        {"club_memberships": "scan+update", "club_receipts": "query"},  # pages through every membership
         "add and remove Discord roles where receipt data and applied roles differ",
     ),
     _club_job(
         "sweep_darkroom_schedule",
         "schedule_jobs:build_sweep_darkroom_schedule",
-        {"club_schedule": "read_write", "club_boards": "read_write"},
+        {"club_schedule": "query+update", "club_boards": "get+update"},
         "apply due darkroom changes once and update the schedule message",
     ),
     _club_job(
         "sweep_studio_schedule",
         "schedule_jobs:build_sweep_studio_schedule",
-        {"club_schedule": "read_write", "club_boards": "read"},
+        {"club_schedule": "query+update", "club_boards": "get"},
         "move studio slots forward and post the changes",
     ),
     _club_job(
         "sync_darkroom_stats",
         "schedule_jobs:build_sync_darkroom_stats",
-        {"club_schedule": "read", "club_boards": "read_write"},
+        {"club_schedule": "query", "club_boards": "get+update"},
         "recalculate the darkroom totals and update the stats message",
     ),
     _club_job(
         "send_equipment_reminders",
         "equipment_jobs:build_send_equipment_reminders",
-        {"club_equipment_reminders": "read_write", "club_equipment_loans": "read"},
+        {"club_equipment_reminders": "get+query+update", "club_equipment_loans": "get"},
         "claim each due reminder and notify the member or staff member",
     ),
     _club_job(
         "expire_photographer_requests",
         "photo_request_jobs:build_expire_photographer_requests",
-        {"club_photo_requests": "read_write"},
+        {"club_photo_requests": "get+query+update"},
         "expire open requests past their expiry and update their public and Discord status",
     ),
 )
@@ -169,7 +169,7 @@ EMAIL_INTAKE_JOB = JobSpec(
     schedule=EVERY_5_MINUTES,
     interval_s=300,
     timeout_s=120,
-    tables={"club_email_intake": "read_write", "club_receipts": "read_write"},
+    tables={"club_email_intake": "get+query+update", "club_receipts": "put"},
     config={"receipt_senders": RECEIPT_SENDERS},
     description="authenticate and parse due intake emails into receipts; quarantine the unauthentic, back off on failure",
 )
@@ -186,7 +186,7 @@ QUEUES = (
         max_receive_count=10,  # room for a few 429 back-offs before the DLQ
         batch_size=10,
         max_concurrency=2,
-        tables={"club_event_nonces": "read_write"},
+        tables={"club_event_nonces": "get+put+update+delete"},  # claim, release, done, a re-read
         secrets=(DISCORD_TOKEN_SECRET, VERIFY_KEY_SECRET),
         providers=("discord",),
         description="signed Discord events; the only consumer that holds the Discord token",

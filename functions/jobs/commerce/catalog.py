@@ -99,7 +99,7 @@ JOBS = (
         schedule=HOURLY,
         interval_s=3600,
         timeout_s=120,
-        tables={"conversations": "read_write"},
+        tables={"conversations": "query+delete"},  # the expiry index, then conditional deletes
         description="one bounded deletion of at most 100 expired conversations",
     ),
     JobSpec(
@@ -109,7 +109,7 @@ JOBS = (
         schedule=HOURLY,
         interval_s=3600,
         timeout_s=600,
-        tables={"dpop_proofs": "read_write"},
+        tables={"dpop_proofs": "query+batch_write"},  # the expiry index, then batched deletes
         description="delete expired DPoP proofs, 1,000 a batch, at most 100 batches",
     ),
     JobSpec(
@@ -119,7 +119,7 @@ JOBS = (
         schedule=HOURLY,
         interval_s=3600,
         timeout_s=300,
-        tables={"orders": "read_write", "financial_operations": "read_write"},
+        tables={"orders": "query+update", "financial_operations": "put"},  # one transaction per order
         description="finish cancellations left pending: 100 orders a batch, at most 20 batches; no provider call",
     ),
     JobSpec(
@@ -130,12 +130,12 @@ JOBS = (
         interval_s=3600,
         timeout_s=600,
         tables={
-            "account_intents": "read_write",
-            "accounts": "read_write",
-            "financial_operations": "read_write",
-            "orders": "read_write",
-            "diagnostic_captures": "read_write",
-            "customer_activity": "read_write",
+            "account_intents": "query+update",
+            "accounts": "batch_get+query+update",
+            "financial_operations": "query+update",
+            "orders": "query+update",
+            "diagnostic_captures": "batch_get+query+update+delete+batch_write",
+            "customer_activity": "query+batch_write",
         },
         secrets=(PAYPAL_SECRET,),
         providers=(PAYPAL,),
@@ -148,7 +148,7 @@ JOBS = (
         schedule=HOURLY,
         interval_s=3600,
         timeout_s=120,
-        tables={"agent_invitations": "read_write"},
+        tables={"agent_invitations": "query+delete"},
         description="only removes expired invitations: 500 a batch, at most 20 batches",
     ),
     JobSpec(
@@ -158,7 +158,7 @@ JOBS = (
         schedule=EVERY_5_MINUTES,
         interval_s=300,
         timeout_s=240,
-        tables={"payment_intents": "read_write"},
+        tables={"payment_intents": "get+query+update"},
         secrets=(PAYPAL_SECRET,),
         providers=(PAYPAL,),
         description="seed 001 safety net: capture deferred intents untouched for 20 minutes, 50 a batch",

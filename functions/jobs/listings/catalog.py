@@ -43,7 +43,7 @@ TABLES = (
     ),
 )
 
-_WORK_TABLES = {BATCHES_TABLE: "read_write", ITEMS_TABLE: "read_write", QUOTA_TABLE: "read_write"}
+_WORK_TABLES = {BATCHES_TABLE: "read+write", ITEMS_TABLE: "read+write", QUOTA_TABLE: "read+write"}
 
 
 def _queue(kind: str, description: str) -> QueueSpec:

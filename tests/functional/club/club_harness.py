@@ -19,6 +19,7 @@ from jobfence.triggers import Trigger
 from jobs.catalog import CATALOG
 from jobs.club.events import Verifier
 from jobs.club.signing import SIGNING_KEY_SECRET
+from tests.grants import within_grant
 from tests.support import create_catalog_tables, signing_keys, signing_pair
 
 SIGNING_SEED = b"k" * 32
@@ -68,9 +69,10 @@ class Club:
     def run(self, job: str, built: Any = None) -> dict:
         """One scheduled tick of `job` (through the real runner: gate, lease, batches, release)."""
         spec = CATALOG.job(job)
-        built = built or spec.load()(self.deps(job))
-        trigger = Trigger(kind="scheduled", scheduled_at=self.clock.now_ms())
-        return self.runner().run(spec, built, trigger).as_dict()
+        with within_grant(self.tables, spec.tables, job):  # the job calls only what its entry is granted
+            built = built or spec.load()(self.deps(job))
+            trigger = Trigger(kind="scheduled", scheduled_at=self.clock.now_ms())
+            return self.runner().run(spec, built, trigger).as_dict()
 
     def drain_queue(self) -> list[dict]:
         """Receive and delete every message on the notification queue; return them as SQS records."""

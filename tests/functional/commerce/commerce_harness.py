@@ -21,6 +21,7 @@ from jobs.commerce.deferred_payments import DeferredPaymentStore
 from jobs.commerce.diagnostics import DiagnosticStore
 from jobs.commerce.financial_operations import FinancialOperationStore
 from jobs.commerce.orders import OrderStore
+from tests.grants import within_grant
 
 
 @dataclass
@@ -42,6 +43,7 @@ class Harness:
     def __init__(self, dynamodb: Any, tables: dict[str, str], clock: Any) -> None:
         self.clock = clock
         self.dynamodb = dynamodb
+        self.tables = tables
         self.leases = LeaseStore(dynamodb, tables["leases"], clock)
         self.run_rows = RunStore(dynamodb, tables["runs"])
         self.logger = Logger(service="commerce-test")
@@ -51,7 +53,8 @@ class Harness:
 
     def run(self, job_name: str, job: Any, context: Any = None):
         spec = CATALOG.job(job_name)
-        return self.runner.run(spec, job, Trigger("scheduled", self.clock.now_ms()), context)
+        with within_grant(self.tables, spec.tables, job_name):  # the job calls only what its entry is granted
+            return self.runner.run(spec, job, Trigger("scheduled", self.clock.now_ms()), context)
 
     def context(self, job_name: str, holder: str = "test") -> RunContext:
         """A live term and run context outside the runner (for driving overlapping runs by hand)."""

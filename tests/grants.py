@@ -1,0 +1,78 @@
+"""What a job really calls on DynamoDB, checked against what its catalog entry is granted.
+
+`recorded_actions()` records every DynamoDB request of the process (boto3 and
+pynamodb both go through botocore's `BaseClient._make_api_call`) as
+(table, IAM action) pairs, expanding batches and transactions into the action
+IAM checks for each item (a TransactWriteItems `Put` needs `PutItem`, ...).
+`ungranted(...)` lists the pairs a job's grant does not cover: the access it
+declares per table (`jobfence.registry.access_actions`) plus the core stores'
+own items (`LEASE_ACCESS`, `RUN_ACCESS`). The club and commerce harnesses run
+every job under it, so a store that starts calling a verb its entry does not
+declare fails the job's functional tests instead of failing in AWS.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Iterator, Mapping
+
+from botocore.client import BaseClient
+
+from jobfence.registry import LEASE_ACCESS, LEASES_TABLE, RUN_ACCESS, RUNS_TABLE, access_actions
+
+_TRANSACT_ACTIONS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
+                     "ConditionCheck": "ConditionCheckItem", "Get": "GetItem"}
+
+
+def _actions(operation: str, params: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    if operation in ("BatchGetItem", "BatchWriteItem"):
+        for table in params.get("RequestItems", {}):
+            yield table, f"dynamodb:{operation}"
+    elif operation in ("TransactWriteItems", "TransactGetItems"):
+        for item in params.get("TransactItems", []):
+            for kind, body in item.items():
+                yield body["TableName"], f"dynamodb:{_TRANSACT_ACTIONS[kind]}"
+    else:
+        yield params.get("TableName", "*"), f"dynamodb:{operation}"
+
+
+@contextlib.contextmanager
+def recorded_actions() -> Iterator[set[tuple[str, str]]]:
+    """Record the (physical table, IAM action) pairs of every DynamoDB request made inside the block."""
+    calls: set[tuple[str, str]] = set()
+    lock = threading.Lock()
+    original = BaseClient._make_api_call
+
+    def recording(client, operation_name, api_params):
+        if client.meta.service_model.service_name == "dynamodb":
+            with lock:
+                calls.update(_actions(operation_name, api_params))
+        return original(client, operation_name, api_params)
+
+    BaseClient._make_api_call = recording
+    try:
+        yield calls
+    finally:
+        BaseClient._make_api_call = original
+
+
+def ungranted(calls: set[tuple[str, str]], tables: Mapping[str, str], declared: Mapping[str, str]) -> set[tuple[str, str]]:
+    """The recorded (logical table, action) pairs that a job declaring `declared` is not granted.
+
+    `tables` maps logical names to the physical names the test created.
+    """
+    granted = {LEASES_TABLE.name: set(access_actions(LEASE_ACCESS)), RUNS_TABLE.name: set(access_actions(RUN_ACCESS))}
+    granted |= {name: set(access_actions(access)) for name, access in declared.items()}
+    logical = {physical: name for name, physical in tables.items()}
+    return {(logical.get(table, table), action) for table, action in calls
+            if action not in granted.get(logical.get(table, ""), set())}
+
+
+@contextlib.contextmanager
+def within_grant(tables: Mapping[str, str], declared: Mapping[str, str], who: str) -> Iterator[None]:
+    """Fail if the block calls DynamoDB beyond what an entry declaring `declared` is granted."""
+    with recorded_actions() as calls:
+        yield
+    missing = ungranted(calls, tables, declared)
+    assert not missing, f"{who} called DynamoDB beyond its catalog grant: {sorted(missing)}"
