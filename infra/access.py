@@ -35,7 +35,7 @@ from jobfence.config import (
     ENV_JOB_NAME,
     ENV_LEASES_TABLE,
     ENV_RUNS_TABLE,
-    METRICS_NAMESPACE,
+    ENV_METRICS_NAMESPACE,
     PROVIDER_DEFAULT_URLS,
     config_env,
     provider_env,
@@ -87,7 +87,7 @@ class CatalogResources:
         """Every variable the spec's function reads (see `jobfence.config`)."""
         env = {
             "POWERTOOLS_SERVICE_NAME": spec.subsystem,
-            "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+            ENV_METRICS_NAMESPACE: self.prefix,  # the stage: its alarms count only its own runs
         }
         if isinstance(spec, JobSpec):
             env[ENV_JOB_NAME] = spec.name

@@ -33,7 +33,6 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from jobfence.config import METRICS_NAMESPACE
 from jobfence.registry import JobSpec, QueueSpec, metric_dimensions
 from jobfence.scheduled import Outcome
 from infra.schedule import tick_interval_s
@@ -46,10 +45,11 @@ MAX_EVALUATION_S = 7 * DAY_S  # CloudWatch's longest evaluation range (periods o
 MIN_OLDEST_AGE_S = 15 * 60  # the batch-stale bound (docs/architecture.md, "Durable batches"): older than this, reclaim is due
 
 
-def job_metric(spec: JobSpec, name: str, statistic: str, period: Duration = ALARM_PERIOD) -> cloudwatch.Metric:
-    """A runner metric of `spec` with its exact dimensions."""
+def job_metric(namespace: str, spec: JobSpec, name: str, statistic: str,
+               period: Duration = ALARM_PERIOD) -> cloudwatch.Metric:
+    """A runner metric of `spec` with its exact dimensions, in the stage's namespace (its prefix)."""
     return cloudwatch.Metric(
-        namespace=METRICS_NAMESPACE,
+        namespace=namespace,
         metric_name=name,
         dimensions_map=metric_dimensions(spec),
         statistic=statistic,
@@ -57,10 +57,10 @@ def job_metric(spec: JobSpec, name: str, statistic: str, period: Duration = ALAR
     )
 
 
-def queue_metric(spec: QueueSpec, name: str) -> cloudwatch.Metric:
-    """A worker's item count metric (Sum), dimensions {service, queue}."""
+def queue_metric(namespace: str, spec: QueueSpec, name: str) -> cloudwatch.Metric:
+    """A worker's item count metric (Sum), dimensions {service, queue}, in the stage's namespace."""
     return cloudwatch.Metric(
-        namespace=METRICS_NAMESPACE,
+        namespace=namespace,
         metric_name=name,
         dimensions_map={"service": spec.subsystem, "queue": spec.name},
         statistic="Sum",
@@ -169,7 +169,7 @@ class Monitoring(Construct):
             self._alarm(
                 f"{spec.name}-{label}",
                 alarm_description=f"job {spec.name}: a run ended {outcome.value}",
-                metric=job_metric(spec, outcome.value, "Sum"),
+                metric=job_metric(self.prefix, spec, outcome.value, "Sum"),
                 threshold=1,
                 comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
                 evaluation_periods=1,
@@ -179,7 +179,7 @@ class Monitoring(Construct):
         self._alarm(
             f"{spec.name}-not-running",
             alarm_description=f"job {spec.name}: no ran outcome within two intervals ({2 * tick_interval_s(spec)}s)",
-            metric=job_metric(spec, Outcome.RAN.value, "Sum", Duration.seconds(period)),
+            metric=job_metric(self.prefix, spec, Outcome.RAN.value, "Sum", Duration.seconds(period)),
             threshold=1,
             comparison_operator=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
             evaluation_periods=periods,
@@ -191,12 +191,12 @@ class Monitoring(Construct):
             cloudwatch.GraphWidget(
                 title=f"{spec.name}: outcomes",
                 width=12,
-                left=[job_metric(spec, o.value, "Sum").with_(label=o.value) for o in Outcome],
+                left=[job_metric(self.prefix, spec, o.value, "Sum").with_(label=o.value) for o in Outcome],
             ),
             cloudwatch.GraphWidget(
                 title=f"{spec.name}: duration (ms)",
                 width=12,
-                left=[job_metric(spec, "duration", s).with_(label=s) for s in ("Average", "Maximum")],
+                left=[job_metric(self.prefix, spec, "duration", s).with_(label=s) for s in ("Average", "Maximum")],
             ),
         )
 
@@ -214,7 +214,7 @@ class Monitoring(Construct):
             evaluation_periods=1,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
-        failed = [queue_metric(spec, "failed"), _depth(queue.dead_letters, label="dead-lettered")]
+        failed = [queue_metric(self.prefix, spec, "failed"), _depth(queue.dead_letters, label="dead-lettered")]
         if queue.function is not None:
             failed.append(queue.function.metric_errors(period=ALARM_PERIOD, label="worker errors"))
         self.dashboard.add_widgets(
@@ -222,7 +222,7 @@ class Monitoring(Construct):
                 title=f"{spec.name}: items completed",
                 width=8,
                 left=[
-                    queue_metric(spec, "completed"),
+                    queue_metric(self.prefix, spec, "completed"),
                     queue.queue.metric_number_of_messages_deleted(period=ALARM_PERIOD, label="messages deleted"),
                 ],
             ),

@@ -21,7 +21,7 @@ from aws_lambda_powertools.utilities.batch import EventType as BatchEventType
 
 from jobfence.clock import Clock, SystemClock
 from jobfence.tracing import handler_tracer, traced
-from jobfence.config import METRICS_NAMESPACE, Settings
+from jobfence.config import Settings, metrics_namespace
 from jobfence.sqs_batch import split_records
 from jobs.club.catalog import DISCORD_TOKEN_SECRET, NOTIFICATIONS_QUEUE, SUBSYSTEM
 from jobs.club.delivery import DiscordDelivery, SqsVisibility
@@ -38,7 +38,7 @@ def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict
     logger = Logger(service=SUBSYSTEM)
     tracer = handler_tracer(SUBSYSTEM)
     logger.append_keys(worker="discord", stage=NOTIFICATIONS_QUEUE)
-    metrics = Metrics(namespace=METRICS_NAMESPACE, service=SUBSYSTEM)
+    metrics = Metrics(namespace=metrics_namespace(environ), service=SUBSYSTEM)
     metrics.set_default_dimensions(job=NOTIFICATIONS_QUEUE)
     secrets = SecretsManagerValues(session.client("secretsmanager"))
     token_name = settings.secret(DISCORD_TOKEN_SECRET)

@@ -17,7 +17,7 @@ from aws_lambda_powertools import Logger, Metrics
 
 from jobfence.clock import Clock, SystemClock
 from jobfence.tracing import handler_tracer, traced
-from jobfence.config import METRICS_NAMESPACE, ScheduledSettings
+from jobfence.config import ScheduledSettings, metrics_namespace
 from jobfence.lease import LeaseStore
 from jobfence.runs import RunStore
 from jobfence.scheduled import JobDeps, ScheduledRunner
@@ -34,7 +34,7 @@ def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict
     logger = Logger(service=spec.subsystem)
     tracer = handler_tracer(spec.subsystem)
     logger.append_keys(worker=spec.subsystem, stage=spec.name)
-    metrics = Metrics(namespace=METRICS_NAMESPACE, service=spec.subsystem)
+    metrics = Metrics(namespace=metrics_namespace(environ), service=spec.subsystem)
     metrics.set_default_dimensions(job=spec.name)
     job = spec.load()(JobDeps(settings, spec, clock, session, dynamodb, logger))
     runner = ScheduledRunner(

@@ -22,7 +22,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 
 from jobfence.clock import Clock, SystemClock
 from jobfence.tracing import handler_tracer, traced
-from jobfence.config import METRICS_NAMESPACE, WorkerSettings
+from jobfence.config import WorkerSettings, metrics_namespace
 from jobfence.sqs_batch import split_records
 from jobfence.registry import QueueSpec
 from jobfence.work import Worker
@@ -48,7 +48,7 @@ def compose(environ: Mapping[str, str], clock: Clock) -> Parts:
     session = boto3.Session()
     logger = Logger(service=spec.subsystem)
     logger.append_keys(worker=spec.subsystem, stage=spec.name)
-    metrics = Metrics(namespace=METRICS_NAMESPACE, service=spec.subsystem)
+    metrics = Metrics(namespace=metrics_namespace(environ), service=spec.subsystem)
     metrics.set_default_dimensions(queue=spec.name)
     worker = Worker(
         build_store(settings, clock),

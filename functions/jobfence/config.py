@@ -33,7 +33,13 @@ PROVIDER_DEFAULT_URLS = {
 }
 DEFAULT_PREFIX = "jobfence"  # the stage prefix (CDK context `prefix`) of the stack and every physical name
 
-METRICS_NAMESPACE = "jobfence"
+METRICS_NAMESPACE = DEFAULT_PREFIX  # the default stage's; a stage's functions get their prefix in ENV_METRICS_NAMESPACE
+ENV_METRICS_NAMESPACE = "POWERTOOLS_METRICS_NAMESPACE"
+
+
+def metrics_namespace(environ: Mapping[str, str]) -> str:
+    """The stage's metric namespace (its prefix), so two stages' alarms never count each other's runs."""
+    return environ.get(ENV_METRICS_NAMESPACE) or METRICS_NAMESPACE
 
 
 def table_env(logical_name: str) -> str:

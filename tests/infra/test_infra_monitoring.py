@@ -23,7 +23,7 @@ def test_every_job_has_failed_lease_lost_not_running_and_dead_letter_alarms(each
         for kind, metric in (("failed", "failed"), ("lease-lost", "lease_lost")):
             alarm = alarms[f"jobfence-{name}-{kind}"]
             # THEN the alarm watches the runner's metric with exactly its dimensions
-            assert alarm["Namespace"] == "jobfence" and alarm["MetricName"] == metric
+            assert alarm["Namespace"] == "jobfence" and alarm["MetricName"] == metric  # the default stage's prefix
             assert _dimensions(alarm) == metric_dimensions(spec)
             assert alarm["Threshold"] == 1 and alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
             assert [ref_id(a) for a in alarm["AlarmActions"]] == [topic]

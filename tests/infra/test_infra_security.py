@@ -131,16 +131,31 @@ NAME_PROPERTIES = {
     "AWS::CloudWatch::Dashboard": "DashboardName",
     "AWS::Events::Rule": "Name",
     "AWS::SecretsManager::Secret": "Name",
+    "AWS::ApiGatewayV2::Api": "Name",
 }
+# Types with no fixed physical name: CloudFormation names them from the stack name (which is the
+# prefix) and the logical id, or they are attachments named by what they attach to.
+CLOUDFORMATION_NAMED = {
+    "AWS::IAM::Role", "AWS::IAM::Policy", "AWS::KMS::Key", "AWS::Logs::LogGroup", "AWS::Lambda::LayerVersion",
+    "AWS::Lambda::Permission", "AWS::Lambda::EventInvokeConfig", "AWS::Lambda::EventSourceMapping",
+    "AWS::SNS::TopicPolicy", "AWS::SQS::QueuePolicy", "AWS::SecretsManager::ResourcePolicy",
+    "AWS::ApiGatewayV2::Integration", "AWS::ApiGatewayV2::Route", "AWS::ApiGatewayV2::Stage",
+}
+FIXED_NAME_PROPERTIES = {"RoleName", "LogGroupName", "LayerName", "AliasName", "ManagedPolicyName"}
 
 
 def _physical_names(resources: dict) -> set[str]:
     names = set()
-    for kind, prop in NAME_PROPERTIES.items():
-        for resource in of_type(resources, kind).values():
-            value = resource["Properties"].get(prop)
+    for logical, resource in resources.items():
+        kind, properties = resource["Type"], resource.get("Properties", {})
+        if kind in NAME_PROPERTIES:
+            value = properties.get(NAME_PROPERTIES[kind])
             assert isinstance(value, str), (kind, value)
             names.add(value)
+        else:
+            # a resource type this test has not classified would escape the prefix check
+            assert kind in CLOUDFORMATION_NAMED, f"{logical}: {kind} is neither prefix-named nor CloudFormation-named"
+            assert not FIXED_NAME_PROPERTIES & set(properties), (logical, kind)
     return names
 
 
@@ -163,6 +178,25 @@ def test_two_stages_synthesize_side_by_side_with_no_shared_name(synthesized, sta
     # AND its functions are told the staging secret names, and granted those (not jobfence/*)
     rendered = json.dumps(resources)
     assert "jobfence/" not in rendered and ":secret:staging/" in rendered
+    # AND its alarms count only its own runs: its functions emit, and its alarms watch, the namespace "staging"
+    emitted = {f["Properties"]["Environment"]["Variables"].get("POWERTOOLS_METRICS_NAMESPACE")
+               for f in of_type(resources, "AWS::Lambda::Function").values()
+               if f["Properties"]["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"] != "health"}  # emits none
+    assert emitted == {"staging"}
+    assert _watched_namespaces(resources) - {"AWS/SQS"} == {"staging"}
+    assert _watched_namespaces(synthesized.resources) - {"AWS/SQS"} == {"jobfence"}
+
+
+def _watched_namespaces(resources: dict) -> set[str]:
+    out = set()
+    for alarm in of_type(resources, "AWS::CloudWatch::Alarm").values():
+        properties = alarm["Properties"]
+        if "Namespace" in properties:
+            out.add(properties["Namespace"])
+        for query in properties.get("Metrics", []):
+            if "MetricStat" in query:
+                out.add(query["MetricStat"]["Metric"]["Namespace"])
+    return out
 
 
 def test_a_bad_prefix_is_refused_before_synthesis(synthesize_app):
