@@ -42,6 +42,7 @@ class ServiceFunction(Construct):
         description: str,
         retry_attempts: int | None = None,
         on_failure: sqs.IQueue | None = None,
+        caller: str = "SQS event source or API",  # who invokes it synchronously when there is no on_failure
         reserved_concurrency: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -90,5 +91,5 @@ class ServiceFunction(Construct):
             "Serverless-LambdaDLQ",
             "async failures go to an on-failure destination queue (records more than a DLQ)"
             if on_failure is not None
-            else "never invoked asynchronously (SQS event source or API): failures stay with the caller",
+            else f"never invoked asynchronously ({caller}): failures stay with the caller",
         )

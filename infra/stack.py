@@ -11,11 +11,14 @@ from typing import Any
 from aws_cdk import Stack
 from constructs import Construct
 
+from jobs.club.signing import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
+
 from infra.access import CatalogResources
 from infra.code import FunctionCode
 from infra.health_api import HEALTH_HANDLER, HealthApi
 from infra.monitoring import Monitoring
 from infra.scheduled_job import ScheduledJob
+from infra.rotation import SigningKeyRotation
 from infra.secrets import CatalogSecrets
 from infra.tables import CatalogTables, pascal
 from infra.validation import deployable, handler_file
@@ -23,7 +26,8 @@ from infra.work_queue import WorkQueue
 
 
 class JobfenceStack(Stack):
-    """Attributes: `catalog`, `tables`, `queues`, `secrets`, `jobs`, `health` (or None), `monitoring`."""
+    """Attributes: `catalog`, `tables`, `queues`, `secrets`, `jobs`, `rotation` (or None), `health` (or None),
+    `monitoring`."""
 
     def __init__(
         self,
@@ -71,6 +75,12 @@ class JobfenceStack(Stack):
         }
         for queue in self.queues.values():
             queue.attach_worker(code=code, resources=self.resources)
+        # The signing pair jobfence owns is rotated on a schedule (SMG4 met, not acknowledged).
+        self.rotation = None
+        if {SIGNING_KEY_SECRET, VERIFY_KEY_SECRET} <= set(self.secrets.secrets):
+            self.rotation = SigningKeyRotation(self, "SigningKeyRotation", code=code, prefix=prefix, secrets=self.secrets)
+            for name in (SIGNING_KEY_SECRET, VERIFY_KEY_SECRET):
+                self.resources.readers.setdefault(name, []).append(self.rotation.role)
         self.secrets.admit_only(self.resources.readers)
         # The health handler is optional: without handlers/health.py the app still deploys.
         if health is None:

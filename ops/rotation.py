@@ -1,13 +1,16 @@
-"""Rotating the club event signing key: `python -m ops rotate-signing-key` (also `jobfence rotate-signing-key`).
+"""Rotating the club event signing key now: `python -m ops rotate-signing-key` (also `jobfence rotate-signing-key`).
 
-One rotation is two `PutSecretValue` calls, in this order:
+The deployed stack rotates the key on a schedule (the signing secret's rotation
+function, `handlers.rotate_signing_key`); this command runs the same four steps
+(`jobs.club.rotation.SigningRotation`) at once, for a suspected leak or the
+local runtime (which has no rotation schedule):
 
-    1. verify secret  <- new public key   (AWSCURRENT = new, AWSPREVIOUS = old: the worker accepts both)
-    2. signing secret <- new private key  (jobs sign with it once their cached value is older than max_age)
+    createSecret  new private key -> signing secret AWSPENDING
+    setSecret     its public key  -> verify secret AWSCURRENT (AWSPREVIOUS = old: the worker accepts both)
+    testSecret    the pending key signs a probe the verify secret's AWSCURRENT verifies
+    finishSecret  signing secret AWSCURRENT -> the new key (jobs sign with it once their cache is older than max_age)
 
-Public first, so no event is ever signed by a key the worker cannot find: an
-event signed with the old key still verifies through AWSPREVIOUS, one signed
-with the new key makes the worker re-read the verify secret (unknown kid).
+Public first, so no event is ever signed by a key the worker cannot find.
 Rotate again only after `max_age_s` has passed (the jobs' cache): a second
 rotation inside that window would push the oldest key out of AWSPREVIOUS while
 a warm job may still sign with it.
@@ -18,11 +21,12 @@ prefix is honoured); nothing is logged or printed but the new key id.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
-from typing import Any
 
 from jobfence.config import secret_env
-from jobs.club.signing import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET, new_key_pair
+from jobs.club.rotation import SigningRotation
+from jobs.club.signing import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
 from ops.targets import OperatorError, Target
 
 
@@ -44,11 +48,8 @@ def _secret_name(target: Target, logical: str) -> str:
 
 
 def rotate_signing_key(target: Target) -> Rotation:
-    """Store a new Ed25519 pair: the public half first, then the private half."""
+    """Rotate the Ed25519 pair now: the public half first, then the private half."""
     verify_name = _secret_name(target, VERIFY_KEY_SECRET)
     signing_name = _secret_name(target, SIGNING_KEY_SECRET)
-    pair = new_key_pair()
-    sm: Any = target.session.client("secretsmanager")
-    sm.put_secret_value(SecretId=verify_name, SecretString=pair.verify_value)
-    sm.put_secret_value(SecretId=signing_name, SecretString=pair.signing_value)
-    return Rotation(pair.kid, verify_name, signing_name)
+    rotation = SigningRotation(target.session.client("secretsmanager"), signing_name, verify_name)
+    return Rotation(rotation.rotate(str(uuid.uuid4())), verify_name, signing_name)

@@ -43,9 +43,11 @@ def test_the_scheduler_roles_have_no_permission_on_the_discord_token(synthesized
 
 def test_signing_and_verifying_are_separate_rights(synthesized):
     # The jobs hold the private key; the worker only the public one, so a compromised worker cannot sign.
+    # Besides them only the pair's rotation function (tests/infra/test_infra_security.py) touches either secret.
     readers = _secret_readers(synthesized.resources)
-    assert readers[secret_name(SIGNING_KEY_SECRET)] == {f"jobfence-{job.name}" for job in SCHEDULER_JOBS}
-    assert readers[secret_name(VERIFY_KEY_SECRET)] == {WORKER}
+    rotator = "jobfence-rotate_signing_key"
+    assert readers[secret_name(SIGNING_KEY_SECRET)] == {f"jobfence-{job.name}" for job in SCHEDULER_JOBS} | {rotator}
+    assert readers[secret_name(VERIFY_KEY_SECRET)] == {WORKER, rotator}
 
 
 def test_the_scheduler_functions_have_no_discord_token_name_or_url(synthesized):

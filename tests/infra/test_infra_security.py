@@ -16,9 +16,11 @@ import pytest
 
 from jobfence.registry import access_verbs
 from jobs.club.catalog import NOTIFICATIONS_QUEUE
+from jobs.club.signing import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
 from tests.infra.cfn import as_list, function_of_role, of_type, ref_id, role_statements
 
 WORKER = f"jobfence-{NOTIFICATIONS_QUEUE}-worker"
+ROTATOR = "jobfence-rotate_signing_key"
 
 
 def _table_ids(resources: dict) -> dict[str, str]:
@@ -93,6 +95,8 @@ def test_every_secret_denies_reading_to_all_but_the_roles_granted_it(each):
                     if any(logical in spec.secrets and fn["Properties"]["FunctionName"] in
                            (f"jobfence-{spec.name}", f"jobfence-{spec.name}-worker")
                            for spec in [*each.catalog.jobs.values(), *each.catalog.queues.values()])}
+        if logical in (SIGNING_KEY_SECRET, VERIFY_KEY_SECRET):
+            expected |= {role for role, fn in roles.items() if fn["Properties"]["FunctionName"] == ROTATOR}
         assert admitted == expected, logical
 
 
@@ -139,6 +143,7 @@ CLOUDFORMATION_NAMED = {
     "AWS::IAM::Role", "AWS::IAM::Policy", "AWS::KMS::Key", "AWS::Logs::LogGroup", "AWS::Lambda::LayerVersion",
     "AWS::Lambda::Permission", "AWS::Lambda::EventInvokeConfig", "AWS::Lambda::EventSourceMapping",
     "AWS::SNS::TopicPolicy", "AWS::SQS::QueuePolicy", "AWS::SecretsManager::ResourcePolicy",
+    "AWS::SecretsManager::RotationSchedule",
     "AWS::ApiGatewayV2::Integration", "AWS::ApiGatewayV2::Route", "AWS::ApiGatewayV2::Stage",
 }
 FIXED_NAME_PROPERTIES = {"RoleName", "LogGroupName", "LayerName", "AliasName", "ManagedPolicyName"}
@@ -179,10 +184,11 @@ def test_two_stages_synthesize_side_by_side_with_no_shared_name(synthesized, sta
     rendered = json.dumps(resources)
     assert "jobfence/" not in rendered and ":secret:staging/" in rendered
     # AND its alarms count only its own runs: its functions emit, and its alarms watch, the namespace "staging"
-    emitted = {f["Properties"]["Environment"]["Variables"].get("POWERTOOLS_METRICS_NAMESPACE")
-               for f in of_type(resources, "AWS::Lambda::Function").values()
-               if f["Properties"]["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"] != "health"}  # emits none
-    assert emitted == {"staging"}
+    catalog = synthesized.catalog
+    emitters = {f"staging-{j}" for j in catalog.jobs} | {f"staging-{q}-worker" for q in catalog.queues}
+    emitted = {f["Properties"]["FunctionName"]: f["Properties"]["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"]
+               for f in of_type(resources, "AWS::Lambda::Function").values() if f["Properties"]["FunctionName"] in emitters}
+    assert set(emitted) == emitters and set(emitted.values()) == {"staging"}
     assert _watched_namespaces(resources) - {"AWS/SQS"} == {"staging"}
     assert _watched_namespaces(synthesized.resources) - {"AWS/SQS"} == {"jobfence"}
 
@@ -205,3 +211,38 @@ def test_a_bad_prefix_is_refused_before_synthesis(synthesize_app):
 
     with pytest.raises(CatalogError, match="prefix"):
         synthesize_app(CATALOG, prefix="Bad/Prefix")
+
+
+def test_the_signing_key_is_rotated_on_a_schedule_by_a_function_that_can_touch_only_the_pair(synthesized):
+    resources = synthesized.resources
+    secrets = {s["Properties"]["Name"]: k for k, s in of_type(resources, "AWS::SecretsManager::Secret").items()}
+    functions = {f["Properties"]["FunctionName"]: k for k, f in of_type(resources, "AWS::Lambda::Function").items()}
+    # GIVEN the rotation schedule: only the signing secret has one, every 30 days, run by the rotation function
+    (schedule,) = of_type(resources, "AWS::SecretsManager::RotationSchedule").values()
+    props = schedule["Properties"]
+    assert ref_id(props["SecretId"]) == secrets["jobfence/club_event_signing_key"]
+    assert props["RotationLambdaARN"] == {"Fn::GetAtt": [functions[ROTATOR], "Arn"]}
+    assert props["RotationRules"]["AutomaticallyAfterDays"] == 30
+    # THEN only Secrets Manager of this account may invoke it
+    (permission,) = [p["Properties"] for p in of_type(resources, "AWS::Lambda::Permission").values()
+                     if json.dumps(p["Properties"]["FunctionName"]).count(functions[ROTATOR])]
+    assert permission["Principal"] == "secretsmanager.amazonaws.com"
+    assert permission["SourceAccount"] == {"Ref": "AWS::AccountId"}
+    # AND its role stages the signing secret and writes the verify secret, and touches nothing else
+    secret_actions: dict[str, set[str]] = {}
+    for statement in _statements_by_function(resources)[ROTATOR]:
+        actions = set(as_list(statement["Action"]))
+        if not any(a.startswith("secretsmanager:") for a in actions):
+            assert not any(a.startswith(("dynamodb:", "sqs:", "kms:")) for a in actions), statement
+            continue
+        (target,) = as_list(statement["Resource"])
+        secret_actions[json.dumps(target).split(":secret:")[1].split("-??????")[0]] = actions
+    assert secret_actions == {
+        "jobfence/club_event_signing_key": {"secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue",
+                                            "secretsmanager:PutSecretValue", "secretsmanager:UpdateSecretVersionStage"},
+        "jobfence/club_event_verify_key": {"secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue"},
+    }
+    # AND cdk-nag's SMG4 is met for the signing secret, not acknowledged
+    suppressed = [s for r in synthesized.nag_report["pluginReports"] for s in r.get("suppressedViolations", [])
+                  if s["ruleName"] == "AwsSolutions-SMG4"]
+    assert suppressed and not [s for s in suppressed if "SecretsClubEventSigningKey" in json.dumps(s)]

@@ -1,0 +1,76 @@
+"""The signing key's rotation: a rotation schedule on the signing secret and its rotation function.
+
+Secrets Manager rotates `<prefix>/club_event_signing_key` every `ROTATION_DAYS`
+(and once right after the first deploy, which replaces CloudFormation's
+placeholder with a real pair) by calling `handlers.rotate_signing_key` for
+each step; the function writes the public half to the verify secret first
+(`jobs.club.rotation`). So `AwsSolutions-SMG4` is met for the key jobfence
+owns. The function may read and stage the signing secret and read and put the
+verify secret, nothing else; only Secrets Manager of this account may invoke
+it. The verify secret (a public key, rewritten by this rotation) and the
+third-party credentials keep their acknowledgement (`infra/secrets.py`).
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Aws
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from jobfence.config import secret_env, secret_name
+from jobs.club.signing import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
+from infra.code import FunctionCode
+from infra.function import ServiceFunction
+from infra.secrets import CatalogSecrets
+
+ROTATION_DAYS = 30
+HANDLER = "handlers.rotate_signing_key.handler"
+SIGNING_ACTIONS = ("secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue",
+                   "secretsmanager:PutSecretValue", "secretsmanager:UpdateSecretVersionStage")
+VERIFY_ACTIONS = ("secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue")
+
+
+class SigningKeyRotation(Construct):
+    """Attributes: `function`, `role`."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, code: FunctionCode, prefix: str,
+                 secrets: CatalogSecrets) -> None:
+        super().__init__(scope, construct_id)
+        service = ServiceFunction(
+            self,
+            "Function",
+            code=code,
+            function_name=f"{prefix}-rotate_signing_key",
+            handler=HANDLER,
+            timeout_s=30,
+            memory_mb=256,
+            environment={
+                "POWERTOOLS_SERVICE_NAME": "club",
+                secret_env(SIGNING_KEY_SECRET): secret_name(SIGNING_KEY_SECRET, prefix),
+                secret_env(VERIFY_KEY_SECRET): secret_name(VERIFY_KEY_SECRET, prefix),
+            },
+            description="rotates the club event signing pair (Secrets Manager's four steps, public half first)",
+            caller="Secrets Manager's rotation, which marks a failed step and retries the rotation",
+        )
+        self.function, self.role = service.function, service.role
+        for name, actions in ((SIGNING_KEY_SECRET, SIGNING_ACTIONS), (VERIFY_KEY_SECRET, VERIFY_ACTIONS)):
+            # by its fixed name, as the catalog grants: the real ARN ends in "-" and six random characters
+            self.role.add_to_policy(iam.PolicyStatement(actions=list(actions),
+                                                        resources=[f"{secrets.grantable[name].secret_arn}-??????"]))
+        self.function.add_permission(
+            "SecretsManagerInvokes",
+            principal=iam.ServicePrincipal("secretsmanager.amazonaws.com"),
+            source_account=Aws.ACCOUNT_ID,
+        )
+        schedule = secretsmanager.CfnRotationSchedule(
+            self,
+            "Schedule",
+            secret_id=secrets.secrets[SIGNING_KEY_SECRET].secret_arn,
+            rotation_lambda_arn=self.function.function_arn,
+            rotation_rules=secretsmanager.CfnRotationSchedule.RotationRulesProperty(
+                automatically_after_days=ROTATION_DAYS
+            ),
+        )
+        # Secrets Manager checks at creation that it may invoke the function.
+        schedule.node.add_dependency(self.function.permissions_node.find_child("SecretsManagerInvokes"))

@@ -1,0 +1,100 @@
+"""The signing key's rotation function: Secrets Manager's four steps, each retry-safe, public half first.
+
+Driven through the real handler (`handlers.rotate_signing_key.build`) against moto's Secrets Manager,
+as Secrets Manager's schedule calls it: one token, the four steps in order, any step possibly re-sent.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import uuid
+
+import pytest
+
+from jobfence.config import secret_env
+from jobfence.errors import InvalidEvent
+from jobs.club.rotation import Step
+from jobs.club.signing import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET, SigningKey, VerifyKey
+from providers.secrets import CURRENT, PREVIOUS
+from tests.support import signing_pair
+
+SIGNING, VERIFY = "jobfence/club_event_signing_key", "jobfence/club_event_verify_key"
+
+
+@pytest.fixture
+def sm(aws):
+    client = aws.client("secretsmanager")
+    old = signing_pair(b"o" * 32)
+    client.create_secret(Name=SIGNING, SecretString=old.signing_value)
+    client.create_secret(Name=VERIFY, SecretString=old.verify_value)
+    return client
+
+
+@pytest.fixture
+def rotate(sm, clock, monkeypatch):
+    monkeypatch.setenv(secret_env(SIGNING_KEY_SECRET), SIGNING)
+    monkeypatch.setenv(secret_env(VERIFY_KEY_SECRET), VERIFY)
+    module = importlib.import_module("handlers.rotate_signing_key")
+    return module.build(os.environ, clock)
+
+
+def _event(step: Step, token: str, secret: str = SIGNING) -> dict:
+    return {"SecretId": secret, "ClientRequestToken": token, "Step": step.value}
+
+
+def _current(sm, name: str, stage: str = CURRENT) -> str:
+    return sm.get_secret_value(SecretId=name, VersionStage=stage)["SecretString"]
+
+
+def test_the_four_steps_rotate_the_pair_public_half_first_and_each_retry_is_a_no_op(sm, rotate, lambda_context):
+    old_kid = SigningKey.from_secret(_current(sm, SIGNING)).kid
+    token = str(uuid.uuid4())
+    arn = sm.describe_secret(SecretId=SIGNING)["ARN"]
+    # GIVEN Secrets Manager running a rotation: the four steps with one token, each re-sent once (a lost reply)
+    for step in Step:
+        if step is Step.CREATE:
+            _create_as_secrets_manager_does(sm, rotate, lambda_context, arn, token)
+            continue
+        rotate(_event(step, token, arn), lambda_context)
+        if step is Step.SET:
+            # THEN after setSecret the worker already accepts the new key, and still the old one
+            new_kid = SigningKey.from_secret(sm.get_secret_value(SecretId=SIGNING, VersionId=token)["SecretString"]).kid
+            assert VerifyKey.from_secret(_current(sm, VERIFY)).kid == new_kid
+            assert VerifyKey.from_secret(_current(sm, VERIFY, PREVIOUS)).kid == old_kid
+            # while jobs still sign with the old one
+            assert SigningKey.from_secret(_current(sm, SIGNING)).kid == old_kid
+        rotate(_event(step, token, arn), lambda_context)  # a re-sent step changes nothing
+    # THEN jobs sign with the new key, which the verify secret's AWSCURRENT verifies
+    signing = SigningKey.from_secret(_current(sm, SIGNING))
+    assert signing.kid == new_kid != old_kid
+    assert VerifyKey.from_secret(_current(sm, VERIFY)).verify(signing.sign(b"m"), b"m")
+    # AND a step for a version that is current already is skipped
+    assert rotate(_event(Step.FINISH, token, arn), lambda_context) == {"step": "finishSecret", "done": True}
+
+
+def _create_as_secrets_manager_does(sm, rotate, lambda_context, arn, token):
+    # RotateSecret labels the token's version AWSPENDING before calling createSecret; moto's cannot call a
+    # rotation function, so the first createSecret runs the step directly (it finds no pending value and
+    # stores one), and the re-sent one goes through the handler.
+    from jobs.club.rotation import SigningRotation
+
+    rotation = SigningRotation(sm, SIGNING, VERIFY)
+    rotation.run(Step.CREATE, token)
+    first = sm.get_secret_value(SecretId=SIGNING, VersionId=token)["SecretString"]
+    rotate(_event(Step.CREATE, token, arn), lambda_context)  # re-sent: the pending key is kept
+    assert sm.get_secret_value(SecretId=SIGNING, VersionId=token)["SecretString"] == first
+
+
+@pytest.mark.parametrize("event, message", [
+    ({"SecretId": VERIFY, "ClientRequestToken": "a" * 36, "Step": "createSecret"}, "only the signing secret"),
+    ({"SecretId": SIGNING, "ClientRequestToken": "x", "Step": "createSecret"}, "ClientRequestToken"),
+    ({"SecretId": SIGNING, "ClientRequestToken": "a" * 36, "Step": "dropSecret"}, "Step 'dropSecret'"),
+    ({"SecretId": SIGNING, "ClientRequestToken": "a" * 36, "Step": "setSecret"}, "not a version"),
+    ([], "takes Secrets Manager's"),
+])
+def test_anything_but_a_step_of_the_signing_secret_is_refused(sm, rotate, lambda_context, event, message):
+    with pytest.raises(InvalidEvent, match=message):
+        rotate(event, lambda_context)
+    # AND nothing changed
+    assert SigningKey.from_secret(_current(sm, SIGNING)).kid == SigningKey.from_secret(signing_pair(b"o" * 32).signing_value).kid
