@@ -4,7 +4,11 @@ The club job `expire_photographer_requests` (its own warm process) signs one
 `message_edit` per expired request; the Discord worker (its own warm process)
 verifies it. Between two ticks the operator rotates the key with the real
 command path (`ops.rotation.rotate_signing_key`); the job keeps signing with
-its cached old key until its process is replaced, then with the new one.
+its cached old key until its process is replaced, then with the new one,
+which makes the worker re-read the verify key. Last, an event signed with the
+old private key (as a job still holding it within `max_age` signs it) reaches
+a worker whose current key is already the new one: only the verify secret's
+AWSPREVIOUS version can accept it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,17 @@ pytestmark = pytest.mark.server
 MINUTE = 60_000
 CHANNEL = "120000000000000077"
 MESSAGES = {"rot-a": "140000000000000771", "rot-b": "140000000000000772", "rot-c": "140000000000000773"}
+GUILD, USER, ROLE = "110000000000000077", "150000000000000077", "130000000000000077"
+
+
+class _Held:
+    """A signing key source that keeps the key it was given (a warm job's cached key)."""
+
+    def __init__(self, key):
+        self.key = key
+
+    def current(self):
+        return self.key
 
 
 def _rejections(log_dir) -> list[dict]:
@@ -33,6 +48,10 @@ def _rejections(log_dir) -> list[dict]:
 
 
 def test_a_rotation_during_a_run_rejects_no_event_and_loses_no_delivery(runtime, target):
+    from jobfence.config import secret_env
+    from jobs.club.events import Event, EventType, Signer, nonce_for
+    from jobs.club.notifications import Publisher, SqsNotificationQueue
+    from jobs.club.signing import SIGNING_KEY_SECRET, SigningKey
     from jobs.club.stores.photo_requests import PhotoRequestStore
     from ops.rotation import rotate_signing_key
     from ops.seeds import stub_of, tables_of
@@ -50,7 +69,11 @@ def test_a_rotation_during_a_run_rejects_no_event_and_loses_no_delivery(runtime,
     # WHEN the first tick runs: the job and the worker are warm with the first key
     runtime.advance(minutes=31)
     assert discord.messages[CHANNEL][MESSAGES["rot-a"]] != "open"
-    # AND the operator rotates the key (public half first, then private)
+    # AND the operator rotates the key (public half first, then private), while a job holds the old one
+    variable = secret_env(SIGNING_KEY_SECRET)
+    signing_name = next(f.environment[variable] for f in runtime.topology.functions.values() if variable in f.environment)
+    sm, sqs = runtime.session.client("secretsmanager"), runtime.session.client("sqs")
+    old_key = SigningKey.from_secret(sm.get_secret_value(SecretId=signing_name)["SecretString"])
     rotation = rotate_signing_key(target)
     # THEN the next tick's event, signed by the warm job with its cached old key, is delivered
     runtime.advance(minutes=30)
@@ -60,10 +83,18 @@ def test_a_rotation_during_a_run_rejects_no_event_and_loses_no_delivery(runtime,
     runtime.advance(minutes=30)
     # THEN its event, signed with the new key, makes the warm worker re-read the verify key and is delivered
     assert discord.messages[CHANNEL][MESSAGES["rot-c"]] != "open"
+    # WHEN an event signed with the old key arrives after that (a job still inside its cache's max_age)
+    queue_url = sqs.get_queue_url(QueueName="jobfence-club_notifications")["QueueUrl"]
+    late = Publisher(Signer(_Held(old_key), runtime.clock), SqsNotificationQueue(sqs, queue_url))
+    late.publish(Event.build(EventType.ROLE_REMOVE, nonce_for("rotation-previous", 1), guild_id=GUILD, user_id=USER,
+                             role_id=ROLE))
+    runtime.advance(minutes=1)
+    # THEN the worker, whose current key is the new one, accepts it through AWSPREVIOUS
+    assert old_key.kid != rotation.kid
+    assert ("DELETE", f"/guilds/{GUILD}/members/{USER}/roles/{ROLE}") in discord.requests
     assert rotation.kid and len(rotation.kid) == 16
     # AND nothing was rejected and nothing is dead-lettered
     assert _rejections(runtime.log_dir)[before:] == []
-    sqs = runtime.session.client("sqs")
     dlq = sqs.get_queue_url(QueueName="jobfence-club_notifications-dlq")["QueueUrl"]
     depth = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
     assert depth["ApproximateNumberOfMessages"] == "0"
