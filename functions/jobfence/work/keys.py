@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from jobfence.errors import InvalidEvent, JobfenceError
+from jobfence.errors import InvalidEvent, JobfenceError, bounded
 
 MAX_ITEMS_PER_BATCH = 10_000
 MAX_ERROR_CHARS = 300
@@ -164,7 +164,8 @@ def reclaim_key(kind: str, status: ItemStatus, key: ItemKey) -> str:
 
 
 def bounded_error(text: str) -> str:
-    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"
+    """An item's error text cut to `MAX_ERROR_CHARS` (the one helper, `jobfence.errors.bounded`)."""
+    return bounded(text, MAX_ERROR_CHARS)
 
 
 @dataclass(frozen=True)
