@@ -13,10 +13,12 @@ from jobfence.clock import FrozenClock
 from jobfence.quota import QuotaStore
 from jobfence.reclaim import ReclaimPipeline, Reclaimer
 from jobfence.work import BatchOperations, BatchRef, ItemInput, ItemKey, Producer, RoundResult, Worker, WorkStore
+from jobs.catalog import CATALOG
 from jobs.listings.pipelines import GENERATION, PIPELINES, PUBLISH, generate_with, publish_with
 from providers.generator import FakeGenerator
 from ops.sim.queue import Message
 from providers.publisher import FakeMarketplace
+from tests.grants import within_grant
 
 
 class MemoryQueue:
@@ -97,6 +99,24 @@ class Rig:
         raise AssertionError("queue did not drain")
 
 
+class _Granted:
+    """A worker or the reclaimer whose every call must stay inside its catalog entry's table grant."""
+
+    def __init__(self, inner: Any, tables: dict[str, str], declared: Any, who: str) -> None:
+        self._inner, self._tables, self._declared, self._who = inner, tables, declared, who
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if not callable(attr):
+            return attr
+
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            with within_grant(self._tables, self._declared, self._who):
+                return attr(*args, **kwargs)
+
+        return checked
+
+
 def build_rig(dynamodb, tables: dict[str, str], clock: FrozenClock, per_item_timeout_s: float | None = None) -> Rig:
     logger = Logger(service="test")
     quota = QuotaStore(tables["listing_quota"], clock)
@@ -109,10 +129,11 @@ def build_rig(dynamodb, tables: dict[str, str], clock: FrozenClock, per_item_tim
         timing = pipeline.timing
         if per_item_timeout_s is not None:
             timing = replace(timing, per_item_timeout_s=per_item_timeout_s)
-        workers[kind] = Worker(store, kind, timing, performs[kind], queues[kind], logger)
-    reclaimer = Reclaimer(
+        worker = Worker(store, kind, timing, performs[kind], queues[kind], logger)
+        workers[kind] = _Granted(worker, tables, CATALOG.queues[pipeline.queue].tables, f"{pipeline.queue} worker")
+    reclaimer = _Granted(Reclaimer(
         store, {k: ReclaimPipeline(k, p.timing, queues[k]) for k, p in PIPELINES.items()}, clock, logger, page_size=25
-    )
+    ), tables, CATALOG.job("reclaim_listings").tables, "reclaim_listings")
     return Rig(
         clock, store, quota, queues, generator, marketplace, Producer(store, queues, logger), workers, reclaimer,
         BatchOperations(store, queues, logger),

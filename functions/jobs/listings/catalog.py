@@ -43,7 +43,11 @@ TABLES = (
     ),
 )
 
-_WORK_TABLES = {BATCHES_TABLE: "read+write", ITEMS_TABLE: "read+write", QUOTA_TABLE: "read+write"}
+# What a worker and the reclaimer call on the work tables: claims, settles and refunds are conditional
+# updates (in transactions), reads are a batch row, item queries and a BatchGet of claimed items.
+# Only the producers' store puts batches and items (they are not catalog entries).
+_WORKER_TABLES = {BATCHES_TABLE: "get+query+update", ITEMS_TABLE: "batch_get+query+update", QUOTA_TABLE: "update"}
+_RECLAIM_TABLES = {BATCHES_TABLE: "get+query+update", ITEMS_TABLE: "query+update", QUOTA_TABLE: "update"}
 
 
 def _queue(kind: str, description: str) -> QueueSpec:
@@ -58,7 +62,7 @@ def _queue(kind: str, description: str) -> QueueSpec:
         max_receive_count=5,
         batch_size=10,
         max_concurrency=3,
-        tables=_WORK_TABLES,
+        tables=_WORKER_TABLES,
         queues=(pipeline.queue,),  # a worker re-sends delayed wake-ups for retries to its own queue
         providers=(pipeline.provider,),
         description=description,
@@ -78,7 +82,7 @@ JOBS = (
         schedule="rate(5 minutes)",
         interval_s=300,
         timeout_s=300,
-        tables=_WORK_TABLES,
+        tables=_RECLAIM_TABLES,
         queues=(GENERATION_QUEUE, PUBLISH_QUEUE),
         description="re-drive stale items of both pipelines and finalize abandoned batches from their rows",
     ),
