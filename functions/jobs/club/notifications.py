@@ -12,11 +12,9 @@ import secrets
 import threading
 from typing import Any, Protocol
 
-from botocore.exceptions import ClientError
-
 from jobfence.clock import Clock
 from jobfence.config import Settings
-from jobfence.errors import StoreError
+from jobfence.dynamo import raise_store_error
 from jobs.club.events import Event, EventType, Signer
 from jobs.club.signing import SIGNING_KEY_SECRET, SigningKeys
 from providers.secrets import SecretsManagerValues
@@ -40,8 +38,8 @@ class SqsNotificationQueue:
     def send(self, body: str) -> None:
         try:
             self._client.send_message(QueueUrl=self._url, MessageBody=body)
-        except ClientError as exc:
-            raise StoreError(f"sending to the notification queue failed: {exc.response['Error'].get('Code')}") from exc
+        except Exception as exc:
+            raise_store_error(exc, "sending to the notification queue")
 
 
 class MemoryNotificationQueue:

@@ -19,7 +19,7 @@ from pynamodb.exceptions import UpdateError
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import bind, get_row
+from jobfence.dynamo import ErrorKind, bind, classify, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
 
@@ -85,9 +85,9 @@ class AccountIntentStore:
                 condition=(model.status == IntentStatus.UNCONFIRMED.value) & (model.expires_at > self._clock.now_ms()),
             )
         except UpdateError as exc:
-            if exc.cause_response_code == "ConditionalCheckFailedException":
+            if classify(exc) is ErrorKind.CONDITION_FAILED:
                 return False
-            raise StoreError(f"confirming intent {intent_id} failed: {exc.cause_response_code}") from exc
+            raise StoreError(f"confirming intent {intent_id} failed: {error_code(exc)}") from exc
         return True
 
     def expire_due(self, limit: int) -> tuple[int, int]:
@@ -108,6 +108,6 @@ class AccountIntentStore:
                 )
                 changed += 1
             except UpdateError as exc:
-                if exc.cause_response_code != "ConditionalCheckFailedException":
-                    raise StoreError(f"expiring intent {row.intent_id} failed: {exc.cause_response_code}") from exc
+                if classify(exc) is not ErrorKind.CONDITION_FAILED:
+                    raise StoreError(f"expiring intent {row.intent_id} failed: {error_code(exc)}") from exc
         return changed, len(rows)

@@ -24,7 +24,7 @@ from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import bind, get_row
+from jobfence.dynamo import ErrorKind, bind, classify, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.registry import IndexSpec
 
@@ -180,13 +180,13 @@ class AccountStore:
                 condition=model.recovery_due.exists() & (model.status == AccountStatus.DELETED.value),
             )
         except UpdateError as exc:
-            if exc.cause_response_code == "ConditionalCheckFailedException":
+            if classify(exc) is ErrorKind.CONDITION_FAILED:
                 return False
-            raise StoreError(f"clearing recovery of account {account_id} failed: {exc.cause_response_code}") from exc
+            raise StoreError(f"clearing recovery of account {account_id} failed: {error_code(exc)}") from exc
         return True
 
 
 def _gone_or_store(exc: UpdateError, account_id: str) -> StoreError:
-    if exc.cause_response_code == "ConditionalCheckFailedException":
+    if classify(exc) is ErrorKind.CONDITION_FAILED:
         return AccountOperationGone(f"account {account_id}: the pending operation is no longer the one requested")
-    return StoreError(f"updating account {account_id} failed: {exc.cause_response_code}")
+    return StoreError(f"updating account {account_id} failed: {error_code(exc)}")

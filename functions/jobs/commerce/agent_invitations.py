@@ -18,7 +18,7 @@ from pynamodb.exceptions import DeleteError, UpdateError
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import bind, get_row
+from jobfence.dynamo import ErrorKind, bind, classify, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
 
@@ -79,9 +79,9 @@ class AgentInvitationStore:
                 condition=(model.status == InvitationStatus.PENDING.value) & (model.expires_at > self._clock.now_ms()),
             )
         except UpdateError as exc:
-            if exc.cause_response_code == "ConditionalCheckFailedException":
+            if classify(exc) is ErrorKind.CONDITION_FAILED:
                 return False
-            raise StoreError(f"accepting invitation {invitation_id} failed: {exc.cause_response_code}") from exc
+            raise StoreError(f"accepting invitation {invitation_id} failed: {error_code(exc)}") from exc
         return True
 
     def delete_expired(self, limit: int) -> tuple[int, int]:
@@ -100,6 +100,6 @@ class AgentInvitationStore:
                 )
                 deleted += 1
             except DeleteError as exc:
-                if exc.cause_response_code != "ConditionalCheckFailedException":
-                    raise StoreError(f"deleting invitation {row.invitation_id} failed: {exc.cause_response_code}") from exc
+                if classify(exc) is not ErrorKind.CONDITION_FAILED:
+                    raise StoreError(f"deleting invitation {row.invitation_id} failed: {error_code(exc)}") from exc
         return deleted, len(rows)

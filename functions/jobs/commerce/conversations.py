@@ -9,7 +9,7 @@ from pynamodb.exceptions import DeleteError
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import bind, get_row
+from jobfence.dynamo import ErrorKind, bind, classify, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
 
@@ -63,6 +63,6 @@ class ConversationStore:
                 self.model(row.conversation_id).delete(condition=self.model.expires_at <= now)
                 deleted += 1
             except DeleteError as exc:
-                if exc.cause_response_code != "ConditionalCheckFailedException":
-                    raise StoreError(f"deleting a conversation failed: {exc.cause_response_code}") from exc
+                if classify(exc) is not ErrorKind.CONDITION_FAILED:
+                    raise StoreError(f"deleting a conversation failed: {error_code(exc)}") from exc
         return deleted

@@ -30,7 +30,7 @@ from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import bind, get_row
+from jobfence.dynamo import ErrorKind, bind, classify, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
 from jobs.commerce import transact
@@ -184,7 +184,7 @@ class DiagnosticStore:
                 & (model.charge_released_at.exists() | model.retained_charge_cents.does_not_exist() | (model.retained_charge_cents == 0))
             )
         except DeleteError as exc:
-            if exc.cause_response_code == "ConditionalCheckFailedException":
+            if classify(exc) is ErrorKind.CONDITION_FAILED:
                 return len(children)
-            raise StoreError(f"deleting diagnostic {parent.capture_id} failed: {exc.cause_response_code}") from exc
+            raise StoreError(f"deleting diagnostic {parent.capture_id} failed: {error_code(exc)}") from exc
         return len(children) + 1

@@ -14,7 +14,7 @@ from pynamodb.exceptions import PutError
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import bind, get_row
+from jobfence.dynamo import ErrorKind, bind, classify, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
 
@@ -45,9 +45,9 @@ class DpopProofStore:
             # a row that has expired but not yet been deleted does not count as seen
             row.save(condition=self.model.jti.does_not_exist() | (self.model.expires_at <= now))
         except PutError as exc:
-            if exc.cause_response_code == "ConditionalCheckFailedException":
+            if classify(exc) is ErrorKind.CONDITION_FAILED:
                 return False
-            raise StoreError(f"recording a DPoP proof failed: {exc.cause_response_code}") from exc
+            raise StoreError(f"recording a DPoP proof failed: {error_code(exc)}") from exc
         return True
 
     def seen(self, jti: str) -> bool:

@@ -33,7 +33,7 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import bind, get_row
+from jobfence.dynamo import ErrorKind, bind, classify, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.registry import IndexSpec
 from jobs.commerce import transact
@@ -159,9 +159,9 @@ class FinancialOperationStore:
         try:
             row.save(condition=self.model.operation_id.does_not_exist())
         except PutError as exc:
-            if exc.cause_response_code == "ConditionalCheckFailedException":
+            if classify(exc) is ErrorKind.CONDITION_FAILED:
                 return False
-            raise StoreError(f"creating operation {operation_id} failed: {exc.cause_response_code}") from exc
+            raise StoreError(f"creating operation {operation_id} failed: {error_code(exc)}") from exc
         return True
 
     def create_item(

@@ -21,7 +21,7 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import bind, get_row
+from jobfence.dynamo import ErrorKind, bind, classify, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.registry import IndexSpec
 from jobs.commerce import transact
@@ -162,9 +162,9 @@ class OrderStore:
                 condition=model.status.is_in(*(s.value for s in TERMINAL)) & model.redacted_at.does_not_exist(),
             )
         except UpdateError as exc:
-            if exc.cause_response_code == "ConditionalCheckFailedException":
+            if classify(exc) is ErrorKind.CONDITION_FAILED:
                 return False
-            raise StoreError(f"redacting order {row.order_id} failed: {exc.cause_response_code}") from exc
+            raise StoreError(f"redacting order {row.order_id} failed: {error_code(exc)}") from exc
         return True
 
     def request_cancellation(self, order_id: str) -> None:
