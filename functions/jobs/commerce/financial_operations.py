@@ -2,7 +2,7 @@
 
     operation_id (key) | account_id | order_id | kind | target_ref | amount_cents | currency
     | initiator | idempotency_key | status | attempts | due_at | result_ref | last_error
-    | created_at | updated_at
+    | created_at | updated_at | claimed_at | claimed_by (run id of the recovery run that claimed it)
 
 `idempotency_key` is fixed when the operation is created, namespaced by who
 initiated it (`buyer:<op>`, `cancel:<order>`, `operator:<op>`), and every retry
@@ -12,14 +12,28 @@ Timeline of one operation (the sparse index `by_due` (status, due_at) holds
 only non-terminal rows, so recovery reads grow with open work, not history):
 
     t0          created       status=pending, due_at=t0+15 min (the request path is still working on it)
-    t0+15 min   recovery      provider call with the stable key
+    (pending)   request path  may void it or amend its amount (both need status = pending; they refresh
+                              updated_at)
+    t0+15 min   recovery      claim: pending|retry_scheduled -> in_progress, conditioned on the status,
+                              attempts and updated_at it read (a change since refuses it: no provider
+                              call), due_at = claim time; then the provider call with the stable key
                   ok ──────► succeeded        (due_at removed: leaves the index)
-                  transient ─► retry_scheduled, attempts+1, due_at=now+backoff   (failed at the cap)
-                  declined ──► failed         (due_at removed)
-    (account deleted)  a charge not yet captured ─► voided, no provider call
+                  already captured under another key ─► succeeded (reconciled)
+                  declined / not capturable ─► failed   (due_at removed)
+                  unknown (timeout, lost reply) ─► retry_scheduled, attempts+1, due_at=now+backoff;
+                              the next claim re-sends the same key, which the provider answers with
+                              its first result. No attempts cap: an operation whose money may have
+                              moved is never given up as failed (operators watch `attempts`)
+                  crash or store error between claim and settle ─► stays in_progress; every
+                              recovery run first resumes in_progress rows with the same key
+    (account deleted)  a charge recovery never sent (attempts = 0, not in_progress) ─► voided, no
+                              provider call
 
-Every settlement is conditioned on the status and attempts the caller read,
-so two overlapping runs cannot both apply an outcome.
+The request path's changes need `pending`, so once recovery has claimed an
+operation its target, amount and key are frozen: every provider call of
+recovery acts on the row as it claimed it. Every settlement is conditioned on
+the status and attempts the caller read (in_progress after a claim), so two
+overlapping runs cannot both apply an outcome.
 """
 
 from __future__ import annotations
@@ -28,7 +42,7 @@ import enum
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import PutError
+from pynamodb.exceptions import PutError, UpdateError
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
@@ -39,7 +53,6 @@ from jobfence.registry import IndexSpec
 from jobs.commerce import transact
 
 PENDING_GRACE_MS = 15 * 60_000  # the request path owns a fresh operation this long
-ATTEMPTS_CAP = 5
 RETRY_BASE_MS = 5 * 60_000
 RETRY_MAX_MS = 6 * 3_600_000
 
@@ -57,8 +70,9 @@ class OperationKind(str, enum.Enum):
 class OperationStatus(str, enum.Enum):
     """Where an operation is. Terminal: succeeded, failed, voided."""
 
-    PENDING = "pending"  # created by the request path; recovery takes it over after the grace period
-    RETRY_SCHEDULED = "retry_scheduled"  # recovery met a transient failure; recovery retries at due_at
+    PENDING = "pending"  # created by the request path (which may void or amend it); recovery claims it after the grace period
+    IN_PROGRESS = "in_progress"  # recovery claimed it (frozen) and calls the provider; recovery settles it, this run or a later one
+    RETRY_SCHEDULED = "retry_scheduled"  # recovery's call had an unknown outcome; recovery claims it again at due_at, same key
     SUCCEEDED = "succeeded"  # terminal: the provider confirmed it (request path or recovery)
     FAILED = "failed"  # terminal: declined / not capturable / attempts cap (recovery); only operators act on it
     VOIDED = "voided"  # terminal: recovery dropped a deleted account's uncaptured charge (no money moved)
@@ -110,6 +124,8 @@ class _Operation(Model):
     last_error = UnicodeAttribute(null=True)
     created_at = NumberAttribute()
     updated_at = NumberAttribute()
+    claimed_at = NumberAttribute(null=True)
+    claimed_by = UnicodeAttribute(null=True)
     by_due = _ByDue()
     by_account = _ByAccount()
 
@@ -183,19 +199,47 @@ class FinancialOperationStore:
         """Up to `limit` operations of one account (for deleted-account recovery)."""
         return list(self.model.by_account.query(account_id, limit=limit))
 
+    def claim_item(self, row: Any, run_id: str) -> dict[str, Any]:
+        """Fenced-write entry: pending|retry_scheduled -> in_progress, only if nobody changed it since `row` was read.
+
+        Conditioned on the status, attempts and `updated_at` read, so a request-path change
+        after the read (a void, an amended amount) refuses it and the provider is not called.
+        `due_at` becomes the claim time (the row stays in the sparse index, where a later run
+        resumes it if this one dies); `claimed_by` lets a retried claim whose reply was lost
+        recognise itself in the old image.
+        """
+        now = self._clock.now_ms()
+        return transact.update(
+            self.table_name,
+            {"operation_id": row.operation_id},
+            "SET #status = :claimed, claimed_by = :run, claimed_at = :now, updated_at = :now, due_at = :now",
+            "#status = :seen_status AND attempts = :seen_attempts AND updated_at = :seen_updated",
+            {
+                ":claimed": OperationStatus.IN_PROGRESS.value,
+                ":run": run_id,
+                ":now": now,
+                ":seen_status": row.status,
+                ":seen_attempts": int(row.attempts or 0),
+                ":seen_updated": int(row.updated_at),
+            },
+            {"#status": "status"},
+        )
+
     def settle_item(
-        self, row: Any, status: OperationStatus, *, attempted: bool, result_ref: str | None = None, error: str | None = None
+        self, row: Any, status: OperationStatus, *, attempted: bool, claimed: bool = False,
+        result_ref: str | None = None, error: str | None = None,
     ) -> dict[str, Any]:
         """Fenced-write entry moving an operation on, only if nobody moved it since `row` was read.
 
-        `attempted` counts a provider call toward the attempts cap.
+        `claimed`: the caller claimed `row` (so it is now `in_progress`, whatever status was read).
+        `attempted` counts a provider call in `attempts`.
         """
         now = self._clock.now_ms()
         sets = ["#status = :status", "updated_at = :now", "attempts = :attempts"]
         values: dict[str, Any] = {
             ":status": status.value,
             ":now": now,
-            ":seen_status": row.status,
+            ":seen_status": OperationStatus.IN_PROGRESS.value if claimed else row.status,
             ":seen_attempts": int(row.attempts or 0),
         }
         attempts = int(row.attempts or 0) + (1 if attempted else 0)
@@ -220,3 +264,38 @@ class FinancialOperationStore:
             values,
             {"#status": "status"},
         )
+
+    # -- the request path's changes (unfenced: it holds no job lease) ------------------------
+
+    def void(self, operation_id: str) -> bool:
+        """The request path (or an operator) withdraws an operation recovery has not claimed: pending -> voided.
+
+        False if it is not `pending` any more (recovery claimed it: its provider call may be under way).
+        """
+        model = self.model
+        return self._request_change(operation_id, [
+            model.status.set(OperationStatus.VOIDED.value), model.due_at.remove(),
+        ], "voiding")
+
+    def amend_amount(self, operation_id: str, amount_cents: int) -> bool:
+        """The request path changes the amount of an operation recovery has not claimed (still `pending`).
+
+        False if recovery claimed it already: the amount its provider call uses is frozen.
+        """
+        model = self.model
+        # the request path is working on it again: recovery leaves it alone for another grace period
+        due = self._clock.now_ms() + PENDING_GRACE_MS
+        return self._request_change(operation_id, [model.amount_cents.set(amount_cents), model.due_at.set(due)], "amending")
+
+    def _request_change(self, operation_id: str, actions: list[Any], what: str) -> bool:
+        model = self.model
+        try:
+            model(operation_id).update(
+                actions=[*actions, model.updated_at.set(self._clock.now_ms())],
+                condition=model.status == OperationStatus.PENDING.value,
+            )
+        except UpdateError as exc:
+            if classify(exc) is ErrorKind.CONDITION_FAILED:
+                return False
+            raise StoreError(f"{what} operation {operation_id} failed: {error_code(exc)}") from exc
+        return True

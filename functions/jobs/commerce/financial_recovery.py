@@ -3,18 +3,32 @@
 Recovery, in order, each step as bounded batches:
 
 1. expire unconfirmed account intents past their expiry (500 a batch);
-2. deleted accounts (25 a batch, from the sparse `by_recovery` index): void
-   their uncaptured charges (no provider call: nothing is taken from a deleted
-   account), pay out their pending returns, redact their terminal orders, and
-   clear the account's recovery when nothing is left open;
-3. pending operations the request path left behind past the grace period
+2. resume operations an earlier run claimed and did not settle (`in_progress`:
+   it died, or could not record the outcome), 50 a batch;
+3. deleted accounts (25 a batch, from the sparse `by_recovery` index): void
+   their charges recovery never sent (no provider call: nothing is taken from
+   a deleted account), pay out their pending returns, redact their terminal
+   orders, and clear the account's recovery when nothing is left open;
+4. pending operations the request path left behind past the grace period
    (pending returns, unfinished charges), 50 a batch;
-4. card operations whose scheduled retry is due, 50 a batch.
+5. operations whose scheduled retry is due, 50 a batch.
 
-Every provider call sends the operation's stable idempotency key (namespaced by
-initiator, fixed at creation), so a retry or an overlapping run gets the first
-result back; every settlement is a fenced write conditioned on the status and
-attempts that were read, so a second run changes nothing twice.
+Claim before the provider call. The index row is only a hint: before calling
+the provider the run moves the operation to `in_progress` in a fenced write
+conditioned on the status, attempts and `updated_at` it read. A request-path
+change after the read (a void, an amended amount) refuses the claim and the
+provider is not called (counted `skipped`); a change after the claim is
+refused (the request path's changes need `pending`), so the provider acts on
+the row as claimed. Then the provider is called with the operation's stable
+idempotency key (namespaced by initiator, fixed at creation) and the outcome
+settled, conditioned on the claim still being in place (timeline in
+`financial_operations`). A crash or a store error between claim and settle
+leaves the operation `in_progress`, resumed by key on a later run (step 2); a
+timeout or lost reply is counted `unknown` and retried with the same key
+(never given up as `failed`: the provider may have acted); the provider
+answers a repeated key with its first result, so money moves at most once per
+operation. Every conditional write is retried on a store error and its
+refusal read from the old image (`jobfence.retried`).
 
 Retention (`diagnostic_retention.retention_batches`) runs alongside, not after:
 the job interleaves one batch of each branch, so each yield is still one bounded
@@ -30,11 +44,13 @@ no account-provider or notifier port to call.
 
 from __future__ import annotations
 
+import enum
 from typing import Any, Iterator
 
 from aws_lambda_powertools import Logger
 
-from jobfence.errors import ConditionFailed, LeaseLost
+from jobfence.errors import LeaseLost
+from jobfence.retried import WriteResult, fenced_write_retried
 from jobfence.runs import safe_error
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.commerce.account_intents import AccountIntentStore
@@ -43,7 +59,6 @@ from jobs.commerce.customer_activity import CustomerActivityStore
 from jobs.commerce.diagnostic_retention import retention_batches
 from jobs.commerce.diagnostics import DiagnosticStore
 from jobs.commerce.financial_operations import (
-    ATTEMPTS_CAP,
     TERMINAL,
     FinancialOperationStore,
     OperationKind,
@@ -67,7 +82,24 @@ OPERATION_BATCH = 50
 MAX_BATCHES_PER_STEP = 20
 
 _TERMINAL_VALUES = frozenset(status.value for status in TERMINAL)
-_SETTLED = frozenset({"succeeded", "reconciled", "failed", "voided", "invalid"})
+
+
+class OperationOutcome(str, enum.Enum):
+    """What one attempt did to one operation (counted as `ops_<value>` in the run row)."""
+
+    SUCCEEDED = "succeeded"  # the provider confirmed it, recorded by this run
+    RECONCILED = "reconciled"  # captured under another key (the buyer's path, the safety net): recorded succeeded
+    FAILED = "failed"  # the provider refused it for good (decline, not capturable)
+    VOIDED = "voided"  # a deleted account's charge recovery never sent: dropped, no provider call
+    INVALID = "invalid"  # a record that can never be executed (unknown kind, no target)
+    UNKNOWN = "unknown"  # the provider's outcome, the claim or the record of either is unknown: a later run settles it by key
+    SKIPPED = "skipped"  # changed since it was read (the request path, another run): not called, or settled by someone else
+
+
+_SETTLED = frozenset({
+    OperationOutcome.SUCCEEDED, OperationOutcome.RECONCILED, OperationOutcome.FAILED, OperationOutcome.VOIDED,
+    OperationOutcome.INVALID,
+})
 
 
 class FinancialRecovery:
@@ -91,6 +123,7 @@ class FinancialRecovery:
 
     def batches(self, ctx: RunContext) -> Iterator[dict[str, Any]]:
         yield from self.expire_intents()
+        yield from self.recover_due(ctx, OperationStatus.IN_PROGRESS, "resumed")
         yield from self.recover_deleted_accounts(ctx)
         yield from self.recover_due(ctx, OperationStatus.PENDING, "pending")
         yield from self.recover_due(ctx, OperationStatus.RETRY_SCHEDULED, "retried")
@@ -162,16 +195,38 @@ class FinancialRecovery:
 
     # -- one operation ----------------------------------------------------------------------
 
-    def _execute(self, ctx: RunContext, op: Any, account_deleted: bool) -> str:
-        """Drive one open operation to its next state; return the outcome label."""
+    def _execute(self, ctx: RunContext, op: Any, account_deleted: bool) -> OperationOutcome:
+        """Drive one open operation to its next state: claim it, call the provider, settle."""
         try:
             kind = OperationKind(op.kind)
         except ValueError:
-            return self._settle(ctx, op, OperationStatus.FAILED, "invalid", attempted=False, error="invalid: unknown kind")
-        if kind is OperationKind.CHARGE and account_deleted:
-            return self._settle(ctx, op, OperationStatus.VOIDED, "voided", attempted=False)
+            return self._settle(ctx, op, OperationStatus.FAILED, OperationOutcome.INVALID, error="invalid: unknown kind")
+        if op.status == OperationStatus.IN_PROGRESS.value:
+            # claimed by an earlier run that died (or could not record the outcome): resume it by its key
+            return self._call(ctx, op, kind)
+        if kind is OperationKind.CHARGE and account_deleted and not int(op.attempts or 0):
+            # never sent by recovery: nothing is taken from a deleted account. One already sent is
+            # finished by its key instead (the provider may have captured it; `voided` would say it did not)
+            return self._settle(ctx, op, OperationStatus.VOIDED, OperationOutcome.VOIDED)
         if not op.target_ref:
-            return self._settle(ctx, op, OperationStatus.FAILED, "invalid", attempted=False, error="invalid: no target reference")
+            return self._settle(ctx, op, OperationStatus.FAILED, OperationOutcome.INVALID, error="invalid: no target reference")
+        run_id = ctx.run_id
+        claimed = fenced_write_retried(
+            ctx,
+            self.operations.claim_item(op, run_id),
+            lambda old: old.get("status") == OperationStatus.IN_PROGRESS.value and old.get("claimed_by") == run_id,
+        )
+        if claimed is WriteResult.REFUSED:
+            # changed since the read (voided, amended, settled): the row is stale, never call the provider with it
+            return OperationOutcome.SKIPPED
+        if claimed is WriteResult.UNKNOWN:
+            # the claim may be in place: a later run resumes it by key; the provider was not called
+            self._log("financial operation claim not recorded", op, "store error")
+            return OperationOutcome.UNKNOWN
+        return self._call(ctx, op, kind)
+
+    def _call(self, ctx: RunContext, op: Any, kind: OperationKind) -> OperationOutcome:
+        """A claimed operation (frozen since the claim): the provider call with its stable key, then the settle."""
         try:
             if kind is OperationKind.CHARGE:
                 ref = self.payments.capture(op.target_ref, op.idempotency_key).capture_id
@@ -179,30 +234,46 @@ class FinancialRecovery:
                 ref = self.payments.refund(op.target_ref, int(op.amount_cents), op.currency, op.idempotency_key).refund_id
         except AlreadyCaptured:
             # captured under another key (the buyer's path or the safety net): money moved once, reconcile
-            return self._settle(ctx, op, OperationStatus.SUCCEEDED, "reconciled", attempted=True, error="reconciled: captured under another key")
+            return self._settle(ctx, op, OperationStatus.SUCCEEDED, OperationOutcome.RECONCILED, claimed=True,
+                                error="reconciled: captured under another key")
         except (InstrumentDeclined, OrderNotCapturable) as exc:
-            self.logger.warning("financial operation refused", extra={"operation_id": op.operation_id, "error": type(exc).__name__})
-            return self._settle(ctx, op, OperationStatus.FAILED, "failed", attempted=True, error=type(exc).__name__)
+            self._log("financial operation refused", op, type(exc).__name__)
+            return self._settle(ctx, op, OperationStatus.FAILED, OperationOutcome.FAILED, claimed=True, error=type(exc).__name__)
         except TransientPaymentError as exc:
-            self.logger.warning("financial operation outcome unknown", extra={"operation_id": op.operation_id, "error": type(exc).__name__})
-            if int(op.attempts or 0) + 1 >= ATTEMPTS_CAP:
-                return self._settle(ctx, op, OperationStatus.FAILED, "failed", attempted=True, error="transient: attempts cap")
-            return self._settle(ctx, op, OperationStatus.RETRY_SCHEDULED, "retry_scheduled", attempted=True, error="transient")
-        return self._settle(ctx, op, OperationStatus.SUCCEEDED, "succeeded", attempted=True, result_ref=ref)
+            # the provider may have acted (a lost reply) or not (a timeout): the same key finds out next time
+            self._log("financial operation outcome unknown", op, type(exc).__name__)
+            return self._settle(ctx, op, OperationStatus.RETRY_SCHEDULED, OperationOutcome.UNKNOWN, claimed=True,
+                                error="transient")
+        return self._settle(ctx, op, OperationStatus.SUCCEEDED, OperationOutcome.SUCCEEDED, claimed=True, result_ref=ref)
 
     def _settle(
-        self, ctx: RunContext, op: Any, status: OperationStatus, outcome: str, *, attempted: bool,
+        self, ctx: RunContext, op: Any, status: OperationStatus, outcome: OperationOutcome, *, claimed: bool = False,
         result_ref: str | None = None, error: str | None = None,
-    ) -> str:
-        try:
-            ctx.fenced_write([self.operations.settle_item(op, status, attempted=attempted, result_ref=result_ref, error=error)])
-        except ConditionFailed:
-            return "conflict"  # an overlapping run settled it first; the provider key made the call harmless
-        return outcome
+    ) -> OperationOutcome:
+        """Record an outcome; a refusal whose old image already holds it (our lost reply) is ours.
+
+        `claimed`: after a claim, the provider was called (`attempts` + 1) and the row is `in_progress`.
+        """
+        attempts = int(op.attempts or 0) + (1 if claimed else 0)
+        written = fenced_write_retried(
+            ctx,
+            self.operations.settle_item(op, status, attempted=claimed, claimed=claimed, result_ref=result_ref, error=error),
+            lambda old: old.get("status") == status.value and int(old.get("attempts", 0)) == attempts,
+        )
+        if written is WriteResult.APPLIED:
+            return outcome
+        if written is WriteResult.UNKNOWN:
+            # still in_progress if it was not applied: the next run resumes it by key
+            self._log("financial operation outcome not recorded", op, "store error")
+            return OperationOutcome.UNKNOWN
+        return OperationOutcome.SKIPPED  # another run settled it first; the provider key made our call harmless
+
+    def _log(self, message: str, op: Any, error: str) -> None:
+        self.logger.warning(message, extra={"operation_id": op.operation_id, "error": error})
 
 
-def _count(counts: dict[str, int], outcome: str) -> None:
-    counts[f"ops_{outcome}"] = counts.get(f"ops_{outcome}", 0) + 1
+def _count(counts: dict[str, int], outcome: OperationOutcome) -> None:
+    counts[f"ops_{outcome.value}"] = counts.get(f"ops_{outcome.value}", 0) + 1
 
 
 def recover_financial_operations(

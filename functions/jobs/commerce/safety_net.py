@@ -34,7 +34,7 @@ updated_at) index, never a scan) with `scanned`:
     skipped      the buyer touched the intent after it was read, or another run settled it first
 
 One intent's failure is logged (intent id and error class, never a payload)
-and never stops the others. Every conditional write is retried a few times on
+and never stops the others. Every conditional write (`jobfence.retried`) is retried a few times on
 a store error (safe: the condition makes a repeat a no-op) and a refusal is
 read from the old image DynamoDB returns, so our own applied-but-unanswered
 write is recognised as ours. Only a definite refusal (decline, not capturable)
@@ -49,8 +49,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from aws_lambda_powertools import Logger
 
-from jobfence.dynamo import is_aws_error
-from jobfence.errors import ConditionFailed, StoreError
+from jobfence.retried import WriteResult, fenced_write_retried
 from jobfence.runs import safe_error
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.commerce.deferred_payments import DeferredPaymentStore, DeferredStatus, Initiator, capture_key
@@ -66,7 +65,6 @@ from providers.paypal import paypal_from_settings
 CUTOFF_MS = 20 * 60_000
 SAFETY_NET_BATCH = 50
 SAFETY_NET_MAX_BATCHES = 20
-WRITE_ATTEMPTS = 3  # a conditional write is retried on a store error; its condition makes the repeat safe
 _TERMINAL_ERRORS = (InstrumentDeclined, OrderNotCapturable)
 _REFUSED_ERRORS = (PaymentAuthError,)  # the provider answered and did not capture; retried next tick
 
@@ -79,14 +77,6 @@ class IntentOutcome(str, enum.Enum):
     FAILED = "failed"
     UNKNOWN = "unknown"
     SKIPPED = "skipped"
-
-
-class WriteResult(enum.Enum):
-    """A conditional write after its retries."""
-
-    APPLIED = "applied"  # applied now, or earlier by a try whose reply was lost (recognised in the old image)
-    REFUSED = "refused"  # the condition failed against someone else's change
-    UNKNOWN = "unknown"  # every try raised a store error: it may or may not have been applied
 
 
 def capture_abandoned_deferred(
@@ -187,18 +177,7 @@ class _SafetyNet:
         return IntentOutcome.SKIPPED
 
     def _write(self, item: dict[str, Any], mine: Callable[[Mapping[str, Any]], bool]) -> WriteResult:
-        """A fenced conditional write with bounded retries; `mine(old image)` recognises our own earlier try."""
-        for _ in range(WRITE_ATTEMPTS):
-            try:
-                self._ctx.fenced_write([item])
-            except ConditionFailed as refused:
-                return WriteResult.APPLIED if mine(refused.item) else WriteResult.REFUSED
-            except Exception as exc:
-                if not (isinstance(exc, StoreError) or is_aws_error(exc)):
-                    raise  # LeaseLost (the term is over: the job stops) and anything that is not the store
-                continue
-            return WriteResult.APPLIED
-        return WriteResult.UNKNOWN
+        return fenced_write_retried(self._ctx, item, mine)
 
     def _log_failure(self, row: Any, error: str) -> None:
         self._logger.error("abandoned deferred capture failed", extra={"intent_id": row.intent_id, "error": error})

@@ -1,9 +1,10 @@
-"""Support of the commerce and backoffice job tests: the stores bundle, a runner harness, a lease thief."""
+"""Support of the commerce and backoffice job tests: the stores bundle, a runner harness, a lease thief,
+the recovery job as the runner runs it, and a payment port with hooks around the provider's calls."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from aws_lambda_powertools import Logger, Metrics
 
@@ -18,7 +19,9 @@ from jobs.commerce.accounts import AccountStore
 from jobs.commerce.agent_invitations import AgentInvitationStore
 from jobs.commerce.customer_activity import CustomerActivityStore
 from jobs.commerce.deferred_payments import DeferredPaymentStore
+from jobs.commerce.diagnostic_retention import retention_batches
 from jobs.commerce.diagnostics import DiagnosticStore
+from jobs.commerce.financial_recovery import FinancialRecovery, recover_financial_operations
 from jobs.commerce.financial_operations import FinancialOperationStore
 from jobs.commerce.orders import OrderStore
 from tests.grants import within_grant
@@ -77,3 +80,38 @@ class StealingContext:
             self.harness.clock.advance(ms=spec.lease_ttl_s * 1000 + 1)
             self.harness.leases.acquire(self.job_name, "intruder", spec.lease_ttl_s * 1000)
         return 300_000
+
+
+def recovery_job(stores: Stores, harness: Harness, payments: Any, operations: Any = None):
+    """`recover_financial_operations` on the test's stores (`operations` may wrap the store with hooks)."""
+    recovery = FinancialRecovery(
+        stores.intents, stores.accounts, operations or stores.operations, stores.orders, payments, harness.logger
+    )
+    return lambda ctx: recover_financial_operations(
+        recovery.batches(ctx), retention_batches(stores.diagnostics, stores.activity, ctx, harness.logger), harness.logger
+    )
+
+
+class Crash(BaseException):
+    """The function dies here (not an exception the job could catch)."""
+
+
+class HookedPayments:
+    """A payment port whose calls run `before(target)` just before and `after(target)` just after the provider acts."""
+
+    def __init__(self, payments: Any, before: Callable[[str], Any] | None = None, after: Callable[[str], Any] | None = None):
+        self.payments, self.before, self.after = payments, before, after
+
+    def capture(self, order_id: str, key: str):
+        return self._call(order_id, lambda: self.payments.capture(order_id, key))
+
+    def refund(self, capture_id: str, amount_cents: int, currency: str, key: str):
+        return self._call(capture_id, lambda: self.payments.refund(capture_id, amount_cents, currency, key))
+
+    def _call(self, target: str, call: Callable[[], Any]):
+        if self.before:
+            self.before(target)
+        result = call()
+        if self.after:
+            self.after(target)
+        return result

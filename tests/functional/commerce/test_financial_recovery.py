@@ -13,10 +13,10 @@ from jobs.commerce.accounts import OperationKind as AccountOperationKind
 from jobs.commerce.customer_activity import ACTIVITY_RETENTION_MS
 from jobs.commerce.diagnostic_retention import retention_batches
 from jobs.commerce.financial_operations import OperationKind
-from jobs.commerce.financial_recovery import FinancialRecovery, recover_financial_operations
+from jobs.commerce.financial_recovery import recover_financial_operations
 from providers.payments import PaymentAuthError
 
-from commerce_harness import StealingContext
+from commerce_harness import StealingContext, recovery_job
 
 HOUR = 3_600_000
 DAY = 24 * HOUR
@@ -24,12 +24,7 @@ JOB = "recover_financial_operations"
 
 
 def job(stores, payments, harness, recovery_payments=None):
-    recovery = FinancialRecovery(
-        stores.intents, stores.accounts, stores.operations, stores.orders, recovery_payments or payments, harness.logger
-    )
-    return lambda ctx: recover_financial_operations(
-        recovery.batches(ctx), retention_batches(stores.diagnostics, stores.activity, ctx, harness.logger), harness.logger
-    )
+    return recovery_job(stores, harness, recovery_payments or payments)
 
 
 def delete_account(stores, account_provider, notifier, account_id):
@@ -190,17 +185,25 @@ def test_pending_returns_and_card_retries_use_the_stable_key_and_settle_once(sto
     assert second.summary["ops_succeeded"] == 3
 
 
-def test_a_card_operation_fails_for_good_at_the_attempts_cap(stores, payments, harness, clock):
+def test_an_operation_whose_money_may_have_moved_is_never_given_up_as_failed(stores, payments, harness, clock):
+    # GIVEN the provider captures on the first call but recovery never hears back for five runs
     stores.accounts.create("acc", "c@example.com")
     payments.approve("PP", 100)
     stores.operations.create("op", "acc", OperationKind.CHARGE, "PP", 100, "EUR", "operator")
-    payments.time_out_order("PP", 10)
+    payments.lose_response_next(1)
+    payments.time_out_order("PP", 4)
     clock.advance(minutes=16)
     for _ in range(5):
-        harness.run(JOB, job(stores, payments, harness))
+        result = harness.run(JOB, job(stores, payments, harness))
+        assert result.summary["ops_unknown"] == 1 and "ops_failed" not in result.summary
         clock.advance(hours=7)  # past the longest back-off
+    # THEN it is still being retried with its key (not `failed`, though money moved), and the 6th run records it
     op = stores.operations.get("op")
-    assert (op.status, int(op.attempts), op.due_at) == ("failed", 5, None)
+    assert (op.status, int(op.attempts)) == ("retry_scheduled", 5)
+    assert harness.run(JOB, job(stores, payments, harness)).summary["ops_succeeded"] == 1
+    op = stores.operations.get("op")
+    assert (op.status, op.result_ref, op.due_at) == ("succeeded", payments.orders["PP"].capture_id, None)
+    assert payments.captures_of("PP") == 1 and {key for _, _, key in payments.calls} == {"operator:op"}
     calls = len(payments.calls)
     harness.run(JOB, job(stores, payments, harness))
     assert len(payments.calls) == calls  # automation never touches a terminal operation again
@@ -309,7 +312,8 @@ def test_every_failure_combination(stores, payments, harness, clock, monkeypatch
 
     # THEN the branch that did not fail did all its work
     assert stores.intents.model.get("i").status == "expired"  # recovery's first step ran either way
-    assert stores.operations.get("op").status == ("pending" if recovery_fails else "succeeded")
+    # (a refused call leaves its claim in place: the next run resumes it with the same key)
+    assert stores.operations.get("op").status == ("in_progress" if recovery_fails else "succeeded")
     diagnostics_left = stores.diagnostics.model.count("d")
     assert diagnostics_left == (5 if retention_fails else 0)
     assert stores.activity.model.count("acc") == (1 if retention_fails else 0)

@@ -13,11 +13,9 @@ from jobs.commerce.checkout import capture_for_buyer
 from jobs.commerce.safety_net import capture_abandoned_deferred
 from tests.fault_hooks import Fault, ScriptedFaults
 
+from commerce_harness import Crash, HookedPayments
+
 COUNTS = ("captured", "reconciled", "failed", "unknown", "skipped", "scanned")
-
-
-class Crash(BaseException):
-    """The function dies here (not an exception the job could catch)."""
 
 
 class HookedIntents:
@@ -34,21 +32,6 @@ class HookedIntents:
 
     def __getattr__(self, name):
         return getattr(self._store, name)
-
-
-class HookedPayments:
-    """The fake provider, with hooks just before and just after PayPal applies a capture."""
-
-    def __init__(self, payments, before=None, after=None):
-        self.payments, self.before, self.after = payments, before, after
-
-    def capture(self, order_id, key):
-        if self.before:
-            self.before(order_id)
-        result = self.payments.capture(order_id, key)
-        if self.after:
-            self.after(order_id)
-        return result
 
 
 def run(harness, intents, payments):

@@ -1,0 +1,53 @@
+"""One conditional fenced write, retried on a store error and judged from the old image.
+
+The claim-before-call pattern of the jobs that call a provider (the safety net,
+financial recovery) writes each step as one conditional entry in a fenced
+transaction:
+
+    claim    open -> in progress, conditioned on what the job read (a change since refuses it)
+    call     the provider, with the record's stable idempotency key
+    settle   in progress -> outcome, conditioned on the claim still being in place
+
+Each write is retried a few times on a store error (throttling, a 5xx, a lost
+reply): safe, because its condition makes a repeat of an applied write a
+refusal. A refusal is then read from the old image DynamoDB returns: `mine(old)`
+says whether the competing row is our own earlier try (its reply was lost), so
+an applied-but-unanswered write is recognised instead of counted as someone
+else's change.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Callable, Mapping
+
+from jobfence.dynamo import is_aws_error
+from jobfence.errors import ConditionFailed, StoreError
+from jobfence.scheduled import RunContext
+
+WRITE_ATTEMPTS = 3
+
+
+class WriteResult(enum.Enum):
+    """A conditional write after its retries."""
+
+    APPLIED = "applied"  # applied now, or earlier by a try whose reply was lost (recognised in the old image)
+    REFUSED = "refused"  # the condition failed against someone else's change
+    UNKNOWN = "unknown"  # every try raised a store error: it may or may not have been applied
+
+
+def fenced_write_retried(
+    ctx: RunContext, item: Mapping[str, Any], mine: Callable[[Mapping[str, Any]], bool], attempts: int = WRITE_ATTEMPTS
+) -> WriteResult:
+    """Apply one conditional entry under the lease; `mine(old image)` recognises our own earlier try."""
+    for _ in range(attempts):
+        try:
+            ctx.fenced_write([item])
+        except ConditionFailed as refused:
+            return WriteResult.APPLIED if mine(refused.item) else WriteResult.REFUSED
+        except Exception as exc:
+            if not (isinstance(exc, StoreError) or is_aws_error(exc)):
+                raise  # LeaseLost (the term is over: the job stops) and anything that is not the store
+            continue
+        return WriteResult.APPLIED
+    return WriteResult.UNKNOWN
