@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import enum
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Mapping, NoReturn, TypeVar
+from typing import Any, Callable, Iterator, Mapping, NoReturn, Sequence, TypeVar
 
 from botocore.exceptions import (
     BotoCoreError,
@@ -206,6 +206,20 @@ def raise_unless_refused(exc: Exception, what: str) -> None:
     """Return only when `exc` is a refused condition (the caller reads the old image); else `raise_store_error`."""
     if not (is_aws_error(exc) and classify(exc) is ErrorKind.CONDITION_FAILED):
         raise_store_error(exc, what)
+
+
+def update_if(row: Any, actions: Sequence[Any], condition: Any, what: str) -> bool:
+    """One conditional pynamodb update: True if applied, False if its condition was refused.
+
+    For an unfenced write of a request path (it holds no job lease); any other
+    error is a `StoreError` naming its code (`raise_store_error`).
+    """
+    try:
+        row.update(actions=list(actions), condition=condition)
+    except Exception as exc:
+        raise_unless_refused(exc, what)
+        return False
+    return True
 
 
 @contextmanager

@@ -36,12 +36,12 @@ import enum
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import PynamoDBException, UpdateError
+from pynamodb.exceptions import PynamoDBException
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import ErrorKind, bind, classify, error_code, get_row
+from jobfence.dynamo import bind, error_code, get_row, update_if
 from jobfence.errors import StoreError
 from jobfence.registry import IndexSpec
 from jobs.commerce import transact
@@ -129,16 +129,10 @@ class DeferredPaymentStore:
     def patch_upsell(self, intent_id: str, add_cents: int) -> bool:
         """An accepted upsell: add to the amount and refresh `updated_at` (only while deferred)."""
         model = self.model
-        try:
-            model(intent_id).update(
-                actions=[model.amount_cents.add(add_cents), model.updated_at.set(self._clock.now_ms())],
-                condition=model.status == DeferredStatus.DEFERRED.value,
-            )
-        except UpdateError as exc:
-            if classify(exc) is ErrorKind.CONDITION_FAILED:
-                return False
-            raise StoreError(f"patching intent {intent_id} failed: {error_code(exc)}") from exc
-        return True
+        return update_if(
+            model(intent_id), [model.amount_cents.add(add_cents), model.updated_at.set(self._clock.now_ms())],
+            model.status == DeferredStatus.DEFERRED.value, f"patching intent {intent_id}",
+        )
 
     def stale_deferred(
         self, cutoff: int, limit: int, after: dict[str, Any] | None = None
@@ -240,13 +234,7 @@ class DeferredPaymentStore:
         actions = [model.status.set(DeferredStatus.CAPTURED.value), model.captured_by.set(by.value), model.updated_at.set(self._clock.now_ms())]
         if capture_ref:
             actions.append(model.capture_ref.set(capture_ref))
-        try:
-            model(intent_id).update(
-                actions=actions,
-                condition=model.status.is_in(DeferredStatus.DEFERRED.value, DeferredStatus.CAPTURING.value),
-            )
-        except UpdateError as exc:
-            if classify(exc) is ErrorKind.CONDITION_FAILED:
-                return False
-            raise StoreError(f"recording capture of {intent_id} failed: {error_code(exc)}") from exc
-        return True
+        return update_if(
+            model(intent_id), actions,
+            model.status.is_in(DeferredStatus.DEFERRED.value, DeferredStatus.CAPTURING.value), f"recording capture of {intent_id}",
+        )

@@ -42,12 +42,12 @@ import enum
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import PutError, UpdateError
+from pynamodb.exceptions import PutError
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import ErrorKind, bind, classify, error_code, get_row
+from jobfence.dynamo import bind, get_row, update_if
 from jobfence.errors import StoreError
 from jobfence.registry import IndexSpec
 from jobs.commerce import transact
@@ -289,13 +289,7 @@ class FinancialOperationStore:
 
     def _request_change(self, operation_id: str, actions: list[Any], what: str) -> bool:
         model = self.model
-        try:
-            model(operation_id).update(
-                actions=[*actions, model.updated_at.set(self._clock.now_ms())],
-                condition=model.status == OperationStatus.PENDING.value,
-            )
-        except UpdateError as exc:
-            if classify(exc) is ErrorKind.CONDITION_FAILED:
-                return False
-            raise StoreError(f"{what} operation {operation_id} failed: {error_code(exc)}") from exc
-        return True
+        return update_if(
+            model(operation_id), [*actions, model.updated_at.set(self._clock.now_ms())],
+            model.status == OperationStatus.PENDING.value, f"{what} operation {operation_id}",
+        )

@@ -64,6 +64,16 @@ def a_pending_return(stores, payments, clock):
     return capture_id
 
 
+def a_run_that_dies(stores, harness, payments, when):
+    """A run whose function dies just `before` or `after` the provider acts on its first call."""
+
+    def die(target):
+        raise Crash()
+
+    with pytest.raises(Crash):
+        run(stores, harness, HookedPayments(payments, **{when: die}))
+
+
 def next_run(clock):
     clock.advance(minutes=HOUR_MINUTES)
 
@@ -128,12 +138,7 @@ def test_a_change_after_the_claim_is_refused_and_the_claimed_row_is_executed(sto
 def test_a_crash_between_the_claim_and_the_provider_call_is_resumed_by_key(stores, payments, harness, clock):
     # GIVEN a run that dies after claiming a charge, before calling the provider
     a_pending_charge(stores, payments, clock)
-
-    def die(target):
-        raise Crash()
-
-    with pytest.raises(Crash):
-        run(stores, harness, HookedPayments(payments, before=die))
+    a_run_that_dies(stores, harness, payments, "before")
     assert stores.operations.get("op").status == "in_progress" and payments.calls == []
     # WHEN the next run comes (the dead holder's lease has expired)
     next_run(clock)
@@ -148,12 +153,7 @@ def test_a_crash_between_the_claim_and_the_provider_call_is_resumed_by_key(store
 def test_a_crash_after_the_provider_captured_is_settled_by_key_without_a_second_capture(stores, payments, harness, clock):
     # GIVEN a run that dies right after the provider captured, before recording it
     a_pending_charge(stores, payments, clock)
-
-    def die(target):
-        raise Crash()
-
-    with pytest.raises(Crash):
-        run(stores, harness, HookedPayments(payments, after=die))
+    a_run_that_dies(stores, harness, payments, "after")
     assert stores.operations.get("op").status == "in_progress"
     # WHEN the next run comes THEN the provider answers the repeated key with its first capture
     next_run(clock)
