@@ -47,7 +47,7 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import bind, get_row, update_if
+from jobfence.dynamo import ErrorKind, bind, classify, error_code, get_row, update_if
 from jobfence.errors import StoreError
 from jobfence.registry import IndexSpec
 from jobs.commerce import transact
