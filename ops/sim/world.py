@@ -23,6 +23,9 @@ from typing import Any, Callable, Iterator, Protocol
 
 from aws_lambda_powertools import Logger
 
+from jobfence.lease import LeaseStore
+from jobfence.runs import RunStore
+from jobfence.scheduled import ScheduledRunner
 from ops.invariants import plain_items
 from ops.sim.faults import DEFAULT_CALL_RATES, FaultKind, FaultPlan
 from ops.sim.kernel import START_MS, Actor, Crash, Kernel, SeededUuids, SimAbort
@@ -120,6 +123,12 @@ class World:
 
     def spawn(self, name: str, fn: Callable[[Actor], Any], at: int | None = None, faulty: bool = True) -> Actor:
         return self.kernel.spawn(name, fn, at=at, skew_ms=self.skew(), faulty=faulty)
+
+    def runner(self, clock: Any) -> ScheduledRunner:
+        """The real runner on the run's leases and runs tables, on an actor's clock (every family ticks with it)."""
+        dynamodb = self.wire.dynamodb
+        return ScheduledRunner(LeaseStore(dynamodb, self.tables["leases"], clock), RunStore(dynamodb, self.tables["runs"]),
+                               clock, self.logger, NullMetrics(), safety_margin_ms=MARGIN_MS)
 
     def scan(self, logical: str) -> list[dict[str, Any]]:
         """Every item of a table, read from moto's backend (no call, no fault)."""

@@ -29,11 +29,9 @@ from typing import Any, Callable
 
 from jobfence.config import ScheduledSettings, Settings
 from jobfence.errors import JobfenceError
-from jobfence.lease import LeaseStore
 from jobfence.quota import QuotaStore
 from jobfence.reclaim import ReclaimPipeline, Reclaimer
-from jobfence.runs import RunStore
-from jobfence.scheduled import JobDeps, ScheduledRunner
+from jobfence.scheduled import JobDeps
 from jobfence.triggers import Trigger
 from jobfence.work import BatchOperations, BatchRef, ItemInput, Producer, SqsWakeups, Worker, WorkStore
 from jobs.catalog import CATALOG
@@ -44,7 +42,7 @@ from ops.sim.families.lease import LambdaContext
 from ops.sim.kernel import START_MS, Actor, SkewedClock
 from ops.sim.queue import SimProvider, SimQueues
 from ops.sim.terms import TermWatch
-from ops.sim.world import MARGIN_MS, NullMetrics, World
+from ops.sim.world import MARGIN_MS, World
 
 HOUR_MS = 3_600_000
 RECLAIM_JOB = "reclaim_listings"
@@ -180,7 +178,7 @@ class BatchFamily:
     def _reclaim(self, world: World):
         def run(actor: Actor) -> Any:
             spec = CATALOG.job(RECLAIM_JOB)
-            runner = self._runner(world, actor.clock)
+            runner = world.runner(actor.clock)
             context = LambdaContext(actor.name, actor.clock, spec.timeout_s * 1000)
             job = self.reclaim_job(world, actor.clock)
             watch: TermWatch = world.data["watch"]
@@ -190,11 +188,6 @@ class BatchFamily:
 
         return run
 
-    def _runner(self, world: World, clock: Any) -> ScheduledRunner:
-        dynamodb = world.wire.dynamodb
-        return ScheduledRunner(LeaseStore(dynamodb, world.tables["leases"], clock),
-                               RunStore(dynamodb, world.tables["runs"]), clock, world.logger, NullMetrics(),
-                               safety_margin_ms=MARGIN_MS)
 
     def _operator(self, world: World, planned: PlannedBatch):
         def run(actor: Actor) -> Any:
@@ -278,7 +271,7 @@ class BatchFamily:
                 return
             kernel.clock.advance(ms=PIPELINES[GENERATION].timing.batch_stale_s * 1000 + 1_000)
             try:
-                result = self._runner(world, clock).run(
+                result = world.runner(clock).run(
                     spec, self.reclaim_job(world, clock), Trigger("scheduled", clock.now_ms()),
                     LambdaContext("clean-reclaim", clock, spec.timeout_s * 1000))
             except JobfenceError as exc:

@@ -36,9 +36,6 @@ from typing import Any
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from jobfence.errors import JobfenceError
-from jobfence.lease import LeaseStore
-from jobfence.runs import RunStore
-from jobfence.scheduled import ScheduledRunner
 from jobfence.triggers import Trigger
 from jobs.catalog import CATALOG
 from jobs.club.catalog import NOTIFICATIONS_QUEUE, QUEUES
@@ -214,16 +211,11 @@ class ClubFamily:
         watch: TermWatch = world.data["watch"]
         return lambda ctx: watch.guard(actor, send_equipment_reminders(reminders, loans, changes, ctx))
 
-    def _runner(self, world: World, clock: Any) -> ScheduledRunner:
-        dynamodb = world.wire.dynamodb
-        return ScheduledRunner(LeaseStore(dynamodb, world.tables["leases"], clock),
-                               RunStore(dynamodb, world.tables["runs"]), clock, world.logger, NullMetrics(),
-                               safety_margin_ms=MARGIN_MS)
 
     def _tick(self, world: World):
         def run(actor: Actor) -> Any:
             spec = world.data["spec"]
-            return self._runner(world, actor.clock).run(spec, self._job(world, actor.clock, actor),
+            return world.runner(actor.clock).run(spec, self._job(world, actor.clock, actor),
                                                         Trigger("scheduled", actor.clock.now_ms()),
                                                         LambdaContext(actor.name, actor.clock, spec.timeout_s * 1000))
 
@@ -311,7 +303,7 @@ class ClubFamily:
         self._drain(world, clock)
         kernel.clock.set(max(kernel.clock.now_ms(), START_MS + WINDOW_MS) + spec.lease_ttl_s * 1000 + MARGIN_MS)
         try:
-            result = self._runner(world, clock).run(spec, self._job(world, clock, None),
+            result = world.runner(clock).run(spec, self._job(world, clock, None),
                                                     Trigger("scheduled", clock.now_ms()),
                                                     LambdaContext("clean-tick", clock, spec.timeout_s * 1000))
         except Exception as exc:  # noqa: BLE001 - judged, not raised

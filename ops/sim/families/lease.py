@@ -22,9 +22,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from jobfence.config import ScheduledSettings
-from jobfence.lease import LeaseStore
-from jobfence.runs import RunStore
-from jobfence.scheduled import JobDeps, ScheduledRunner
+from jobfence.scheduled import JobDeps
 from jobfence.triggers import Trigger
 from jobs.catalog import CATALOG
 from jobs.commerce.dpop_proofs import DpopProofStore
@@ -32,7 +30,7 @@ from jobs.listings.pipelines import GENERATION, PIPELINES
 from ops.sim.faults import AWS_CALL_FAULTS, PAUSES, FaultKind
 from ops.sim.kernel import START_MS, Actor, SkewedClock
 from ops.sim.terms import TermWatch
-from ops.sim.world import MARGIN_MS, NullMetrics, World
+from ops.sim.world import MARGIN_MS, World
 
 JOB = "clean_dpop_proofs"
 SIM_BATCH = 2  # rows a batch (the catalog's 1,000 scaled down: several batches per run)
@@ -108,12 +106,6 @@ class LeaseFamily:
                 world.data["watch"].tick(world.spawn(name, self._tick(world, at, fail_at),
                                                      at=at + world.rng.randrange(3_000)))
 
-    def _runner(self, world: World, clock: Any) -> ScheduledRunner:
-        dynamodb = world.wire.dynamodb
-        return ScheduledRunner(
-            LeaseStore(dynamodb, world.tables["leases"], clock), RunStore(dynamodb, world.tables["runs"]),
-            clock, world.logger, NullMetrics(), safety_margin_ms=MARGIN_MS,
-        )
 
     def _job(self, world: World, clock: Any, actor: Actor | None, fail_at: int | None):
         spec = world.data["spec"]
@@ -151,7 +143,7 @@ class LeaseFamily:
             spec = world.data["spec"]
             job = self._job(world, actor.clock, actor, fail_at)
             context = LambdaContext(actor.name, actor.clock, spec.timeout_s * 1000)
-            return self._runner(world, actor.clock).run(spec, job, Trigger("scheduled", scheduled_at), context)
+            return world.runner(actor.clock).run(spec, job, Trigger("scheduled", scheduled_at), context)
 
         return run
 
@@ -177,7 +169,7 @@ class LeaseFamily:
         clock = SkewedClock(world.kernel.clock)
         context = LambdaContext("clean-tick", clock, spec.timeout_s * 1000)
         try:
-            result = self._runner(world, clock).run(spec, self._job(world, clock, None, None),
+            result = world.runner(clock).run(spec, self._job(world, clock, None, None),
                                                     Trigger("scheduled", clock.now_ms()), context)
         except Exception as exc:  # noqa: BLE001
             world.violate(0, f"liveness: the clean tick raised {type(exc).__name__}: {exc}")

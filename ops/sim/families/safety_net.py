@@ -30,9 +30,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from jobfence.lease import LeaseStore
-from jobfence.runs import RunStore
-from jobfence.scheduled import ScheduledRunner
 from jobfence.triggers import Trigger
 from jobs.catalog import CATALOG
 from jobs.commerce import safety_net
@@ -43,7 +40,7 @@ from ops.sim.faults import AWS_CALL_FAULTS, PROVIDER_FAULTS, FaultKind
 from ops.sim.families.lease import LambdaContext
 from ops.sim.kernel import START_MS, Actor, Crash, SkewedClock
 from ops.sim.terms import TermWatch
-from ops.sim.world import MARGIN_MS, NullMetrics, World
+from ops.sim.world import MARGIN_MS, World
 from providers.payments import AlreadyCaptured, PaymentError, TransientPaymentError
 from providers.payments_fake import FakePayments
 
@@ -191,11 +188,6 @@ class SafetyNetFamily:
 
         return run
 
-    def _runner(self, world: World, clock: Any) -> ScheduledRunner:
-        dynamodb = world.wire.dynamodb
-        return ScheduledRunner(LeaseStore(dynamodb, world.tables["leases"], clock),
-                               RunStore(dynamodb, world.tables["runs"]), clock, world.logger, NullMetrics(),
-                               safety_margin_ms=MARGIN_MS)
 
     def _job(self, world: World, clock: Any, actor: Actor | None):
         store = DeferredPaymentStore(world.tables["payment_intents"], clock)
@@ -207,7 +199,7 @@ class SafetyNetFamily:
         def run(actor: Actor) -> Any:
             spec = world.data["spec"]
             context = LambdaContext(actor.name, actor.clock, spec.timeout_s * 1000)
-            return self._runner(world, actor.clock).run(spec, self._job(world, actor.clock, actor),
+            return world.runner(actor.clock).run(spec, self._job(world, actor.clock, actor),
                                                         Trigger("scheduled", actor.clock.now_ms()), context)
 
         return run
@@ -238,7 +230,7 @@ class SafetyNetFamily:
         for _ in range(SETTLE_TICKS):
             kernel.clock.advance(ms=TICK_MS)
             try:
-                result = self._runner(world, clock).run(spec, self._job(world, clock, None),
+                result = world.runner(clock).run(spec, self._job(world, clock, None),
                                                         Trigger("scheduled", clock.now_ms()),
                                                         LambdaContext("clean-tick", clock, spec.timeout_s * 1000))
             except Exception as exc:  # noqa: BLE001 - judged, not raised
