@@ -22,8 +22,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ops.sim.faults import DELIVERY_FAULTS, PROVIDER_FAULTS, FaultKind
-from ops.sim.kernel import Actor, Crash
+from ops.sim.faults import DELIVERY_FAULTS, FaultKind
+from ops.sim.kernel import Actor
 
 
 @dataclass
@@ -163,13 +163,7 @@ class SimProvider:
         world = self.world
         actor = world.kernel.current()
         self.calls += 1
-        fault = None
-        if actor is not None and actor.faulty:
-            if actor.crashed:
-                raise Crash("dead")
-            fault = world.plan.one_of(world.rng, PROVIDER_FAULTS, world.plan.provider_rate)
-            if fault is not None:
-                world.wire.count(fault, actor, f"provider call for {key.item_id}")
+        fault = world.provider_fault(actor, f"provider call for {key.item_id}")
         if fault is FaultKind.PROVIDER_CRASH_BEFORE:
             raise ProviderDown("connection reset before the provider acted")
         if key.item_id in self.reject_once and idempotency_key not in self.rejected:

@@ -27,7 +27,7 @@ from jobfence.lease import LeaseStore
 from jobfence.runs import RunStore
 from jobfence.scheduled import ScheduledRunner
 from ops.invariants import plain_items
-from ops.sim.faults import DEFAULT_CALL_RATES, FaultKind, FaultPlan
+from ops.sim.faults import DEFAULT_CALL_RATES, PROVIDER_FAULTS, FaultKind, FaultPlan
 from ops.sim.kernel import START_MS, Actor, Crash, Kernel, SeededUuids, SimAbort
 from ops.sim.wire import REGION, Wire
 
@@ -123,6 +123,21 @@ class World:
 
     def spawn(self, name: str, fn: Callable[[Actor], Any], at: int | None = None, faulty: bool = True) -> Actor:
         return self.kernel.spawn(name, fn, at=at, skew_ms=self.skew(), faulty=faulty)
+
+    def provider_fault(self, actor: Actor | None, what: str, rate: float | None = None) -> FaultKind | None:
+        """The provider fault drawn for `actor`'s call (`what` names it in the trace), or None.
+
+        A crashed actor's call never happens (`Crash`); the driver and fault-free actors draw nothing.
+        `rate` replaces the plan's provider rate for this call.
+        """
+        if actor is None or not actor.faulty:
+            return None
+        if actor.crashed:
+            raise Crash("dead")
+        fault = self.plan.one_of(self.rng, PROVIDER_FAULTS, self.plan.provider_rate if rate is None else rate)
+        if fault is not None:
+            self.wire.count(fault, actor, what)
+        return fault
 
     def runner(self, clock: Any) -> ScheduledRunner:
         """The real runner on the run's leases and runs tables, on an actor's clock (every family ticks with it)."""

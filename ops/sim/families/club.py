@@ -99,15 +99,9 @@ class SimDiscord:
         name = actor.name if actor is not None else "driver"
         event_nonce = world.data["in_flight"].get(name, ("?", "?"))[1]
         record = world.data["in_flight"].get(name, ("?", "?"))[0]
-        fault = None
-        if actor is not None and actor.faulty:
-            if actor.crashed:
-                raise Crash("dead")
-            # a third of the plan's provider rate: at the plan's rate a message would fail its ten
-            # receives (and end in the DLQ, as designed) often enough to hide everything else
-            fault = world.plan.one_of(world.rng, PROVIDER_FAULTS, world.plan.provider_rate / 3)
-            if fault is not None:
-                world.wire.count(fault, actor, f"Discord call for {event_nonce[:8]}")
+        # a third of the plan's provider rate: at the plan's rate a message would fail its ten
+        # receives (and end in the DLQ, as designed) often enough to hide everything else
+        fault = world.provider_fault(actor, f"Discord call for {event_nonce[:8]}", rate=world.plan.provider_rate / 3)
         now = world.kernel.clock.now_ms()
         if fault is FaultKind.PROVIDER_CRASH_BEFORE:
             self.calls.append(Call(name, event_nonce, now, record, False, True))

@@ -38,7 +38,7 @@ from jobs.commerce.deferred_payments import DeferredPaymentStore
 from jobs.commerce.safety_net import CUTOFF_MS, capture_abandoned_deferred
 from ops.sim.faults import AWS_CALL_FAULTS, PROVIDER_FAULTS, FaultKind
 from ops.sim.families.lease import LambdaContext
-from ops.sim.kernel import START_MS, Actor, Crash, SkewedClock
+from ops.sim.kernel import START_MS, Actor, SkewedClock
 from ops.sim.terms import TermWatch
 from ops.sim.world import MARGIN_MS, World
 from providers.payments import AlreadyCaptured, PaymentError, TransientPaymentError
@@ -75,13 +75,7 @@ class SimPayments:
     def capture(self, order_id: str, idempotency_key: str) -> Any:
         world = self.world
         actor = world.kernel.current()
-        fault = None
-        if actor is not None and actor.faulty:
-            if actor.crashed:
-                raise Crash("dead")
-            fault = world.plan.one_of(world.rng, PROVIDER_FAULTS, world.plan.provider_rate)
-            if fault is not None:
-                world.wire.count(fault, actor, f"PayPal capture of {order_id}")
+        fault = world.provider_fault(actor, f"PayPal capture of {order_id}")
         name = actor.name if actor is not None else "driver"
         if fault is FaultKind.PROVIDER_CRASH_BEFORE or (fault is FaultKind.PROVIDER_TIMEOUT and world.rng.random() < 0.5):
             raise TransientPaymentError("connection reset before PayPal acted")
