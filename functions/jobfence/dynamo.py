@@ -162,13 +162,15 @@ def old_image(exc: BaseException) -> dict[str, Any] | None:
     return dict(item) if isinstance(item, Mapping) else None
 
 
-def retry_transient(call: Callable[[], T], attempts: int = TRANSIENT_ATTEMPTS) -> T:
+def retry_transient(call: Callable[[], T], attempts: int = TRANSIENT_ATTEMPTS, retried: list[ErrorKind] | None = None) -> T:
     """`call()`, called again (at most `attempts` times in all) while it raises a transient AWS error.
 
     Only for an idempotent call: the same request sent again, whose refusal
     after an earlier attempt was applied the caller reads from the old image
     (see `refused_item`). botocore has already retried with backoff beneath
     this, so there is no sleep here. The last error is raised as it is.
+    `retried` collects the kind of every error that was retried (a caller
+    asks whether an earlier try may have been applied: `may_have_applied`).
     """
     for attempt in range(1, attempts + 1):
         try:
@@ -176,7 +178,22 @@ def retry_transient(call: Callable[[], T], attempts: int = TRANSIENT_ATTEMPTS) -
         except Exception as exc:
             if attempt == attempts or not is_aws_error(exc) or not classify(exc).transient:
                 raise
+            if retried is not None:
+                retried.append(classify(exc))
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def may_have_applied(final: BaseException, retried: Sequence[ErrorKind]) -> bool:
+    """Whether an earlier try of a call that ended in `final` may have been applied.
+
+    True when `retry_transient` retried an error that may follow an applied
+    write, or when botocore re-sent the request beneath it (it does not say
+    why, so any re-send counts).
+    """
+    if any(kind.maybe_applied for kind in retried):
+        return True
+    response = getattr(root_cause(final), "response", None) or {}
+    return int((response.get("ResponseMetadata") or {}).get("RetryAttempts") or 0) > 0
 
 
 def refused_item(exc: BaseException, read: Callable[[], Mapping[str, Any] | None]) -> dict[str, Any]:

@@ -18,7 +18,21 @@ class JobfenceError(Exception):
     """Base of every error this project raises on purpose."""
 
 
-class LeaseHeld(JobfenceError):
+class LeaseRefused(JobfenceError):
+    """An acquire was refused (the lease is held, the interval has not elapsed, or a copy is unsettled).
+
+    `unanswered` is set when an earlier try of the same acquire may have been
+    applied before its reply was lost (a 5xx or a lost reply was retried, by
+    botocore or by jobfence): the `jobfence.lease.Term` that try would have
+    made (`fence` 0: unknown). If that term was taken over before the retry
+    could see it, the refusal is not a skip: the runner looks for the term's
+    run row (`ScheduledRunner`).
+    """
+
+    unanswered: Any = None
+
+
+class LeaseHeld(LeaseRefused):
     """Another holder has an unexpired lease on the job."""
 
     def __init__(self, job: str, competing: Mapping[str, Any] | None = None) -> None:
@@ -28,7 +42,7 @@ class LeaseHeld(JobfenceError):
         super().__init__(f"lease on {job!r} is held by {holder!r}")
 
 
-class IntervalNotElapsed(JobfenceError):
+class IntervalNotElapsed(LeaseRefused):
     """The job's gate stamp is too recent: it ran less than 0.9 x interval ago."""
 
     def __init__(self, job: str, competing: Mapping[str, Any] | None = None) -> None:
@@ -47,7 +61,22 @@ class LeaseLost(JobfenceError):
         super().__init__(f"lease term {lease_id} on {job!r} is no longer ours")
 
 
-class PredecessorUnrecorded(JobfenceError):
+class TermOvertaken(JobfenceError):
+    """This tick's acquire was applied, its reply was lost, and the term was over before a retry could learn it.
+
+    The lease item shows the term replaced by a later acquire (its copy names
+    this tick's run), or the run row of the term exists (an observer recorded it
+    `died`). The tick reports `lease_lost` for that run: it ran nothing, but a
+    term was taken in its name. `term` is the `jobfence.lease.Term`.
+    """
+
+    def __init__(self, job: str, term: Any) -> None:
+        self.job = job
+        self.term = term
+        super().__init__(f"the term of fence {term.fence} on {job!r} was taken over before its acquire was answered")
+
+
+class PredecessorUnrecorded(LeaseRefused):
     """The lease is free, but the term before the last one ended unreleased and its run is not yet recorded.
 
     An acquire replaces one term at a time and keeps only that term's copy, so it

@@ -26,7 +26,11 @@ botocore, or by `retry_transient` here). Each is built so the second copy is
 harmless and its refusal is read from the item it saw:
 
     acquire   the lease_id is drawn before the call, so a re-sent acquire that is
-              refused and sees lease_id = ours is our own term: success.
+              refused and sees lease_id = ours is our own term: success. A copy
+              sent after a later acquire is refused (acquired_at only grows). A
+              refusal after an earlier try may have been applied names the term
+              that try would have made (`LeaseRefused.unanswered`), or raises
+              `TermOvertaken` when the item's copy shows it was taken over.
     renew     conditioned on lease_id only: the re-sent copy succeeds again.
     release   refused and the item shows our fence with no holder, or the next
               fence taken while our term was still live (only possible after our
@@ -54,7 +58,7 @@ dies the same way) loses no term: every copy is recorded before it is replaced.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from jobfence.clock import Clock
@@ -64,6 +68,7 @@ from jobfence.dynamo import (
     cancellation_reasons,
     classify,
     is_aws_error,
+    may_have_applied,
     raise_store_error,
     raise_unless_refused,
     refused_item,
@@ -74,8 +79,10 @@ from jobfence.errors import (
     IntervalNotElapsed,
     LeaseHeld,
     LeaseLost,
+    LeaseRefused,
     PredecessorUnrecorded,
     StoreError,
+    TermOvertaken,
 )
 from jobfence.registry import INTERVAL_TOLERANCE
 
@@ -198,16 +205,20 @@ class LeaseStore:
         # free: never held, released, or the holder's term ran out; and the copy this write
         # overwrites is settled (its run recorded, or it named no run), so no unreleased term is forgotten
         names["#prev"] = "prev_holder"
+        # and no term was taken after this request was made: a copy re-sent (or delivered) late, after
+        # a pause past the term it asked for, never makes a second, already expired term of the same run
+        names["#acquired"] = "acquired_at"
         condition = (
             "(attribute_not_exists(#holder) OR #exp < :now)"
             " AND (attribute_not_exists(#prev) OR #prev = :none OR prev_run_id = :none)"
+            " AND (attribute_not_exists(#acquired) OR #acquired <= :now)"
         )
-        sets = "#holder = :holder, lease_id = :lease_id, acquired_at = :now, renewed_at = :now, #exp = :exp, ttl_ms = :ttl"
+        sets = "#holder = :holder, lease_id = :lease_id, #acquired = :now, renewed_at = :now, #exp = :exp, ttl_ms = :ttl"
         # the term this one replaces, copied from the old item (operands read it before the update):
         # an unreleased one died; kept on the item so a re-sent copy of this acquire still sees it
         sets += (
             ", #prev = if_not_exists(#holder, :none), prev_run_id = if_not_exists(run_id, :none)"
-            ", prev_acquired_at = if_not_exists(acquired_at, :zero), prev_expires_at = if_not_exists(#exp, :zero)"
+            ", prev_acquired_at = if_not_exists(#acquired, :zero), prev_expires_at = if_not_exists(#exp, :zero)"
         )
         values.update({":none": {"S": NONE}, ":zero": {"N": "0"}, ":run_id": {"S": run_id or NONE}})
         sets += ", run_id = :run_id"
@@ -227,21 +238,22 @@ class LeaseStore:
             ReturnValues="ALL_NEW",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
+        retried: list[ErrorKind] = []
         try:
-            out = retry_transient(lambda: self._client.update_item(**request))
+            out = retry_transient(lambda: self._client.update_item(**request), retried=retried)
         except Exception as exc:
             raise_unless_refused(exc, f"acquiring the lease of {job!r}")
             seen = _plain(refused_item(exc, lambda: self._consistent_item(job)))
             if seen.get("lease_id") == lease_id:
                 return _lease(seen)  # our own acquire, applied before its reply was lost
-            if seen.get("holder") and int(seen.get("expires_at", 0)) >= now:
-                raise LeaseHeld(job, seen) from None
-            if interval_ms and int(seen.get("last_started_at", -1)) > gate_cutoff(now, interval_ms):
-                raise IntervalNotElapsed(job, seen) from None
-            unsettled = _predecessor(seen)
-            if unsettled is not None:
-                raise PredecessorUnrecorded(job, unsettled) from None
-            raise LeaseHeld(job, seen) from None  # held when refused; released since
+            sent = Term(job, run_id or NONE, holder, 0, now, now + ttl_ms)
+            if run_id and seen.get("prev_run_id") == run_id:
+                # our own acquire was applied, and taken over (expired) before this retry saw it
+                raise TermOvertaken(job, replace(sent, fence=int(seen["fence"]) - 1)) from None
+            refusal = _refusal(job, seen, now, interval_ms)
+            if run_id and may_have_applied(exc, retried):
+                refusal.unanswered = sent  # it may also have been taken over and recorded since: the runner looks
+            raise refusal from None
         return _lease(_plain(out["Attributes"]))
 
     def renew(self, lease: Lease) -> Lease:
@@ -376,6 +388,18 @@ def unreleased_term(item: Mapping[str, Any], now_ms: int) -> Term | None:
 def predecessor_term(item: Mapping[str, Any]) -> Term | None:
     """The term a (plain) lease item's last acquire replaced without a release, if it named its run."""
     return _predecessor(item)
+
+
+def _refusal(job: str, seen: Mapping[str, Any], now: int, interval_ms: int | None) -> LeaseRefused:
+    """Why an acquire was refused, from the item the refusal saw (not our own term)."""
+    if seen.get("holder") and int(seen.get("expires_at", 0)) >= now:
+        return LeaseHeld(job, seen)
+    if interval_ms and int(seen.get("last_started_at", -1)) > gate_cutoff(now, interval_ms):
+        return IntervalNotElapsed(job, seen)
+    unsettled = _predecessor(seen)
+    if unsettled is not None:
+        return PredecessorUnrecorded(job, unsettled)
+    return LeaseHeld(job, seen)  # held when refused; released since
 
 
 def _release_landed(lease: Lease, seen: Mapping[str, Any]) -> bool:

@@ -234,6 +234,14 @@ class RunStore:
             return False  # finished (or already died): a finished row never changes
         return True
 
+    def get(self, job: str, started_at: int, run_id: str) -> dict[str, Any] | None:
+        """One run's row, strongly consistent, as plain values (None when there is none)."""
+        try:
+            item = self._consistent_row(job, run_key(started_at, run_id))
+        except Exception as exc:
+            raise_store_error(exc, f"reading a run row of {job!r}")
+        return _plain(item) if item else None
+
     def recent(self, job: str, limit: int = 20) -> list[dict[str, Any]]:
         """The job's latest runs, newest first."""
         try:

@@ -32,7 +32,7 @@ a run exactly.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
 
 from aws_lambda_powertools import Logger, Metrics
@@ -40,7 +40,16 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from jobfence.clock import Clock
 from jobfence.config import ScheduledSettings
-from jobfence.errors import IntervalNotElapsed, JobfenceError, LeaseHeld, LeaseLost, PredecessorUnrecorded, StoreError
+from jobfence.errors import (
+    IntervalNotElapsed,
+    JobfenceError,
+    LeaseHeld,
+    LeaseLost,
+    LeaseRefused,
+    PredecessorUnrecorded,
+    StoreError,
+    TermOvertaken,
+)
 from jobfence.lease import Lease, LeaseStore, Term, new_id
 from jobfence.registry import JobSpec
 from jobfence.runs import RunStart, RunState, RunStore, bounded_summary, safe_error
@@ -162,6 +171,8 @@ class ScheduledRunner:
         holder = f"{spec.subsystem}:{getattr(context, 'aws_request_id', None) or run_id}"
         try:
             lease = self._acquire(spec, holder, interval_ms, run_id)
+        except TermOvertaken as exc:
+            return self._overtaken(spec, trigger, exc.term, started)
         except (LeaseHeld, IntervalNotElapsed) as exc:
             return self._skipped(spec, type(exc), started, stage="acquire")
         # the term this acquire replaced unreleased: its run died; tried again at the end if this fails
@@ -200,10 +211,26 @@ class ScheduledRunner:
         for _ in range(SETTLE_ATTEMPTS):
             try:
                 return self._leases.acquire(spec.name, holder, spec.lease_ttl_s * 1000, interval_ms, run_id=run_id)
-            except PredecessorUnrecorded as exc:
+            except LeaseRefused as exc:
+                self._raise_if_overtaken(exc.unanswered)
+                if not isinstance(exc, PredecessorUnrecorded):
+                    raise
                 if not self._record_died(exc.term):
                     raise StoreError(f"the run of fence {exc.term.fence} on {spec.name!r} could not be recorded died") from exc
         raise LeaseHeld(spec.name)
+
+    def _raise_if_overtaken(self, unanswered: Term | None) -> None:
+        """An acquire refused after an earlier try may have been applied: was that try's term taken over?
+
+        The lease item no longer names it (the caller checked), so it was, if
+        and only if its run row exists: nothing settles a copy before the row is
+        recorded. One consistent read, on this rare path only.
+        """
+        if unanswered is None:
+            return
+        row = self._runs.get(unanswered.job, unanswered.acquired_at, unanswered.run_id)
+        if row is not None:
+            raise TermOvertaken(unanswered.job, replace(unanswered, fence=int(row["fence"])))
 
     def _pre_gate(self, spec: JobSpec, now: int, interval_ms: int | None) -> type[Exception] | None:
         try:
@@ -253,6 +280,17 @@ class ScheduledRunner:
         duration = self._clock.now_ms() - started
         self._observe(spec, outcome, duration, decided_by=stage)
         return RunResult(spec.name, outcome, None, duration)
+
+    def _overtaken(self, spec: JobSpec, trigger: Trigger, term: Term, started: int) -> RunResult:
+        """Report an acquire that was applied unanswered and overtaken: its run ran nothing, its term was lost."""
+        run = RunStart(spec.name, term.run_id, trigger.kind, trigger.scheduled_at, term.acquired_at, term.holder, term.fence)
+        error = f"LeaseLost: the term (fence {term.fence}) was taken over before its acquire was answered"
+        summary = {"batches": 0}
+        finished = self._clock.now_ms()
+        self._finish(run, Outcome.LEASE_LOST, finished, summary, error)
+        duration = finished - started
+        self._observe(spec, Outcome.LEASE_LOST, duration, run_id=run.run_id, fence=run.fence, error=error)
+        return RunResult(spec.name, Outcome.LEASE_LOST, run.run_id, duration, bounded_summary(summary))
 
     def _record_died(self, term: Term) -> bool:
         """Record the run of an unreleased replaced term, then settle its copy. False if a write failed (logged)."""

@@ -12,7 +12,9 @@ Judged at the end, per tick (an actor that ran `ScheduledRunner.run`):
     4  a tick whose job raised re-raises that very error, and its run row says failed
     12 every term has exactly one run row; its outcome is what the tick reported;
        a crashed tick's row is not left `running` once a later term started (the
-       last term of a job, if its tick crashed, is recorded only by the next acquire)
+       last term of a job, if its tick crashed, is recorded only by the next acquire).
+       A tick whose every try to finish its row failed is judged like a crashed one
+       (its row ends `died`, not what it reported: the documented fallback)
     13 nothing but a jobfence error (or the job's own error) escapes a tick
 """
 
@@ -35,6 +37,7 @@ class TermWatch:
         self.ticks: list[Actor] = []
         self.job_errors: dict[str, BaseException] = {}
         self.recorded: dict[str, int] = {}  # actor -> writes that recorded an earlier term (died row, settle)
+        self.finished: set[tuple[str, int]] = set()  # (job, fence) of rows their own tick finished
         world.wire.on_write.append(self._on_write)
 
     def tick(self, actor: Actor) -> Actor:
@@ -58,6 +61,8 @@ class TermWatch:
             before, after = change.before or {}, change.after or {}
             if change.table == "runs" and after.get("outcome") == "died" and before.get("outcome") != "died":
                 self.recorded[write.actor] = self.recorded.get(write.actor, 0) + 1
+            if change.table == "runs" and after.get("outcome") not in (None, "running", "died"):
+                self.finished.add((after["job"], int(after["fence"])))
             if change.table != "leases":
                 continue
             job = (after or before).get("job")
@@ -116,15 +121,23 @@ class TermWatch:
                 continue  # the driver's clean tick
             outcome = getattr(actor.result, "outcome", None)
             own = self.job_errors.get(actor.name)
-            if actor.crashed:
+            unfinished = (job, fence) not in self.finished and not outcome_is_skip(actor)
+            if actor.crashed or (unfinished and row["outcome"] in ("running", "died")):
+                # crashed, or every try of its finish failed (the documented fallback: the row is left to
+                # the next acquire or the sweep, which record it died once the term is over)
                 if row["outcome"] == "running" and fence < latest[job]:
-                    world.violate(12, f"{job} fence {fence}: crashed run still `running` after fence {latest[job]}")
+                    world.violate(12, f"{job} fence {fence}: unfinished run still `running` after fence {latest[job]}")
             elif own is not None and actor.error is own:
                 if row["outcome"] != "failed":
                     world.violate(4, f"{job} fence {fence}: the job failed, its row says {row['outcome']}")
             elif outcome is not None and row["outcome"] != outcome.value:
                 world.violate(12, f"{job} fence {fence}: {actor.name} reported {outcome.value}, "
                                   f"row says {row['outcome']}")
+
+
+def outcome_is_skip(actor: Actor) -> bool:
+    outcome = getattr(actor.result, "outcome", None)
+    return outcome is not None and outcome.value.startswith("skipped")
 
 
 def _settles(before: dict[str, Any], after: dict[str, Any]) -> bool:

@@ -302,3 +302,63 @@ def test_a_died_row_never_overwrites_a_finished_one_and_finish_is_idempotent(h, 
     assert h.runs.mark_died(term, clock.now_ms()) is False
     row, = h.rows()
     assert (row["outcome"], row["duration_ms"]) == ("ran", 5)
+
+
+# -- an acquire applied unanswered, then overtaken before its retry -------------------------------
+
+
+def nth_acquire(n):
+    """Matches the n-th acquire sent from now on (counted as calls are built, nested ones included)."""
+    seen = []
+
+    def when(params):
+        if acquires(params):
+            seen.append(1)
+            return len(seen) == n
+        return False
+
+    return when
+
+
+@pytest.mark.parametrize("takeovers", [1, 2])
+def test_an_acquire_applied_unanswered_and_overtaken_is_reported_lease_lost_not_skipped(h, dynamodb, clock, takeovers):
+    # GIVEN tick A's acquire is applied and its reply lost; its retry waits past the term while
+    # one tick (the copy on the lease item names A's run) or two (only A's run row is left) take over
+    later = []
+
+    def others_take_over():
+        clock.advance(ms=TTL_MS + 1)
+        for _ in range(takeovers):
+            later.append(h.tick(spec(interval_s=None), counting_job(1, [])))
+            clock.advance(ms=1_000)
+
+    faults = Faults(dynamodb)
+    faults.reply_lost("UpdateItem", when=acquires)
+    faults.paused("UpdateItem", others_take_over, when=nth_acquire(2))
+    # WHEN A's retry is refused
+    result = h.tick(spec(interval_s=None), counting_job(1, []))
+    # THEN A reports its lost term, not a skip (before the fix: skipped_leased, and its term's row `died`)
+    assert faults.count("after") == 1 and faults.count("pause") == 1
+    assert [r.outcome for r in later] == [Outcome.RAN] * takeovers
+    assert result.outcome is Outcome.LEASE_LOST and result.run_id is not None
+    rows = sorted((r["fence"], r["outcome"], r["run_id"]) for r in h.rows())
+    assert [(f, o) for f, o, _ in rows] == [(1, "lease_lost")] + [(1 + i, "ran") for i in range(1, takeovers + 1)]
+    assert rows[0][2] == result.run_id
+
+
+def test_an_acquire_retried_after_a_lost_reply_that_was_not_applied_is_still_a_skip(h, dynamodb, clock):
+    # GIVEN a live term of another tick, and our acquire's first try times out before it was applied
+    h.leases.acquire("job_a", "other", TTL_MS, run_id="other-run")
+    faults = Faults(dynamodb)
+    faults.refused_before("GetItem", throttled("GetItem"))  # the pre-gate cannot read: the tick acquires
+    faults.refused_before("UpdateItem", read_timeout, when=acquires)
+    # WHEN its retry is refused by the live term
+    result = h.tick(spec(interval_s=None), counting_job(1, []))
+    # THEN it is a skip with no write: the one extra read (of the run row the first try would have
+    # made) found nothing
+    sent = list(faults.sent)
+    assert faults.count("before") == 2
+    assert result.outcome is Outcome.SKIPPED_LEASED
+    assert h.rows() == []
+    assert [op for op, _ in sent if op not in ("GetItem",)] == ["UpdateItem", "UpdateItem"]  # the two tries
+    assert [p["TableName"] for op, p in sent if op == "GetItem"][-1] == h.tables["runs"]
