@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import enum
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Mapping, NoReturn, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Mapping, NoReturn, Sequence, TypeVar
 
 from botocore.exceptions import (
     BotoCoreError,
@@ -251,6 +251,23 @@ def aws_call(what: str) -> Iterator[None]:
         raise
     except (ClientError, BotoCoreError, PynamoDBException) as exc:
         raise_store_error(exc, what)
+
+
+def each_row(results: Iterable[T], what: str) -> Iterator[T]:
+    """Every row of a pynamodb query or scan, each page's error classified like every other (`aws_call`).
+
+    pynamodb's queries and scans are lazy: each page is a call made while the
+    result is iterated, so an error surfaces in the caller's loop, not where
+    the query was built. Iterate `each_row(model.query(...), what)` instead.
+    """
+    with aws_call(what):
+        yield from results
+
+
+def one_page(result: Any, what: str) -> tuple[list[Any], dict[str, Any] | None]:
+    """The rows of one query or scan made with `limit`, and the key to resume after them (None at the end)."""
+    found = list(each_row(result, what))
+    return found, result.last_evaluated_key
 
 
 def get_row(model: Any, *key: Any, what: str) -> Any | None:

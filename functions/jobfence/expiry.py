@@ -16,6 +16,7 @@ from typing import Any, Iterator
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 
+from jobfence.dynamo import each_row
 from jobfence.registry import IndexSpec
 
 EXPIRY_INDEX = "by_expiry"
@@ -57,7 +58,8 @@ def expired(model: Any, now_ms: int, limit: int) -> Iterator[Any]:
     for shard in range(EXPIRY_SHARDS):
         if remaining <= 0:
             return
-        for row in model.by_expiry.query(str(shard), model.expires_at <= now_ms, limit=remaining):
+        query = model.by_expiry.query(str(shard), model.expires_at <= now_ms, limit=remaining)
+        for row in each_row(query, f"querying expired rows of {model.Meta.table_name}"):
             yield row
             remaining -= 1
             if remaining <= 0:

@@ -19,7 +19,7 @@ from pynamodb.exceptions import UpdateError
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import ErrorKind, bind, classify, error_code, get_row
+from jobfence.dynamo import ErrorKind, aws_call, bind, classify, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
 
@@ -56,15 +56,16 @@ class AccountIntentStore:
         self._clock = clock
 
     def create(self, intent_id: str, account_id: str, kind: str, expires_at: int) -> None:
-        self.model(
-            intent_id,
-            account_id=account_id,
-            kind=kind,
-            status=IntentStatus.UNCONFIRMED.value,
-            expires_at=expires_at,
-            expiry_shard=expiry_shard(intent_id),
-            ttl=ttl_seconds(expires_at + KEEP_EXPIRED_MS),
-        ).save()
+        with aws_call(f"creating intent {intent_id}"):
+            self.model(
+                intent_id,
+                account_id=account_id,
+                kind=kind,
+                status=IntentStatus.UNCONFIRMED.value,
+                expires_at=expires_at,
+                expiry_shard=expiry_shard(intent_id),
+                ttl=ttl_seconds(expires_at + KEEP_EXPIRED_MS),
+            ).save()
 
     def status(self, intent_id: str) -> IntentStatus | None:
         """The intent's effective status (live expiry applied), or None if unknown."""
@@ -87,7 +88,7 @@ class AccountIntentStore:
         except UpdateError as exc:
             if classify(exc) is ErrorKind.CONDITION_FAILED:
                 return False
-            raise StoreError(f"confirming intent {intent_id} failed: {error_code(exc)}") from exc
+            raise StoreError(f"confirming intent {intent_id} failed: {error_code(exc)}", classify(exc)) from exc
         return True
 
     def expire_due(self, limit: int) -> tuple[int, int]:
@@ -109,5 +110,5 @@ class AccountIntentStore:
                 changed += 1
             except UpdateError as exc:
                 if classify(exc) is not ErrorKind.CONDITION_FAILED:
-                    raise StoreError(f"expiring intent {row.intent_id} failed: {error_code(exc)}") from exc
+                    raise StoreError(f"expiring intent {row.intent_id} failed: {error_code(exc)}", classify(exc)) from exc
         return changed, len(rows)

@@ -24,7 +24,7 @@ from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import ErrorKind, bind, classify, error_code, get_row
+from jobfence.dynamo import ErrorKind, aws_call, bind, classify, each_row, error_code, get_row, one_page
 from jobfence.errors import StoreError
 from jobfence.registry import IndexSpec
 
@@ -93,13 +93,14 @@ class AccountStore:
         self._clock = clock
 
     def create(self, account_id: str, email: str, display_name: str = "") -> None:
-        self.model(
-            account_id,
-            status=AccountStatus.ACTIVE.value,
-            email=email,
-            display_name=display_name or None,
-            updated_at=self._clock.now_ms(),
-        ).save(condition=self.model.account_id.does_not_exist())
+        with aws_call(f"creating account {account_id}"):
+            self.model(
+                account_id,
+                status=AccountStatus.ACTIVE.value,
+                email=email,
+                display_name=display_name or None,
+                updated_at=self._clock.now_ms(),
+            ).save(condition=self.model.account_id.does_not_exist())
 
     def get(self, account_id: str) -> Any | None:
         return get_row(self.model, account_id, what="reading a row of accounts")
@@ -107,7 +108,8 @@ class AccountStore:
     def statuses(self, account_ids: Iterable[str]) -> dict[str, str]:
         """Status of each existing account (one BatchGetItem per 100 ids)."""
         ids = sorted(set(account_ids))
-        return {row.account_id: row.status for row in self.model.batch_get(ids, attributes_to_get=["account_id", "status"])}
+        found = self.model.batch_get(ids, attributes_to_get=["account_id", "status"])
+        return {row.account_id: row.status for row in each_row(found, "reading account statuses")}
 
     def request_operation(self, account_id: str, operation_id: str, kind: OperationKind, new_email: str | None = None) -> None:
         """The API records a pending operation (deletion also moves the account to deletion_pending)."""
@@ -121,7 +123,10 @@ class AccountStore:
         ]
         if kind is OperationKind.DELETION:
             actions.append(model.status.set(AccountStatus.DELETION_PENDING.value))
-        model(account_id).update(actions=actions, condition=model.status.is_in(AccountStatus.ACTIVE.value, AccountStatus.DELETION_PENDING.value))
+        with aws_call(f"requesting an operation on account {account_id}"):
+            model(account_id).update(
+                actions=actions, condition=model.status.is_in(AccountStatus.ACTIVE.value, AccountStatus.DELETION_PENDING.value)
+            )
 
     def note_attempt(self, account_id: str, operation_id: str) -> None:
         """Count one provider attempt of the pending operation (idempotent on a replaced operation)."""
@@ -167,9 +172,9 @@ class AccountStore:
 
     def recovery_due(self, limit: int, after: dict[str, Any] | None = None) -> tuple[list[str], dict[str, Any] | None]:
         """Up to `limit` deleted accounts with open recovery, and a cursor for the next page."""
-        page = self.model.by_recovery.query(RECOVERY_DUE, limit=limit, last_evaluated_key=after)
-        ids = [row.account_id for row in page]
-        return ids, page.last_evaluated_key
+        found, cursor = one_page(self.model.by_recovery.query(RECOVERY_DUE, limit=limit, last_evaluated_key=after),
+                                 "querying accounts due for recovery")
+        return [row.account_id for row in found], cursor
 
     def clear_recovery(self, account_id: str) -> bool:
         """Deleted-account recovery is complete: leave the index (False if already cleared)."""
@@ -182,11 +187,11 @@ class AccountStore:
         except UpdateError as exc:
             if classify(exc) is ErrorKind.CONDITION_FAILED:
                 return False
-            raise StoreError(f"clearing recovery of account {account_id} failed: {error_code(exc)}") from exc
+            raise StoreError(f"clearing recovery of account {account_id} failed: {error_code(exc)}", classify(exc)) from exc
         return True
 
 
 def _gone_or_store(exc: UpdateError, account_id: str) -> StoreError:
     if classify(exc) is ErrorKind.CONDITION_FAILED:
         return AccountOperationGone(f"account {account_id}: the pending operation is no longer the one requested")
-    return StoreError(f"updating account {account_id} failed: {error_code(exc)}")
+    return StoreError(f"updating account {account_id} failed: {error_code(exc)}", classify(exc))

@@ -18,7 +18,7 @@ from pynamodb.exceptions import DeleteError, UpdateError
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import ErrorKind, bind, classify, error_code, get_row
+from jobfence.dynamo import ErrorKind, aws_call, bind, classify, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
 
@@ -52,15 +52,16 @@ class AgentInvitationStore:
         self._clock = clock
 
     def create(self, invitation_id: str, account_id: str, agent_email: str, expires_at: int) -> None:
-        self.model(
-            invitation_id,
-            account_id=account_id,
-            agent_email=agent_email,
-            status=InvitationStatus.PENDING.value,
-            expires_at=expires_at,
-            expiry_shard=expiry_shard(invitation_id),
-            ttl=ttl_seconds(expires_at),
-        ).save()
+        with aws_call(f"creating invitation {invitation_id}"):
+            self.model(
+                invitation_id,
+                account_id=account_id,
+                agent_email=agent_email,
+                status=InvitationStatus.PENDING.value,
+                expires_at=expires_at,
+                expiry_shard=expiry_shard(invitation_id),
+                ttl=ttl_seconds(expires_at),
+            ).save()
 
     def get(self, invitation_id: str) -> Any | None:
         """A pending invitation that has not expired, or an accepted one (live expiry)."""
@@ -81,7 +82,7 @@ class AgentInvitationStore:
         except UpdateError as exc:
             if classify(exc) is ErrorKind.CONDITION_FAILED:
                 return False
-            raise StoreError(f"accepting invitation {invitation_id} failed: {error_code(exc)}") from exc
+            raise StoreError(f"accepting invitation {invitation_id} failed: {error_code(exc)}", classify(exc)) from exc
         return True
 
     def delete_expired(self, limit: int) -> tuple[int, int]:
@@ -101,5 +102,5 @@ class AgentInvitationStore:
                 deleted += 1
             except DeleteError as exc:
                 if classify(exc) is not ErrorKind.CONDITION_FAILED:
-                    raise StoreError(f"deleting invitation {row.invitation_id} failed: {error_code(exc)}") from exc
+                    raise StoreError(f"deleting invitation {row.invitation_id} failed: {error_code(exc)}", classify(exc)) from exc
         return deleted, len(rows)

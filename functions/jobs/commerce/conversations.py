@@ -9,7 +9,7 @@ from pynamodb.exceptions import DeleteError
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import ErrorKind, bind, classify, error_code, get_row
+from jobfence.dynamo import ErrorKind, aws_call, bind, classify, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
 
@@ -35,13 +35,14 @@ class ConversationStore:
 
     def open(self, conversation_id: str, account_id: str, expires_at: int) -> None:
         """Create or extend a conversation."""
-        self.model(
-            conversation_id,
-            account_id=account_id,
-            expires_at=expires_at,
-            expiry_shard=expiry_shard(conversation_id),
-            ttl=ttl_seconds(expires_at),
-        ).save()
+        with aws_call(f"opening conversation {conversation_id}"):
+            self.model(
+                conversation_id,
+                account_id=account_id,
+                expires_at=expires_at,
+                expiry_shard=expiry_shard(conversation_id),
+                ttl=ttl_seconds(expires_at),
+            ).save()
 
     def get(self, conversation_id: str) -> Any | None:
         """The conversation if it exists and has not expired (live expiry)."""
@@ -64,5 +65,5 @@ class ConversationStore:
                 deleted += 1
             except DeleteError as exc:
                 if classify(exc) is not ErrorKind.CONDITION_FAILED:
-                    raise StoreError(f"deleting a conversation failed: {error_code(exc)}") from exc
+                    raise StoreError(f"deleting a conversation failed: {error_code(exc)}", classify(exc)) from exc
         return deleted

@@ -14,7 +14,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import bind
+from jobfence.dynamo import aws_call, bind, each_row
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
 
 ACTIVITY_RETENTION_MS = 30 * 24 * 3_600_000
@@ -43,26 +43,27 @@ class CustomerActivityStore:
 
     def record(self, account_id: str, event_id: str, kind: str, at: int) -> None:
         expires_at = at + ACTIVITY_RETENTION_MS
-        self.model(
-            account_id,
-            f"{at:015d}#{event_id}",
-            kind=kind,
-            at=at,
-            expires_at=expires_at,
-            expiry_shard=expiry_shard(f"{account_id}#{event_id}"),
-            ttl=ttl_seconds(expires_at),
-        ).save()
+        with aws_call(f"recording activity of account {account_id}"):
+            self.model(
+                account_id,
+                f"{at:015d}#{event_id}",
+                kind=kind,
+                at=at,
+                expires_at=expires_at,
+                expiry_shard=expiry_shard(f"{account_id}#{event_id}"),
+                ttl=ttl_seconds(expires_at),
+            ).save()
 
     def recent(self, account_id: str, limit: int = 100) -> list[Any]:
         """The account's live activity, newest first."""
         now = self._clock.now_ms()
         rows = self.model.query(account_id, scan_index_forward=False, limit=limit)
-        return [row for row in rows if is_live(row, now)]
+        return [row for row in each_row(rows, f"reading the activity of account {account_id}") if is_live(row, now)]
 
     def delete_expired(self, limit: int) -> int:
         """Delete up to `limit` rows older than 30 days (BatchWriteItem: activity is append-only, never extended)."""
         rows = list(expired(self.model, self._clock.now_ms(), limit))
-        with self.model.batch_write() as batch:
+        with aws_call("deleting expired activity"), self.model.batch_write() as batch:
             for row in rows:
                 batch.delete(self.model(row.account_id, row.activity_id))
         return len(rows)

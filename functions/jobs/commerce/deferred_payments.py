@@ -36,13 +36,11 @@ import enum
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import PynamoDBException
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import bind, error_code, get_row, update_if
-from jobfence.errors import StoreError
+from jobfence.dynamo import aws_call, bind, get_row, one_page, update_if
 from jobfence.registry import IndexSpec
 from jobs.commerce import transact
 
@@ -111,17 +109,18 @@ class DeferredPaymentStore:
     def create(self, intent_id: str, sale_ref: str | None, amount_cents: int, currency: str = "EUR", account_id: str | None = None) -> None:
         """Checkout approved the order and deferred its capture."""
         now = self._clock.now_ms()
-        self.model(
-            intent_id,
-            sale_ref=sale_ref,
-            account_id=account_id,
-            amount_cents=amount_cents,
-            currency=currency,
-            status=DeferredStatus.DEFERRED.value,
-            created_at=now,
-            updated_at=now,
-            capture_attempts=0,
-        ).save(condition=self.model.intent_id.does_not_exist())
+        with aws_call(f"creating intent {intent_id}"):
+            self.model(
+                intent_id,
+                sale_ref=sale_ref,
+                account_id=account_id,
+                amount_cents=amount_cents,
+                currency=currency,
+                status=DeferredStatus.DEFERRED.value,
+                created_at=now,
+                updated_at=now,
+                capture_attempts=0,
+            ).save(condition=self.model.intent_id.does_not_exist())
 
     def get(self, intent_id: str) -> Any | None:
         return get_row(self.model, intent_id, what="reading a row of deferred_payments")
@@ -138,25 +137,15 @@ class DeferredPaymentStore:
         self, cutoff: int, limit: int, after: dict[str, Any] | None = None
     ) -> tuple[list[Any], dict[str, Any] | None]:
         """Up to `limit` intents still deferred and untouched since before `cutoff`, and a cursor."""
-        return self._page(lambda: self.model.by_status_updated.query(
+        return one_page(self.model.by_status_updated.query(
             DeferredStatus.DEFERRED.value, self.model.updated_at < cutoff, limit=limit, last_evaluated_key=after
-        ))
-
-    @staticmethod
-    def _page(query: Any) -> tuple[list[Any], dict[str, Any] | None]:
-        """One page of an index query; a store error becomes a `StoreError` with its code."""
-        try:
-            page = query()
-            rows = list(page)
-        except PynamoDBException as exc:
-            raise StoreError(f"querying payment intents failed: {error_code(exc)}") from exc
-        return rows, page.last_evaluated_key
+        ), "querying stale deferred intents")
 
     def capturing(self, limit: int, after: dict[str, Any] | None = None) -> tuple[list[Any], dict[str, Any] | None]:
         """Up to `limit` intents left `capturing` by an earlier attempt (unknown outcome, crash), and a cursor."""
-        return self._page(lambda: self.model.by_status_updated.query(
+        return one_page(self.model.by_status_updated.query(
             DeferredStatus.CAPTURING.value, limit=limit, last_evaluated_key=after
-        ))
+        ), "querying capturing intents")
 
     def claim_item(self, row: Any, run_id: str) -> dict[str, Any]:
         """Fenced-write entry: deferred -> capturing, only if nobody touched the intent since `row` was read.

@@ -30,7 +30,7 @@ from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import ErrorKind, bind, classify, error_code, get_row
+from jobfence.dynamo import ErrorKind, aws_call, bind, classify, each_row, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
 from jobs.commerce import transact
@@ -87,7 +87,7 @@ class DiagnosticStore:
         """Write a parent, its children and the account's charges in one transaction."""
         model = self.model
         ttl = ttl_seconds(expires_at)
-        with TransactWrite(connection=model._get_connection().connection) as tx:
+        with aws_call(f"recording diagnostic {capture_id}"), TransactWrite(connection=model._get_connection().connection) as tx:
             tx.save(
                 model(
                     capture_id,
@@ -112,7 +112,8 @@ class DiagnosticStore:
 
     def read(self, capture_id: str) -> dict[str, Any] | None:
         """A live capture's parts by name, or None if unknown or expired (live expiry via the parent)."""
-        rows = {row.part: row for row in self.model.query(capture_id, consistent_read=True)}
+        parts = each_row(self.model.query(capture_id, consistent_read=True), f"reading diagnostic {capture_id}")
+        rows = {row.part: row for row in parts}
         parent = rows.get(PARENT)
         if parent is None or not is_live(parent, self._clock.now_ms()):
             return None
@@ -133,7 +134,7 @@ class DiagnosticStore:
         keys = [(row.capture_id, row.part) for row in expired(self.model, now, limit)]
         if not keys:
             return []
-        rows = list(self.model.batch_get(keys, consistent_read=True))
+        rows = list(each_row(self.model.batch_get(keys, consistent_read=True), "reading expired diagnostics"))
         # a row restored or extended after the index read must not be retired
         return [row for row in rows if row.part == PARENT and not is_live(row, now)]
 
@@ -173,8 +174,8 @@ class DiagnosticStore:
         """
         model = self.model
         parts = model.query(parent.capture_id, attributes_to_get=["capture_id", "part"], consistent_read=True)
-        children = [row for row in parts if row.part != PARENT]
-        with model.batch_write() as batch:
+        children = [row for row in each_row(parts, f"reading diagnostic {parent.capture_id}") if row.part != PARENT]
+        with aws_call(f"deleting the parts of diagnostic {parent.capture_id}"), model.batch_write() as batch:
             for row in children:
                 batch.delete(model(row.capture_id, row.part))
         now = self._clock.now_ms()
@@ -186,5 +187,5 @@ class DiagnosticStore:
         except DeleteError as exc:
             if classify(exc) is ErrorKind.CONDITION_FAILED:
                 return len(children)
-            raise StoreError(f"deleting diagnostic {parent.capture_id} failed: {error_code(exc)}") from exc
+            raise StoreError(f"deleting diagnostic {parent.capture_id} failed: {error_code(exc)}", classify(exc)) from exc
         return len(children) + 1

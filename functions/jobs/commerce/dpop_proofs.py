@@ -14,7 +14,7 @@ from pynamodb.exceptions import PutError
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import ErrorKind, bind, classify, error_code, get_row
+from jobfence.dynamo import ErrorKind, aws_call, bind, classify, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
 
@@ -47,7 +47,7 @@ class DpopProofStore:
         except PutError as exc:
             if classify(exc) is ErrorKind.CONDITION_FAILED:
                 return False
-            raise StoreError(f"recording a DPoP proof failed: {error_code(exc)}") from exc
+            raise StoreError(f"recording a DPoP proof failed: {error_code(exc)}", classify(exc)) from exc
         return True
 
     def seen(self, jti: str) -> bool:
@@ -67,7 +67,7 @@ class DpopProofStore:
         """
         now = self._clock.now_ms()
         rows = list(expired(self.model, now, limit))
-        with self.model.batch_write() as batch:
+        with aws_call("deleting expired DPoP proofs"), self.model.batch_write() as batch:
             for row in rows:
                 batch.delete(self.model(row.jti))
         return len(rows)

@@ -47,7 +47,7 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import ErrorKind, bind, classify, error_code, get_row, update_if
+from jobfence.dynamo import ErrorKind, bind, classify, each_row, error_code, get_row, update_if
 from jobfence.errors import StoreError
 from jobfence.registry import IndexSpec
 from jobs.commerce import transact
@@ -177,7 +177,7 @@ class FinancialOperationStore:
         except PutError as exc:
             if classify(exc) is ErrorKind.CONDITION_FAILED:
                 return False
-            raise StoreError(f"creating operation {operation_id} failed: {error_code(exc)}") from exc
+            raise StoreError(f"creating operation {operation_id} failed: {error_code(exc)}", classify(exc)) from exc
         return True
 
     def create_item(
@@ -193,11 +193,12 @@ class FinancialOperationStore:
 
     def due(self, status: OperationStatus, now: int, limit: int) -> list[Any]:
         """Up to `limit` operations in `status` whose due time has come (oldest due first)."""
-        return list(self.model.by_due.query(status.value, self.model.due_at <= now, limit=limit))
+        query = self.model.by_due.query(status.value, self.model.due_at <= now, limit=limit)
+        return list(each_row(query, f"querying {status.value} operations due"))
 
     def of_account(self, account_id: str, limit: int) -> list[Any]:
         """Up to `limit` operations of one account (for deleted-account recovery)."""
-        return list(self.model.by_account.query(account_id, limit=limit))
+        return list(each_row(self.model.by_account.query(account_id, limit=limit), f"querying the operations of account {account_id}"))
 
     def claim_item(self, row: Any, run_id: str) -> dict[str, Any]:
         """Fenced-write entry: pending|retry_scheduled -> in_progress, only if nobody changed it since `row` was read.

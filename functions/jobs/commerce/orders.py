@@ -21,7 +21,7 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import ErrorKind, bind, classify, error_code, get_row
+from jobfence.dynamo import ErrorKind, aws_call, bind, classify, each_row, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.registry import IndexSpec
 from jobs.commerce import transact
@@ -108,7 +108,7 @@ class OrderStore:
     def create(self, order_id: str, account_id: str, amount_cents: int, currency: str, status: str = "placed", **fields: Any) -> None:
         """Write an order (the API's checkout path; also test and demo seeding)."""
         now = self._clock.now_ms()
-        self.model(
+        row = self.model(
             order_id,
             account_id=account_id,
             status=status,
@@ -117,18 +117,17 @@ class OrderStore:
             created_at=fields.pop("created_at", now),
             updated_at=fields.pop("updated_at", now),
             **fields,
-        ).save()
+        )
+        with aws_call(f"creating order {order_id}"):
+            row.save()
 
     def get(self, order_id: str) -> Any | None:
         return get_row(self.model, order_id, what="reading a row of orders")
 
     def pending_cancellations(self, older_than: int, limit: int) -> list[Any]:
         """Orders waiting in cancellation_pending since before `older_than` (oldest first)."""
-        return list(
-            self.model.by_status.query(
-                OrderStatus.CANCELLATION_PENDING.value, self.model.updated_at < older_than, limit=limit
-            )
-        )
+        query = self.model.by_status.query(OrderStatus.CANCELLATION_PENDING.value, self.model.updated_at < older_than, limit=limit)
+        return list(each_row(query, "querying orders pending cancellation"))
 
     def cancel_item(self, row: Any) -> dict[str, Any]:
         """Fenced-write entry: cancellation_pending -> cancelled, only if still pending."""
@@ -144,7 +143,7 @@ class OrderStore:
 
     def of_account(self, account_id: str, limit: int) -> list[Any]:
         """Up to `limit` orders of one account."""
-        return list(self.model.by_account.query(account_id, limit=limit))
+        return list(each_row(self.model.by_account.query(account_id, limit=limit), f"querying the orders of account {account_id}"))
 
     def redact(self, row: Any) -> bool:
         """Remove the personal fields of a terminal order; False if already redacted (idempotent).
@@ -164,13 +163,14 @@ class OrderStore:
         except UpdateError as exc:
             if classify(exc) is ErrorKind.CONDITION_FAILED:
                 return False
-            raise StoreError(f"redacting order {row.order_id} failed: {error_code(exc)}") from exc
+            raise StoreError(f"redacting order {row.order_id} failed: {error_code(exc)}", classify(exc)) from exc
         return True
 
     def request_cancellation(self, order_id: str) -> None:
         """The API's cancel request: paid/placed -> cancellation_pending (refreshes updated_at)."""
         model = self.model
-        model(order_id).update(
-            actions=[model.status.set(OrderStatus.CANCELLATION_PENDING.value), model.updated_at.set(self._clock.now_ms())],
-            condition=model.status.is_in(OrderStatus.PLACED.value, OrderStatus.PAID.value),
-        )
+        with aws_call(f"requesting cancellation of order {order_id}"):
+            model(order_id).update(
+                actions=[model.status.set(OrderStatus.CANCELLATION_PENDING.value), model.updated_at.set(self._clock.now_ms())],
+                condition=model.status.is_in(OrderStatus.PLACED.value, OrderStatus.PAID.value),
+            )

@@ -20,7 +20,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import bind, get_row
+from jobfence.dynamo import aws_call, bind, get_row
 
 DARKROOM_SCHEDULE = "darkroom_schedule"
 DARKROOM_STATS = "darkroom_stats"
@@ -53,7 +53,8 @@ class BoardStore:
 
     def put(self, board_id: str, channel_id: str, message_id: str | None = None) -> None:
         """Register a board (seed data, operators)."""
-        self.model(board_id, channel_id=channel_id, message_id=message_id, version=0).save()
+        with aws_call(f"registering board {board_id}"):
+            self.model(board_id, channel_id=channel_id, message_id=message_id, version=0).save()
 
     def get(self, board_id: str) -> Any | None:
         return get_row(self.model, board_id, what="reading a row of boards")

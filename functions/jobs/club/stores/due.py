@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
+from jobfence.dynamo import each_row
 from jobfence.expiry import EXPIRY_SHARDS, expiry_shard
 from jobfence.registry import IndexSpec
 
@@ -33,7 +34,8 @@ def due_rows(index: Any, due_attr: Any, now_ms: int, limit: int) -> Iterator[Any
     for shard in range(SHARDS):
         if remaining <= 0:
             return
-        for row in index.query(str(shard), due_attr <= now_ms, limit=remaining):
+        query = index.query(str(shard), due_attr <= now_ms, limit=remaining)
+        for row in each_row(query, f"querying the due index {index.Meta.index_name}"):
             yield row
             remaining -= 1
             if remaining <= 0:

@@ -22,7 +22,7 @@ from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import bind, get_row
+from jobfence.dynamo import aws_call, bind, get_row
 from jobs.club.email_auth import MISSING, MailVerdicts
 from jobs.club.stores.due import due_index_spec, due_rows, shard_of
 
@@ -79,9 +79,10 @@ class EmailIntakeStore:
     def put(self, intake_id: str, raw: str, verdicts: MailVerdicts) -> None:
         """Store a received email and its authentication verdicts for its first attempt now."""
         now = self._clock.now_ms()
-        self.model(intake_id, raw=raw, spf=verdicts.spf, dkim=verdicts.dkim, dmarc=verdicts.dmarc,
-                   status=IntakeStatus.PENDING.value, attempts=0, next_attempt_at=now,
-                   retry_shard=shard_of(intake_id), received_at=now).save(condition=self.model.intake_id.does_not_exist())
+        with aws_call(f"storing intake {intake_id}"):
+            self.model(intake_id, raw=raw, spf=verdicts.spf, dkim=verdicts.dkim, dmarc=verdicts.dmarc,
+                       status=IntakeStatus.PENDING.value, attempts=0, next_attempt_at=now,
+                       retry_shard=shard_of(intake_id), received_at=now).save(condition=self.model.intake_id.does_not_exist())
 
     @staticmethod
     def verdicts(row: Any) -> MailVerdicts:

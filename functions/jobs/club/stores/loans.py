@@ -11,7 +11,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import bind, get_row
+from jobfence.dynamo import aws_call, bind, get_row
 
 
 class _Loan(Model):
@@ -33,11 +33,13 @@ class LoanStore:
         self._clock = clock
 
     def put(self, loan_id: str, member_id: str, item: str, due_back_at: int) -> None:
-        self.model(loan_id, member_id=member_id, item=item, due_back_at=due_back_at).save()
+        with aws_call(f"recording loan {loan_id}"):
+            self.model(loan_id, member_id=member_id, item=item, due_back_at=due_back_at).save()
 
     def mark_returned(self, loan_id: str) -> None:
-        self.model(loan_id).update(actions=[self.model.returned_at.set(self._clock.now_ms())],
-                                   condition=self.model.loan_id.exists())
+        with aws_call(f"returning loan {loan_id}"):
+            self.model(loan_id).update(actions=[self.model.returned_at.set(self._clock.now_ms())],
+                                       condition=self.model.loan_id.exists())
 
     def get(self, loan_id: str) -> Any | None:
         return get_row(self.model, loan_id, what="reading a row of loans")

@@ -19,7 +19,7 @@ from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import bind, get_row
+from jobfence.dynamo import aws_call, bind, get_row, one_page
 from jobs.club.stores.due import due_index_spec, due_rows, shard_of
 
 ACTIVE_INDEX = "active_by_end"
@@ -75,17 +75,18 @@ class MembershipStore:
 
     def put(self, member_id: str, guild_id: str, discord_user_id: str, ends_at: int, roles: Iterable[str] = ()) -> None:
         """Create or renew an active membership (seed data and operators)."""
-        self.model(
-            member_id,
-            guild_id=guild_id,
-            discord_user_id=discord_user_id,
-            status=MembershipStatus.ACTIVE.value,
-            access=Access.MEMBER.value,
-            ends_at=ends_at,
-            roles=sorted(set(roles)),
-            roles_version=0,
-            active_shard=shard_of(member_id),
-        ).save()
+        with aws_call(f"recording membership {member_id}"):
+            self.model(
+                member_id,
+                guild_id=guild_id,
+                discord_user_id=discord_user_id,
+                status=MembershipStatus.ACTIVE.value,
+                access=Access.MEMBER.value,
+                ends_at=ends_at,
+                roles=sorted(set(roles)),
+                roles_version=0,
+                active_shard=shard_of(member_id),
+            ).save()
 
     def get(self, member_id: str) -> Any | None:
         return get_row(self.model, member_id, what="reading a row of memberships")
@@ -117,8 +118,7 @@ class MembershipStore:
     def page(self, cursor: dict | None, limit: int) -> tuple[list[Any], dict | None]:
         """One page of memberships (consistent scan) and the cursor of the next page (None at the end)."""
         result = self.model.scan(limit=limit, last_evaluated_key=cursor, consistent_read=True, page_size=limit)
-        rows = list(result)
-        return rows, result.last_evaluated_key
+        return one_page(result, "scanning memberships")
 
     def set_roles_op(self, row: Any, roles: Iterable[str]) -> dict[str, Any]:
         """Record the roles now applied, only over the version that was read."""

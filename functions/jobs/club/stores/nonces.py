@@ -123,5 +123,5 @@ class NonceStore:
                 if kind is ErrorKind.CONDITION_FAILED:
                     return False
                 if not kind.transient or attempt == WRITE_ATTEMPTS:
-                    raise StoreError(f"{what} an event nonce failed: {error_code(exc)}") from exc
+                    raise StoreError(f"{what} an event nonce failed: {error_code(exc)}", kind) from exc
         raise AssertionError("unreachable")

@@ -17,7 +17,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import bind
+from jobfence.dynamo import aws_call, bind, each_row
 from jobs.club.events import Event
 
 RETENTION_MS = 7 * 24 * 3_600_000  # an unsent event older than this is no longer worth sending
@@ -49,12 +49,14 @@ class OutboxStore:
 
     def pending(self, job: str, limit: int) -> Iterator[tuple[str, Event]]:
         """Up to `limit` unsent events of `job` (strongly consistent: we just wrote them)."""
-        for row in self.model.query(job, consistent_read=True, limit=limit):
+        for row in each_row(self.model.query(job, consistent_read=True, limit=limit), f"reading the outbox of {job}"):
             yield row.nonce, Event.from_json(row.event)
 
     def delete(self, job: str, nonce: str) -> None:
         """Forget a sent event."""
-        self.model(job, nonce).delete()
+        with aws_call(f"deleting a sent event of {job}"):
+            self.model(job, nonce).delete()
 
     def count(self, job: str) -> int:
-        return self.model.count(job, consistent_read=True)
+        with aws_call(f"counting the outbox of {job}"):
+            return self.model.count(job, consistent_read=True)

@@ -17,7 +17,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import bind, get_row
+from jobfence.dynamo import aws_call, bind, get_row
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard
 
 
@@ -64,9 +64,10 @@ class PhotoRequestStore:
         self._clock = clock
 
     def put(self, request_id: str, title: str, expires_at: int, channel_id: str, message_id: str) -> None:
-        self.model(request_id, title=title, status=RequestStatus.OPEN.value, expires_at=expires_at,
-                   expiry_shard=expiry_shard(request_id), public_status=PublicStatus.LISTED.value,
-                   discord_status=DiscordStatus.POSTED.value, channel_id=channel_id, message_id=message_id).save()
+        with aws_call(f"recording photo request {request_id}"):
+            self.model(request_id, title=title, status=RequestStatus.OPEN.value, expires_at=expires_at,
+                       expiry_shard=expiry_shard(request_id), public_status=PublicStatus.LISTED.value,
+                       discord_status=DiscordStatus.POSTED.value, channel_id=channel_id, message_id=message_id).save()
 
     def get(self, request_id: str) -> Any | None:
         return get_row(self.model, request_id, what="reading a row of photo_requests")

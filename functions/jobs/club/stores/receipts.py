@@ -14,7 +14,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import bind
+from jobfence.dynamo import aws_call, bind, each_row
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,8 @@ class ReceiptStore:
 
     def put(self, receipt: Receipt, intake_id: str | None = None) -> None:
         """Record a receipt directly (seed data, operators)."""
-        self._row(receipt, intake_id).save()
+        with aws_call(f"recording receipt {receipt.receipt_id}"):
+            self._row(receipt, intake_id).save()
 
     def record_op(self, receipt: Receipt, intake_id: str) -> dict[str, Any]:
         """A `Put` recording the receipt; re-recording the same receipt from the same email is harmless."""
@@ -70,7 +71,7 @@ class ReceiptStore:
     def for_member(self, member_id: str) -> list[Receipt]:
         return [
             Receipt(r.receipt_id, r.member_id, r.role_id, int(r.valid_from), int(r.valid_until))
-            for r in self.model.query(member_id, consistent_read=True)
+            for r in each_row(self.model.query(member_id, consistent_read=True), f"reading the receipts of {member_id}")
         ]
 
     def granted_roles(self, member_id: str, now_ms: int) -> set[str]:

@@ -18,7 +18,7 @@ from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import bind, get_row
+from jobfence.dynamo import aws_call, bind, get_row
 from jobs.club.stores.due import due_index_spec, due_rows, shard_of
 
 DUE_INDEX = "due_reminders"
@@ -71,9 +71,10 @@ class ReminderStore:
         self._clock = clock
 
     def put(self, reminder_id: str, loan_id: str, due_at: int, recipient: Recipient, recipient_user_id: str) -> None:
-        self.model(reminder_id, loan_id=loan_id, due_at=due_at, recipient_kind=Recipient(recipient).value,
-                   recipient_user_id=recipient_user_id, state=ReminderState.PENDING.value,
-                   due_shard=shard_of(reminder_id)).save()
+        with aws_call(f"recording reminder {reminder_id}"):
+            self.model(reminder_id, loan_id=loan_id, due_at=due_at, recipient_kind=Recipient(recipient).value,
+                       recipient_user_id=recipient_user_id, state=ReminderState.PENDING.value,
+                       due_shard=shard_of(reminder_id)).save()
 
     def get(self, reminder_id: str) -> Any | None:
         return get_row(self.model, reminder_id, what="reading a row of reminders")

@@ -18,7 +18,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import bind
+from jobfence.dynamo import aws_call, bind, each_row
 
 DARKROOM = "darkroom"
 STUDIO = "studio"
@@ -70,15 +70,17 @@ class ScheduleStore:
             member_id: str | None = None, hours: float | None = None) -> None:
         """Create an entry in its first state (seed data, staff tools)."""
         status = DarkroomChange.PENDING if space == DARKROOM else StudioSlot.UPCOMING
-        self.model(space, entry_key(starts_at, entry_id), entry_id=entry_id, label=label, starts_at=starts_at,
-                   ends_at=ends_at, status=status.value, member_id=member_id, hours=hours).save()
+        with aws_call(f"adding schedule entry {entry_id}"):
+            self.model(space, entry_key(starts_at, entry_id), entry_id=entry_id, label=label, starts_at=starts_at,
+                       ends_at=ends_at, status=status.value, member_id=member_id, hours=hours).save()
 
     def started(self, space: str, now_ms: int, statuses: tuple[str, ...], limit: int) -> list[Any]:
         """Up to `limit` entries that started at or before now and are in one of `statuses`."""
         m = self.model
         condition = m.status.is_in(*statuses)
-        return list(m.query(space, m.entry_key <= f"{now_ms:013d}#\uffff", filter_condition=condition,
-                            consistent_read=True, limit=limit, page_size=max(limit, 25)))
+        query = m.query(space, m.entry_key <= f"{now_ms:013d}#\uffff", filter_condition=condition,
+                        consistent_read=True, limit=limit, page_size=max(limit, 25))
+        return list(each_row(query, f"querying started {space} entries"))
 
     def to_advance(self, now_ms: int, limit: int) -> list[Any]:
         """Up to `limit` studio slots that must move: started but upcoming, or current but ended."""
@@ -86,24 +88,27 @@ class ScheduleStore:
         condition = (m.status == StudioSlot.UPCOMING.value) | (
             (m.status == StudioSlot.CURRENT.value) & (m.ends_at <= now_ms)
         )
-        return list(m.query(STUDIO, m.entry_key <= f"{now_ms:013d}#\uffff", filter_condition=condition,
-                            consistent_read=True, limit=limit, page_size=max(limit, 25)))
+        query = m.query(STUDIO, m.entry_key <= f"{now_ms:013d}#\uffff", filter_condition=condition,
+                        consistent_read=True, limit=limit, page_size=max(limit, 25))
+        return list(each_row(query, "querying studio slots to advance"))
 
     def entries(self, space: str) -> Iterator[Any]:
         """Every entry of a space, in start order (pages through the partition)."""
-        return self.model.query(space, consistent_read=True, page_size=200)
+        return each_row(self.model.query(space, consistent_read=True, page_size=200), f"reading the {space} schedule")
 
     def latest(self, space: str, now_ms: int, status: str) -> Any | None:
         """The entry in `status` that started last at or before now."""
         m = self.model
-        for row in m.query(space, m.entry_key <= f"{now_ms:013d}#\uffff", filter_condition=m.status == status,
-                           scan_index_forward=False, consistent_read=True, limit=1):
+        query = m.query(space, m.entry_key <= f"{now_ms:013d}#\uffff", filter_condition=m.status == status,
+                        scan_index_forward=False, consistent_read=True, limit=1)
+        for row in each_row(query, f"querying the latest {space} entry"):
             return row
         return None
 
     def upcoming(self, space: str, now_ms: int, limit: int) -> list[Any]:
         m = self.model
-        return list(m.query(space, m.entry_key > f"{now_ms:013d}#\uffff", consistent_read=True, limit=limit))
+        query = m.query(space, m.entry_key > f"{now_ms:013d}#\uffff", consistent_read=True, limit=limit)
+        return list(each_row(query, f"querying upcoming {space} entries"))
 
     def transition_op(self, row: Any, to: str) -> dict[str, Any]:
         """Move an entry from the status it was read in to `to` (refused if it moved meanwhile)."""
