@@ -254,9 +254,9 @@ def aws_call(what: str) -> Iterator[None]:
 
 
 def each_row(results: Iterable[T], what: str) -> Iterator[T]:
-    """Every row of a pynamodb query or scan, each page's error classified like every other (`aws_call`).
+    """Every row of a pynamodb query, scan or batch_get, each page's error classified like every other (`aws_call`).
 
-    pynamodb's queries and scans are lazy: each page is a call made while the
+    pynamodb's reads of many rows are lazy: each page is a call made while the
     result is iterated, so an error surfaces in the caller's loop, not where
     the query was built. Iterate `each_row(model.query(...), what)` instead.
     """
