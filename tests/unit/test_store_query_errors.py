@@ -1,4 +1,4 @@
-"""Store queries and scans under a lost reply or a throttle: a classified `StoreError`, never a raw pynamodb error.
+"""Store queries, scans and plain writes under a lost reply or a throttle: a classified `StoreError`, never a raw pynamodb error.
 
 pynamodb's queries and scans are lazy: each page is a call made while the
 result is iterated, so an error surfaces in the loop, as pynamodb's raw
@@ -15,6 +15,7 @@ import pytest
 
 from jobfence.dynamo import ErrorKind, classify
 from jobfence.errors import StoreError
+from jobs.backoffice.operator_ledger import OperatorLedgerStore
 from jobs.club.stores.memberships import MembershipStore
 from jobs.club.stores.outbox import OutboxStore
 from jobs.club.stores.photo_requests import PhotoRequestStore
@@ -36,6 +37,8 @@ CASES: dict[str, tuple[str, type, Callable[[Any, int], Any], str]] = {
     "expiry_index": ("club_photo_requests", PhotoRequestStore, lambda s, now: s.expirable(now, 10), "Query"),
     "orders": ("orders", OrderStore, lambda s, now: s.pending_cancellations(now, 10), "Query"),
     "payment_intents_page": ("payment_intents", DeferredPaymentStore, lambda s, now: s.capturing(10), "Query"),
+    "operator_ledger_put": ("operator_access_ledger", OperatorLedgerStore,
+                            lambda s, now: s.record("e1", "op", "login", "session", now + 60_000), "PutItem"),
 }
 
 FAULTS = {

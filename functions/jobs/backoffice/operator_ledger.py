@@ -16,7 +16,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import bind, get_row
+from jobfence.dynamo import aws_call, bind, get_row
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
 
 
@@ -43,7 +43,7 @@ class OperatorLedgerStore:
         self._clock = clock
 
     def record(self, entry_id: str, operator_id: str, action: str, session: str, expires_at: int) -> None:
-        self.model(
+        row = self.model(
             entry_id,
             operator_id=operator_id,
             action=action,
@@ -52,7 +52,9 @@ class OperatorLedgerStore:
             expires_at=expires_at,
             expiry_shard=expiry_shard(entry_id),
             ttl=ttl_seconds(expires_at),
-        ).save()
+        )
+        with aws_call("recording an operator access"):
+            row.save()
 
     def get(self, entry_id: str) -> dict[str, Any] | None:
         """A live entry's operator, action and time; never the session digest."""
@@ -66,7 +68,7 @@ class OperatorLedgerStore:
     def delete_expired(self, limit: int) -> int:
         """Delete up to `limit` expired entries (BatchWriteItem: entries are append-only, never extended)."""
         rows = list(expired(self.model, self._clock.now_ms(), limit))
-        with self.model.batch_write() as batch:
+        with aws_call("deleting expired operator accesses"), self.model.batch_write() as batch:
             for row in rows:
                 batch.delete(self.model(row.entry_id))
         return len(rows)
