@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from aws_lambda_powertools.utilities.parameters import SecretsProvider
 from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
 
-from jobfence.dynamo import error_code
+from jobfence.dynamo import classify, error_code
 from jobfence.errors import StoreError
 
 CURRENT = "AWSCURRENT"
@@ -65,7 +65,8 @@ class SecretsManagerValues:
             code = error_code(exc.__context__) if exc.__context__ is not None else "Unknown"
             if code == NOT_FOUND:
                 raise SecretMissing(f"secret {name[:128]!r} has no {stage} version") from None
-            raise StoreError(f"reading secret {name[:128]!r} ({stage}) failed: {code}") from None
+            kind = classify(exc.__context__) if exc.__context__ is not None else None
+            raise StoreError(f"reading secret {name[:128]!r} ({stage}) failed: {code}", kind) from None
         return value.decode() if isinstance(value, bytes) else str(value)
 
 

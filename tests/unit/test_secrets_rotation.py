@@ -132,3 +132,21 @@ def test_two_rotations_inside_max_age_push_the_oldest_key_out(aws, clock):
     with pytest.raises(EventRejected) as info:
         Verifier(VerifyKeyring(secrets, "verify", clock), clock).verify(body)
     assert info.value.reason is RejectReason.FORGED
+
+
+def test_a_throttled_secret_read_is_a_store_error_with_its_kind_and_no_value(sm):
+    from jobfence.dynamo import ErrorKind
+    from jobfence.errors import StoreError
+    from tests.aws_faults import throttled
+
+    sm.create_secret(Name="jobfence/paypal", SecretString="client-secret")
+
+    def refuse(**_):
+        raise throttled("GetSecretValue")
+
+    sm.meta.events.register("before-call.secrets-manager.GetSecretValue", refuse)
+    with pytest.raises(StoreError) as raised:
+        SecretsManagerValues(sm).get("jobfence/paypal", fresh=True)
+    assert not isinstance(raised.value, SecretMissing)
+    assert raised.value.kind is ErrorKind.THROTTLED
+    assert "ProvisionedThroughputExceededException" in str(raised.value) and "client-secret" not in str(raised.value)

@@ -37,7 +37,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from botocore.exceptions import BotoCoreError, ClientError
 
-from jobfence.dynamo import error_code
+from jobfence.dynamo import classify, error_code
 from jobfence.errors import JobfenceError, StoreError
 from jobfence.runs import safe_error
 from jobs.club.events import EventRejected, EventType, SignedEvent, Verifier
@@ -65,7 +65,7 @@ class SqsVisibility:
             self._client.change_message_visibility(QueueUrl=self._url, ReceiptHandle=receipt_handle,
                                                    VisibilityTimeout=seconds)
         except (ClientError, BotoCoreError) as exc:
-            raise StoreError(f"changing message visibility failed: {error_code(exc)}") from exc
+            raise StoreError(f"changing message visibility failed: {error_code(exc)}", classify(exc)) from exc
 
 
 def visibility_for(retry_after_s: float) -> int:

@@ -30,7 +30,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from jobfence.dynamo import error_code
+from jobfence.dynamo import classify, error_code
 from jobfence.errors import InvalidEvent, StoreError
 from jobs.club.signing import SigningKey, VerifyKey, new_key_pair
 
@@ -130,7 +130,7 @@ class SigningRotation:
             code = error_code(exc)
             if code == NOT_FOUND:
                 raise _Missing(f"{operation} on {kwargs.get('SecretId', '?')[:128]!r}: not found") from None
-            raise StoreError(f"{operation} on {kwargs.get('SecretId', '?')[:128]!r} failed: {code}") from None
+            raise StoreError(f"{operation} on {kwargs.get('SecretId', '?')[:128]!r} failed: {code}", classify(exc)) from None
 
 
 class _Missing(StoreError):
