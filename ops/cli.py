@@ -4,6 +4,7 @@
                                 the local runtime kept running in the background
     status                      rule, lease, next tick and last run per job; stale items; queues
     runs JOB [--limit N]        recent runs: outcome, duration, error
+    ledger JOB [--since 24h]    every expected tick since then and what became of it (ran, skipped_*, disabled, missed, ...)
     sweep-runs                  record `died` the runs whose term ended unreleased (no next tick yet)
     batch TENANT/BATCH          rows first: the batch row, then its item rows
     batch list [--tenant T]     batch rows with their counters
@@ -168,6 +169,10 @@ def parser() -> argparse.ArgumentParser:
     r = command("runs", "recent runs of a job")
     r.add_argument("job", type=job_name)
     r.add_argument("--limit", type=limit, default=20)
+    r = command("ledger", "every expected tick of a job in a time range, and what became of it")
+    r.add_argument("job", type=job_name)
+    r.add_argument("--since", type=duration_ms, default=duration_ms("24h"), metavar="DURATION",
+                   help="how far back: 24h (default), 30m, 2d, 1h30m")
     command("sweep-runs", "record `died` the runs whose term ended unreleased (no next tick yet)")
 
     b = command("batch", "durable batches: show TENANT/BATCH (rows first), list, submit")
@@ -312,6 +317,7 @@ def _target(args: argparse.Namespace, console: Console) -> tuple[Any, Any]:
 HANDLERS: dict[str, Callable[[Any, argparse.Namespace, Console], int]] = {
     "status": out.status,
     "runs": out.runs,
+    "ledger": out.ledger,
     "sweep-runs": out.sweep_runs,
     "batch": out.batch,
     "retry-failed": out.retry_failed,

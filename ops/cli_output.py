@@ -45,13 +45,14 @@ def status(target: Any, args: argparse.Namespace, console: Console) -> int:
         return 0
     now = report.now_ms
     console.print(f"target: {target.name}   now: {when(now)}", markup=False)
-    t = table("jobs", "job", "rule", "next tick", "lease", "last run", "error", names=[j.job for j in report.jobs])
+    t = table("jobs", "job", "rule", "next tick", "lease", "last run", "missed 24h", "error", names=[j.job for j in report.jobs])
     for job in report.jobs:
         last = job.last_run
         lease = f"{job.holder} (fence {job.fence}) {ago(job.expires_at, now)}" if job.holder else "free"
         t.add_row(
             job.job, (job.rule_state or "-").lower(), ago(job.next_tick_at, now),
-            lease, f"{last.outcome or '-'} {ago(last.started_at, now)}" if last else "-", (last.error or "") if last else "",
+            lease, f"{last.outcome or '-'} {ago(last.started_at, now)}" if last else "-",
+            "-" if job.missed_last_day is None else str(job.missed_last_day), (last.error or "") if last else "",
         )
     console.print(t)
     if report.stale_items is not None:
@@ -73,6 +74,22 @@ def runs(target: Any, args: argparse.Namespace, console: Console) -> int:
         t.add_row(when(row.started_at), row.trigger or "-", row.outcome or "-", str(row.duration_ms if row.duration_ms is not None else "-"),
                   str(row.fence if row.fence is not None else "-"), pairs(row.summary), row.error or "")
     console.print(t)
+    return 0
+
+
+def ledger(target: Any, args: argparse.Namespace, console: Console) -> int:
+    now = target.clock.now_ms()
+    book = jobs.job_ledger(target, args.job, now - args.since, now)
+    if as_json(console, args, book):
+        return 0
+    t = table(f"ledger of {args.job} ({book.schedule}, UTC, oldest first)", "tick", "label", "run", "duplicates",
+              names=[when(0)])
+    for entry in book.entries:
+        t.add_row(when(entry.tick_at), entry.label.value, entry.run_id or "-", str(entry.duplicates or ""))
+    console.print(t)
+    console.print(f"{len(book.entries)} expected tick(s): "
+                  + (", ".join(f"{k.value}={v}" for k, v in sorted(book.counts().items(), key=lambda kv: kv[0].value)) or "none"),
+                  markup=False)
     return 0
 
 

@@ -6,11 +6,13 @@
     02:30  a generation batch of a few hundred items is submitted; the first worker isolate
            is SIGKILLed right after claiming its messages' items (mid-item); reclaim and the
            visibility timeout bring every item to completed or failed
-    03:00  clean_dpop_proofs' isolate is SIGKILLed mid-run: its lease stays
+    03:00  clean_dpop_proofs' isolate is SIGKILLed mid-run: its lease stays; EventBridge drops
+           clean_conversations' tick (never delivered: the run ledger's `missed`)
     03:10  an operator's manual run meets the dead holder's live lease (skipped_leased)
     04:00  the lease has expired: the tick takes over with the next fence; the dead term is
            probed (renew, release, fenced write: all refused)
-    H/2    every rule is disabled (no ticks) ... H/2 + H/8 re-enabled (ticks resume)
+    H/2    every rule is disabled (no ticks) ... H/2 + H/8 re-enabled (ticks resume); the short
+           day disables them 04:00 .. 06:00
     H      end: reports per job and per batch, then the the invariants of docs/guarantees.md on the tables
 
 Everything runs in the deployed functions' isolates; the driver only moves the
@@ -58,6 +60,7 @@ MINUTE = 60_000
 DUPLICATE_JOB = "clean_conversations"
 FAILING_JOB = "clean_conversations"
 DYING_JOB = "clean_dpop_proofs"
+DROPPED_JOB = "clean_conversations"
 
 
 @dataclass(frozen=True)
@@ -67,17 +70,20 @@ class DayConfig:
     rejected_items: int = 3  # the generator refuses these: terminal failures, for retry-failed
     dpop_rows: int = 1500
     conversation_rows: int = 250
+    disable_from: float | None = None  # hours: when every rule is disabled (default the middle of the day)
+    disabled_for: float | None = None  # hours: for how long (default an eighth of the day)
 
     @property
     def disable_at(self) -> float:
-        return max(4.5, self.hours / 2)
+        return self.disable_from if self.disable_from is not None else max(4.5, self.hours / 2)
 
     @property
     def enable_at(self) -> float:
-        return self.disable_at + max(0.5, self.hours / 8)
+        return self.disable_at + (self.disabled_for if self.disabled_for is not None else max(0.5, self.hours / 8))
 
 
-SHORT = DayConfig(hours=6, batch_items=40, rejected_items=2, dpop_rows=300, conversation_rows=60)
+SHORT = DayConfig(hours=6.5, batch_items=40, rejected_items=2, dpop_rows=300, conversation_rows=60,
+                  disable_from=4, disabled_for=2)
 
 
 @dataclass
@@ -98,6 +104,8 @@ class DayReport:
     log_dir: pathlib.Path
     events: list[str] = field(default_factory=list)
     deliveries: Counter = field(default_factory=Counter)  # SQS batches delivered, by invocation status
+    start_ms: int = 0  # the day's 00:00 (simulated)
+    end_ms: int = 0
 
     def summary_totals(self) -> dict[str, Counter]:
         """Per job, the numeric summary counts of its runs added up (deleted, requeued, ...)."""
@@ -229,9 +237,12 @@ class DayScenario:
 
         proofs = rt.topology.job_functions()[DYING_JOB].environment[table_env("dpop_proofs")]
         rt.faults_next[rt.rule_of_job(DYING_JOB)] = [{"operation": "Query", "contains": proofs, "action": "kill"}]
+        self._collect(self._advance_to(2.99))
+        rt.drop_next.add(rt.rule_of_job(DROPPED_JOB))
         self._collect(self._advance_to(3))
         dead = self._lease_item(DYING_JOB)
-        self._say(f"03:00 {DYING_JOB}'s isolate was killed mid-run; its lease (fence {dead.get('fence')}) stays")
+        self._say(f"03:00 {DYING_JOB}'s isolate was killed mid-run; its lease (fence {dead.get('fence')}) stays; "
+                  f"EventBridge dropped {DROPPED_JOB}'s tick")
 
         self._collect(self._advance_to(3 + 10 / 60))
         manual = rt.invoke(rt.function_of_job(DYING_JOB), {"trigger": "manual", "requested_by": "demo-operator"})
@@ -333,7 +344,8 @@ class DayScenario:
                 batches.append(BatchSummary(str(ref), len(report.items), report.counts(), {
                     "status": report.batch.status.value, "completed": report.batch.completed, "failed": report.batch.failed}))
         checks.append(check_logs(self.rt.log_dir, [self.marker], list(self._secret_values())))
-        return DayReport(self.observations, checks, runs, batches, self.killed_workers, self.rt.log_dir, self.events, self.deliveries)
+        return DayReport(self.observations, checks, runs, batches, self.killed_workers, self.rt.log_dir, self.events,
+                         self.deliveries, self._start, self._start + int(self.config.hours * HOUR))
 
     def _secret_values(self):
         sm = self.rt.session.client("secretsmanager")

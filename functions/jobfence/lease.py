@@ -39,6 +39,10 @@ harmless and its refusal is read from the item it saw:
 The item a refusal saw is the old image DynamoDB returns with it; where an
 implementation returns none (dynalite), one consistent read classifies it.
 
+The item also carries the rule's recorded enable/disable toggles
+(`rule_toggles`, written by `jobfence.ledger.RuleToggles` only; no write here
+reads or removes them).
+
 The lease item also names the run holding the term (`run_id`), and an acquire
 copies the term it replaces into `prev_holder`, `prev_run_id`,
 `prev_acquired_at`, `prev_expires_at` (DynamoDB reads every operand from the

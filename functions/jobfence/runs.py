@@ -256,6 +256,26 @@ class RunStore:
             raise_store_error(exc, f"reading runs of {job!r}")
         return [_plain(i) for i in page.get("Items", [])]
 
+    def started_between(self, job: str, since_ms: int, until_ms: int) -> list[dict[str, Any]]:
+        """The job's runs started in [since, until], oldest first: one range query on the sort key, every page."""
+        low, high = f"{since_ms:015d}#", f"{until_ms:015d}#\uffff"  # run_key = zero-padded started_at + "#" + id
+        kwargs: dict[str, Any] = dict(
+            TableName=self._table,
+            KeyConditionExpression="job = :job AND run_key BETWEEN :low AND :high",
+            ExpressionAttributeValues={":job": {"S": job}, ":low": {"S": low}, ":high": {"S": high}},
+            ScanIndexForward=True,
+        )
+        rows: list[dict[str, Any]] = []
+        while True:
+            try:
+                page = retry_transient(lambda: self._client.query(**kwargs))  # a read: safe to repeat
+            except Exception as exc:
+                raise_store_error(exc, f"reading runs of {job!r}")
+            rows.extend(_plain(i) for i in page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                return rows
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
     # -- low level ----------------------------------------------------------------------------
 
     def _update(

@@ -14,10 +14,13 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
+from jobfence.errors import StoreError
 from jobfence.lease import LeaseStore
+from jobfence.ledger import Ledger, RuleToggles, build_ledger
 from jobfence.runs import MAX_ERROR_CHARS, RunStore, SweepResult, bounded_summary, sweep_dead_runs
+from jobfence.schedule import Schedule, ScheduleError
+from jobs.catalog import CATALOG
 from ops.commands.batches import stale_item_counts
-from ops.runtime.schedule import Schedule, ScheduleError
 from ops.runtime.sqs import queue_depths
 from ops.runtime.topology import FunctionInfo
 from ops.runtime.workers import Invocation
@@ -75,6 +78,7 @@ class JobStatus:
     fence: int | None
     last_started_at: int | None
     last_run: RunView | None
+    missed_last_day: int | None = None  # expected ticks of the last 24 h that no invocation reached (the ledger)
 
 
 @dataclass(frozen=True)
@@ -118,12 +122,19 @@ def status(target: Target) -> StatusReport:
     runs = RunStore(client, runs_table)
     rules = target.topology.job_rules()
     events = target.session.client("events")
+    toggles = RuleToggles(client, leases_table)
 
     def one(job: str) -> JobStatus:
         lease = leases.get(job, {})
         recent = runs.recent(job, limit=1)
         rule = events.describe_rule(Name=rules[job].name) if job in rules else {}
         state, schedule = rule.get("State"), rule.get("ScheduleExpression")
+        if state in ("ENABLED", "DISABLED") and not target.read_only:
+            try:
+                toggles.seen(job, state == "ENABLED", now)  # a deploy or the AWS console changed it: counts from now
+            except StoreError:
+                pass  # a read-only profile cannot record it; the status it asked for is still shown
+        day = job_ledger(target, job, now - DAY_MS, now) if job in CATALOG.jobs else None
         return JobStatus(
             job=job,
             rule=rule.get("Name"),
@@ -135,6 +146,7 @@ def status(target: Target) -> StatusReport:
             fence=lease.get("fence"),
             last_started_at=lease.get("last_started_at"),
             last_run=RunView.of(recent[0]) if recent else None,
+            missed_last_day=day.missed if day else None,
         )
 
     # a few dozen small reads: in parallel (boto3 clients are thread-safe), so a status takes one round trip's time
@@ -159,6 +171,19 @@ def runs(target: Target, job: str, limit: int = 20) -> list[RunView]:
     _, runs_table = _core_tables(target)
     check_job(target, job)
     return [RunView.of(r) for r in RunStore(target.session.client("dynamodb"), runs_table).recent(job, limit=limit)]
+
+
+def job_ledger(target: Target, job: str, since_ms: int, until_ms: int | None = None) -> Ledger:
+    """Every expected tick of `job` in (since, until] (default: now) and what became of it (`jobfence.ledger`)."""
+    leases_table, runs_table = _core_tables(target)
+    check_job(target, job)
+    spec = CATALOG.job(job)
+    client = target.session.client("dynamodb")
+    interval_ms = spec.interval_s * 1000 if spec.interval_s else None
+    lookback_ms = max(spec.lease_ttl_s * 1000, interval_ms or 0)
+    until = target.clock.now_ms() if until_ms is None else until_ms
+    return build_ledger(job, spec.schedule, RunStore(client, runs_table), RuleToggles(client, leases_table).read(job),
+                        since_ms, until, interval_ms, lookback_ms)
 
 
 def sweep_runs(target: Target) -> SweepResult:

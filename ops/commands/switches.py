@@ -3,12 +3,18 @@
 `disable --all` stops both in one command (the runbook's incident step):
 a disabled rule sends no more ticks, a disabled mapping leaves messages
 waiting in their queue instead of delivering them to a worker.
+
+Each rule toggle is recorded on the job's lease item (`jobfence.ledger`), after
+the rule changed: the run ledger labels the ticks of a disabled period
+`disabled`, not `missed`. A record that fails to land is caught up by the next
+`status`, which records a rule found in a state its record disagrees with.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from jobfence.ledger import RuleToggles
 from ops.runtime.topology import read_rule
 from ops.targets import OperatorError, Target
 
@@ -31,11 +37,14 @@ def set_rules(target: Target, enabled: bool, job: str | None = None) -> list[Swi
     if job is not None and job not in rules:
         raise OperatorError(f"no rule ticks job {job!r}; jobs with rules: {', '.join(sorted(rules))}")
     events = target.session.client("events")
+    toggles = RuleToggles(target.session.client("dynamodb"), target.topology.leases_table) if target.topology.leases_table else None
     changes = []
     for name, rule in sorted(rules.items()):
         if job is not None and name != job:
             continue
         (events.enable_rule if enabled else events.disable_rule)(Name=rule.name)
+        if toggles is not None:
+            toggles.record(name, enabled, target.clock.now_ms())
         changes.append(Switch("rule", name, rule.name, read_rule(events, rule.name).state))
     return changes
 

@@ -29,7 +29,7 @@ from typing import Any, Callable
 from jobfence.clock import FrozenClock
 from ops.emulator import Emulator
 from ops.runtime.providers import LocalProviders, complete_environments
-from ops.runtime.schedule import Schedule
+from jobfence.schedule import Schedule
 from ops.runtime.sqs import PumpStats, QueuePoller
 from ops.runtime.template import ROOT, CloudAssembly, DeployError, cached_synthesis, deploy
 from ops.runtime.topology import RuleInfo, Topology, discover
@@ -47,6 +47,7 @@ class Tick:
     invocation: Invocation | None = None
     event_id: str | None = None
     duplicate: bool = False  # a second delivery of the same event (EventBridge is at-least-once)
+    dropped: bool = False  # the rule was enabled but the driver had this tick never delivered
 
 
 @dataclass
@@ -102,8 +103,10 @@ class LocalRuntime:
         self.timeline = Timeline()
         self.on_tick: Callable[[Tick], None] | None = None
         self._schedules = {name: Schedule(rule.schedule, self.start_ms) for name, rule in topology.rules.items() if rule.schedule}
-        # driver-injected conditions for the next tick of a rule: deliver it twice at once, or arm faults
+        # driver-injected conditions for the next tick of a rule: deliver it twice at once, never deliver
+        # it (EventBridge dropped it: the ledger's `missed`), or arm faults
         self.duplicate_next: set[str] = set()
+        self.drop_next: set[str] = set()
         self.faults_next: dict[str, list[dict[str, Any]]] = {}
         self._scheduled_until = self.start_ms
 
@@ -252,6 +255,10 @@ class LocalRuntime:
         for name, at in sorted(due, key=lambda d: (d[1], d[0])):
             rule = self.topology.rules[name]
             enabled = states.get(name, rule.state) == "ENABLED"
+            dropped = enabled and name in self.drop_next
+            if dropped:
+                self.drop_next.discard(name)
+                enabled = False
             copies = 2 if enabled and name in self.duplicate_next else 1
             if enabled:
                 self.duplicate_next.discard(name)
@@ -260,7 +267,7 @@ class LocalRuntime:
                 function = self.topology.function_by_arn(arn)
                 event = scheduled_event(rule, at, self.account, self.session.region_name) if constant is None else _json(constant)
                 for copy in range(copies):
-                    tick = Tick(name, function.job, at, enabled, event_id=event.get("id"), duplicate=copy > 0)
+                    tick = Tick(name, function.job, at, enabled, event_id=event.get("id"), duplicate=copy > 0, dropped=dropped)
                     fired.append(tick)
                     if enabled:
                         calls.append((tick, function.name, event, faults if copy == 0 else None))

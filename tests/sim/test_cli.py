@@ -140,6 +140,30 @@ def test_disable_one_job_leaves_the_others_ticking(target, runtime):
     assert by_job == {"clean_conversations": False, "clean_dpop_proofs": True}
 
 
+def test_ledger_labels_every_tick_and_status_counts_the_missed_ones(target, runtime):
+    # GIVEN clean_conversations (hourly) disabled for two hours, then its next tick dropped by EventBridge
+    assert cli(target, "disable", "clean_conversations")[0] == 0
+    try:
+        runtime.advance(hours=2)
+    finally:
+        assert cli(target, "enable", "clean_conversations")[0] == 0
+    runtime.drop_next.add(runtime.rule_of_job("clean_conversations"))
+    runtime.advance(hours=2)
+    # WHEN an operator reads the last four hours of its ledger
+    code, out = cli(target, "ledger", "clean_conversations", "--since", "4h", "--json")
+    # THEN each expected tick has its label: two disabled, one missed, then one that ran
+    book = json.loads(out)
+    assert code == 0 and book["schedule"] == "cron(0 * * * ? *)"
+    assert [e["label"] for e in book["entries"]] == ["disabled", "disabled", "missed", "ran"]
+    assert book["entries"][-1]["run_id"]
+    # AND the table says the same, and `status` counts the missed tick of the last day
+    code, out = cli(target, "ledger", "clean_conversations", "--since", "4h")
+    assert code == 0 and "4 expected tick(s): disabled=2, missed=1, ran=1" in out, out
+    jobs = {j["job"]: j for j in json.loads(cli(target, "status", "--json")[1])["jobs"]}
+    assert jobs["clean_conversations"]["missed_last_day"] >= 1
+    assert "missed 24h" in cli(target, "status")[1]
+
+
 def test_invoke_with_a_sample_event(target):
     code, out = cli(target, "invoke", "clean_conversations", "manual_trigger")
     assert code == 0, out

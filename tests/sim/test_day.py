@@ -133,3 +133,57 @@ def test_the_seeded_domains_give_every_club_and_commerce_job_something_to_change
     discord = runtime.providers.stubs["discord"].stub
     methods = {method for method, _route in discord.requests}
     assert {"PUT", "PATCH", "POST"} <= methods, discord.requests
+
+
+def _happened(ticks) -> str:
+    """What became of one tick instant of one job, from the runtime's own timeline (the ledger's oracle)."""
+    if any(t.dropped for t in ticks):
+        return "missed"
+    outcomes = []
+    for t in ticks:
+        if not t.fired:
+            continue
+        inv = t.invocation
+        outcomes.append("died" if inv.status == "died" else "failed" if not inv.ok else inv.payload["outcome"])
+    if not outcomes:
+        return "disabled"
+    ran = [o for o in outcomes if not o.startswith("skipped_")]  # a duplicate delivery: the copy that ran
+    return ran[0] if ran else outcomes[0]
+
+
+def test_the_ledger_labels_every_expected_tick_of_the_day_as_it_happened(report, runtime):
+    from jobfence.ledger import TickLabel
+    from ops.commands.jobs import job_ledger
+    from ops.day import DROPPED_JOB, DUPLICATE_JOB, DYING_JOB, FAILING_JOB
+    from ops.targets import EmbeddedTarget
+
+    # GIVEN the day: rules disabled 04:00 .. 06:00, an isolate killed mid-run at 03:00, a duplicate
+    # tick at 01:00 and a tick EventBridge dropped at 03:00
+    target = EmbeddedTarget(runtime)
+    hour = 3_600_000
+    at = lambda hours: report.start_ms + int(hours * hour)  # noqa: E731
+    for job in sorted(runtime.topology.job_functions()):
+        # WHEN each job's ledger of the day is read from its run rows and toggles alone
+        book = job_ledger(target, job, report.start_ms, report.end_ms)
+        # THEN every expected tick is labelled with what the runtime saw happen to it
+        timeline: dict[int, list] = {}
+        for tick in runtime.timeline.ticks:
+            if tick.job == job and report.start_ms < tick.at_ms <= report.end_ms:
+                timeline.setdefault(tick.at_ms, []).append(tick)
+        assert [e.tick_at for e in book.entries] == sorted(timeline), job
+        mismatched = [(e.tick_at - report.start_ms, e.label.value, _happened(timeline[e.tick_at]))
+                      for e in book.entries if e.label.value != _happened(timeline[e.tick_at])]
+        assert not mismatched, (job, mismatched)
+        labels = {e.tick_at: e.label for e in book.entries}
+        # the disabled window: every tick after 04:00 up to 06:00 is `disabled`, and only those
+        assert {t for t, label in labels.items() if label is TickLabel.DISABLED} == {t for t in labels if at(4) < t <= at(6)}
+        if job == DUPLICATE_JOB:
+            assert labels[at(1)] is TickLabel.RAN
+        if job == FAILING_JOB:
+            assert labels[at(2)] is TickLabel.FAILED
+        if job == DROPPED_JOB:
+            assert labels[at(3)] is TickLabel.MISSED and book.missed == 1
+        else:
+            assert book.missed == 0, job
+        if job == DYING_JOB:
+            assert labels[at(3)] is TickLabel.DIED and labels[at(4)] is TickLabel.RAN

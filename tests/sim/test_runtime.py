@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ops.runtime.schedule import Schedule, ScheduleError, adapt_cron
+from jobfence.schedule import Schedule, ScheduleError, adapt_cron
 
 pytestmark = pytest.mark.server
 

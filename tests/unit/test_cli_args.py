@@ -18,6 +18,8 @@ BAD = [
     (["disable"], "one of the arguments job --all is required"),
     (["enable", "clean_dpop_proofs", "--all"], "not allowed with argument"),
     (["invoke", "clean_dpop_proofs", "no_such_event"], "no event file 'no_such_event'"),
+    (["ledger", "clean_dpop_proofs", "--since", "yesterday"], "argument --since: a duration is like 2h, 30m"),
+    (["ledger", "nope"], "unknown job 'nope'"),
     (["local", "advance", "2x"], "a duration is like 2h, 30m, 1h30m, 90s or 1d; got '2x'"),
     (["batch", "submit", "t/b", "/no/such/file.jsonl"], "no file '/no/such/file.jsonl'"),
 ]

@@ -1,4 +1,8 @@
-"""EventBridge schedule expressions on a simulated clock, with croniter doing the cron work.
+"""EventBridge schedule expressions, with croniter doing the cron work: the one evaluator.
+
+The local runtime fires its rules by it, the run ledger (`jobfence.ledger`)
+derives a job's expected ticks from it, and monitoring (`infra/schedule.py`)
+takes the longest gap between ticks from it. Times are epoch ms, UTC.
 
 EventBridge cron has six fields, `cron(minutes hours day-of-month month
 day-of-week year)`, with `?` for "no value" in one of the day fields and
@@ -35,12 +39,8 @@ class Schedule:
     anchor_ms: int  # rate(): the rule's creation instant
 
     def next_after(self, t_ms: int) -> int:
-        rate = _RATE.match(self.expression)
-        if rate:
-            value, unit = int(rate.group(1)), rate.group(2).rstrip("s")
-            if value <= 0:
-                raise ScheduleError(f"{self.expression}: the rate must be positive")
-            period = value * _UNIT_MS[unit]
+        period = self.period_ms()
+        if period is not None:
             elapsed = max(0, t_ms - self.anchor_ms)
             return self.anchor_ms + (elapsed // period + 1) * period
         cron, years = adapt_cron(self.expression)
@@ -59,6 +59,25 @@ class Schedule:
             out.append(t)
             t = self.next_after(t)
         return out
+
+    def period_ms(self) -> int | None:
+        """A rate()'s fixed period; None for cron(...)."""
+        rate = _RATE.match(self.expression)
+        if not rate:
+            return None
+        if int(rate.group(1)) <= 0:
+            raise ScheduleError(f"{self.expression}: the rate must be positive")
+        return int(rate.group(1)) * _UNIT_MS[rate.group(2).rstrip("s")]
+
+    def longest_gap_ms(self, ticks: int) -> int:
+        """The longest gap between two consecutive fires among the next `ticks` after the anchor."""
+        period = self.period_ms()
+        if period is not None:
+            return period
+        times = [self.next_after(self.anchor_ms)]
+        for _ in range(ticks - 1):
+            times.append(self.next_after(times[-1]))
+        return max(b - a for a, b in zip(times, times[1:]))
 
 
 def adapt_cron(expression: str) -> tuple[str, set[int] | None]:

@@ -1,0 +1,272 @@
+"""The run ledger: every expected tick of a job in a time range, and what became of it.
+
+Expected ticks come from the job's schedule expression (`jobfence.schedule`,
+EventBridge semantics, UTC). What became of each is derived from the run rows
+(`RunStore.started_between`, one range query on the sort key) and the rule's
+recorded toggles alone: a skipped tick writes nothing, so a skip is inferred
+from the run that caused it. For each tick `t`, first match wins:
+
+    ran | failed | lease_lost | died | running
+                      a non-manual run answered it: its `scheduled_at` (the event's
+                      time, whole seconds) falls in [t - 1 s, t + tolerance); the
+                      label is that run's outcome. More runs in the same window
+                      (a duplicate delivery run twice) are counted as duplicates.
+    disabled          the rule was disabled at t (the CLI's enable/disable record each
+                      toggle; a rule found disabled with no record counts from when it
+                      was first seen so)
+    skipped_leased    a run held the lease at t: it started before t and its row's
+                      finished_at is at or after t (or it has none yet)
+    skipped_interval  the interval gate: a run started after `gate_cutoff(t, interval)`,
+                      that is within 0.9 x interval before t
+    missed            none of these: no invocation happened (EventBridge never delivered
+                      it, or the function never got as far as the lease)
+
+DELIVERY_TOLERANCE_MS is how late a tick's run may start and still be the
+tick's: EventBridge delivers a scheduled event within about a minute of its
+time, and an async invoke may wait in Lambda's queue (throttling) a little
+longer. It is capped below the gap to the next tick, so one run never answers
+two ticks.
+
+The toggles live on the job's lease item (`rule_toggles`: a map from the
+zero-padded epoch ms of each toggle to "enabled" or "disabled"); writing a map
+key is idempotent, so a re-sent toggle record is harmless.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from jobfence.dynamo import raise_store_error, retry_transient
+from jobfence.lease import gate_cutoff
+from jobfence.runs import RunState, RunStore
+from jobfence.schedule import Schedule
+
+DELIVERY_TOLERANCE_MS = 2 * 60_000  # a tick's run may start this late (EventBridge's ~1 min, plus Lambda's queue)
+SCHEDULED_AT_SLACK_MS = 1000  # the event's `time` has whole seconds; a tick may not
+MAX_TOGGLES = 10  # kept per job on its lease item (oldest dropped): ~260 bytes, so a lease write stays 1 WCU
+TOGGLES_ATTRIBUTE = "rule_toggles"
+MANUAL_TRIGGER = "manual"
+SCHEDULED_TRIGGER = "scheduled"
+
+
+class TickLabel(str, enum.Enum):
+    """What became of one expected tick."""
+
+    RAN = "ran"
+    FAILED = "failed"
+    LEASE_LOST = "lease_lost"
+    DIED = "died"
+    RUNNING = "running"
+    SKIPPED_LEASED = "skipped_leased"
+    SKIPPED_INTERVAL = "skipped_interval"
+    DISABLED = "disabled"
+    MISSED = "missed"
+
+
+_OUTCOME_LABEL = {
+    RunState.RAN: TickLabel.RAN,
+    RunState.FAILED: TickLabel.FAILED,
+    RunState.LEASE_LOST: TickLabel.LEASE_LOST,
+    RunState.DIED: TickLabel.DIED,
+    RunState.RUNNING: TickLabel.RUNNING,
+}
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What the ledger reads of one run row."""
+
+    run_id: str
+    outcome: RunState
+    trigger: str
+    scheduled_at: int
+    started_at: int
+    finished_at: int | None
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> "RunRecord":
+        started = int(row["started_at"])
+        return cls(
+            run_id=str(row.get("run_id", "")),
+            outcome=RunState(row.get("outcome", RunState.RUNNING.value)),
+            trigger=str(row.get("trigger", "")),
+            scheduled_at=int(row.get("scheduled_at", started)),
+            started_at=started,
+            finished_at=None if row.get("finished_at") is None else int(row["finished_at"]),
+        )
+
+    @property
+    def tick_at(self) -> int:
+        """The tick this run says it answered: the event's time; else (a `died` row without its start) its start."""
+        return self.scheduled_at if self.trigger == SCHEDULED_TRIGGER else self.started_at
+
+
+@dataclass(frozen=True)
+class Toggle:
+    """One recorded change of a job's rule: enabled or disabled from `at_ms` on."""
+
+    at_ms: int
+    enabled: bool
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One expected tick: its label, and the run that answered it (or that held the lease or the gate)."""
+
+    tick_at: int
+    label: TickLabel
+    run_id: str | None = None
+    duplicates: int = 0  # further runs that answered the same tick (a duplicate delivery run twice)
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """A job's expected ticks in (since, until], each labelled."""
+
+    job: str
+    schedule: str
+    since_ms: int
+    until_ms: int
+    entries: tuple[LedgerEntry, ...]
+
+    def counts(self) -> dict[TickLabel, int]:
+        return dict(Counter(e.label for e in self.entries))
+
+    @property
+    def missed(self) -> int:
+        return sum(1 for e in self.entries if e.label is TickLabel.MISSED)
+
+
+def label_ticks(
+    ticks: Sequence[int],
+    next_tick: int,
+    runs: Iterable[RunRecord],
+    toggles: Sequence[Toggle],
+    interval_ms: int | None,
+) -> tuple[LedgerEntry, ...]:
+    """Label each tick (ascending) from the runs and toggles; `next_tick` is the tick after the last."""
+    ordered = sorted(runs, key=lambda r: (r.started_at, r.run_id))
+    claimed: set[str] = set()
+    entries = []
+    for i, t in enumerate(ticks):
+        following = ticks[i + 1] if i + 1 < len(ticks) else next_tick
+        window_end = t + min(DELIVERY_TOLERANCE_MS, following - t - SCHEDULED_AT_SLACK_MS)
+        answers = [r for r in ordered if r.trigger != MANUAL_TRIGGER and r.run_id not in claimed
+                   and t - SCHEDULED_AT_SLACK_MS <= r.tick_at < window_end]
+        claimed.update(r.run_id for r in answers)
+        entries.append(_label(t, answers, ordered, toggles, interval_ms))
+    return tuple(entries)
+
+
+def _label(t: int, answers: list[RunRecord], runs: list[RunRecord], toggles: Sequence[Toggle],
+           interval_ms: int | None) -> LedgerEntry:
+    if answers:
+        return LedgerEntry(t, _OUTCOME_LABEL[answers[0].outcome], answers[0].run_id, len(answers) - 1)
+    if not enabled_at(toggles, t):
+        return LedgerEntry(t, TickLabel.DISABLED)
+    before = [r for r in runs if r.started_at < t]
+    holder = next((r for r in reversed(before) if r.finished_at is None or r.finished_at >= t), None)
+    if holder is not None:
+        return LedgerEntry(t, TickLabel.SKIPPED_LEASED, holder.run_id)
+    if interval_ms and before and before[-1].started_at > gate_cutoff(t, interval_ms):
+        return LedgerEntry(t, TickLabel.SKIPPED_INTERVAL, before[-1].run_id)
+    return LedgerEntry(t, TickLabel.MISSED)
+
+
+def enabled_at(toggles: Sequence[Toggle], t: int) -> bool:
+    """The rule's state when its tick of instant t fired: by the latest toggle strictly before t.
+
+    Enabled before the first toggle. A toggle at the very instant of a tick is
+    taken as after it (the embedded runtime fires an instant's ticks before its
+    driver acts; on a real account the same millisecond is a coin toss either way).
+    """
+    state = True
+    for toggle in sorted(toggles, key=lambda x: x.at_ms):
+        if toggle.at_ms >= t:
+            break
+        state = toggle.enabled
+    return state
+
+
+def build_ledger(
+    job: str,
+    expression: str,
+    runs: RunStore,
+    toggles: Sequence[Toggle],
+    since_ms: int,
+    until_ms: int,
+    interval_ms: int | None,
+    lookback_ms: int,
+) -> Ledger:
+    """The ledger of `job` over (since, until]: one range query of its runs, from `lookback_ms` earlier.
+
+    `lookback_ms` reaches the runs that held the lease or the gate at the first
+    ticks (the longer of the lease ttl and the interval). For rate(), EventBridge
+    counts from the rule's creation, which its API does not return: the phase
+    is taken from the latest scheduled run read (without one, from `since`).
+    """
+    rows = [RunRecord.of(r) for r in runs.started_between(job, since_ms - lookback_ms, until_ms + DELIVERY_TOLERANCE_MS)]
+    scheduled = [r.scheduled_at for r in rows if r.trigger == SCHEDULED_TRIGGER]
+    schedule = Schedule(expression, since_ms)
+    period = schedule.period_ms()
+    if period is not None and scheduled:  # the same phase, moved back to at or before `since`
+        schedule = Schedule(expression, since_ms - (since_ms - scheduled[-1]) % period)
+    ticks = schedule.fires_between(since_ms, until_ms)
+    next_tick = schedule.next_after(ticks[-1] if ticks else until_ms)
+    return Ledger(job, expression, since_ms, until_ms, label_ticks(ticks, next_tick, rows, toggles, interval_ms))
+
+
+class RuleToggles:
+    """Each enable/disable of a job's rule, recorded on its lease item (see the module docstring)."""
+
+    def __init__(self, client: Any, leases_table: str) -> None:
+        self._client = client
+        self._table = leases_table
+
+    def record(self, job: str, enabled: bool, at_ms: int) -> None:
+        """Record one toggle. Both writes are idempotent: a re-sent copy sets the same key again."""
+        key = {"job": {"S": job}}
+        names = {"#t": TOGGLES_ATTRIBUTE}
+        try:
+            # a map key can only be set inside an existing map: make sure it is there first
+            retry_transient(lambda: self._client.update_item(
+                TableName=self._table, Key=key, UpdateExpression="SET #t = if_not_exists(#t, :empty)",
+                ExpressionAttributeNames=names, ExpressionAttributeValues={":empty": {"M": {}}}))
+            out = retry_transient(lambda: self._client.update_item(
+                TableName=self._table, Key=key, UpdateExpression="SET #t.#at = :state",
+                ExpressionAttributeNames={**names, "#at": f"{at_ms:015d}"},
+                ExpressionAttributeValues={":state": {"S": "enabled" if enabled else "disabled"}},
+                ReturnValues="ALL_NEW"))  # UPDATED_NEW holds only the key set
+            kept = sorted(out.get("Attributes", {}).get(TOGGLES_ATTRIBUTE, {}).get("M", {}))
+            if len(kept) > MAX_TOGGLES:  # drop the oldest; removing a missing key is harmless, so a retry is too
+                old = {f"#o{i}": k for i, k in enumerate(kept[: len(kept) - MAX_TOGGLES])}
+                retry_transient(lambda: self._client.update_item(
+                    TableName=self._table, Key=key, UpdateExpression="REMOVE " + ", ".join(f"#t.{n}" for n in old),
+                    ExpressionAttributeNames={**names, **old}))
+        except Exception as exc:
+            raise_store_error(exc, f"recording the rule toggle of {job!r}")
+
+    def read(self, job: str) -> tuple[Toggle, ...]:
+        """The job's recorded toggles, oldest first (strongly consistent)."""
+        try:
+            item = retry_transient(lambda: self._client.get_item(
+                TableName=self._table, Key={"job": {"S": job}}, ConsistentRead=True,
+                ProjectionExpression="#t", ExpressionAttributeNames={"#t": TOGGLES_ATTRIBUTE})).get("Item", {})
+        except Exception as exc:
+            raise_store_error(exc, f"reading the rule toggles of {job!r}")
+        return toggles_of(item.get(TOGGLES_ATTRIBUTE, {}).get("M", {}))
+
+    def seen(self, job: str, enabled: bool, at_ms: int) -> bool:
+        """The rule was found in this state (a deploy or the console changed it): record it if the record disagrees."""
+        if enabled_at(self.read(job), at_ms + 1) == enabled:  # the state after at_ms, its own toggles included
+            return False
+        self.record(job, enabled, at_ms)
+        return True
+
+
+def toggles_of(raw: Mapping[str, Any]) -> tuple[Toggle, ...]:
+    """The `rule_toggles` map (low-level DynamoDB values) as toggles, oldest first."""
+    return tuple(Toggle(int(at), value.get("S") == "enabled") for at, value in sorted(raw.items()))
