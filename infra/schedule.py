@@ -32,4 +32,4 @@ def schedule_gap_s(job: JobSpec) -> int:
     try:
         return Schedule(job.schedule, _START_MS).longest_gap_ms(_TICKS) // 1000
     except ScheduleError as exc:
-        raise CatalogError(f"catalog entry {job.name!r}: cannot evaluate {job.schedule!r}: {exc}") from exc
+        raise CatalogError(f"catalog entry {job.name!r}: {exc}") from exc  # the error names the expression

@@ -169,7 +169,7 @@ def test_synthesis_refuses_a_table_of_another_subsystem(synthesize_app):
 
 
 def test_synthesis_refuses_a_schedule_it_cannot_evaluate(synthesize_app):
-    with pytest.raises(CatalogError, match=r"'bad_job'.*needs six fields"):
+    with pytest.raises(CatalogError, match=r"'bad_job'.*EventBridge cron has 6 fields"):
         synthesize_app(_unvalidated(jobs=[_job(schedule="cron(0 * * * ?)")]))
 
 
