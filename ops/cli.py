@@ -48,6 +48,7 @@ from jobs.listings.pipelines import PIPELINES
 from ops import cli_output as out
 from ops.commands import invoke
 from ops.commands.batches import parse_ref, read_items
+from ops.commands.jobs import operator_name
 from ops.demo import demo
 from ops.emulator import point_process_at, point_process_at_endpoint
 from ops.local import control as local
@@ -75,6 +76,13 @@ def job_name(text: str) -> str:
     if text not in CATALOG.jobs:
         raise argparse.ArgumentTypeError(f"unknown job {text!r}; jobs: {', '.join(sorted(CATALOG.jobs))}")
     return text
+
+
+def operator(text: str) -> str:
+    try:
+        return operator_name(text)
+    except OperatorError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def batch_ref(text: str) -> BatchRef:
@@ -142,7 +150,8 @@ def _target_options(p: argparse.ArgumentParser, default: Any) -> None:
     where.add_argument("--local", action="store_true", default=d(False), help="the background local runtime (`local up`)")
     where.add_argument("--embedded", action="store_true", default=d(False), help="a fresh in-process local runtime (slow: synth and deploy)")
     where.add_argument("--advance-hours", type=float, default=d(0.0), help="with --embedded: let the schedules run this long first")
-    p.add_argument("--as", dest="requested_by", default=d(None), help="operator name recorded on manual runs and retries")
+    p.add_argument("--as", dest="requested_by", type=operator, default=d(None),
+                   help='operator name recorded on manual runs and retries, exactly as given ("Jane Doe")')
     p.add_argument("--json", action="store_true", default=d(False), help="machine-readable output")
 
 

@@ -69,10 +69,11 @@ def runs(target: Any, args: argparse.Namespace, console: Console) -> int:
     if as_json(console, args, rows):
         return 0
     t = table(f"runs of {args.job} (newest first)", "started", "trigger", "outcome", "duration ms", "fence", "summary", "error",
-              names=[when(0)])
+              "by", names=[when(0)])
     for row in rows:
+        by = " ".join(x for x in (row.requested_by, f"({row.caller})" if row.caller else None) if x)
         t.add_row(when(row.started_at), row.trigger or "-", row.outcome or "-", str(row.duration_ms if row.duration_ms is not None else "-"),
-                  str(row.fence if row.fence is not None else "-"), pairs(row.summary), row.error or "")
+                  str(row.fence if row.fence is not None else "-"), pairs(row.summary), row.error or "", by)
     console.print(t)
     return 0
 

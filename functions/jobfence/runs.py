@@ -2,6 +2,7 @@
 
     job (key) | run_key (sort: zero-padded started_at + "#" + run id) | run_id | outcome | trigger
     | scheduled_at | started_at | finished_at | duration_ms | holder | fence | summary | error | ttl
+    | requested_by | caller (a manual run's: the operator's name as given, the IAM principal ARN)
 
 Timeline of one row (every write keyed by the run id, so a re-sent copy lands on the same row):
 
@@ -43,6 +44,7 @@ from jobfence.dynamo import (
 )
 from jobfence.errors import JobfenceError, StoreError, bounded
 from jobfence.lease import LeaseStore, Term, predecessor_term, unreleased_term
+from jobfence.triggers import who_fields
 
 RUN_ROW_RETENTION_MS = 90 * 24 * 3_600_000
 MAX_ERROR_CHARS = 300
@@ -79,6 +81,8 @@ class RunStart:
     started_at: int
     holder: str
     fence: int
+    requested_by: str | None = None  # a manual run: the operator's name, exactly as given
+    caller: str | None = None  # a manual run: the caller's identity (IAM principal ARN)
 
     @property
     def run_key(self) -> str:
@@ -146,6 +150,7 @@ class RunStore:
             "holder": run.holder,
             "fence": run.fence,
             "ttl": _ttl(run.started_at),
+            **who_fields(run.requested_by, run.caller),
         }
         request = dict(
             TableName=self._table,
@@ -184,6 +189,7 @@ class RunStore:
             "fence": run.fence,
             "summary": bounded_summary(summary),
             "ttl": _ttl(finished_at),
+            **who_fields(run.requested_by, run.caller),
         }
         removed = []
         if error:

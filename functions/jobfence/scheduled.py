@@ -53,7 +53,7 @@ from jobfence.errors import (
 from jobfence.lease import Lease, LeaseStore, Term, new_id
 from jobfence.registry import JobSpec
 from jobfence.runs import RunStart, RunState, RunStore, bounded_summary, safe_error
-from jobfence.triggers import Trigger
+from jobfence.triggers import Trigger, who_fields
 
 DEFAULT_SAFETY_MARGIN_MS = 60_000
 SETTLE_ATTEMPTS = 3  # unsettled earlier terms recorded per tick before it yields (each is one crashed runner)
@@ -165,7 +165,7 @@ class ScheduledRunner:
 
         predicted = self._pre_gate(spec, started, interval_ms)
         if predicted is not None:
-            return self._skipped(spec, predicted, started, stage="pre_gate")
+            return self._skipped(spec, trigger, predicted, started, stage="pre_gate")
 
         run_id = self._ids()
         holder = f"{spec.subsystem}:{getattr(context, 'aws_request_id', None) or run_id}"
@@ -174,12 +174,13 @@ class ScheduledRunner:
         except TermOvertaken as exc:
             return self._overtaken(spec, trigger, exc.term, started)
         except (LeaseHeld, IntervalNotElapsed) as exc:
-            return self._skipped(spec, type(exc), started, stage="acquire")
+            return self._skipped(spec, trigger, type(exc), started, stage="acquire")
         # the term this acquire replaced unreleased: its run died; tried again at the end if this fails
         unmarked = lease.predecessor if lease.predecessor and not self._record_died(lease.predecessor) else None
 
         ctx = RunContext(spec, run_id, trigger, lease, self._leases, self._clock)
-        run = RunStart(spec.name, run_id, trigger.kind, trigger.scheduled_at, lease.acquired_at, holder, lease.fence)
+        run = RunStart(spec.name, run_id, trigger.kind, trigger.scheduled_at, lease.acquired_at, holder, lease.fence,
+                       **trigger.who())
         summary: dict[str, Any] = {"batches": 0}
         try:
             opened = self._runs.start(run)
@@ -275,21 +276,22 @@ class ScheduledRunner:
 
     # -- outcomes ---------------------------------------------------------------------------
 
-    def _skipped(self, spec: JobSpec, kind: type[Exception], started: int, stage: str) -> RunResult:
+    def _skipped(self, spec: JobSpec, trigger: Trigger, kind: type[Exception], started: int, stage: str) -> RunResult:
         outcome = Outcome.SKIPPED_LEASED if kind is LeaseHeld else Outcome.SKIPPED_INTERVAL
         duration = self._clock.now_ms() - started
-        self._observe(spec, outcome, duration, decided_by=stage)
+        self._observe(spec, outcome, duration, decided_by=stage, **trigger.who())
         return RunResult(spec.name, outcome, None, duration)
 
     def _overtaken(self, spec: JobSpec, trigger: Trigger, term: Term, started: int) -> RunResult:
         """Report an acquire that was applied unanswered and overtaken: its run ran nothing, its term was lost."""
-        run = RunStart(spec.name, term.run_id, trigger.kind, trigger.scheduled_at, term.acquired_at, term.holder, term.fence)
+        run = RunStart(spec.name, term.run_id, trigger.kind, trigger.scheduled_at, term.acquired_at, term.holder, term.fence,
+                       **trigger.who())
         error = f"LeaseLost: the term (fence {term.fence}) was taken over before its acquire was answered"
         summary = {"batches": 0}
         finished = self._clock.now_ms()
         self._finish(run, Outcome.LEASE_LOST, finished, summary, error)
         duration = finished - started
-        self._observe(spec, Outcome.LEASE_LOST, duration, run_id=run.run_id, fence=run.fence, error=error)
+        self._observe(spec, Outcome.LEASE_LOST, duration, run_id=run.run_id, fence=run.fence, error=error, **trigger.who())
         return RunResult(spec.name, Outcome.LEASE_LOST, run.run_id, duration, bounded_summary(summary))
 
     def _record_died(self, term: Term) -> bool:
@@ -340,7 +342,9 @@ class ScheduledRunner:
             except Exception as exc:  # noqa: BLE001 - logged; the term expires on its own
                 self._logger.error("release failed", extra={"reason": safe_error(exc), "run_id": run.run_id})
         duration = finished - run.started_at
-        self._observe(spec, outcome, duration, run_id=run.run_id, fence=run.fence, error=error)
+        # a manual run's requester and caller ride on its outcome line (passed per line: a logger is shared)
+        self._observe(spec, outcome, duration, run_id=run.run_id, fence=run.fence, error=error,
+                      **who_fields(run.requested_by, run.caller))
         return RunResult(spec.name, outcome, run.run_id, duration, bounded_summary(summary))
 
     def _finish(self, run: RunStart, outcome: Outcome, finished: int, summary: Mapping[str, Any], error: str | None) -> bool:

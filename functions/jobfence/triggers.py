@@ -1,7 +1,8 @@
 """The two event shapes a scheduled function accepts, and nothing else.
 
 - an EventBridge Scheduled Event (parsed with the Powertools parser), or
-- a manual trigger `{"trigger": "manual", "requested_by": "<who>"}` from an operator.
+- a manual trigger `{"trigger": "manual", "requested_by": "<who>", "caller": "<IAM principal ARN>"}` from an
+  operator (`caller` optional; `requested_by` any printable name, kept exactly as written).
 
 Neither can choose the job: that comes from the function's own `JOB_NAME`.
 """
@@ -20,6 +21,10 @@ from jobfence.errors import InvalidEvent
 
 SCHEDULED_DETAIL_TYPE = "Scheduled Event"
 SCHEDULED_SOURCE = "aws.events"
+REQUESTED_BY_MAX = 128
+_PRINTABLE = r"^\x00-\x1f\x7f-\x9f\u2028\u2029"  # (negated) C0 and C1 controls and the Unicode line breaks
+REQUESTED_BY_PATTERN = rf"^[{_PRINTABLE}]*[^\s{_PRINTABLE[1:]}][{_PRINTABLE}]*$"  # printable, not only spaces
+CALLER_MAX = 256
 
 
 class ManualTrigger(BaseModel):
@@ -28,7 +33,10 @@ class ManualTrigger(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     trigger: Literal["manual"]
-    requested_by: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9@._:/+=-]+$")
+    # any printable name ("Jane Doe", "jane@example.com"), kept as written; no control character (log lines stay one line)
+    requested_by: str = Field(min_length=1, max_length=REQUESTED_BY_MAX, pattern=REQUESTED_BY_PATTERN)
+    # the caller's identity as the operator's tool resolved it (the IAM principal's ARN from STS)
+    caller: str | None = Field(default=None, min_length=1, max_length=CALLER_MAX, pattern=r"^[A-Za-z0-9:/@._+=,-]+$")
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,16 @@ class Trigger:
     scheduled_at: int  # epoch ms: the tick's nominal time, or the request time
     requested_by: str | None = None
     event_id: str | None = None
+    caller: str | None = None  # a manual run's caller identity (IAM principal ARN), as the operator's tool sent it
+
+    def who(self) -> dict[str, str]:
+        """A manual run's requester and caller, for its run row and log lines (empty for a tick)."""
+        return who_fields(self.requested_by, self.caller)
+
+
+def who_fields(requested_by: str | None, caller: str | None) -> dict[str, str]:
+    """`requested_by` and `caller` where set: the attributes of a run row and the keys of a log line."""
+    return {k: v for k, v in (("requested_by", requested_by), ("caller", caller)) if v}
 
 
 def _describe(exc: ValidationError) -> str:
@@ -58,7 +76,7 @@ def parse_trigger(event: Any, clock: Clock) -> Trigger:
             manual = ManualTrigger.model_validate(event)
         except ValidationError as exc:
             raise InvalidEvent(f"invalid manual trigger: {_describe(exc)}") from None
-        return Trigger(kind="manual", scheduled_at=clock.now_ms(), requested_by=manual.requested_by)
+        return Trigger(kind="manual", scheduled_at=clock.now_ms(), requested_by=manual.requested_by, caller=manual.caller)
     if "detail-type" in event or "source" in event:
         try:
             scheduled = parse(event=event, model=EventBridgeModel)

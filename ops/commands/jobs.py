@@ -19,6 +19,7 @@ from jobfence.lease import LeaseStore
 from jobfence.ledger import Ledger, RuleToggles, build_ledger
 from jobfence.runs import MAX_ERROR_CHARS, RunStore, SweepResult, bounded_summary, sweep_dead_runs
 from jobfence.schedule import Schedule, ScheduleError
+from jobfence.triggers import REQUESTED_BY_MAX, REQUESTED_BY_PATTERN
 from jobs.catalog import CATALOG
 from ops.commands.batches import stale_item_counts
 from ops.runtime.sqs import queue_depths
@@ -48,6 +49,8 @@ class RunView:
     fence: int | None
     summary: Mapping[str, Any] = field(default_factory=dict)
     error: str | None = None
+    requested_by: str | None = None  # a manual run: the operator's name as given
+    caller: str | None = None  # a manual run: the IAM principal that asked for it
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> "RunView":
@@ -63,6 +66,8 @@ class RunView:
             fence=row.get("fence"),
             summary=dict(row.get("summary") or {}),
             error=row.get("error"),
+            requested_by=row.get("requested_by"),
+            caller=row.get("caller"),
         )
 
 
@@ -214,7 +219,7 @@ def last_day(target: Target, job: str) -> dict[str, int]:
 def log_query(run: RunView) -> str:
     """The CloudWatch Logs Insights query of one run's log lines (the job's own log group)."""
     return (
-        "fields @timestamp, level, message, outcome, duration_ms, fence, error\n"
+        "fields @timestamp, level, message, outcome, duration_ms, fence, error, requested_by, caller\n"
         f'| filter stage = "{run.job}" and run_id = "{run.run_id}"\n'
         "| sort @timestamp asc"
     )
@@ -240,22 +245,34 @@ class JobResult:
         return self.status == "ok" and self.outcome is not None and self.outcome not in FAILED_OUTCOMES
 
 
-def manual_trigger(requested_by: str) -> dict[str, str]:
-    """The manual trigger event: the same contract (gate, lease) as a tick."""
-    who = re.sub(r"[^A-Za-z0-9@._:/+=-]", "_", requested_by)[:128] or "operator"
-    return {"trigger": "manual", "requested_by": who}
+def operator_name(text: str) -> str:
+    """The operator's name exactly as given ("Jane Doe"), or OperatorError saying why it cannot be recorded."""
+    if not re.fullmatch(REQUESTED_BY_PATTERN, text) or len(text) > REQUESTED_BY_MAX:
+        raise OperatorError(f"a name to record is 1..{REQUESTED_BY_MAX} printable characters, not only spaces; "
+                            f"got {text[:REQUESTED_BY_MAX]!r}")
+    return text
+
+
+def caller_identity(target: Target) -> str:
+    """Who the target's credentials are: the IAM principal's ARN, from STS (recorded on a manual run)."""
+    return str(target.session.client("sts").get_caller_identity()["Arn"])
+
+
+def manual_trigger(requested_by: str, caller: str) -> dict[str, str]:
+    """The manual trigger event: the same contract (gate, lease) as a tick. The name is never rewritten."""
+    return {"trigger": "manual", "requested_by": operator_name(requested_by), "caller": caller}
 
 
 def run(target: Target, job: str, requested_by: str) -> JobResult:
     """Trigger one job now, through its own function (gate and lease apply)."""
     function = check_job(target, job)
-    return _timed(target, job, function.name, manual_trigger(requested_by))
+    return _timed(target, job, function.name, manual_trigger(requested_by, caller_identity(target)))
 
 
 def run_all(target: Target, requested_by: str) -> Iterator[JobResult]:
     """Every scheduled job at once; each result as soon as it is in. One failure never hides another."""
     functions = target.topology.job_functions()
-    event = manual_trigger(requested_by)
+    event = manual_trigger(requested_by, caller_identity(target))
     with ThreadPoolExecutor(max_workers=max(1, len(functions))) as executor:
         futures = [executor.submit(_timed, target, job, f.name, event) for job, f in sorted(functions.items())]
         for future in as_completed(futures):

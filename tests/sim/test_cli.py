@@ -35,6 +35,25 @@ def test_run_triggers_one_job_through_the_manual_contract(target):
     assert code == 0 and ("manual" in out or "skipped_interval" in out)
 
 
+def test_a_manual_run_records_who_asked_as_written_and_the_callers_identity(target, runtime):
+    # GIVEN clean_conversations past its interval gate (its last tick 55 minutes ago)
+    hour = 3_600_000
+    runtime.advance_to((runtime.clock.now_ms() // hour + 1) * hour + 55 * 60_000)
+    # WHEN Jane Doe runs it by hand
+    code, out = cli(target, "--as", "Jane Doe", "run", "clean_conversations")
+    assert code == 0, out
+    # THEN its row names her exactly as written, and the caller the target's credentials are (STS)
+    (row,) = json.loads(cli(target, "runs", "clean_conversations", "--limit", "1", "--json")[1])
+    arn = runtime.session.client("sts").get_caller_identity()["Arn"]
+    assert (row["trigger"], row["outcome"], row["requested_by"], row["caller"]) == ("manual", "ran", "Jane Doe", arn)
+    assert "Jane Doe" in cli(target, "runs", "clean_conversations", "--limit", "1")[1]
+    # AND so does the run's log line
+    log = runtime.log_dir / f"{runtime.function_of_job('clean_conversations')}.log"
+    lines = [json.loads(line) for line in log.read_text().splitlines() if row["run_id"] in line and line.startswith("{")]
+    done = [line for line in lines if line.get("message") == "scheduled_job"]
+    assert done and all((d["requested_by"], d["caller"]) == ("Jane Doe", arn) for d in done), lines
+
+
 def test_run_all_prints_one_line_per_job_as_it_finishes_with_its_real_duration(target):
     from jobs.catalog import CATALOG
 

@@ -50,7 +50,10 @@ def test_a_manual_trigger_has_the_same_contract_and_cannot_pick_a_job(monkeypatc
     event = {**load_event("manual_trigger")}
     result = handler.handler(event, lambda_context)
     assert result["outcome"] == "ran" and result["job"] == "clean_conversations"
-    assert table_items(dynamodb, tables["runs"])[0]["trigger"] == {"S": "manual"}
+    row = table_items(dynamodb, tables["runs"])[0]
+    assert row["trigger"] == {"S": "manual"}
+    # who asked, exactly as the sample event says, and the caller identity the operator's tool resolved
+    assert (row["requested_by"], row["caller"]) == ({"S": "Jane Doe"}, {"S": event["caller"]})
     # a manual trigger naming another job is refused outright
     with pytest.raises(InvalidEvent, match="job"):
         handler.handler(load_event("malformed_manual_trigger"), lambda_context)
