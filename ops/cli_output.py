@@ -80,7 +80,7 @@ def runs(target: Any, args: argparse.Namespace, console: Console) -> int:
 
 def ledger(target: Any, args: argparse.Namespace, console: Console) -> int:
     now = target.clock.now_ms()
-    book = jobs.job_ledger(target, args.job, now - args.since, now)
+    book = jobs.job_ledger(target, args.job, now - args.since, now, look=True)
     if as_json(console, args, book):
         return 0
     t = table(f"ledger of {args.job} ({book.schedule}, UTC, oldest first)", "tick", "label", "run", "duplicates",

@@ -134,11 +134,7 @@ def status(target: Target) -> StatusReport:
         recent = runs.recent(job, limit=1)
         rule = events.describe_rule(Name=rules[job].name) if job in rules else {}
         state, schedule = rule.get("State"), rule.get("ScheduleExpression")
-        if state in ("ENABLED", "DISABLED") and not target.read_only:
-            try:
-                toggles.seen(job, state == "ENABLED", now)  # a deploy or the AWS console changed it: counts from now
-            except StoreError:
-                pass  # a read-only profile cannot record it; the status it asked for is still shown
+        _note_rule_state(target, toggles, job, state, now)
         day = job_ledger(target, job, now - DAY_MS, now) if job in CATALOG.jobs else None
         return JobStatus(
             job=job,
@@ -178,12 +174,29 @@ def runs(target: Target, job: str, limit: int = 20) -> list[RunView]:
     return [RunView.of(r) for r in RunStore(target.session.client("dynamodb"), runs_table).recent(job, limit=limit)]
 
 
-def job_ledger(target: Target, job: str, since_ms: int, until_ms: int | None = None) -> Ledger:
-    """Every expected tick of `job` in (since, until] (default: now) and what became of it (`jobfence.ledger`)."""
+def _note_rule_state(target: Target, toggles: RuleToggles, job: str, state: str | None, now: int) -> None:
+    """Record a rule found in a state its toggle record disagrees with (a deploy or the AWS console changed it)."""
+    if state not in ("ENABLED", "DISABLED") or target.read_only:
+        return
+    try:
+        toggles.seen(job, state == "ENABLED", now)  # counts from now: when it was first seen so
+    except StoreError:
+        pass  # a read-only profile cannot record it; what it asked to read is still shown
+
+
+def job_ledger(target: Target, job: str, since_ms: int, until_ms: int | None = None, *, look: bool = False) -> Ledger:
+    """Every expected tick of `job` in (since, until] (default: now) and what became of it (`jobfence.ledger`).
+
+    `look`: read the rule's live state first and record it if its toggle record disagrees (as `status` does).
+    """
     leases_table, runs_table = _core_tables(target)
     check_job(target, job)
     spec = CATALOG.job(job)
     client = target.session.client("dynamodb")
+    rule = target.topology.job_rules().get(job)
+    if look and rule is not None:
+        state = target.session.client("events").describe_rule(Name=rule.name).get("State")
+        _note_rule_state(target, RuleToggles(client, leases_table), job, state, target.clock.now_ms())
     interval_ms = spec.interval_s * 1000 if spec.interval_s else None
     lookback_ms = max(spec.lease_ttl_s * 1000, interval_ms or 0)
     until = target.clock.now_ms() if until_ms is None else until_ms

@@ -183,6 +183,22 @@ def test_ledger_labels_every_tick_and_status_counts_the_missed_ones(target, runt
     assert "missed 24h" in cli(target, "status")[1]
 
 
+def test_a_rule_disabled_outside_the_cli_counts_as_disabled_from_when_it_was_first_seen(target, runtime):
+    # GIVEN clean_conversations' rule disabled behind the CLI's back (a deploy, the AWS console): no toggle record
+    events = runtime.session.client("events")
+    events.disable_rule(Name=runtime.rule_of_job("clean_conversations"))
+    try:
+        runtime.advance(hours=1)  # one tick nobody saw disabled
+        assert cli(target, "ledger", "clean_conversations", "--since", "1h")[0] == 0  # seen disabled now
+        runtime.advance(hours=1)
+        # WHEN the ledger is read again
+        book = json.loads(cli(target, "ledger", "clean_conversations", "--since", "2h", "--json")[1])
+    finally:
+        cli(target, "enable", "clean_conversations")
+    # THEN the tick before the first sighting is missed, the one after it disabled
+    assert [e["label"] for e in book["entries"]] == ["missed", "disabled"]
+
+
 def test_invoke_with_a_sample_event(target):
     code, out = cli(target, "invoke", "clean_conversations", "manual_trigger")
     assert code == 0, out
