@@ -60,6 +60,7 @@ MAX_ERROR_CHARS = 2000  # one line, bounded: a service's error text can be long
 LOCAL_DIR_ENV = "JOBFENCE_LOCAL_DIR"  # where the background runtime keeps its state (default .jobfence/local)
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
 _UNIT_MS = {"d": 86_400_000, "h": 3_600_000, "m": 60_000, "s": 1000}
+LEDGER_MAX_SPAN_DAYS = 31  # run rows are kept 90 days; 31 days of a one-minute schedule label in under a second
 
 
 class Parser(argparse.ArgumentParser):
@@ -123,6 +124,14 @@ def duration_ms(text: str) -> int:
     return total
 
 
+def ledger_span(text: str) -> int:
+    """How far back a ledger reads: a duration of at most LEDGER_MAX_SPAN_DAYS (a month of one-minute ticks)."""
+    value = duration_ms(text)
+    if value > LEDGER_MAX_SPAN_DAYS * _UNIT_MS["d"]:
+        raise argparse.ArgumentTypeError(f"at most {LEDGER_MAX_SPAN_DAYS}d, got {text!r}")
+    return value
+
+
 def event_file(text: str) -> Any:
     try:
         return invoke.load_event(invoke.event_path(text))
@@ -180,8 +189,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--limit", type=limit, default=20)
     r = command("ledger", "every expected tick of a job in a time range, and what became of it")
     r.add_argument("job", type=job_name)
-    r.add_argument("--since", type=duration_ms, default=duration_ms("24h"), metavar="DURATION",
-                   help="how far back: 24h (default), 30m, 2d, 1h30m")
+    r.add_argument("--since", type=ledger_span, default=duration_ms("24h"), metavar="DURATION",
+                   help=f"how far back: 24h (default), 30m, 2d, 1h30m; at most {LEDGER_MAX_SPAN_DAYS}d")
     command("sweep-runs", "record `died` the runs whose term ended unreleased (no next tick yet)")
 
     b = command("batch", "durable batches: show TENANT/BATCH (rows first), list, submit")

@@ -20,6 +20,7 @@ BAD = [
     (["invoke", "clean_dpop_proofs", "no_such_event"], "no event file 'no_such_event'"),
     (["ledger", "clean_dpop_proofs", "--since", "yesterday"], "argument --since: a duration is like 2h, 30m"),
     (["ledger", "nope"], "unknown job 'nope'"),
+    (["ledger", "clean_dpop_proofs", "--since", "32d"], "argument --since: at most 31d, got '32d'"),
     (["--as", "   ", "run", "clean_dpop_proofs"], "argument --as: a name to record is 1..128 printable characters"),
     (["run", "clean_dpop_proofs", "--as", "Jane\x07Doe"], "argument --as: a name to record is 1..128 printable characters"),
     (["local", "advance", "2x"], "a duration is like 2h, 30m, 1h30m, 90s or 1d; got '2x'"),

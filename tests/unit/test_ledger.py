@@ -203,3 +203,19 @@ def test_a_throttled_read_is_retried_then_classified(h, toggles, dynamodb, clock
     with pytest.raises(StoreError) as caught:
         ledger(h, toggles, clock.now_ms() - HOUR, clock.now_ms())
     assert caught.value.kind is ErrorKind.THROTTLED
+
+
+def test_a_rate_schedule_keeps_the_phase_of_its_rule(h, toggles, clock):
+    # GIVEN rate(5 minutes) from a rule created at 00:02 (its ticks at :02, :07, ...): the 00:12 tick dropped
+    every5 = spec(schedule="rate(5 minutes)", interval_s=None)
+    created = clock.now_ms() + 2 * MINUTE
+    for n in (1, 2, 4):
+        tick = created + n * 5 * MINUTE
+        clock.set(tick + 3_000)
+        assert h.runner.run(every5, counting_job(1, []), Trigger("scheduled", tick)).outcome is Outcome.RAN
+    # WHEN the ledger from 00:03 is read (off the phase; the rule's creation time is nowhere to be read)
+    book = build_ledger(every5.name, every5.schedule, h.runs, (), created + MINUTE, created + 20 * MINUTE, None, HOUR)
+    # THEN the ticks are the rule's own, labelled
+    assert [(e.tick_at - created, e.label) for e in book.entries] == [
+        (5 * MINUTE, TickLabel.RAN), (10 * MINUTE, TickLabel.RAN), (15 * MINUTE, TickLabel.MISSED),
+        (20 * MINUTE, TickLabel.RAN)]
