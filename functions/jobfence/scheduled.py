@@ -172,7 +172,7 @@ class ScheduledRunner:
         try:
             lease = self._acquire(spec, holder, interval_ms, run_id)
         except TermOvertaken as exc:
-            return self._overtaken(spec, trigger, exc.term, started)
+            return self._overtaken(spec, trigger, exc.term)
         except (LeaseHeld, IntervalNotElapsed) as exc:
             return self._skipped(spec, trigger, type(exc), started, stage="acquire")
         # the term this acquire replaced unreleased: its run died; tried again at the end if this fails
@@ -186,20 +186,20 @@ class ScheduledRunner:
             opened = self._runs.start(run)
         except StoreError as exc:
             # no row could be written: the job does not run; the store error is this run's own error
-            self._close(spec, ctx, run, Outcome.FAILED, summary, safe_error(exc), release=True, unmarked=unmarked)
+            self._close(spec, run, Outcome.FAILED, summary, safe_error(exc), release=ctx.lease, unmarked=unmarked)
             raise
         if not opened:
             # an observer already recorded this term as died: it ended before the run could begin
             error = "the term ended before the run began"
-            return self._close(spec, ctx, run, Outcome.LEASE_LOST, summary, error, release=False, unmarked=unmarked)
+            return self._close(spec, run, Outcome.LEASE_LOST, summary, error, release=None, unmarked=unmarked)
         try:
             self._run_batches(spec, job, ctx, summary, context)
         except LeaseLost as exc:
-            return self._close(spec, ctx, run, Outcome.LEASE_LOST, summary, safe_error(exc), release=False, unmarked=unmarked)
+            return self._close(spec, run, Outcome.LEASE_LOST, summary, safe_error(exc), release=None, unmarked=unmarked)
         except Exception as exc:
-            self._close(spec, ctx, run, Outcome.FAILED, summary, safe_error(exc), release=True, unmarked=unmarked)
+            self._close(spec, run, Outcome.FAILED, summary, safe_error(exc), release=ctx.lease, unmarked=unmarked)
             raise  # the job's own error: _close never raises
-        return self._close(spec, ctx, run, Outcome.RAN, summary, None, release=True, unmarked=unmarked)
+        return self._close(spec, run, Outcome.RAN, summary, None, release=ctx.lease, unmarked=unmarked)
 
     def _acquire(self, spec: JobSpec, holder: str, interval_ms: int | None, run_id: str) -> Lease:
         """Acquire, first recording the run of an unsettled earlier term the acquire would forget.
@@ -282,17 +282,12 @@ class ScheduledRunner:
         self._observe(spec, outcome, duration, decided_by=stage, **trigger.who())
         return RunResult(spec.name, outcome, None, duration)
 
-    def _overtaken(self, spec: JobSpec, trigger: Trigger, term: Term, started: int) -> RunResult:
+    def _overtaken(self, spec: JobSpec, trigger: Trigger, term: Term) -> RunResult:
         """Report an acquire that was applied unanswered and overtaken: its run ran nothing, its term was lost."""
         run = RunStart(spec.name, term.run_id, trigger.kind, trigger.scheduled_at, term.acquired_at, term.holder, term.fence,
                        **trigger.who())
         error = f"LeaseLost: the term (fence {term.fence}) was taken over before its acquire was answered"
-        summary = {"batches": 0}
-        finished = self._clock.now_ms()
-        self._finish(run, Outcome.LEASE_LOST, finished, summary, error)
-        duration = finished - started
-        self._observe(spec, Outcome.LEASE_LOST, duration, run_id=run.run_id, fence=run.fence, error=error, **trigger.who())
-        return RunResult(spec.name, Outcome.LEASE_LOST, run.run_id, duration, bounded_summary(summary))
+        return self._close(spec, run, Outcome.LEASE_LOST, {"batches": 0}, error, release=None)
 
     def _record_died(self, term: Term) -> bool:
         """Record the run of an unreleased replaced term, then settle its copy. False if a write failed (logged)."""
@@ -309,15 +304,14 @@ class ScheduledRunner:
     def _close(
         self,
         spec: JobSpec,
-        ctx: RunContext,
         run: RunStart,
         outcome: Outcome,
         summary: Mapping[str, Any],
         error: str | None,
-        release: bool,
+        release: Lease | None,
         unmarked: Term | None = None,
     ) -> RunResult:
-        """Finish the row, then release the term (when it is still ours). Never raises.
+        """Finish the row, then release the term `release` (None: it is not ours to release). Never raises.
 
         Finishing first means a released term always has a finished row: a crash
         in between leaves a finished row and a term that simply expires. A row
@@ -329,11 +323,11 @@ class ScheduledRunner:
             self._record_died(unmarked)  # its first try failed; the lease item keeps the copy for the sweep
         finished = self._clock.now_ms()
         recorded = self._finish(run, outcome, finished, summary, error)
-        if release and not recorded:
+        if release is not None and not recorded:
             self._logger.error("run row not finished: the term is left to expire", extra={"run_id": run.run_id})
-        elif release:
+        elif release is not None:
             try:
-                self._leases.release(ctx.lease)
+                self._leases.release(release)
             except LeaseLost as exc:
                 self._logger.warning("release refused: the term was already over", extra={"reason": safe_error(exc)})
                 if outcome is Outcome.RAN:

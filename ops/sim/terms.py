@@ -97,7 +97,7 @@ class TermWatch:
             outcome = getattr(actor.result, "outcome", None)
             own = self.job_errors.get(actor.name)
             own_writes = actor.writes - self.recorded.get(actor.name, 0)
-            if outcome is not None and outcome.value.startswith("skipped") and own_writes:
+            if outcome_is_skip(actor) and own_writes:
                 world.violate(3, f"{actor.name} reported {outcome.value} but {own_writes} write(s) of its own were applied")
             if actor.error is not None and actor.error is not own and not isinstance(actor.error, JobfenceError):
                 world.violate(13, f"{actor.name} raised {type(actor.error).__name__} (not classified)")
