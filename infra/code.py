@@ -1,7 +1,9 @@
 """The one code asset (`functions/`) and its dependency layer, built without Docker.
 
-The layer is `pip install`ed locally for the runtime (`RUNTIME`, python3.14) on x86_64 from manylinux
-wheels only, so `cdk synth` needs no Docker. Its asset hash is the hash of
+The layer is `pip install`ed locally for the runtime (`RUNTIME`, python3.14) and the architecture
+(`ARCHITECTURE`, arm64: 20% cheaper per GB-s; docs/benchmarks.md, "Cold start", says why) from manylinux
+wheels only, so `cdk synth` needs no Docker: every native dependency (pydantic-core, cryptography,
+cffi, wrapt) publishes aarch64 wheels for cp314. Its asset hash is the hash of
 `functions/requirements.txt`, so editing job code never rebuilds the layer and
 an unchanged requirements file reuses the bundle already in cdk.out.
 Tests skip bundling with CDK's own context `aws:cdk:bundling-stacks=[]`
@@ -23,7 +25,9 @@ from constructs import Construct
 from infra.validation import FUNCTIONS_DIR
 
 RUNTIME = lambda_.Runtime.PYTHON_3_14  # the newest Lambda Python runtime; the pinned wheels exist for cp314
-ARCHITECTURE = lambda_.Architecture.X86_64
+ARCHITECTURE = lambda_.Architecture.ARM_64
+# the wheel platform of each architecture (pip's --platform); the layer is built for ARCHITECTURE's
+WHEEL_PLATFORMS = {"arm64": "manylinux2014_aarch64", "x86_64": "manylinux2014_x86_64"}
 REQUIREMENTS = FUNCTIONS_DIR / "requirements.txt"
 SKIP_BUNDLING_CONTEXT = {"aws:cdk:bundling-stacks": []}
 
@@ -40,7 +44,7 @@ class _PipLayerBundling:
         subprocess.run(
             [
                 sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                "--platform", "manylinux2014_x86_64", "--implementation", "cp",
+                "--platform", WHEEL_PLATFORMS[ARCHITECTURE.name], "--implementation", "cp",
                 "--python-version", RUNTIME.name.removeprefix("python"), "--only-binary=:all:",
                 "--target", str(target), "-r", str(REQUIREMENTS),
             ],

@@ -19,7 +19,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from jobfence.config import secret_env, secret_name
-from jobs.club.signing import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
+from jobs.club.catalog import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
 from infra.code import FunctionCode
 from infra.function import ServiceFunction
 from infra.secrets import CatalogSecrets

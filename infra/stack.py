@@ -11,7 +11,7 @@ from typing import Any
 from aws_cdk import Stack
 from constructs import Construct
 
-from jobs.club.signing import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
+from jobs.club.catalog import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
 
 from infra.access import CatalogResources
 from infra.code import FunctionCode

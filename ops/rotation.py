@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from jobfence.config import secret_env
 from jobs.club.rotation import SigningRotation
-from jobs.club.signing import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
+from jobs.club.catalog import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
 from ops.targets import OperatorError, Target
 
 

@@ -23,10 +23,10 @@ from jobfence.clock import Clock, SystemClock
 from jobfence.tracing import handler_tracer, traced
 from jobfence.config import Settings, metrics_namespace
 from jobfence.sqs_batch import split_records
-from jobs.club.catalog import DISCORD_TOKEN_SECRET, NOTIFICATIONS_QUEUE, SUBSYSTEM
+from jobs.club.catalog import DISCORD_TOKEN_SECRET, NOTIFICATIONS_QUEUE, SUBSYSTEM, VERIFY_KEY_SECRET
 from jobs.club.delivery import DiscordDelivery, SqsVisibility
 from jobs.club.events import Verifier
-from jobs.club.signing import VERIFY_KEY_SECRET, VerifyKeyring
+from jobs.club.signing import VerifyKeyring
 from jobs.club.stores.nonces import NonceStore
 from providers.discord import DiscordRest
 from providers.secrets import SecretsManagerValues

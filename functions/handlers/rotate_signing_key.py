@@ -22,9 +22,8 @@ from jobfence.clock import Clock, SystemClock
 from jobfence.config import Settings
 from jobfence.errors import InvalidEvent
 from jobfence.tracing import handler_tracer, traced
-from jobs.club.catalog import SUBSYSTEM
+from jobs.club.catalog import SIGNING_KEY_SECRET, SUBSYSTEM, VERIFY_KEY_SECRET
 from jobs.club.rotation import SigningRotation, Step
-from jobs.club.signing import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
 
 TOKEN = re.compile(r"^[A-Za-z0-9-]{32,64}$")  # Secrets Manager's ClientRequestToken (a UUID)
 

@@ -5,24 +5,14 @@ Public API: `Clock`, `SystemClock`, `FrozenClock`, `LeaseStore`, `Lease`,
 `TableSpec`, `QueueSpec` and the errors in `jobfence.errors`.
 """
 
-from jobfence.clock import Clock, FrozenClock, SystemClock
-from jobfence.lease import Lease, LeaseStore
-from jobfence.registry import IndexSpec, JobSpec, QueueSpec, Registry, TableSpec
-from jobfence.scheduled import JobDeps, Outcome, RunContext, ScheduledRunner
+from jobfence.exports import on_demand, public_names
 
-__all__ = [
-    "Clock",
-    "FrozenClock",
-    "IndexSpec",
-    "JobDeps",
-    "JobSpec",
-    "Lease",
-    "LeaseStore",
-    "Outcome",
-    "QueueSpec",
-    "Registry",
-    "RunContext",
-    "ScheduledRunner",
-    "SystemClock",
-    "TableSpec",
-]
+_MODULES = {
+    "jobfence.clock": "Clock FrozenClock SystemClock",
+    "jobfence.lease": "Lease LeaseStore",
+    "jobfence.registry": "IndexSpec JobSpec QueueSpec Registry TableSpec",
+    "jobfence.scheduled": "JobDeps Outcome RunContext ScheduledRunner",
+}
+# Importing `jobfence.clock` runs this file first: it must load nothing (docs/benchmarks.md, cold start).
+__getattr__ = on_demand(__name__, _MODULES)
+__all__ = public_names(_MODULES)

@@ -17,17 +17,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 
 from jobfence.dynamo import each_row
-from jobfence.registry import IndexSpec
-
-EXPIRY_INDEX = "by_expiry"
-EXPIRY_SHARDS = 4
-
-EXPIRY_INDEX_SPEC = IndexSpec(
-    name=EXPIRY_INDEX,
-    partition_key=("expiry_shard", "S"),
-    sort_key=("expires_at", "N"),
-    projection="KEYS_ONLY",
-)
+from jobfence.indexes import EXPIRY_INDEX, EXPIRY_SHARDS
 
 
 class ExpiryIndex(GlobalSecondaryIndex):

@@ -29,7 +29,6 @@ from typing import Any, Callable, Protocol
 
 from jobfence.errors import JobfenceError
 
-DISCORD_SECRET = "discord_token"  # logical secret holding the bot token (only the Discord worker lists it)
 USER_AGENT = "DiscordBot (https://github.com/jobfence/jobfence, 1.0)"
 DEFAULT_TIMEOUT_S = 10.0
 MAX_ERROR_BODY = 200

@@ -1,4 +1,4 @@
-"""Benchmark: DynamoDB cost of the lease per operation, and the handler's cold import.
+"""Benchmark: DynamoDB cost of the lease per operation (the cold start is `ops.bench.coldstart`).
 
 Requests are counted with botocore event hooks on the client (what goes on the
 wire). Capacity units are computed from the item sizes with DynamoDB's
@@ -13,10 +13,6 @@ included.
 from __future__ import annotations
 
 import math
-import os
-import statistics
-import subprocess
-import sys
 
 
 import boto3
@@ -112,43 +108,8 @@ def lease_costs() -> list[tuple[str, tuple[int, int, float, float]]]:
     return rows
 
 
-IMPORT_SNIPPET = """
-import time, sys
-t = time.perf_counter()
-{statement}
-sys.stdout.write(str(time.perf_counter() - t))
-"""
-
-
-def cold_import_seconds(statement: str, env: dict[str, str], runs: int = 7) -> float:
-    samples = []
-    for _ in range(runs):
-        out = subprocess.run(
-            [sys.executable, "-c", IMPORT_SNIPPET.format(statement=statement)],
-            env=env,
-            cwd="functions",
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        samples.append(float(out.stdout))
-    return statistics.median(samples)
-
-
 def run() -> str:
     rows = lease_costs()
-    env = {
-        **os.environ,
-        "PYTHONPATH": ".",
-        "JOB_NAME": "clean_conversations",
-        "LEASES_TABLE": "leases-bench",
-        "RUNS_TABLE": "runs-bench",
-        "TABLE_CONVERSATIONS": "conversations-bench",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
-    handler_s = cold_import_seconds("import handlers.scheduled", env)
-    boto3_s = cold_import_seconds("import boto3", env)
-    client_s = cold_import_seconds("import boto3; boto3.Session().client('dynamodb')", env)
     lines = [
         "## Lease and scheduled tick",
         "",
@@ -168,20 +129,5 @@ def run() -> str:
         "tick that slips past a stale read pays the refused conditional write. A run of n batches costs",
         "acquire + n renewals (the last one finds the job's generator exhausted) + release + two run-row writes",
         "(the `running` put when the lease is taken, and its finish).",
-        "",
-        "### Cold import of the scheduled handler",
-        "",
-        "Median of 7 fresh interpreters (`python -c 'import <module>'` timed with perf_counter, cwd functions/):",
-        "",
-        "| module | seconds |",
-        "|---|---:|",
-        f"| `import boto3` | {boto3_s:.3f} |",
-        f"| `import boto3` + one DynamoDB client (what any handler needs) | {client_s:.3f} |",
-        f"| `import handlers.scheduled` (settings, catalog, Powertools, job, stores) | {handler_s:.3f} |",
-        f"| ratio handler / `import boto3` | {handler_s / boto3_s:.2f} |",
-        f"| ratio handler / boto3 + client | {handler_s / client_s:.2f} |",
-        "",
-        "Measured on the 2-core development machine while other work ran; the ratios are the figure to",
-        "compare, the seconds are not.",
     ]
     return "\n".join(lines)

@@ -30,7 +30,8 @@ from jobfence.config import (
     secret_env,
     secret_name,
 )
-from jobs.club.signing import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET, KeyPair, new_key_pair
+from jobs.club.catalog import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
+from jobs.club.signing import KeyPair, new_key_pair
 
 
 @dataclass

@@ -13,7 +13,8 @@ from jobfence.clock import FrozenClock, SystemClock
 from jobfence.config import provider_env, queue_env, secret_env, table_env
 from jobs.club.events import EventRejected, RejectReason, Signer, Verifier
 from jobs.club.notifications import Publisher, SqsNotificationQueue, send_manual_change
-from jobs.club.signing import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET, SigningKeys
+from jobs.club.catalog import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
+from jobs.club.signing import SigningKeys
 from ops.stubs.discord import DiscordStub
 from providers.secrets import SecretsManagerValues
 from tests.support import SAMPLE_SIGNING_SEED, create_catalog_tables, load_event, signing_keys, signing_pair

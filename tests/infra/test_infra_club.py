@@ -6,7 +6,7 @@ import json
 
 from jobfence.config import provider_env, secret_env, secret_name
 from jobs.club.catalog import DISCORD_TOKEN_SECRET, NOTIFICATIONS_QUEUE, SCHEDULER_JOBS
-from jobs.club.signing import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
+from jobs.club.catalog import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
 from tests.infra.cfn import as_list, env, function_of_role, of_type, role_statements
 
 WORKER = f"jobfence-{NOTIFICATIONS_QUEUE}-worker"

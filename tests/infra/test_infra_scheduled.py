@@ -121,3 +121,16 @@ def test_kill_switch_context_disables_every_rule(disabled_template, synthesized)
 def test_rule_names_share_the_project_prefix(each):
     for rule in of_type(each.resources, "AWS::Events::Rule").values():
         assert re.fullmatch(r"jobfence-[a-z0-9_]+", rule["Properties"]["Name"])
+
+
+def test_every_function_and_the_layer_are_arm64_and_the_layer_is_built_from_aarch64_wheels(each):
+    # GIVEN the synthesized template WHEN every function and layer is read
+    from infra.code import ARCHITECTURE, WHEEL_PLATFORMS
+
+    functions = of_type(each.resources, "AWS::Lambda::Function")
+    layers = of_type(each.resources, "AWS::Lambda::LayerVersion")
+    # THEN each runs on arm64 (docs/benchmarks.md, "Cold start"), as does the one layer they share
+    assert functions and {tuple(f["Properties"]["Architectures"]) for f in functions.values()} == {("arm64",)}
+    assert [layer["Properties"]["CompatibleArchitectures"] for layer in layers.values()] == [["arm64"]]
+    # and the layer's wheels are pip's for that architecture, never the build machine's
+    assert WHEEL_PLATFORMS[ARCHITECTURE.name] == "manylinux2014_aarch64"

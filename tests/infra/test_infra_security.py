@@ -15,8 +15,7 @@ import json
 import pytest
 
 from jobfence.registry import access_verbs
-from jobs.club.catalog import NOTIFICATIONS_QUEUE
-from jobs.club.signing import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
+from jobs.club.catalog import NOTIFICATIONS_QUEUE, SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
 from tests.infra.cfn import as_list, function_of_role, of_type, ref_id, role_statements
 
 WORKER = f"jobfence-{NOTIFICATIONS_QUEUE}-worker"

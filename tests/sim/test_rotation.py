@@ -51,7 +51,8 @@ def test_a_rotation_during_a_run_rejects_no_event_and_loses_no_delivery(runtime,
     from jobfence.config import secret_env
     from jobs.club.events import Event, EventType, Signer, nonce_for
     from jobs.club.notifications import Publisher, SqsNotificationQueue
-    from jobs.club.signing import SIGNING_KEY_SECRET, SigningKey
+    from jobs.club.catalog import SIGNING_KEY_SECRET
+    from jobs.club.signing import SigningKey
     from jobs.club.stores.photo_requests import PhotoRequestStore
     from ops.rotation import rotate_signing_key
     from ops.seeds import stub_of, tables_of

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from jobs.catalog import CATALOG
-from jobs.club.catalog import DISCORD_TOKEN_SECRET, NOTIFICATIONS_QUEUE
-from jobs.club.signing import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
+from jobs.club.catalog import DISCORD_TOKEN_SECRET, NOTIFICATIONS_QUEUE, SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
 
 
 def _club_jobs():

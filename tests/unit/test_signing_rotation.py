@@ -15,7 +15,8 @@ import pytest
 from jobfence.config import secret_env
 from jobfence.errors import InvalidEvent
 from jobs.club.rotation import Step
-from jobs.club.signing import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET, SigningKey, VerifyKey
+from jobs.club.catalog import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
+from jobs.club.signing import SigningKey, VerifyKey
 from providers.secrets import CURRENT, PREVIOUS
 from tests.support import signing_pair
 

@@ -6,7 +6,8 @@ acknowledged; a lost one is re-driven by the reclaimer (`jobfence.reclaim`).
 
 The package, by responsibility:
 
-    keys          states (ItemStatus, BatchStatus, QuotaHold), keys (BatchRef, ItemKey), Timing,
+    timing        Timing: one pipeline's per-item timeout, stale limits and attempts cap (catalog data)
+    keys          states (ItemStatus, BatchStatus, QuotaHold), keys (BatchRef, ItemKey),
                   the wake-up body, the row views (ItemRow, BatchRow, BatchReport)
     schema        the private table schema: pynamodb models and the sparse indexes
     store         WorkStore: every DynamoDB expression of the batches and items tables
@@ -36,52 +37,24 @@ share of one quota update and one roll-up per SQS batch: 2.2 writes per item
 with batches of 10 (see docs/benchmarks.md).
 """
 
-from jobfence.work.keys import (
-    CLAIM_ROUNDS,
-    ID_PATTERN,
-    LIVE,
-    MAX_ERROR_CHARS,
-    MAX_ITEMS_PER_BATCH,
-    MAX_PAYLOAD_CHARS,
-    MAX_RESULT_REF_CHARS,
-    RECLAIM_SHARDS,
-    SEND_CHUNK,
-    TERMINAL,
-    BatchConflict,
-    BatchDelta,
-    BatchRef,
-    BatchReport,
-    BatchRow,
-    BatchStatus,
-    Claim,
-    ClaimState,
-    ItemInput,
-    ItemKey,
-    ItemRow,
-    ItemStatus,
-    PermanentFailure,
-    Perform,
-    QuotaHold,
-    StaleVerdict,
-    Timing,
-    WorkRequest,
-    bounded_error,
-    parse_wakeup,
-    reclaim_key,
-)
-from jobfence.work.operations import BatchOperations, RetryResult
-from jobfence.work.producer import Producer, SubmitResult
-from jobfence.work.schema import OPEN_INDEX, OPEN_INDEX_SPEC, RECLAIM_INDEX, RECLAIM_INDEX_SPEC
-from jobfence.work.store import WorkStore
-from jobfence.work.wakeups import SqsWakeups, Wakeups
-from jobfence.work.worker import Attempt, MessageFailed, MessageOutcome, RoundResult, Tally, Worker
+from jobfence.exports import on_demand, public_names
 
-__all__ = [
-    "CLAIM_ROUNDS", "ID_PATTERN", "LIVE", "MAX_ERROR_CHARS", "MAX_ITEMS_PER_BATCH", "MAX_PAYLOAD_CHARS",
-    "MAX_RESULT_REF_CHARS", "OPEN_INDEX", "OPEN_INDEX_SPEC", "RECLAIM_INDEX", "RECLAIM_INDEX_SPEC",
-    "RECLAIM_SHARDS", "SEND_CHUNK", "TERMINAL", "Attempt", "BatchConflict", "BatchDelta", "BatchOperations",
-    "BatchRef", "BatchReport", "BatchRow", "BatchStatus", "Claim", "ClaimState", "ItemInput", "ItemKey", "ItemRow",
-    "ItemStatus", "MessageFailed", "MessageOutcome", "PermanentFailure", "Perform", "Producer", "QuotaHold",
-    "RetryResult", "RoundResult", "SqsWakeups", "StaleVerdict", "SubmitResult", "Tally", "Timing", "Wakeups",
-    "WorkRequest", "WorkStore", "bounded_error", "parse_wakeup", "reclaim_key",
-]
+_MODULES = {
+    "jobfence.work.keys": (
+        "CLAIM_ROUNDS ID_PATTERN LIVE MAX_ERROR_CHARS MAX_ITEMS_PER_BATCH MAX_PAYLOAD_CHARS MAX_RESULT_REF_CHARS "
+        "RECLAIM_SHARDS SEND_CHUNK TERMINAL BatchConflict BatchDelta BatchRef BatchReport BatchRow BatchStatus Claim "
+        "ClaimState ItemInput ItemKey ItemRow ItemStatus PermanentFailure Perform QuotaHold StaleVerdict "
+        "WorkRequest bounded_error parse_wakeup reclaim_key"
+    ),
+    "jobfence.work.timing": "Timing",
+    "jobfence.indexes": "OPEN_INDEX OPEN_INDEX_SPEC RECLAIM_INDEX RECLAIM_INDEX_SPEC",
+    "jobfence.work.operations": "BatchOperations RetryResult",
+    "jobfence.work.producer": "Producer SubmitResult",
+    "jobfence.work.store": "WorkStore",
+    "jobfence.work.wakeups": "SqsWakeups Wakeups",
+    "jobfence.work.worker": "Attempt MessageFailed MessageOutcome RoundResult Tally Worker",
+}
+# Importing the package loads none of these: a catalog, or a function that needs only the keys, never loads
+# pynamodb and the stores (docs/benchmarks.md, cold start).
+__getattr__ = on_demand(__name__, _MODULES)
+__all__ = public_names(_MODULES)

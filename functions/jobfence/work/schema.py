@@ -25,18 +25,8 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
-from jobfence.registry import IndexSpec
+from jobfence.indexes import OPEN_INDEX, RECLAIM_INDEX
 from jobfence.work.keys import BatchRow, BatchStatus, ItemRow, ItemStatus, QuotaHold
-
-RECLAIM_INDEX = "by_reclaim"
-OPEN_INDEX = "by_open"
-
-RECLAIM_INDEX_SPEC = IndexSpec(
-    name=RECLAIM_INDEX, partition_key=("reclaim_key", "S"), sort_key=("updated_at", "N"), projection="KEYS_ONLY"
-)
-OPEN_INDEX_SPEC = IndexSpec(
-    name=OPEN_INDEX, partition_key=("open_key", "S"), sort_key=("updated_at", "N"), projection="KEYS_ONLY"
-)
 
 
 class _ReclaimIndex(GlobalSecondaryIndex):

@@ -29,11 +29,11 @@ from jobfence.work.keys import (
     ItemKey,
     PermanentFailure,
     Perform,
-    Timing,
     WorkRequest,
     parse_wakeup,
 )
 from jobfence.work.store import WorkStore
+from jobfence.work.timing import Timing
 from jobfence.work.wakeups import Wakeups
 
 

@@ -5,7 +5,7 @@ commerce (or other) job or queue that lists it: no other function's role can
 read or write it.
 """
 
-from jobfence.expiry import EXPIRY_INDEX_SPEC
+from jobfence.indexes import EXPIRY_INDEX_SPEC
 from jobfence.registry import JobSpec, TableSpec
 
 SUBSYSTEM = "backoffice"

@@ -10,13 +10,8 @@ send to its own queue (it only changes a received message's visibility,
 which its event source grants).
 """
 
-from jobfence.expiry import EXPIRY_INDEX_SPEC
+from jobfence.indexes import EXPIRY_INDEX_SPEC, due_index_spec
 from jobfence.registry import JobSpec, QueueSpec, TableSpec
-from jobs.club.stores.email_intake import RETRY_INDEX_SPEC
-from jobs.club.stores.memberships import ACTIVE_INDEX_SPEC
-from jobs.club.signing import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
-from jobs.club.stores.reminders import DUE_INDEX_SPEC
-from providers.discord import DISCORD_SECRET
 
 SUBSYSTEM = "club"
 EVERY_30_MINUTES = "cron(0/30 * * * ? *)"  # seed 002: */30 * * * *
@@ -25,7 +20,14 @@ EVERY_5_MINUTES = "rate(5 minutes)"
 # A deployment that changes the shop's address changes this line (docs/security.md).
 RECEIPT_SENDERS = "shop@photoclub.example"
 NOTIFICATIONS_QUEUE = "club_notifications"
-DISCORD_TOKEN_SECRET = DISCORD_SECRET
+# Logical secret names (the catalog is data: the modules that read them import these names from here).
+DISCORD_TOKEN_SECRET = "discord_token"  # the bot token (only the Discord worker lists it)
+SIGNING_KEY_SECRET = "club_event_signing_key"  # Ed25519 private key: jobs that publish events
+VERIFY_KEY_SECRET = "club_event_verify_key"  # current and previous public keys: the Discord worker
+# The sparse due indexes of the club tables (jobs.club.stores.due reads them).
+ACTIVE_INDEX_SPEC = due_index_spec("active_by_end", "active_shard", "ends_at")
+DUE_INDEX_SPEC = due_index_spec("due_reminders", "due_shard", "due_at")
+RETRY_INDEX_SPEC = due_index_spec("retry_due", "retry_shard", "next_attempt_at")
 
 TABLES = (
     TableSpec(

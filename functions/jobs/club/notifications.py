@@ -16,7 +16,8 @@ from jobfence.clock import Clock
 from jobfence.config import Settings
 from jobfence.dynamo import raise_store_error
 from jobs.club.events import Event, EventType, Signer
-from jobs.club.signing import SIGNING_KEY_SECRET, SigningKeys
+from jobs.club.catalog import SIGNING_KEY_SECRET
+from jobs.club.signing import SigningKeys
 from providers.secrets import SecretsManagerValues
 
 

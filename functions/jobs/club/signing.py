@@ -34,9 +34,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from jobfence.clock import Clock
 from jobfence.errors import SettingsError
 from providers.secrets import CURRENT, PREVIOUS, SecretMissing, Secrets
-
-SIGNING_KEY_SECRET = "club_event_signing_key"
-VERIFY_KEY_SECRET = "club_event_verify_key"
 KID = re.compile(r"^[0-9a-f]{16}$")
 REFRESH_MIN_MS = 10_000  # an unknown kid re-reads the verify secret at most this often (forged kids cannot flood it)
 

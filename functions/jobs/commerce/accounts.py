@@ -26,12 +26,9 @@ from pynamodb.models import Model
 from jobfence.clock import Clock
 from jobfence.dynamo import ErrorKind, aws_call, bind, classify, each_row, error_code, get_row, one_page
 from jobfence.errors import StoreError
-from jobfence.registry import IndexSpec
+from jobs.commerce.catalog import ACCOUNTS_BY_RECOVERY as BY_RECOVERY
 
 RECOVERY_DUE = "due"
-BY_RECOVERY = IndexSpec(
-    name="by_recovery", partition_key=("recovery_due", "S"), sort_key=("deleted_at", "N"), projection="KEYS_ONLY"
-)
 
 
 class AccountStatus(str, enum.Enum):

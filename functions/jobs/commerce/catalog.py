@@ -1,14 +1,26 @@
 """Catalog entries of the commerce API (seeds 000 and 001): its tables and jobs."""
 
-from jobfence.expiry import EXPIRY_INDEX_SPEC
+from jobfence.indexes import EXPIRY_INDEX_SPEC
 from jobfence.registry import JobSpec, TableSpec
-from jobs.commerce import accounts, deferred_payments, financial_operations, orders
+from jobfence.registry import IndexSpec
 
 SUBSYSTEM = "commerce"
 HOURLY = "cron(0 * * * ? *)"  # seed 000: 0 * * * *
 EVERY_5_MINUTES = "rate(5 minutes)"  # seed 001: the safety net, behind its interval gate
 PAYPAL = "paypal"
 PAYPAL_SECRET = "paypal_credentials"
+
+# The tables' indexes (the catalog is data: each store builds its pynamodb index from these names).
+ORDERS_BY_STATUS = IndexSpec(name="by_status", partition_key=("status", "S"), sort_key=("updated_at", "N"))
+ORDERS_BY_ACCOUNT = IndexSpec(name="by_account", partition_key=("account_id", "S"), sort_key=("created_at", "N"))
+ACCOUNTS_BY_RECOVERY = IndexSpec(
+    name="by_recovery", partition_key=("recovery_due", "S"), sort_key=("deleted_at", "N"), projection="KEYS_ONLY"
+)
+OPERATIONS_BY_DUE = IndexSpec(name="by_due", partition_key=("status", "S"), sort_key=("due_at", "N"))
+OPERATIONS_BY_ACCOUNT = IndexSpec(name="by_account", partition_key=("account_id", "S"), sort_key=("created_at", "N"))
+DEFERRED_BY_STATUS_UPDATED = IndexSpec(
+    name="by_status_updated", partition_key=("status", "S"), sort_key=("updated_at", "N")
+)
 
 TABLES = (
     TableSpec(
@@ -31,14 +43,14 @@ TABLES = (
         name="orders",
         subsystem=SUBSYSTEM,
         partition_key=("order_id", "S"),
-        indexes=(orders.BY_STATUS, orders.BY_ACCOUNT),
+        indexes=(ORDERS_BY_STATUS, ORDERS_BY_ACCOUNT),
         description="orders: status machine (cancellation_pending ...), personal fields that redaction removes",
     ),
     TableSpec(
         name="accounts",
         subsystem=SUBSYSTEM,
         partition_key=("account_id", "S"),
-        indexes=(accounts.BY_RECOVERY,),
+        indexes=(ACCOUNTS_BY_RECOVERY,),
         description="customer accounts, their one pending account operation, deleted-account recovery flag",
     ),
     TableSpec(
@@ -53,7 +65,7 @@ TABLES = (
         name="financial_operations",
         subsystem=SUBSYSTEM,
         partition_key=("operation_id", "S"),
-        indexes=(financial_operations.BY_DUE, financial_operations.BY_ACCOUNT),
+        indexes=(OPERATIONS_BY_DUE, OPERATIONS_BY_ACCOUNT),
         description="charges and returns with retry state and a stable idempotency key",
     ),
     TableSpec(
@@ -86,7 +98,7 @@ TABLES = (
         name="payment_intents",
         subsystem=SUBSYSTEM,
         partition_key=("intent_id", "S"),
-        indexes=(deferred_payments.BY_STATUS_UPDATED,),
+        indexes=(DEFERRED_BY_STATUS_UPDATED,),
         description="deferred PayPal payment intents (approved, uncaptured); updated_at = buyer activity",
     ),
 )

@@ -41,10 +41,8 @@ from pynamodb.models import Model
 
 from jobfence.clock import Clock
 from jobfence.dynamo import aws_call, bind, get_row, one_page, update_if
-from jobfence.registry import IndexSpec
+from jobs.commerce.catalog import DEFERRED_BY_STATUS_UPDATED as BY_STATUS_UPDATED
 from jobs.commerce import transact
-
-BY_STATUS_UPDATED = IndexSpec(name="by_status_updated", partition_key=("status", "S"), sort_key=("updated_at", "N"))
 
 
 class DeferredStatus(str, enum.Enum):

@@ -49,15 +49,12 @@ from pynamodb.models import Model
 from jobfence.clock import Clock
 from jobfence.dynamo import ErrorKind, bind, classify, each_row, error_code, get_row, update_if
 from jobfence.errors import StoreError
-from jobfence.registry import IndexSpec
+from jobs.commerce.catalog import OPERATIONS_BY_ACCOUNT as BY_ACCOUNT, OPERATIONS_BY_DUE as BY_DUE
 from jobs.commerce import transact
 
 PENDING_GRACE_MS = 15 * 60_000  # the request path owns a fresh operation this long
 RETRY_BASE_MS = 5 * 60_000
 RETRY_MAX_MS = 6 * 3_600_000
-
-BY_DUE = IndexSpec(name="by_due", partition_key=("status", "S"), sort_key=("due_at", "N"))
-BY_ACCOUNT = IndexSpec(name="by_account", partition_key=("account_id", "S"), sort_key=("created_at", "N"))
 
 
 class OperationKind(str, enum.Enum):

@@ -23,7 +23,7 @@ from pynamodb.models import Model
 from jobfence.clock import Clock
 from jobfence.dynamo import ErrorKind, aws_call, bind, classify, each_row, error_code, get_row
 from jobfence.errors import StoreError
-from jobfence.registry import IndexSpec
+from jobs.commerce.catalog import ORDERS_BY_ACCOUNT as BY_ACCOUNT, ORDERS_BY_STATUS as BY_STATUS
 from jobs.commerce import transact
 
 
@@ -40,9 +40,6 @@ class OrderStatus(str, enum.Enum):
 
 TERMINAL = frozenset({OrderStatus.CANCELLED, OrderStatus.FULFILLED, OrderStatus.REFUNDED})
 PERSONAL_FIELDS = ("customer_name", "customer_email", "shipping_address")
-
-BY_STATUS = IndexSpec(name="by_status", partition_key=("status", "S"), sort_key=("updated_at", "N"))
-BY_ACCOUNT = IndexSpec(name="by_account", partition_key=("account_id", "S"), sort_key=("created_at", "N"))
 
 
 class UnknownOrderState(StoreError):

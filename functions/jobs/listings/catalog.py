@@ -1,18 +1,60 @@
-"""Catalog entries of listings (seed 003): batch, item and quota tables, the two work queues,
-and the reclaim job that heals them."""
+"""Catalog entries of listings (seed 003): batch, item and quota tables, the two pipelines and
+their work queues, and the reclaim job that heals them.
 
+    generation  listing text from an item's input     per-item 240 s < item stale 6 min < batch stale 15 min
+    publish     a listing onto the marketplace        per-item 3 min < item stale 5 min < batch stale 15 min
+
+Data only: the builders of a pipeline's worker are in `jobs.listings.pipelines`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from jobfence.indexes import OPEN_INDEX_SPEC, RECLAIM_INDEX_SPEC
 from jobfence.registry import JobSpec, QueueSpec, TableSpec
-from jobfence.work import OPEN_INDEX_SPEC, RECLAIM_INDEX_SPEC
-from jobs.listings.pipelines import (
-    BATCHES_TABLE,
-    GENERATION,
-    GENERATION_QUEUE,
-    ITEMS_TABLE,
-    PIPELINES,
-    PUBLISH,
-    PUBLISH_QUEUE,
-    QUOTA_TABLE,
-)
+from jobfence.work.timing import Timing
+
+GENERATION = "generation"
+PUBLISH = "publish"
+
+BATCHES_TABLE = "listing_batches"
+ITEMS_TABLE = "listing_items"
+QUOTA_TABLE = "listing_quota"
+GENERATION_QUEUE = "listing_generation"
+PUBLISH_QUEUE = "listing_publish"
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """One listings pipeline: the queue that wakes its workers, the provider they call, its timing."""
+
+    kind: str
+    queue: str  # catalog queue name
+    provider: str  # catalog provider name (PROVIDER_<NAME>_URL)
+    timing: Timing
+
+
+PIPELINES: Mapping[str, Pipeline] = {
+    GENERATION: Pipeline(
+        GENERATION, GENERATION_QUEUE, "generator",
+        Timing(per_item_timeout_s=240, item_stale_s=360, pending_stale_s=900, batch_stale_s=900),
+    ),
+    PUBLISH: Pipeline(
+        PUBLISH, PUBLISH_QUEUE, "publisher",
+        Timing(per_item_timeout_s=180, item_stale_s=300, pending_stale_s=900, batch_stale_s=900),
+    ),
+}
+
+
+def pipeline_of_queue(queue: str) -> Pipeline:
+    """The pipeline a worker of catalog queue `queue` runs."""
+    for pipeline in PIPELINES.values():
+        if pipeline.queue == queue:
+            return pipeline
+    raise KeyError(f"queue {queue!r} runs no listings pipeline")
+
 
 SUBSYSTEM = "listings"
 WORKER_HANDLER = "handlers.worker.handler"

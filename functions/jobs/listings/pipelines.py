@@ -1,61 +1,33 @@
-"""The two pipelines of seed 003 and how a worker or the reclaimer is put together for them.
+"""How a worker or the reclaimer is put together for the two pipelines of seed 003.
 
-    generation  listing text from an item's input     per-item 240 s < item stale 6 min < batch stale 15 min
-    publish     a listing onto the marketplace        per-item 3 min < item stale 5 min < batch stale 15 min
-
-Which pipeline a worker runs comes from its function's own configuration
-(`WORKER_QUEUE`), never from a message.
+The pipelines themselves (queues, tables, timing, tolerated failures) are
+catalog data (`jobs.listings.catalog`). Which pipeline a worker runs comes
+from its function's own configuration (`WORKER_QUEUE`), never from a message.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from jobfence.clock import Clock
 from jobfence.config import Settings
 from jobfence.quota import QuotaStore
-from jobfence.work import PermanentFailure, Perform, SqsWakeups, Timing, WorkRequest, WorkStore
+from jobfence.work import PermanentFailure, Perform, SqsWakeups, WorkRequest, WorkStore
+from jobs.listings.catalog import (  # noqa: F401 (the pipelines' data, re-exported for their builders' callers)
+    BATCHES_TABLE,
+    GENERATION,
+    GENERATION_QUEUE,
+    ITEMS_TABLE,
+    PIPELINES,
+    PUBLISH,
+    PUBLISH_QUEUE,
+    QUOTA_TABLE,
+    Pipeline,
+    pipeline_of_queue,
+)
 from providers.generator import GenerationRequest, Generator, HttpGenerator
 from providers.publisher import HttpPublisher, Publisher, PublishRequest
 from providers.scripted import ProviderRejected
-
-GENERATION = "generation"
-PUBLISH = "publish"
-
-BATCHES_TABLE = "listing_batches"
-ITEMS_TABLE = "listing_items"
-QUOTA_TABLE = "listing_quota"
-GENERATION_QUEUE = "listing_generation"
-PUBLISH_QUEUE = "listing_publish"
-
-
-@dataclass(frozen=True)
-class Pipeline:
-    kind: str
-    queue: str  # catalog queue name
-    provider: str  # catalog provider name (PROVIDER_<NAME>_URL)
-    timing: Timing
-
-
-PIPELINES: Mapping[str, Pipeline] = {
-    GENERATION: Pipeline(
-        GENERATION, GENERATION_QUEUE, "generator",
-        Timing(per_item_timeout_s=240, item_stale_s=360, pending_stale_s=900, batch_stale_s=900),
-    ),
-    PUBLISH: Pipeline(
-        PUBLISH, PUBLISH_QUEUE, "publisher",
-        Timing(per_item_timeout_s=180, item_stale_s=300, pending_stale_s=900, batch_stale_s=900),
-    ),
-}
-
-
-def pipeline_of_queue(queue: str) -> Pipeline:
-    """The pipeline a worker of catalog queue `queue` runs."""
-    for pipeline in PIPELINES.values():
-        if pipeline.queue == queue:
-            return pipeline
-    raise KeyError(f"queue {queue!r} runs no listings pipeline")
 
 
 def generate_with(generator: Generator) -> Perform:

@@ -13,7 +13,6 @@ from typing import Any, Iterator
 
 from jobfence.dynamo import each_row
 from jobfence.expiry import EXPIRY_SHARDS, expiry_shard
-from jobfence.registry import IndexSpec
 
 SHARDS = EXPIRY_SHARDS
 
@@ -21,11 +20,6 @@ SHARDS = EXPIRY_SHARDS
 def shard_of(key: str) -> str:
     """The shard of a row's due entry (stable for a key)."""
     return expiry_shard(key)
-
-
-def due_index_spec(name: str, shard_attr: str, due_attr: str) -> IndexSpec:
-    """The catalog description of a sparse keys-only due index."""
-    return IndexSpec(name=name, partition_key=(shard_attr, "S"), sort_key=(due_attr, "N"), projection="KEYS_ONLY")
 
 
 def due_rows(index: Any, due_attr: Any, now_ms: int, limit: int) -> Iterator[Any]:

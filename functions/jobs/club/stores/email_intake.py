@@ -24,10 +24,10 @@ from pynamodb.models import Model
 from jobfence.clock import Clock
 from jobfence.dynamo import aws_call, bind, get_row
 from jobs.club.email_auth import MISSING, MailVerdicts
-from jobs.club.stores.due import due_index_spec, due_rows, shard_of
+from jobs.club.catalog import RETRY_INDEX_SPEC
+from jobs.club.stores.due import due_rows, shard_of
 
-RETRY_INDEX = "retry_due"
-RETRY_INDEX_SPEC = due_index_spec(RETRY_INDEX, "retry_shard", "next_attempt_at")
+RETRY_INDEX = RETRY_INDEX_SPEC.name
 MAX_ERROR_CHARS = 300
 
 

@@ -20,10 +20,10 @@ from pynamodb.models import Model
 
 from jobfence.clock import Clock
 from jobfence.dynamo import aws_call, bind, get_row, one_page
-from jobs.club.stores.due import due_index_spec, due_rows, shard_of
+from jobs.club.catalog import ACTIVE_INDEX_SPEC
+from jobs.club.stores.due import due_rows, shard_of
 
-ACTIVE_INDEX = "active_by_end"
-ACTIVE_INDEX_SPEC = due_index_spec(ACTIVE_INDEX, "active_shard", "ends_at")
+ACTIVE_INDEX = ACTIVE_INDEX_SPEC.name
 
 
 class MembershipStatus(str, enum.Enum):

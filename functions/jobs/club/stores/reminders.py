@@ -19,10 +19,10 @@ from pynamodb.models import Model
 
 from jobfence.clock import Clock
 from jobfence.dynamo import aws_call, bind, get_row
-from jobs.club.stores.due import due_index_spec, due_rows, shard_of
+from jobs.club.catalog import DUE_INDEX_SPEC
+from jobs.club.stores.due import due_rows, shard_of
 
-DUE_INDEX = "due_reminders"
-DUE_INDEX_SPEC = due_index_spec(DUE_INDEX, "due_shard", "due_at")
+DUE_INDEX = DUE_INDEX_SPEC.name
 
 
 class ReminderState(str, enum.Enum):
