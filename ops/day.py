@@ -38,6 +38,7 @@ from jobfence.lease import Lease, LeaseStore
 from jobfence.work import BatchRef, ItemInput, Producer
 from jobs.commerce.conversations import ConversationStore
 from jobs.commerce.dpop_proofs import DpopProofStore
+from jobs.listings.catalog import TOLERATED_FAILURE_PCT
 from jobs.listings.pipelines import GENERATION, ITEMS_TABLE, PIPELINES, build_store, build_wakeups
 from ops.commands.batches import batch
 from ops.commands.switches import set_rules
@@ -314,7 +315,7 @@ class DayScenario:
         settings = Settings.from_environ(worker.environment)
         store = build_store(settings, self.rt.clock)
         wakeups = build_wakeups(settings, self.rt.session.client("sqs"))
-        producer = Producer(store, wakeups, Logger(service="demo", level="ERROR"))
+        producer = Producer(store, wakeups, Logger(service="demo", level="ERROR"), TOLERATED_FAILURE_PCT)
         store.quota.grant(ref_tenant := "tenant-a", self.config.batch_items + 50)
         rejected = set(self.rng.sample(range(self.config.batch_items), self.config.rejected_items))
         items = [

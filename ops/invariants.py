@@ -258,9 +258,9 @@ def check_batches(store: Any, refs: list[Any], acts: Mapping[str, Mapping[str, s
             p5.append(f"{ref}: attempts over the cap on {over[:3]}")
         counts = report.counts()
         b = report.batch
-        if b.status.value == "finalized" and (b.completed, b.failed) != (counts["completed"], counts["failed"]):
+        if b.status.final and (b.completed, b.failed) != (counts["completed"], counts["failed"]):
             p6.append(f"{ref}: counters completed={b.completed} failed={b.failed}, rows say {counts}")
-        if b.status.value != "finalized" and not live:
+        if not b.status.final and not live:
             p6.append(f"{ref}: every item is terminal but the batch is {b.status.value}")
         reserved = sum(i.quota_reservations for i in report.items)
         refunded = sum(i.quota_refunds for i in report.items)

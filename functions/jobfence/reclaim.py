@@ -172,7 +172,7 @@ class Reclaimer:
                                                                             "reason": safe_error(exc)})
                     counts["errors"] += 1
                     continue
-                if row is not None and row.status is BatchStatus.FINALIZED:
+                if row is not None and row.status.final:
                     counts["batches_finalized"] += 1
                 self._logger.info("reclaim batch", extra={"tenant": ref.tenant, "batch": ref.batch_id,
                                                            "status": row.status.value if row else "missing"})

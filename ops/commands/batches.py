@@ -29,6 +29,7 @@ from jobfence.work import (
     SubmitResult,
     WorkStore,
 )
+from jobs.listings.catalog import TOLERATED_FAILURE_PCT
 from jobs.listings.pipelines import BATCHES_TABLE, ITEMS_TABLE, PIPELINES, build_store, build_wakeups
 from ops.targets import OperatorError, Target
 
@@ -108,7 +109,7 @@ def _operations(target: Target) -> BatchOperations:
 
 def producer(target: Target) -> Producer:
     """The durable-batches producer (store and wake-up queues) bound to the deployed resources."""
-    return Producer(*_parts(target))
+    return Producer(*_parts(target), tolerated_failure_pct=TOLERATED_FAILURE_PCT)
 
 
 def stale_item_counts(target: Target) -> dict[str, int] | None:

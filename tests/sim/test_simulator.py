@@ -143,3 +143,23 @@ def test_a_run_ignores_an_endpoint_the_process_environment_names(monkeypatch):
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
     report = run_one(0, "lease")
     assert report.ok, report.violations
+
+
+def test_the_checks_catch_a_finalize_that_ignores_the_failure_threshold(monkeypatch):
+    """A planted bug: the recount never applies the batch's tolerated failures (invariant 14)."""
+    import dataclasses
+
+    from jobfence.work import WorkStore
+
+    real = WorkStore._recount_and_write
+
+    def ignoring(self, ref, seen, rollup=False, heartbeat=False):
+        return real(self, ref, dataclasses.replace(seen, tolerated_failures=None), rollup, heartbeat)
+
+    monkeypatch.setattr(WorkStore, "_recount_and_write", ignoring)
+    numbers = set()
+    for seed in range(0, 60):  # the rejected item and the short quota cross the threshold in about 1 run in 5
+        numbers |= {v.number for v in run_one(seed, "work").violations}
+        if 14 in numbers:
+            break
+    assert 14 in numbers

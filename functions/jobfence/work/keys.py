@@ -45,6 +45,13 @@ class BatchStatus(str, enum.Enum):
 
     OPEN = "open"  # set by the producer; by retry_failed when it reopens failed items
     FINALIZED = "finalized"  # set by finalize (worker roll-up or reclaimer) when a recount finds no live item
+    FAILED_THRESHOLD = "failed_threshold"  # set by finalize instead when more items failed than the batch
+    #                                        tolerates (its pending ones were failed); retry_failed reopens it
+
+    @property
+    def final(self) -> bool:
+        """Never written again (only retry_failed reopens it explicitly)."""
+        return self is not BatchStatus.OPEN
 
 
 class QuotaHold(str, enum.Enum):
@@ -132,6 +139,25 @@ def reclaim_key(kind: str, status: ItemStatus, key: ItemKey) -> str:
     """The sparse index partition of a live item."""
     shard = zlib.crc32(f"{key.batch.batch_key}#{key.item_id}".encode()) % RECLAIM_SHARDS
     return f"{kind}#{status.value}#{shard}"
+
+
+def tolerated_failures(percent: float | None, total: int) -> int | None:
+    """How many of `total` items may fail before the batch crosses `percent` (None: no threshold).
+
+    As Step Functions' `ToleratedFailurePercentage`: the batch fails once its
+    failed items are more than `percent` of all its items.
+    """
+    if percent is None:
+        return None
+    if not 0 <= percent <= 100:
+        raise ValueError(f"a tolerated failure percentage is within 0..100, got {percent}")
+    return int(percent * total // 100)
+
+
+def threshold_error(failed: int, total: int, tolerated: int) -> str:
+    """The reason a pending item of a batch past its failure threshold is failed with."""
+    return (f"not attempted: the batch crossed its failure threshold ({failed} of {total} items failed, "
+            f"{tolerated} tolerated); retry-failed reopens it")
 
 
 def bounded_error(text: str) -> str:
@@ -262,6 +288,12 @@ class BatchRow:
     retried_by: str | None
     retried_at: int | None
     reopened: int = 0  # items ever reopened by retry_failed; every reopen moves it with its items
+    tolerated_failures: int | None = None  # failed items the batch tolerates (None: any number)
+
+    @property
+    def over_threshold(self) -> bool:
+        """More items failed than the batch tolerates (by its counters: a hint until a recount)."""
+        return self.tolerated_failures is not None and self.failed > self.tolerated_failures
 
     @property
     def ref(self) -> BatchRef:

@@ -15,9 +15,9 @@ from jobfence.work.keys import (
     SEND_CHUNK,
     BatchConflict,
     BatchRef,
-    BatchStatus,
     ItemInput,
     ItemKey,
+    tolerated_failures,
     validate_id,
 )
 from jobfence.work.store import WorkStore
@@ -44,13 +44,17 @@ class Producer:
     batch's `enqueued` checkpoint (advanced after every SendMessageBatch), so a
     call that completed enqueues nothing the second time. The batch cannot be
     finalized before all `total` rows exist, so a batch opened by a call that
-    died stays open until a repeated call completes it.
+    died stays open until a repeated call completes it. A pipeline's tolerated
+    failure percentage is recorded on the batch row when it is created: past
+    it, the batch's pending items are failed and it finalizes `failed_threshold`.
     """
 
-    def __init__(self, store: WorkStore, wakeups: Mapping[str, Wakeups], logger: Logger) -> None:
+    def __init__(self, store: WorkStore, wakeups: Mapping[str, Wakeups], logger: Logger,
+                 tolerated_failure_pct: Mapping[str, float | None] | None = None) -> None:
         self._store = store
         self._wakeups = dict(wakeups)
         self._logger = logger
+        self._tolerated_pct = dict(tolerated_failure_pct or {})  # per pipeline (the catalog's); absent: none
 
     def submit(self, ref: BatchRef, kind: str, items: Sequence[ItemInput], created_by: str) -> SubmitResult:
         """Create (or resume creating) the batch; raise `StoreError` if wake-ups cannot be sent."""
@@ -66,7 +70,8 @@ class Producer:
         for item in items:
             if len(json.dumps(dict(item.payload), separators=(",", ":"))) > MAX_PAYLOAD_CHARS:
                 raise ValueError(f"an item's input is limited to {MAX_PAYLOAD_CHARS} characters")
-        batch, created = self._store.open_batch(ref, kind, len(items), created_by)
+        tolerated = tolerated_failures(self._tolerated_pct.get(kind), len(items))
+        batch, created = self._store.open_batch(ref, kind, len(items), created_by, tolerated)
         if created:
             missing = list(enumerate(items))
         else:
@@ -74,7 +79,7 @@ class Producer:
             if not existing <= set(ids):
                 raise BatchConflict(f"batch {ref} exists with other item ids")
             missing = [(seq, item) for seq, item in enumerate(items) if item.item_id not in existing]
-        if batch.status is BatchStatus.FINALIZED:
+        if batch.status.final:
             # its rows number `total` and none is live: this call was done before (a finalized batch never changes)
             return SubmitResult(ref, False, 0, 0)
         written = self._store.put_items(ref, kind, missing) if missing else 0

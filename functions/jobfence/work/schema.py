@@ -2,7 +2,8 @@
 
     batches  tenant (key) | batch_id (sort) | kind | status | total | completed | failed
              | enqueued | rollups | recounts | created_by | created_at | updated_at
-             | finalized_at | retries | retried_by | retried_at | reopened | open_key (sparse GSI "by_open")
+             | finalized_at | retries | retried_by | retried_at | reopened | tolerated_failures
+             | open_key (sparse GSI "by_open")
     items    batch_key = tenant#batch (key) | item_id (sort) | tenant | batch_id | kind | seq
              | status | attempts | error | claim_token | payload | result_ref | quota
              | quota_reservations | quota_refunds | created_at | updated_at
@@ -69,6 +70,7 @@ class _Batch(Model):
     retried_by = UnicodeAttribute(null=True)
     retried_at = NumberAttribute(null=True)
     reopened = NumberAttribute(null=True)  # items ever reopened by retry_failed (absent on old rows: 0)
+    tolerated_failures = NumberAttribute(null=True)  # absent: no failure threshold
     open_key = UnicodeAttribute(null=True)
     by_open = _OpenIndex()
 
@@ -137,4 +139,5 @@ def batch_row(row: Any) -> BatchRow:
         retried_by=row.retried_by,
         retried_at=int(row.retried_at) if row.retried_at is not None else None,
         reopened=int(row.reopened or 0),
+        tolerated_failures=int(row.tolerated_failures) if row.tolerated_failures is not None else None,
     )

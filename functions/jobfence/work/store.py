@@ -61,6 +61,7 @@ from jobfence.work.keys import (
     StaleVerdict,
     bounded_error,
     reclaim_key,
+    threshold_error,
 )
 from jobfence.work.schema import _Batch, _Item, batch_row, item_row
 from jobfence.work.transactions import ReopenResult, claim_items, reopen_failed
@@ -105,8 +106,9 @@ class WorkStore:
 
     # -- producer side ------------------------------------------------------------------------
 
-    def open_batch(self, ref: BatchRef, kind: str, total: int, created_by: str) -> tuple[BatchRow, bool]:
-        """Create the batch row, or return the existing one. True when it was created now."""
+    def open_batch(self, ref: BatchRef, kind: str, total: int, created_by: str,
+                   tolerated_failures: int | None = None) -> tuple[BatchRow, bool]:
+        """Create the batch row (with the failed items it tolerates), or return the existing one. True if created now."""
         now = self._clock.now_ms()
         row = self.batches(
             ref.tenant,
@@ -125,6 +127,7 @@ class WorkStore:
             created_at=now,
             updated_at=now,
             open_key=kind,
+            tolerated_failures=tolerated_failures,
         )
         absent = self.batches.tenant.does_not_exist()
         try:
@@ -377,8 +380,9 @@ class WorkStore:
     #   open_batch    status open, total N, rollups 0, reopened 0
     #   rollup        ADD completed/failed, rollups+1, updated_at (heartbeat)   if still open
     #   recount       rows counted; when they number N and none is live:
-    #   finalize      SET counters = recount, status finalized                 if still open and
-    #                                                                          nothing reopened since
+    #   finalize      SET counters = recount, status finalized (failed_threshold  if still open and
+    #                 when more failed than it tolerates: its pending rows       nothing reopened since
+    #                 are failed first, each refunding its reservation once)
     #   (finalized)   never written again, except by retry_failed, which reopens it explicitly
     #                 in the same transaction as the items it reopens (reopened + k)
 
@@ -393,7 +397,7 @@ class WorkStore:
         The caller finalizes when a returned open row's counters say done.
         """
         seen = self.batch(ref)
-        if seen is None or seen.status is BatchStatus.FINALIZED:
+        if seen is None or seen.status.final:
             return seen
         if seen.completed + seen.failed + delta.completed + delta.failed >= seen.total:
             row = self._recount_and_write(ref, seen, rollup=True)
@@ -430,7 +434,7 @@ class WorkStore:
         its rows yet) is looked at again one batch-stale period later.
         """
         batch = seen or self.batch(ref)
-        if batch is None or batch.status is BatchStatus.FINALIZED:
+        if batch is None or batch.status.final:
             return batch
         return self._recount_and_write(ref, batch, heartbeat=heartbeat) or self.batch(ref)
 
@@ -442,16 +446,29 @@ class WorkStore:
         `seen` is read before the recount, so an item reopened after it (which
         moves `reopened` in the same transaction) refuses the finalize; items
         only ever become terminal otherwise, so a recount that found every row
-        terminal is still true when the write lands.
+        terminal is still true when the write lands. Past the batch's failure
+        threshold, its pending rows are failed first (`jobfence.work.keys.threshold_error`).
         """
         counts = {s: 0 for s in ItemStatus}
+        pending: list[ItemKey] = []
         attrs = ["batch_key", "item_id", "status"]
         with aws_call(f"recounting batch {ref}"):
             for row in self.items.query(ref.batch_key, consistent_read=True, attributes_to_get=attrs):
                 counts[ItemStatus(row.status)] += 1
+                if row.status == ItemStatus.PENDING.value:
+                    pending.append(ItemKey(ref.tenant, ref.batch_id, row.item_id))
+        tolerated = seen.tolerated_failures
+        over = tolerated is not None and counts[ItemStatus.FAILED] > tolerated
+        if over and pending:  # past its failure threshold: fail what has not started (a claimed one is left alone)
+            reason = threshold_error(counts[ItemStatus.FAILED], seen.total, tolerated)
+            swept = sum(self._fail_terminally(key, self.items.status == ItemStatus.PENDING.value, reason)
+                        for key in pending)
+            counts[ItemStatus.PENDING] -= swept
+            counts[ItemStatus.FAILED] += swept
         now = self._clock.now_ms()
         live = counts[ItemStatus.PENDING] + counts[ItemStatus.RUNNING]
         done = live == 0 and sum(counts.values()) == seen.total
+        final = BatchStatus.FAILED_THRESHOLD if over else BatchStatus.FINALIZED
         b = self.batches
         actions = [
             b.completed.set(counts[ItemStatus.COMPLETED]),
@@ -461,7 +478,7 @@ class WorkStore:
         if rollup:
             actions.append(b.rollups.add(1))
         if done:
-            actions += [b.status.set(BatchStatus.FINALIZED.value), b.finalized_at.set(now), b.open_key.remove()]
+            actions += [b.status.set(final.value), b.finalized_at.set(now), b.open_key.remove()]
         if done or heartbeat or rollup:
             actions.append(b.updated_at.set(now))
         still_open = b.status == BatchStatus.OPEN.value
@@ -581,19 +598,3 @@ class WorkStore:
             except PynamoDBException as exc:
                 raise_store_error(exc, f"recording the retry of batch {ref}")
         return result
-
-    def reopen_batch_in(self, tx: TransactWrite, ref: BatchRef, kind: str, items: int, now: int) -> None:
-        """Add "reopen the batch for `items` reopened failed items" to the caller's transaction."""
-        b = self.batches
-        tx.update(
-            b(ref.tenant, ref.batch_id),
-            actions=[
-                b.status.set(BatchStatus.OPEN.value),
-                b.open_key.set(kind),
-                b.failed.add(-items),
-                b.finalized_at.remove(),
-                b.updated_at.set(now),
-                b.reopened.add(items),
-            ],
-            condition=b.tenant.exists(),
-        )

@@ -38,6 +38,7 @@ from jobfence.quota import available_in
 from jobfence.work.keys import (
     CLAIM_ROUNDS,
     BatchRef,
+    BatchStatus,
     Claim,
     ClaimState,
     ItemKey,
@@ -282,7 +283,7 @@ def reopen_failed(store: "WorkStore", ref: BatchRef, kind: str, requested_by: st
             try:
                 with store.transaction(nonce) as tx:
                     store.quota.reserve_in(tx, ref.tenant, len(part), now)
-                    store.reopen_batch_in(tx, ref, kind, len(part), now)
+                    _reopen_batch_in(store, tx, ref, kind, len(part), now)
                     for row in part:
                         key = ItemKey(ref.tenant, ref.batch_id, row.item_id)
                         still_failed = m.status == ItemStatus.FAILED.value
@@ -328,3 +329,20 @@ def reopen_failed(store: "WorkStore", ref: BatchRef, kind: str, requested_by: st
             retried += [ItemKey(ref.tenant, ref.batch_id, row.item_id) for row in part]
             break
     return ReopenResult(retried=retried, skipped_quota=skipped)
+
+
+def _reopen_batch_in(store: "WorkStore", tx: Any, ref: BatchRef, kind: str, items: int, now: int) -> None:
+    """Add "reopen the batch for `items` reopened failed items" to the caller's transaction."""
+    b = store.batches
+    tx.update(
+        b(ref.tenant, ref.batch_id),
+        actions=[
+            b.status.set(BatchStatus.OPEN.value),
+            b.open_key.set(kind),
+            b.failed.add(-items),
+            b.finalized_at.remove(),
+            b.updated_at.set(now),
+            b.reopened.add(items),
+        ],
+        condition=b.tenant.exists(),
+    )

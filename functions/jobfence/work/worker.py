@@ -234,8 +234,11 @@ class Worker:
         try:
             row = self._store.rollup(ref, delta)
             result.count(Tally.ROLLUPS)
-            if row is not None and row.status is BatchStatus.OPEN and row.completed + row.failed >= row.total:
-                self._store.finalize(ref, seen=row)  # a roll-up raced ours: recount once more
+            if row is not None and row.status is BatchStatus.OPEN and (
+                    row.completed + row.failed >= row.total or row.over_threshold):
+                # a roll-up raced ours, or the batch crossed its failure threshold (the recount decides and
+                # fails its pending items): recount once more
+                self._store.finalize(ref, seen=row)
         except JobfenceError as exc:
             # counters are only a hint: the reclaimer finalizes a quiet batch from its rows
             self._logger.warning("roll-up failed", extra={"tenant": ref.tenant, "batch": ref.batch_id,

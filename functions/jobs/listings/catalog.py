@@ -28,24 +28,35 @@ PUBLISH_QUEUE = "listing_publish"
 
 @dataclass(frozen=True)
 class Pipeline:
-    """One listings pipeline: the queue that wakes its workers, the provider they call, its timing."""
+    """One listings pipeline: the queue that wakes its workers, the provider they call, its timing, and the
+    share of a batch's items that may fail before the rest of the batch is failed without being attempted."""
 
     kind: str
     queue: str  # catalog queue name
     provider: str  # catalog provider name (PROVIDER_<NAME>_URL)
     timing: Timing
+    # Step Functions' ToleratedFailurePercentage: once more than this share of a batch's items failed, its
+    # pending items are failed (refunding their quota) and it finalizes `failed_threshold`. None: no threshold.
+    tolerated_failure_pct: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.tolerated_failure_pct is not None and not 0 <= self.tolerated_failure_pct <= 100:
+            raise ValueError(f"pipeline {self.kind!r}: a tolerated failure percentage is within 0..100")
 
 
 PIPELINES: Mapping[str, Pipeline] = {
     GENERATION: Pipeline(
         GENERATION, GENERATION_QUEUE, "generator",
         Timing(per_item_timeout_s=240, item_stale_s=360, pending_stale_s=900, batch_stale_s=900),
+        tolerated_failure_pct=25,  # a provider that refuses a quarter of the inputs is down or misused
     ),
     PUBLISH: Pipeline(
         PUBLISH, PUBLISH_QUEUE, "publisher",
         Timing(per_item_timeout_s=180, item_stale_s=300, pending_stale_s=900, batch_stale_s=900),
+        tolerated_failure_pct=10,  # publishing is paid per listing: stop early when the marketplace refuses
     ),
 }
+TOLERATED_FAILURE_PCT: Mapping[str, float | None] = {kind: p.tolerated_failure_pct for kind, p in PIPELINES.items()}
 
 
 def pipeline_of_queue(queue: str) -> Pipeline:

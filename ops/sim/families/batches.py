@@ -16,6 +16,12 @@ Checked on every applied write:
     8   an item row sits under its own tenant; a quota change moves with items of that tenant
     11  a finalized batch never changes again (except the operator's reopen); a batch is
         finalized only when its rows number `total`, none live, counters equal the recount
+    14  the failure threshold (the catalog's tolerated percentage, which the rejected item and the
+        short quota cross in many runs): a batch finalizes `failed_threshold` exactly when its
+        rows show more failures than it tolerates; no item of a `failed_threshold` batch is
+        claimed or completed until retry-failed reopens it (so no claim made after it can reach
+        the provider: every item is terminal); an item failed by the threshold refunds its
+        reservation exactly once (7, at the end)
 Checked at the end (after at most `SWEEPS` fault-free sweeps: reclaim, then drain):
     5-9 through `ops.invariants.check_batches` (also used by the demo), 9 also per item
     (one idempotency key per item), 10 no payload in any log line, 13 no error unclassified;
@@ -35,6 +41,7 @@ from jobfence.scheduled import JobDeps
 from jobfence.triggers import Trigger
 from jobfence.work import BatchOperations, BatchRef, ItemInput, Producer, SqsWakeups, Worker, WorkStore
 from jobs.catalog import CATALOG
+from jobs.listings.catalog import TOLERATED_FAILURE_PCT
 from jobs.listings.pipelines import GENERATION, PIPELINES, PUBLISH, generate_with, publish_with
 from ops.invariants import check_batches
 from ops.sim.faults import AWS_CALL_FAULTS, DELIVERY_FAULTS, PAUSES, PROVIDER_FAULTS, FaultKind
@@ -51,6 +58,7 @@ SWEEPS = 8
 RECLAIM_TICKS = 4
 TERMINAL = ("completed", "failed")
 LIVE = ("pending", "running")
+FINAL = ("finalized", "failed_threshold")  # a batch status nothing but retry-failed changes
 OPERATOR = "operator"
 
 
@@ -148,7 +156,7 @@ class BatchFamily:
 
     def _producer(self, world: World, planned: PlannedBatch):
         def run(actor: Actor) -> Any:
-            producer = Producer(self.store(world, actor.clock), self.wakeups(world), world.logger)
+            producer = Producer(self.store(world, actor.clock), self.wakeups(world), world.logger, TOLERATED_FAILURE_PCT)
             return producer.submit(planned.ref, planned.kind, list(planned.items), "sim-client")
 
         return run
@@ -207,6 +215,8 @@ class BatchFamily:
             if change.table == "listing_items":
                 if after and int(after.get("attempts", 0)) > cap:
                     world.violate(5, f"{write.actor}: {change.key} at attempt {after['attempts']} (cap {cap})")
+                if after.get("status") in ("running", "completed") and after.get("status") != before.get("status"):
+                    self._check_not_past_threshold(world, write, after)
                 if before.get("status") in TERMINAL and after != before and write.actor != OPERATOR:
                     world.violate(5, f"{write.actor} changed terminal item {change.key}: "
                                      f"{before.get('status')} -> {after.get('status') if after else 'deleted'}")
@@ -220,10 +230,10 @@ class BatchFamily:
             elif change.table == "listing_quota":
                 quota_tenants.add((change.after or change.before or {}).get("tenant"))
             elif change.table == "listing_batches":
-                if before.get("status") == "finalized" and after != before and write.actor != OPERATOR:
+                if before.get("status") in FINAL and after != before and write.actor != OPERATOR:
                     moved = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
                     world.violate(11, f"{write.actor} changed finalized batch {change.key}: {moved}")
-                if after.get("status") == "finalized" and before.get("status") != "finalized":
+                if after.get("status") in FINAL and before.get("status") not in FINAL:
                     self._check_finalize(world, write, after)
         if item_tenants and quota_tenants and not quota_tenants <= item_tenants:
             world.violate(8, f"{write.actor}: quota of {sorted(quota_tenants)} moved with items of {sorted(item_tenants)}")
@@ -242,11 +252,24 @@ class BatchFamily:
         if (int(batch.get("completed", 0)), int(batch.get("failed", 0))) != counts:
             world.violate(6, f"{write.actor} finalized {batch['tenant']}/{batch['batch_id']} with counters "
                              f"{batch.get('completed')}/{batch.get('failed')}, rows say {counts[0]}/{counts[1]}")
+        tolerated = batch.get("tolerated_failures")
+        over = tolerated is not None and counts[1] > int(tolerated)
+        if (batch["status"] == "failed_threshold") != over:
+            world.violate(14, f"{write.actor} finalized {batch['tenant']}/{batch['batch_id']} {batch['status']} with "
+                              f"{counts[1]} failed of {batch['total']}, {tolerated} tolerated")
+
+    def _check_not_past_threshold(self, world: World, write: Any, item: dict[str, Any]) -> None:
+        """No item of a batch finalized `failed_threshold` is claimed or completed (until it is reopened)."""
+        rows = [b for b in world.scan("listing_batches")
+                if b["tenant"] == item.get("tenant") and b["batch_id"] == item.get("batch_id")]
+        if rows and rows[0].get("status") == "failed_threshold":
+            world.violate(14, f"{write.actor} moved item {item.get('item_id')} of failed_threshold batch "
+                              f"{item.get('tenant')}/{item.get('batch_id')} to {item.get('status')}")
 
     def _check_batch_open_for(self, world: World, write: Any, item: dict[str, Any]) -> None:
         rows = [b for b in world.scan("listing_batches")
                 if b["tenant"] == item.get("tenant") and b["batch_id"] == item.get("batch_id")]
-        if rows and rows[0].get("status") == "finalized":
+        if rows and rows[0].get("status") in FINAL:
             world.violate(11, f"{write.actor} added item {item.get('item_id')} to finalized batch "
                               f"{item.get('tenant')}/{item.get('batch_id')}")
 
@@ -259,7 +282,7 @@ class BatchFamily:
         spec = CATALOG.job(RECLAIM_JOB)
         for planned in world.data["batches"]:  # the client repeats its submit until it succeeds
             try:
-                Producer(self.store(world, clock), self.wakeups(world), world.logger).submit(
+                Producer(self.store(world, clock), self.wakeups(world), world.logger, TOLERATED_FAILURE_PCT).submit(
                     planned.ref, planned.kind, list(planned.items), "sim-client")
             except JobfenceError as exc:
                 world.violate(0, f"liveness: repeating the submit of {planned.ref} failed: {exc}")
@@ -299,7 +322,7 @@ class BatchFamily:
         batches = {(b["tenant"], b["batch_id"]): b for b in world.scan("listing_batches")}
         for planned in world.data["batches"]:
             row = batches.get((planned.ref.tenant, planned.ref.batch_id))
-            if row is None or row.get("status") != "finalized":
+            if row is None or row.get("status") not in FINAL:
                 return False
         return all(i["status"] in TERMINAL for i in world.scan("listing_items"))
 
