@@ -4,8 +4,9 @@ The layer is `pip install`ed locally for the runtime (`RUNTIME`, python3.14) and
 (`ARCHITECTURE`, arm64: 20% cheaper per GB-s; docs/benchmarks.md, "Cold start", says why) from manylinux
 wheels only, so `cdk synth` needs no Docker: every native dependency (pydantic-core, cryptography,
 cffi, wrapt) publishes aarch64 wheels for cp314. Its asset hash is the hash of
-`functions/requirements.txt`, so editing job code never rebuilds the layer and
-an unchanged requirements file reuses the bundle already in cdk.out.
+`functions/requirements.txt` and the wheel platform (`layer_asset_hash`), so editing job code never
+rebuilds the layer, an unchanged requirements file reuses the bundle already in cdk.out, and a change
+of architecture never reuses (nor skips uploading) the other architecture's wheels.
 Tests skip bundling with CDK's own context `aws:cdk:bundling-stacks=[]`
 (`SKIP_BUNDLING_CONTEXT`); `make synth` does not set it.
 """
@@ -33,6 +34,11 @@ SKIP_BUNDLING_CONTEXT = {"aws:cdk:bundling-stacks": []}
 
 # Development leftovers never belong in the asset.
 _EXCLUDE = ["__pycache__", "*.pyc", ".pytest_cache", "requirements.txt"]
+
+
+def layer_asset_hash(platform: str) -> str:
+    """The layer's asset hash: what its bundle is built from (the pinned requirements and the wheel platform)."""
+    return hashlib.sha256(REQUIREMENTS.read_bytes() + b"\0" + platform.encode()).hexdigest()
 
 
 @jsii.implements(ILocalBundling)
@@ -71,7 +77,7 @@ class FunctionCode(Construct):
             code=lambda_.Code.from_asset(
                 str(FUNCTIONS_DIR),
                 asset_hash_type=AssetHashType.CUSTOM,
-                asset_hash=hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest(),
+                asset_hash=layer_asset_hash(WHEEL_PLATFORMS[ARCHITECTURE.name]),
                 bundling=BundlingOptions(
                     # Never pulled: local bundling always succeeds or raises.
                     image=DockerImage.from_registry("jobfence-no-docker"),

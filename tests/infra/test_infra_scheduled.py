@@ -134,3 +134,11 @@ def test_every_function_and_the_layer_are_arm64_and_the_layer_is_built_from_aarc
     assert [layer["Properties"]["CompatibleArchitectures"] for layer in layers.values()] == [["arm64"]]
     # and the layer's wheels are pip's for that architecture, never the build machine's
     assert WHEEL_PLATFORMS[ARCHITECTURE.name] == "manylinux2014_aarch64"
+
+
+def test_the_layers_asset_hash_names_its_wheel_platform():
+    # an unchanged requirements file must not reuse (nor skip uploading) another architecture's bundle
+    from infra.code import WHEEL_PLATFORMS, layer_asset_hash
+
+    hashes = {layer_asset_hash(platform) for platform in WHEEL_PLATFORMS.values()}
+    assert len(hashes) == len(WHEEL_PLATFORMS)
