@@ -66,7 +66,6 @@ def access_actions(access: str) -> tuple[str, ...]:
 JOB_KEY = "job"  # the partition key name that marks a table as keyed by job
 KeyType = Literal["S", "N"]
 
-DEFAULT_LEASE_TTL_S = 30 * 60
 LEASE_MARGIN_S = 60  # a lease must outlive the function timeout by at least this much
 INTERVAL_TOLERANCE = 0.9  # seed 001: a tick a few ms early must still run
 
@@ -121,7 +120,10 @@ class JobSpec:
     schedule: str  # EventBridge expression: cron(...) or rate(...)
     interval_s: int | None = None  # interval gate; None means the lease alone guards it
     timeout_s: int = 300
-    lease_ttl_s: int = DEFAULT_LEASE_TTL_S
+    # How long a term lasts unrenewed. None (the default) means the function timeout plus LEASE_MARGIN_S, the
+    # shortest the catalog allows: a holder that died is taken over by the first tick after its Lambda could
+    # no longer be running. A source that fixes its own TTL keeps it (the commerce API's 30 minutes).
+    lease_ttl_s: int | None = None
     tables: Mapping[str, Access] = field(default_factory=dict)
     queues: tuple[str, ...] = ()
     secrets: tuple[str, ...] = ()
@@ -130,6 +132,10 @@ class JobSpec:
     batch_budget_s: int = 30  # do not start a batch with less Lambda time left than this
     memory_mb: int = 256
     description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.lease_ttl_s is None:  # after construction lease_ttl_s is always an int
+            object.__setattr__(self, "lease_ttl_s", self.timeout_s + LEASE_MARGIN_S)
 
     def load(self) -> Callable[..., Any]:
         """Import and return the job's factory."""
@@ -198,9 +204,9 @@ class Registry:
 
     def _check_job(self, job: JobSpec) -> None:
         where = f"catalog entry {job.name!r}"
-        if job.lease_ttl_s <= job.timeout_s + LEASE_MARGIN_S:
+        if job.lease_ttl_s < job.timeout_s + LEASE_MARGIN_S:
             raise CatalogError(
-                f"{where}: lease ttl {job.lease_ttl_s}s must be longer than the function timeout "
+                f"{where}: lease ttl {job.lease_ttl_s}s must be at least the function timeout "
                 f"{job.timeout_s}s plus a {LEASE_MARGIN_S}s margin"
             )
         if not (job.schedule.startswith("cron(") or job.schedule.startswith("rate(")) or not job.schedule.endswith(")"):

@@ -16,7 +16,7 @@ from tests.aws_faults import Faults, acquires, read_timeout, releases, run_finis
 from tests.backends import backend, dynamodb, pytest_generate_tests, tables  # noqa: F401
 from tests.runner_support import Harness, counting_job, spec
 
-TTL_MS = 30 * 60_000
+TTL_MS = spec().lease_ttl_s * 1000  # the default: the function timeout plus the safety margin
 
 
 class IsolateDeath(BaseException):

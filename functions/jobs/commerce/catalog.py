@@ -7,6 +7,7 @@ from jobfence.registry import IndexSpec
 SUBSYSTEM = "commerce"
 HOURLY = "cron(0 * * * ? *)"  # seed 000: 0 * * * *
 EVERY_5_MINUTES = "rate(5 minutes)"  # seed 001: the safety net, behind its interval gate
+API_LEASE_TTL_S = 30 * 60  # seed 000: "The lease lasts 30 minutes." (the API's hourly jobs keep it)
 PAYPAL = "paypal"
 PAYPAL_SECRET = "paypal_credentials"
 
@@ -111,6 +112,7 @@ JOBS = (
         schedule=HOURLY,
         interval_s=3600,
         timeout_s=120,
+        lease_ttl_s=API_LEASE_TTL_S,
         tables={"conversations": "query+delete"},  # the expiry index, then conditional deletes
         description="one bounded deletion of at most 100 expired conversations",
     ),
@@ -121,6 +123,7 @@ JOBS = (
         schedule=HOURLY,
         interval_s=3600,
         timeout_s=600,
+        lease_ttl_s=API_LEASE_TTL_S,
         tables={"dpop_proofs": "query+batch_write"},  # the expiry index, then batched deletes
         description="delete expired DPoP proofs, 1,000 a batch, at most 100 batches",
     ),
@@ -131,6 +134,7 @@ JOBS = (
         schedule=HOURLY,
         interval_s=3600,
         timeout_s=300,
+        lease_ttl_s=API_LEASE_TTL_S,
         tables={"orders": "query+update", "financial_operations": "put"},  # one transaction per order
         description="finish cancellations left pending: 100 orders a batch, at most 20 batches; no provider call",
     ),
@@ -141,6 +145,7 @@ JOBS = (
         schedule=HOURLY,
         interval_s=3600,
         timeout_s=600,
+        lease_ttl_s=API_LEASE_TTL_S,
         tables={
             "account_intents": "query+update",
             "accounts": "batch_get+query+update",
@@ -160,6 +165,7 @@ JOBS = (
         schedule=HOURLY,
         interval_s=3600,
         timeout_s=120,
+        lease_ttl_s=API_LEASE_TTL_S,
         tables={"agent_invitations": "query+delete"},
         description="only removes expired invitations: 500 a batch, at most 20 batches",
     ),
