@@ -6,7 +6,8 @@ are `jobfence.config` constants, shared with the runtime) and the grants:
 
 - leases and runs: a scheduled function may touch only its own job's items
   (IAM condition `dynamodb:LeadingKeys` = job name), with only the actions the
-  lease and run stores use;
+  lease and run stores use; the missed-run auditor may also get the lease items
+  and query the run rows of the jobs it `audits`, under LeadingKeys = those jobs;
 - domain tables: one action per declared verb (`jobfence.registry.ACCESS_VERBS`:
   "query+delete", "get+update", "read+scan", ...; Scan only where a store scans), on the
   table and its catalog indexes by name (the CDK helpers grant `index/*`, stream reads,
@@ -61,6 +62,8 @@ from infra.validation import providers_of
 # on a job-keyed table and `actions_of` would drop it anyway.
 LEASE_ACTIONS = access_actions(LEASE_ACCESS)
 RUN_ACTIONS = access_actions(RUN_ACCESS)
+AUDIT_LEASE_ACTIONS = access_actions("get")  # an audited job's rule toggles, on its lease item
+AUDIT_RUN_ACTIONS = access_actions("query")  # an audited job's run rows in a window
 
 
 def actions_of(access: str, keyed_by_job: bool = False) -> tuple[str, ...]:
@@ -110,6 +113,9 @@ class CatalogResources:
         if isinstance(spec, JobSpec):
             self._grant_own_items(grantee, self.tables[LEASES_TABLE.name], LEASE_ACTIONS, spec.name)
             self._grant_own_items(grantee, self.tables[RUNS_TABLE.name], RUN_ACTIONS, spec.name)
+            if spec.audits:  # the auditor: read only, only the audited jobs' items
+                self._grant_own_items(grantee, self.tables[LEASES_TABLE.name], AUDIT_LEASE_ACTIONS, *spec.audits)
+                self._grant_own_items(grantee, self.tables[RUNS_TABLE.name], AUDIT_RUN_ACTIONS, *spec.audits)
         for name, access in sorted(spec.tables.items()):
             table = self.tables[name]
             if name in self.keyed_by_job and isinstance(spec, JobSpec):
@@ -130,11 +136,11 @@ class CatalogResources:
                 self.readers.setdefault(name, []).append(grantee.role)
 
     @staticmethod
-    def _grant_own_items(grantee: iam.IGrantable, table: dynamodb.Table, actions, job: str) -> None:
+    def _grant_own_items(grantee: iam.IGrantable, table: dynamodb.Table, actions, *jobs: str) -> None:
         grantee.grant_principal.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=list(actions),
                 resources=[table.table_arn],
-                conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [job]}},
+                conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": list(jobs)}},
             )
         )

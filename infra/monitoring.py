@@ -10,7 +10,11 @@ outcome ("ran", "failed", ...) plus "duration". Per job:
   missing data breaching (a schedule that silently stopped, a disabled rule,
   a job that always skips);
 - `<prefix>-<job>-dead-letters`: a tick that never ran (rule target or async
-  failure dead-letter queue not empty).
+  failure dead-letter queue not empty);
+- `<prefix>-<job>-missed`: the missed-run auditor (`jobfence.auditor`, a job
+  whose entry `audits` the others) counted a missed tick: an expected tick with
+  no run, no holder, no gate and no disabled rule to explain it. Its period is
+  the auditor's interval; the auditor's own not-running alarm covers its silence.
 
 Per queue: its DLQ not empty, and the oldest message older than
 `oldest_age_threshold_s`. Queue panels show the worker's own item counts
@@ -33,6 +37,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from jobfence.auditor import MISSED_METRIC
 from jobfence.registry import JobSpec, QueueSpec, metric_dimensions
 from jobfence.scheduled import Outcome
 from infra.schedule import tick_interval_s
@@ -143,8 +148,9 @@ class Monitoring(Construct):
         self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=prefix)
 
         jobs, queues = list(jobs), list(queues)
+        audited = {name: job.spec for job in jobs for name in job.spec.audits}  # job -> its auditor
         for job in jobs:
-            self._job(job)
+            self._job(job, audited.get(job.spec.name))
         for queue in queues:
             self._queue(queue)
         dead_letters = [(j.spec.name, j.dead_letters) for j in jobs] + [(q.spec.name, q.dead_letters) for q in queues]
@@ -163,7 +169,7 @@ class Monitoring(Construct):
         self.alarms[alarm_name := f"{self.prefix}-{name}"] = alarm
         return self.alarms[alarm_name]
 
-    def _job(self, job: ScheduledJob) -> None:
+    def _job(self, job: ScheduledJob, auditor: JobSpec | None) -> None:
         spec = job.spec
         for outcome, label in ((Outcome.FAILED, "failed"), (Outcome.LEASE_LOST, "lease-lost")):
             self._alarm(
@@ -187,11 +193,24 @@ class Monitoring(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
         )
         self._dead_letter_alarm(f"{spec.name}-dead-letters", f"job {spec.name}: a tick never ran", job.dead_letters)
+        outcomes = [job_metric(self.prefix, spec, o.value, "Sum").with_(label=o.value) for o in Outcome]
+        if auditor is not None:
+            missed = job_metric(self.prefix, spec, MISSED_METRIC, "Sum", Duration.seconds(tick_interval_s(auditor)))
+            self._alarm(
+                f"{spec.name}-missed",
+                alarm_description=f"job {spec.name}: an expected tick was missed (counted by {auditor.name})",
+                metric=missed,
+                threshold=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                evaluation_periods=1,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+            outcomes.append(missed.with_(label=MISSED_METRIC, period=ALARM_PERIOD))
         self.dashboard.add_widgets(
             cloudwatch.GraphWidget(
                 title=f"{spec.name}: outcomes",
                 width=12,
-                left=[job_metric(self.prefix, spec, o.value, "Sum").with_(label=o.value) for o in Outcome],
+                left=outcomes,
             ),
             cloudwatch.GraphWidget(
                 title=f"{spec.name}: duration (ms)",

@@ -34,9 +34,10 @@ def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict
     logger = Logger(service=spec.subsystem)
     tracer = handler_tracer(spec.subsystem)
     logger.append_keys(worker=spec.subsystem, stage=spec.name)
-    metrics = Metrics(namespace=metrics_namespace(environ), service=spec.subsystem)
+    namespace = metrics_namespace(environ)
+    metrics = Metrics(namespace=namespace, service=spec.subsystem)
     metrics.set_default_dimensions(job=spec.name)
-    job = spec.load()(JobDeps(settings, spec, clock, session, dynamodb, logger))
+    job = spec.load()(JobDeps(settings, spec, clock, session, dynamodb, logger, namespace))
     runner = ScheduledRunner(
         LeaseStore(dynamodb, settings.leases_table, clock), RunStore(dynamodb, settings.runs_table), clock, logger, metrics
     )

@@ -42,6 +42,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from jobfence.dynamo import raise_store_error, retry_transient
 from jobfence.lease import gate_cutoff
+from jobfence.registry import JobSpec
 from jobfence.runs import RunState, RunStore
 from jobfence.schedule import Schedule
 
@@ -241,6 +242,13 @@ def build_ledger(
     ticks = schedule.fires_between(since_ms, until_ms)
     next_tick = schedule.next_after(ticks[-1] if ticks else until_ms)
     return Ledger(job, expression, since_ms, until_ms, label_ticks(ticks, next_tick, rows, toggles, interval_ms))
+
+
+def job_ledger(spec: JobSpec, runs: RunStore, toggles: Sequence[Toggle], since_ms: int, until_ms: int) -> Ledger:
+    """`build_ledger` for a catalog job: its schedule and gate, and a lookback of its lease ttl or its interval."""
+    interval_ms = spec.interval_s * 1000 if spec.interval_s else None
+    lookback_ms = max(spec.lease_ttl_s * 1000, interval_ms or 0)
+    return build_ledger(spec.name, spec.schedule, runs, toggles, since_ms, until_ms, interval_ms, lookback_ms)
 
 
 class RuleToggles:

@@ -132,6 +132,9 @@ class JobSpec:
     batch_budget_s: int = 30  # do not start a batch with less Lambda time left than this
     memory_mb: int = 256
     description: str = ""
+    # other jobs whose run rows and rule toggles this one reads (the missed-run auditor, `jobfence.auditor`):
+    # granted query on their run rows and get on their lease items, each under LeadingKeys = those jobs
+    audits: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.lease_ttl_s is None:  # after construction lease_ttl_s is always an int
@@ -221,6 +224,9 @@ class Registry:
             if not (key.replace("_", "").isalnum() and key.lower() == key) or not isinstance(value, str) or len(value) > 2000:
                 raise CatalogError(f"{where}: config {str(key)[:40]!r} must be lower_snake_case with a text value")
         self._check_uses(where, job.subsystem, job.tables, job.queues, job_scoped=True)
+        for audited in job.audits:
+            if audited not in self.jobs or audited == job.name:
+                raise CatalogError(f"{where}: audits {str(audited)[:60]!r}, which is not another registered job")
 
     def _check_queue(self, queue: QueueSpec) -> None:
         where = f"queue entry {queue.name!r}"

@@ -39,7 +39,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from jobfence.clock import Clock
-from jobfence.config import ScheduledSettings
+from jobfence.config import METRICS_NAMESPACE, ScheduledSettings
 from jobfence.errors import (
     IntervalNotElapsed,
     JobfenceError,
@@ -79,6 +79,7 @@ class JobDeps:
     session: Any  # boto3.Session
     dynamodb: Any  # boto3 DynamoDB client
     logger: Logger
+    metrics_namespace: str = METRICS_NAMESPACE  # the stage's, for a job that emits metrics of its own
 
 
 class RunContext:

@@ -16,7 +16,7 @@ from typing import Any, Iterator, Mapping
 
 from jobfence.errors import StoreError
 from jobfence.lease import LeaseStore
-from jobfence.ledger import Ledger, RuleToggles, build_ledger
+from jobfence.ledger import Ledger, RuleToggles, job_ledger
 from jobfence.runs import MAX_ERROR_CHARS, RunStore, SweepResult, bounded_summary, sweep_dead_runs
 from jobfence.schedule import Schedule, ScheduleError
 from jobfence.triggers import REQUESTED_BY_MAX, REQUESTED_BY_PATTERN
@@ -197,11 +197,8 @@ def job_ledger(target: Target, job: str, since_ms: int, until_ms: int | None = N
     if look and rule is not None:
         state = target.session.client("events").describe_rule(Name=rule.name).get("State")
         _note_rule_state(target, RuleToggles(client, leases_table), job, state, target.clock.now_ms())
-    interval_ms = spec.interval_s * 1000 if spec.interval_s else None
-    lookback_ms = max(spec.lease_ttl_s * 1000, interval_ms or 0)
     until = target.clock.now_ms() if until_ms is None else until_ms
-    return build_ledger(job, spec.schedule, RunStore(client, runs_table), RuleToggles(client, leases_table).read(job),
-                        since_ms, until, interval_ms, lookback_ms)
+    return job_ledger(spec, RunStore(client, runs_table), RuleToggles(client, leases_table).read(job), since_ms, until)
 
 
 def sweep_runs(target: Target) -> SweepResult:

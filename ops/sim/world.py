@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator, Protocol
 from aws_lambda_powertools import Logger
 
 from jobfence.lease import LeaseStore
+from jobfence.registry import JobSpec
 from jobfence.runs import RunStore
 from jobfence.scheduled import ScheduledRunner
 from ops.invariants import plain_items
@@ -32,6 +33,11 @@ from ops.sim.kernel import START_MS, Actor, Crash, Kernel, SeededUuids, SimAbort
 from ops.sim.wire import REGION, Wire
 
 MARGIN_MS = 60_000  # the runner's safety margin: actors' clocks differ by at most this
+
+
+def clean_tick_after(spec: JobSpec, since_ms: int) -> int:
+    """When a clean tick must run: every term taken by `since_ms` has expired and the gate has opened."""
+    return since_ms + max(spec.lease_ttl_s, spec.interval_s or 0) * 1000 + MARGIN_MS
 
 
 @dataclass(frozen=True)

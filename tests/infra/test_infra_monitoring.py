@@ -3,6 +3,8 @@ alarms, and the dashboard."""
 
 from __future__ import annotations
 
+import json
+
 from infra.schedule import tick_interval_s
 from jobfence.registry import metric_dimensions
 from tests.infra.cfn import as_list, of_type, ref_id
@@ -84,3 +86,26 @@ def test_alarm_topic_is_encrypted_and_ssl_only(each):
               for s in p["Properties"]["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"]
     assert any(s.get("Condition") == {"Bool": {"aws:SecureTransport": "false"}} for s in denies)
     assert as_list(denies[0]["Action"])
+
+
+def test_every_audited_job_has_a_missed_alarm_on_the_auditors_metric_and_a_dashboard_line(synthesized):
+    alarms = _alarms(synthesized.resources)
+    (auditor,) = [job for job in synthesized.catalog.jobs.values() if job.audits]
+    for name in auditor.audits:
+        spec = synthesized.catalog.job(name)
+        alarm = alarms[f"jobfence-{name}-missed"]
+        # THEN it watches the auditor's `missed` with exactly the audited job's dimensions, over the auditor's interval
+        assert (alarm["MetricName"], alarm["Namespace"], alarm["Statistic"]) == ("missed", "jobfence", "Sum")
+        assert _dimensions(alarm) == metric_dimensions(spec)
+        assert alarm["Period"] == tick_interval_s(auditor) and alarm["Threshold"] == 1
+        assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+        assert alarm["TreatMissingData"] == "notBreaching"
+    # the auditor is not its own auditor: its silence is its not-running alarm
+    assert f"jobfence-{auditor.name}-missed" not in alarms and f"jobfence-{auditor.name}-not-running" in alarms
+    (dashboard,) = of_type(synthesized.resources, "AWS::CloudWatch::Dashboard").values()
+    parts = dashboard["Properties"]["DashboardBody"]["Fn::Join"][1]  # references (queue names) become "ref"
+    body = json.loads("".join(part if isinstance(part, str) else "ref" for part in parts))
+    lines = {(w["properties"]["title"], tuple(x for x in m if isinstance(x, str))) for w in body["widgets"] for m in w["properties"].get("metrics", [])}
+    for name in auditor.audits:
+        spec = synthesized.catalog.job(name)
+        assert (f"{name}: outcomes", ("jobfence", "missed", "job", name, "service", spec.subsystem)) in lines

@@ -9,7 +9,7 @@ from aws_cdk.assertions import Match
 from infra.validation import handler_file, module_file
 from jobfence.config import ENV_JOB_NAME
 from jobfence.registry import LEASE_MARGIN_S
-from tests.infra.cfn import env, of_type, ref_id, role_statements
+from tests.infra.cfn import as_list, env, of_type, ref_id, role_statements
 
 
 def test_every_catalog_job_has_one_enabled_rule_with_its_schedule(each):
@@ -108,7 +108,24 @@ def test_scheduled_function_may_touch_only_its_own_lease_and_run_items(each):
             checked += 1
             assert "dynamodb:LeadingKeys" in str(statement.get("Condition")), statement
             assert "dynamodb:Scan" not in statement["Action"]
-    assert checked == 2 * len(each.catalog.jobs)
+    auditors = sum(1 for job in each.catalog.jobs.values() if job.audits)
+    assert checked == 2 * len(each.catalog.jobs) + 2 * auditors  # an auditor also reads the jobs it audits
+
+
+def test_the_auditor_may_only_get_lease_items_and_query_run_rows_of_the_jobs_it_audits(synthesized):
+    (auditor,) = [job for job in synthesized.catalog.jobs.values() if job.audits]
+    core = {v["Properties"]["TableName"]: k for k, v in of_type(synthesized.resources, "AWS::DynamoDB::Table").items()
+            if v["Properties"]["TableName"] in ("jobfence-leases", "jobfence-runs")}
+    audited = sorted(auditor.audits)
+    reads = {}
+    for _role, statement in role_statements(synthesized.resources):
+        keys = statement.get("Condition", {}).get("ForAllValues:StringEquals", {}).get("dynamodb:LeadingKeys")
+        if keys and sorted(keys) == audited:
+            targets = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+            (table,) = [name for name, logical in core.items() if any(ref_id(t) == logical for t in targets)]
+            reads[table] = as_list(statement["Action"])
+    assert reads == {"jobfence-leases": ["dynamodb:GetItem"], "jobfence-runs": ["dynamodb:Query"]}
+    assert auditor.name not in audited and len(audited) == len(synthesized.catalog.jobs) - 1
 
 
 def test_kill_switch_context_disables_every_rule(disabled_template, synthesized):

@@ -49,7 +49,7 @@ from ops.sim.families.lease import LambdaContext
 from ops.sim.kernel import START_MS, Actor, SkewedClock
 from ops.sim.queue import SimProvider, SimQueues
 from ops.sim.terms import TermWatch
-from ops.sim.world import MARGIN_MS, World
+from ops.sim.world import World, clean_tick_after
 
 HOUR_MS = 3_600_000
 RECLAIM_JOB = "reclaim_listings"
@@ -287,7 +287,7 @@ class BatchFamily:
             except JobfenceError as exc:
                 world.violate(0, f"liveness: repeating the submit of {planned.ref} failed: {exc}")
         # every term taken so far has expired (an actor's clock may have run up to half the margin ahead)
-        kernel.clock.set(max(kernel.clock.now_ms(), world.data["end"]) + spec.lease_ttl_s * 1000 + MARGIN_MS)
+        kernel.clock.set(clean_tick_after(spec, max(kernel.clock.now_ms(), world.data["end"])))
         for sweep in range(SWEEPS):
             if sweep and self._done(world):  # at least one sweep: a clean tick after every term ended
                 world.data["sweeps"] = sweep

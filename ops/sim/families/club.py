@@ -54,7 +54,7 @@ from ops.sim.families.lease import LambdaContext
 from ops.sim.kernel import START_MS, Actor, Crash, SkewedClock
 from ops.sim.queue import SimQueues
 from ops.sim.terms import TermWatch
-from ops.sim.world import MARGIN_MS, NullMetrics, World
+from ops.sim.world import MARGIN_MS, NullMetrics, World, clean_tick_after
 from providers.secrets import MemorySecrets
 from providers.discord import DiscordRateLimited, DiscordUnavailable
 
@@ -295,7 +295,7 @@ class ClubFamily:
         spec = world.data["spec"]
         clock = SkewedClock(kernel.clock)
         self._drain(world, clock)
-        kernel.clock.set(max(kernel.clock.now_ms(), START_MS + WINDOW_MS) + spec.lease_ttl_s * 1000 + MARGIN_MS)
+        kernel.clock.set(clean_tick_after(spec, max(kernel.clock.now_ms(), START_MS + WINDOW_MS)))
         try:
             result = world.runner(clock).run(spec, self._job(world, clock, None),
                                                     Trigger("scheduled", clock.now_ms()),

@@ -40,7 +40,7 @@ from ops.sim.faults import AWS_CALL_FAULTS, PROVIDER_FAULTS, FaultKind
 from ops.sim.families.lease import LambdaContext
 from ops.sim.kernel import START_MS, Actor, SkewedClock
 from ops.sim.terms import TermWatch
-from ops.sim.world import MARGIN_MS, World
+from ops.sim.world import MARGIN_MS, World, clean_tick_after
 from providers.payments import AlreadyCaptured, PaymentError, TransientPaymentError
 from providers.payments_fake import FakePayments
 
@@ -220,7 +220,7 @@ class SafetyNetFamily:
         spec = world.data["spec"]
         kernel = world.kernel
         clock = SkewedClock(kernel.clock)
-        kernel.clock.set(max(kernel.clock.now_ms(), START_MS + WINDOW_MS) + spec.lease_ttl_s * 1000 + MARGIN_MS)
+        kernel.clock.set(clean_tick_after(spec, max(kernel.clock.now_ms(), START_MS + WINDOW_MS)))
         for _ in range(SETTLE_TICKS):
             kernel.clock.advance(ms=TICK_MS)
             try:

@@ -1,0 +1,125 @@
+"""The missed-run auditor: a scheduled job that makes a missed tick loud.
+
+Each run reads, for every job its catalog entry `audits`, the job's run rows
+over a window (one range query on its partition, never a scan) and its rule
+toggles (one read of its lease item), builds the job's ledger over the window
+(`jobfence.ledger`), and emits one `missed` metric per job with the job's own
+dimensions (`registry.metric_dimensions`: the alarms of `infra/monitoring.py`
+match them exactly), zero included so a graph is never empty.
+
+The window is (since, until] with `until` = the audit's tick minus
+`AUDIT_SETTLE_MS` (a tick's run may start up to the ledger's delivery
+tolerance late, and must have been written before the tick is judged), and
+`since` = the `until` of the last audit that ended `ran` (read from the
+auditor's own run rows), so each tick is judged once and an audit that failed
+or never ran is made up by the next one, at most `MAX_AUDIT_SPAN_MS` back. The
+first audit looks back one of its own intervals. Counting is at least once: an
+audit that emitted its metrics and then failed to record its run is counted
+again by the next.
+
+The auditor only reads: a rule found disabled without a recorded toggle (a
+deploy with schedules disabled) shows as `missed` here, as it does in
+`jobfence ledger` until `jobfence status` has looked at the rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator, Sequence
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+from jobfence.ledger import DELIVERY_TOLERANCE_MS, Ledger, RuleToggles, RunRecord, TickLabel, job_ledger
+from jobfence.registry import JobSpec, metric_dimensions
+from jobfence.runs import RunState, RunStore
+from jobfence.scheduled import RunContext
+from jobfence.schedule import Schedule
+
+MISSED_METRIC = "missed"
+AUDIT_SETTLE_MS = DELIVERY_TOLERANCE_MS + 60_000
+MAX_AUDIT_SPAN_MS = 24 * 3_600_000
+OWN_RUNS = 20  # the auditor's latest runs read to find its last complete audit
+MAX_LOGGED_TICKS = 10
+
+
+@dataclass(frozen=True)
+class AuditWindow:
+    """The ticks an audit judges: those in (since, until]."""
+
+    since_ms: int
+    until_ms: int
+
+
+@dataclass(frozen=True)
+class JobAudit:
+    """One audited job over the window: how many ticks were expected, and the ones missed."""
+
+    job: str
+    ticks: int
+    missed: tuple[int, ...]  # the missed ticks' times, epoch ms
+
+
+Emit = Callable[[JobSpec, int], None]
+
+
+def audit_window(tick_at: int, own_runs: Sequence[RunRecord], run_id: str, interval_ms: int) -> AuditWindow:
+    """The window of the audit for `tick_at`, after the last audit among `own_runs` that ended `ran`."""
+    until = tick_at - AUDIT_SETTLE_MS
+    others = [r for r in own_runs if r.run_id != run_id]
+    done = [r.tick_at for r in others if r.outcome is RunState.RAN]
+    if done:  # the last complete audit's `until`
+        since = max(done) - AUDIT_SETTLE_MS
+    elif others:  # every audit so far failed or died: from the window the earliest of them would have had
+        since = min(r.tick_at for r in others) - AUDIT_SETTLE_MS - interval_ms
+    else:  # the first audit
+        since = until - interval_ms
+    since = max(since, until - MAX_AUDIT_SPAN_MS)
+    return AuditWindow(min(since, until), until)
+
+
+def audit_jobs(specs: Sequence[JobSpec], runs: RunStore, toggles: RuleToggles, window: AuditWindow) -> list[JobAudit]:
+    """Each job's ledger over the window, reduced to its missed ticks."""
+    out = []
+    for spec in specs:
+        ledger: Ledger = job_ledger(spec, runs, toggles.read(spec.name), window.since_ms, window.until_ms)
+        missed = tuple(e.tick_at for e in ledger.entries if e.label is TickLabel.MISSED)
+        out.append(JobAudit(spec.name, len(ledger.entries), missed))
+    return out
+
+
+def cloudwatch_emitter(namespace: str) -> Emit:
+    """Emit `missed` for one job as its own EMF record, with that job's dimensions (not the auditor's)."""
+
+    def emit(spec: JobSpec, missed: int) -> None:
+        with single_metric(name=MISSED_METRIC, unit=MetricUnit.Count, value=missed, namespace=namespace,
+                           default_dimensions=metric_dimensions(spec)):
+            pass
+
+    return emit
+
+
+def audit_missed_runs(
+    specs: Sequence[JobSpec], runs: RunStore, toggles: RuleToggles, emit: Emit, logger: Logger, ctx: RunContext
+) -> Iterator[dict[str, int]]:
+    """One bounded batch: the window, every audited job's ledger over it, one metric per job."""
+    own = [RunRecord.of(row) for row in runs.recent(ctx.job, OWN_RUNS)]
+    window = audit_window(ctx.trigger.scheduled_at, own, ctx.run_id, interval_ms(ctx.spec))
+    audits = audit_jobs(specs, runs, toggles, window)
+    by_name = {spec.name: spec for spec in specs}
+    for result in audits:
+        emit(by_name[result.job], len(result.missed))
+        if result.missed:
+            logger.warning("missed ticks", extra={"audited_job": result.job, "missed": len(result.missed),
+                                                  "missed_at": list(result.missed[:MAX_LOGGED_TICKS])})
+    yield {
+        "jobs_audited": len(audits),
+        "ticks": sum(a.ticks for a in audits),
+        "missed": sum(len(a.missed) for a in audits),
+        "window_ms": window.until_ms - window.since_ms,
+    }
+
+
+def interval_ms(spec: JobSpec) -> int:
+    """The auditor's own interval: its gate, else its schedule's longest gap."""
+    return spec.interval_s * 1000 if spec.interval_s else Schedule(spec.schedule, 0).longest_gap_ms(8)

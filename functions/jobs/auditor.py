@@ -1,0 +1,18 @@
+"""`audit_missed_runs`: the catalog's missed-run auditor (`jobfence.auditor`), auditing every other job."""
+
+from __future__ import annotations
+
+from jobfence.auditor import audit_missed_runs, cloudwatch_emitter
+from jobfence.ledger import RuleToggles
+from jobfence.runs import RunStore
+from jobfence.scheduled import JobDeps
+
+
+def build_audit_missed_runs(deps: JobDeps):
+    from jobs.catalog import CATALOG  # the catalog names this module: import it when the job is built
+
+    specs = [CATALOG.job(name) for name in deps.spec.audits]
+    runs = RunStore(deps.dynamodb, deps.settings.runs_table)
+    toggles = RuleToggles(deps.dynamodb, deps.settings.leases_table)
+    emit = cloudwatch_emitter(deps.metrics_namespace)
+    return lambda ctx: audit_missed_runs(specs, runs, toggles, emit, deps.logger, ctx)
