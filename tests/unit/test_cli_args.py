@@ -10,7 +10,7 @@ from rich.console import Console
 from ops.cli import duration_ms, main
 
 BAD = [
-    (["runs", "no_such_job"], "argument job: unknown job 'no_such_job'; jobs: capture_abandoned_deferred"),
+    (["runs", "no_such_job"], "argument job: unknown job 'no_such_job'; jobs: audit_missed_runs, capture_abandoned_deferred"),
     (["runs", "clean_dpop_proofs", "--limit", "-5"], "argument --limit: between 1 and 1000, got -5"),
     (["batch", "no-slash"], "a batch is written tenant/batch, got 'no-slash'"),
     (["retry-failed", "t/"], "argument TENANT/BATCH:"),
