@@ -30,7 +30,7 @@ from typing import Callable, Iterator, Sequence
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-from jobfence.ledger import DELIVERY_TOLERANCE_MS, Ledger, RuleToggles, RunRecord, TickLabel, job_ledger
+from jobfence.ledger import DELIVERY_TOLERANCE_MS, Ledger, RuleToggles, RunRecord, TickLabel, ledger_of
 from jobfence.registry import JobSpec, metric_dimensions
 from jobfence.runs import RunState, RunStore
 from jobfence.scheduled import RunContext
@@ -82,7 +82,7 @@ def audit_jobs(specs: Sequence[JobSpec], runs: RunStore, toggles: RuleToggles, w
     """Each job's ledger over the window, reduced to its missed ticks."""
     out = []
     for spec in specs:
-        ledger: Ledger = job_ledger(spec, runs, toggles.read(spec.name), window.since_ms, window.until_ms)
+        ledger: Ledger = ledger_of(spec, runs, toggles.read(spec.name), window.since_ms, window.until_ms)
         missed = tuple(e.tick_at for e in ledger.entries if e.label is TickLabel.MISSED)
         out.append(JobAudit(spec.name, len(ledger.entries), missed))
     return out

@@ -244,7 +244,7 @@ def build_ledger(
     return Ledger(job, expression, since_ms, until_ms, label_ticks(ticks, next_tick, rows, toggles, interval_ms))
 
 
-def job_ledger(spec: JobSpec, runs: RunStore, toggles: Sequence[Toggle], since_ms: int, until_ms: int) -> Ledger:
+def ledger_of(spec: JobSpec, runs: RunStore, toggles: Sequence[Toggle], since_ms: int, until_ms: int) -> Ledger:
     """`build_ledger` for a catalog job: its schedule and gate, and a lookback of its lease ttl or its interval."""
     interval_ms = spec.interval_s * 1000 if spec.interval_s else None
     lookback_ms = max(spec.lease_ttl_s * 1000, interval_ms or 0)

@@ -16,7 +16,7 @@ from typing import Any, Iterator, Mapping
 
 from jobfence.errors import StoreError
 from jobfence.lease import LeaseStore
-from jobfence.ledger import Ledger, RuleToggles, job_ledger
+from jobfence.ledger import Ledger, RuleToggles, ledger_of
 from jobfence.runs import MAX_ERROR_CHARS, RunStore, SweepResult, bounded_summary, sweep_dead_runs
 from jobfence.schedule import Schedule, ScheduleError
 from jobfence.triggers import REQUESTED_BY_MAX, REQUESTED_BY_PATTERN
@@ -198,7 +198,7 @@ def job_ledger(target: Target, job: str, since_ms: int, until_ms: int | None = N
         state = target.session.client("events").describe_rule(Name=rule.name).get("State")
         _note_rule_state(target, RuleToggles(client, leases_table), job, state, target.clock.now_ms())
     until = target.clock.now_ms() if until_ms is None else until_ms
-    return job_ledger(spec, RunStore(client, runs_table), RuleToggles(client, leases_table).read(job), since_ms, until)
+    return ledger_of(spec, RunStore(client, runs_table), RuleToggles(client, leases_table).read(job), since_ms, until)
 
 
 def sweep_runs(target: Target) -> SweepResult:
