@@ -51,6 +51,21 @@ class IntervalNotElapsed(LeaseRefused):
         super().__init__(f"interval of {job!r} has not elapsed since its last start")
 
 
+class RequestServed(LeaseRefused):
+    """A catch-up or buffered request for a tick that a run since then already served.
+
+    A catch-up: a run started at or after the tick (the lease item's `acquired_at`).
+    A buffered hand-over: the item no longer holds that tick's pending request
+    (a later term consumed it). Nothing was written.
+    """
+
+    def __init__(self, job: str, tick: int, competing: Mapping[str, Any] | None = None) -> None:
+        self.job = job
+        self.tick = tick
+        self.competing = dict(competing or {})
+        super().__init__(f"the tick {tick} of {job!r} was already served by a run since")
+
+
 class LeaseLost(JobfenceError):
     """This holder's term is over (taken over, released, or expired)."""
 

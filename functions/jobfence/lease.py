@@ -43,6 +43,14 @@ The item also carries the rule's recorded enable/disable toggles
 (`rule_toggles`, written by `jobfence.ledger.RuleToggles` only; no write here
 reads or removes them).
 
+A catch-up or buffered run for a past tick T adds one condition to the same
+acquire (docs/guarantees.md): a catch-up `acquired_at < T - TICK_SLACK_MS` (no
+term started since T; a release keeps `acquired_at`), a buffered hand-over
+`pending_tick = T` (its request is still there). Every acquire removes
+`pending_tick`: the new term serves the one request a `buffer_one` tick left
+with `request_pending` when it met a live holder, which the holder's release
+reads back (ALL_OLD).
+
 The lease item also names the run holding the term (`run_id`), and an acquire
 copies the term it replaces into `prev_holder`, `prev_run_id`,
 `prev_acquired_at`, `prev_expires_at` (DynamoDB reads every operand from the
@@ -61,6 +69,7 @@ dies the same way) loses no term: every copy is recorded before it is replaced.
 
 from __future__ import annotations
 
+import enum
 import uuid
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
@@ -85,6 +94,7 @@ from jobfence.errors import (
     LeaseLost,
     LeaseRefused,
     PredecessorUnrecorded,
+    RequestServed,
     StoreError,
     TermOvertaken,
 )
@@ -92,6 +102,8 @@ from jobfence.registry import INTERVAL_TOLERANCE
 
 
 NONE = "-"  # "no such attribute" inside a copied value (an empty string is not valid everywhere)
+TICK_SLACK_MS = 1000  # a scheduled event's `time` has whole seconds: a run started this early still answers its tick
+PENDING = "pending_tick"  # the one pending request of a buffer_one job (epoch ms of the tick that asked)
 
 
 def new_id() -> str:
@@ -139,6 +151,22 @@ class LeaseState:
     expires_at: int | None
     last_started_at: int | None
     fence: int
+    acquired_at: int | None = None  # the latest term's start (kept after its release)
+    pending_tick: int | None = None  # a buffer_one tick's pending request
+
+
+class Pending(str, enum.Enum):
+    """What a `buffer_one` tick's pending-request write came to (read from the item it saw)."""
+
+    RECORDED = "recorded"  # the item holds a pending request for this tick (ours, or a duplicate's)
+    LEASE_FREE = "lease_free"  # no live holder: the tick acquires instead
+    GATED = "gated"  # the holder started less than 0.9 x interval before the tick: skipped_interval
+    SERVED = "served"  # the holder started at or after the tick (it is this tick's run): skipped_leased
+
+
+def started_since(acquired_at: int | None, tick_ms: int) -> bool:
+    """Whether a term that started at `acquired_at` started at or after the tick (with the event's slack)."""
+    return acquired_at is not None and acquired_at >= tick_ms - TICK_SLACK_MS
 
 
 def gate_cutoff(now_ms: int, interval_ms: int) -> int:
@@ -166,8 +194,18 @@ class LeaseStore:
         return _state(item)
 
     @staticmethod
-    def would_skip(state: LeaseState, now_ms: int, interval_ms: int | None) -> type[Exception] | None:
-        """The skip the pre-gate predicts for this state, or None to go on and acquire."""
+    def would_skip(
+        state: LeaseState, now_ms: int, interval_ms: int | None, since_tick: int | None = None,
+        pending_tick: int | None = None,
+    ) -> type[Exception] | None:
+        """The skip the pre-gate predicts for this state, or None to go on and acquire.
+
+        `since_tick` / `pending_tick`: a catch-up's / hand-over's tick, served once a term started since / its request is gone.
+        """
+        if since_tick is not None and started_since(state.acquired_at, since_tick):
+            return RequestServed
+        if pending_tick is not None and state.pending_tick != pending_tick:
+            return RequestServed
         if state.holder and state.expires_at is not None and state.expires_at >= now_ms:
             return LeaseHeld
         if interval_ms and state.last_started_at is not None and state.last_started_at > gate_cutoff(now_ms, interval_ms):
@@ -185,7 +223,8 @@ class LeaseStore:
     # -- term -------------------------------------------------------------------------------
 
     def acquire(
-        self, job: str, holder: str, ttl_ms: int, interval_ms: int | None = None, run_id: str | None = None
+        self, job: str, holder: str, ttl_ms: int, interval_ms: int | None = None, run_id: str | None = None,
+        since_tick: int | None = None, pending_tick: int | None = None,
     ) -> Lease:
         """Take the lease (and pass the interval gate) in one conditional write.
 
@@ -193,7 +232,8 @@ class LeaseStore:
         refusal saw, or `PredecessorUnrecorded` when the lease is free but the
         copy of the term before it is not yet settled. A refusal that shows our own lease_id is our own earlier
         copy of this write (applied, reply lost): the term is ours. On success
-        `Lease.predecessor` is the term taken over unreleased, if any.
+        `Lease.predecessor` is the term taken over unreleased, if any. `since_tick` /
+        `pending_tick`: a catch-up / hand-over (module docstring); refused so, `RequestServed`.
         """
         now = self._clock.now_ms()
         lease_id = self._ids()  # drawn once: every copy of this write carries it
@@ -227,15 +267,21 @@ class LeaseStore:
         values.update({":none": {"S": NONE}, ":zero": {"N": "0"}, ":run_id": {"S": run_id or NONE}})
         sets += ", run_id = :run_id"
         if interval_ms:
-            # gate: the last start is at least 0.9 x interval ago; stamped before the run
-            names["#started"] = "last_started_at"
-            values[":cutoff"] = {"N": str(gate_cutoff(now, interval_ms))}
-            condition += " AND (attribute_not_exists(#started) OR #started <= :cutoff)"
+            condition += _gate(names, values, gate_cutoff(now, interval_ms))  # stamped before the run
             sets += ", #started = :now"
+        if since_tick is not None:
+            # a catch-up: no term started since the tick it stands in for
+            values[":since"] = {"N": str(since_tick - TICK_SLACK_MS)}
+            condition += " AND (attribute_not_exists(#acquired) OR #acquired < :since)"
+        # the new term serves the pending request of a buffer_one tick (a hand-over: only while it is there)
+        names["#pending"] = PENDING
+        if pending_tick is not None:
+            values[":pending"] = {"N": str(pending_tick)}
+            condition += " AND #pending = :pending"
         request = dict(
             TableName=self._table,
             Key=_key(job),
-            UpdateExpression=f"SET {sets} ADD fence :one",
+            UpdateExpression=f"SET {sets} REMOVE #pending ADD fence :one",
             ConditionExpression=condition,
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
@@ -254,7 +300,7 @@ class LeaseStore:
             if run_id and seen.get("prev_run_id") == run_id:
                 # our own acquire was applied, and taken over (expired) before this retry saw it
                 raise TermOvertaken(job, replace(sent, fence=int(seen["fence"]) - 1)) from None
-            refusal = _refusal(job, seen, now, interval_ms)
+            refusal = _refusal(job, seen, now, interval_ms, since_tick, pending_tick)
             if run_id and may_have_applied(exc, retried):
                 refusal.unanswered = sent  # it may also have been taken over and recorded since: the runner looks
             raise refusal from None
@@ -284,23 +330,60 @@ class LeaseStore:
             raise LeaseLost(lease.job, lease.lease_id, seen) from None
         return _lease(_plain(out["Attributes"]))
 
-    def release(self, lease: Lease) -> None:
-        """End this term. The item stays: it carries the fence and the gate stamp."""
+    def release(self, lease: Lease) -> int | None:
+        """End this term. The item stays: it carries the fence and the gate stamp.
+
+        Returns the tick of a pending request on the item (read from ALL_OLD: no extra read), or None.
+        """
         request = dict(
             TableName=self._table,
             Key=_key(lease.job),
             UpdateExpression="REMOVE holder, lease_id, expires_at",
             ConditionExpression="lease_id = :lease_id",
             ExpressionAttributeValues={":lease_id": {"S": lease.lease_id}},
+            ReturnValues="ALL_OLD",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
         try:
-            retry_transient(lambda: self._client.update_item(**request))
+            out = retry_transient(lambda: self._client.update_item(**request))
         except Exception as exc:
             raise_unless_refused(exc, f"releasing the lease of {lease.job!r}")
             seen = _plain(refused_item(exc, lambda: self._consistent_item(lease.job)))
             if not _release_landed(lease, seen):
                 raise LeaseLost(lease.job, lease.lease_id, seen) from None
+            return seen.get(PENDING)  # our own release landed earlier: the item as it is now
+        return _plain(out.get("Attributes")).get(PENDING)
+
+    def request_pending(self, job: str, tick_ms: int, interval_ms: int | None) -> Pending:
+        """A `buffer_one` tick met a live holder: record one pending request on the lease item.
+
+        One conditional write, idempotent (a copy sets the same earliest request); a refusal reads the item.
+        """
+        now = self._clock.now_ms()
+        names = {"#holder": "holder", "#exp": "expires_at", "#acquired": "acquired_at", "#pending": PENDING}
+        values: dict[str, Any] = {":now": {"N": str(now)}, ":tick": {"N": str(tick_ms)},
+                                  ":since": {"N": str(tick_ms - TICK_SLACK_MS)}}
+        # live: a holder whose term has not run out; it started before the tick (else it is this tick's run);
+        # and the gate would have let the tick run
+        condition = "attribute_exists(#holder) AND #exp >= :now AND #acquired < :since"
+        if interval_ms:
+            condition += _gate(names, values, gate_cutoff(tick_ms, interval_ms))
+        request = dict(
+            TableName=self._table,
+            Key=_key(job),
+            UpdateExpression="SET #pending = if_not_exists(#pending, :tick)",
+            ConditionExpression=condition,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+        try:
+            retry_transient(lambda: self._client.update_item(**request))
+        except Exception as exc:
+            raise_unless_refused(exc, f"recording a pending request on {job!r}")
+            seen = _plain(refused_item(exc, lambda: self._consistent_item(job)))
+            return _pending_refusal(seen, tick_ms, now)
+        return Pending.RECORDED
 
     def settle(self, term: Term) -> None:
         """Mark the `prev_*` copy of `term` settled: its run is recorded (`died`, or finished).
@@ -394,8 +477,15 @@ def predecessor_term(item: Mapping[str, Any]) -> Term | None:
     return _predecessor(item)
 
 
-def _refusal(job: str, seen: Mapping[str, Any], now: int, interval_ms: int | None) -> LeaseRefused:
+def _refusal(
+    job: str, seen: Mapping[str, Any], now: int, interval_ms: int | None, since_tick: int | None = None,
+    pending_tick: int | None = None,
+) -> LeaseRefused:
     """Why an acquire was refused, from the item the refusal saw (not our own term)."""
+    if since_tick is not None and started_since(seen.get("acquired_at"), since_tick):
+        return RequestServed(job, since_tick, seen)
+    if pending_tick is not None and seen.get(PENDING) != pending_tick:
+        return RequestServed(job, pending_tick, seen)
     if seen.get("holder") and int(seen.get("expires_at", 0)) >= now:
         return LeaseHeld(job, seen)
     if interval_ms and int(seen.get("last_started_at", -1)) > gate_cutoff(now, interval_ms):
@@ -404,6 +494,25 @@ def _refusal(job: str, seen: Mapping[str, Any], now: int, interval_ms: int | Non
     if unsettled is not None:
         return PredecessorUnrecorded(job, unsettled)
     return LeaseHeld(job, seen)  # held when refused; released since
+
+
+def _gate(names: dict[str, str], values: dict[str, Any], cutoff: int) -> str:
+    """The interval gate (seed 001) as a condition: the last start is at or before `cutoff`."""
+    names["#started"], values[":cutoff"] = "last_started_at", {"N": str(cutoff)}
+    return " AND (attribute_not_exists(#started) OR #started <= :cutoff)"
+
+
+def _pending_refusal(seen: Mapping[str, Any], tick_ms: int, now: int) -> Pending:
+    """Why a pending-request write was refused, from the item it saw.
+
+    With no live holder the tick acquires even if a request (maybe our own copy) is there:
+    the holder may have died before serving it, and an acquire consumes it (served once).
+    """
+    if started_since(seen.get("acquired_at"), tick_ms):
+        return Pending.SERVED  # a term started since the tick: it is (or was) this tick's run
+    if not seen.get("holder") or int(seen.get("expires_at", 0)) < now:
+        return Pending.LEASE_FREE
+    return Pending.GATED
 
 
 def _release_landed(lease: Lease, seen: Mapping[str, Any]) -> bool:
@@ -467,6 +576,8 @@ def _state(item: Mapping[str, Any] | None) -> LeaseState:
         expires_at=plain.get("expires_at"),
         last_started_at=plain.get("last_started_at"),
         fence=int(plain.get("fence", 0)),
+        acquired_at=plain.get("acquired_at"),
+        pending_tick=plain.get(PENDING),
     )
 
 
@@ -485,4 +596,5 @@ def _lease(plain: Mapping[str, Any]) -> Lease:
     )
 
 
-__all__ = ["Lease", "LeaseState", "LeaseStore", "Term", "gate_cutoff", "new_id", "predecessor_term", "unreleased_term"]
+__all__ = ["Lease", "LeaseState", "LeaseStore", "Pending", "Term", "gate_cutoff", "new_id", "predecessor_term",
+           "started_since", "unreleased_term"]

@@ -21,6 +21,13 @@ from the run that caused it. For each tick `t`, first match wins:
     missed            none of these: no invocation happened (EventBridge never delivered
                       it, or the function never got as far as the lease)
 
+A run that stands in for a past tick (a `catch_up` run, or a `buffered` run of
+the buffer_one overlap policy; its row's `scheduled_at` is that tick) answers
+no tick itself: the tick keeps the label of what happened at its time
+(`missed`, `disabled`, `skipped_leased`), and its entry names the run that made
+up for it (`made_up_by`). Like any run, it can hold the lease or the gate at a
+later tick.
+
 DELIVERY_TOLERANCE_MS is how late a tick's run may start and still be the
 tick's: EventBridge delivers a scheduled event within about a minute of its
 time, and an async invoke may wait in Lambda's queue (throttling) a little
@@ -37,7 +44,7 @@ from __future__ import annotations
 import enum
 from bisect import bisect_left
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from jobfence.dynamo import raise_store_error, retry_transient
@@ -52,6 +59,7 @@ MAX_TOGGLES = 10  # kept per job on its lease item (oldest dropped): ~260 bytes,
 TOGGLES_ATTRIBUTE = "rule_toggles"
 MANUAL_TRIGGER = "manual"
 SCHEDULED_TRIGGER = "scheduled"
+MAKE_UP_TRIGGERS = ("catch_up", "buffered")  # runs for a past tick: they make up for it, they do not answer it
 
 
 class TickLabel(str, enum.Enum):
@@ -122,6 +130,7 @@ class LedgerEntry:
     label: TickLabel
     run_id: str | None = None
     duplicates: int = 0  # further runs that answered the same tick (a duplicate delivery run twice)
+    made_up_by: str | None = None  # the catch-up or buffered run that ran later for this tick
 
 
 @dataclass(frozen=True)
@@ -161,8 +170,11 @@ def label_ticks(
     for r in by_start:
         latest = max(latest, _NEVER if r.finished_at is None else r.finished_at)
         reach.append(latest)
-    answering = sorted((r for r in by_start if r.trigger != MANUAL_TRIGGER), key=lambda r: (r.tick_at, r.started_at))
+    answering = sorted((r for r in by_start if r.trigger not in (MANUAL_TRIGGER, *MAKE_UP_TRIGGERS)),
+                       key=lambda r: (r.tick_at, r.started_at))
     answer_at = [r.tick_at for r in answering]
+    making_up = sorted((r for r in by_start if r.trigger in MAKE_UP_TRIGGERS), key=lambda r: (r.scheduled_at, r.started_at))
+    make_up_at = [r.scheduled_at for r in making_up]
     claimed: set[str] = set()
     entries = []
     for i, t in enumerate(ticks):
@@ -174,18 +186,25 @@ def label_ticks(
         if answers:
             entries.append(LedgerEntry(t, _OUTCOME_LABEL[answers[0].outcome], answers[0].run_id, len(answers) - 1))
             continue
-        if not enabled_at(toggles, t):
-            entries.append(LedgerEntry(t, TickLabel.DISABLED))
-            continue
-        n = bisect_left(starts, t)  # runs started strictly before t
-        holder = _holder(by_start, reach, n, t)
-        if holder is not None:
-            entries.append(LedgerEntry(t, TickLabel.SKIPPED_LEASED, holder.run_id))
-        elif interval_ms and n and starts[n - 1] > gate_cutoff(t, interval_ms):
-            entries.append(LedgerEntry(t, TickLabel.SKIPPED_INTERVAL, by_start[n - 1].run_id))
-        else:
-            entries.append(LedgerEntry(t, TickLabel.MISSED))
+        low, high = bisect_left(make_up_at, t - SCHEDULED_AT_SLACK_MS), bisect_left(make_up_at, window_end)
+        made_up = next((r.run_id for r in making_up[low:high]), None)
+        entries.append(replace(_unanswered(t, by_start, starts, reach, toggles, interval_ms), made_up_by=made_up))
     return tuple(entries)
+
+
+def _unanswered(
+    t: int, by_start: list[RunRecord], starts: list[int], reach: list[int], toggles: Sequence[Toggle], interval_ms: int | None
+) -> LedgerEntry:
+    """The label of a tick no run answered: disabled, skipped (by the run that held the lease or the gate), or missed."""
+    if not enabled_at(toggles, t):
+        return LedgerEntry(t, TickLabel.DISABLED)
+    n = bisect_left(starts, t)  # runs started strictly before t
+    holder = _holder(by_start, reach, n, t)
+    if holder is not None:
+        return LedgerEntry(t, TickLabel.SKIPPED_LEASED, holder.run_id)
+    if interval_ms and n and starts[n - 1] > gate_cutoff(t, interval_ms):
+        return LedgerEntry(t, TickLabel.SKIPPED_INTERVAL, by_start[n - 1].run_id)
+    return LedgerEntry(t, TickLabel.MISSED)
 
 
 _NEVER = 2**63  # a run row not finished yet holds the lease for as long as the ledger can see

@@ -9,6 +9,7 @@ synthesis and at cold start, with a message naming the entry.
 
 from __future__ import annotations
 
+import enum
 import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal, Mapping
@@ -66,11 +67,26 @@ def access_actions(access: str) -> tuple[str, ...]:
 JOB_KEY = "job"  # the partition key name that marks a table as keyed by job
 KeyType = Literal["S", "N"]
 
+CATCH_UP_WINDOW_MAX_S = 31 * 24 * 3600  # the ledger reads at most 31 days
 LEASE_MARGIN_S = 60  # a lease must outlive the function timeout by at least this much
 INTERVAL_TOLERANCE = 0.9  # seed 001: a tick a few ms early must still run
 
 
 SHARED_SUBSYSTEM = "shared"
+
+
+class CatchUp(str, enum.Enum):
+    """A job's catch-up policy after an outage or a disabled period (docs/guarantees.md)."""
+
+    NONE = "none"  # the next tick is the catch-up (the default)
+    ONCE = "once"  # one coalesced run for the last missed or disabled tick inside the window
+
+
+class Overlap(str, enum.Enum):
+    """What a tick that meets a live holder does (docs/guarantees.md)."""
+
+    SKIP = "skip"  # nothing: no write (the default)
+    BUFFER_ONE = "buffer_one"  # one pending request on the lease item; the holder runs once more or hands over
 
 
 class CatalogError(JobfenceError):
@@ -135,6 +151,13 @@ class JobSpec:
     # other jobs whose run rows and rule toggles this one reads (the missed-run auditor, `jobfence.auditor`):
     # granted query on their run rows and get on their lease items, each under LeadingKeys = those jobs
     audits: tuple[str, ...] = ()
+    # after an outage or a disabled period: "once" runs the job one time (coalesced) for the last
+    # missed or disabled tick of the last `catch_up_window_s` seconds (`jobfence.catchup`)
+    catch_up: CatchUp = CatchUp.NONE
+    catch_up_window_s: int | None = None
+    # a tick that meets a live holder: "skip" (no write), or "buffer_one" (one pending request on
+    # the lease item; the holder runs once more, or hands over, before it releases)
+    overlap: Overlap = Overlap.SKIP
 
     def __post_init__(self) -> None:
         if self.lease_ttl_s is None:  # after construction lease_ttl_s is always an int
@@ -223,6 +246,7 @@ class Registry:
         for key, value in job.config.items():
             if not (key.replace("_", "").isalnum() and key.lower() == key) or not isinstance(value, str) or len(value) > 2000:
                 raise CatalogError(f"{where}: config {str(key)[:40]!r} must be lower_snake_case with a text value")
+        _check_policies(where, job)
         self._check_uses(where, job.subsystem, job.tables, job.queues, job_scoped=True)
         for audited in job.audits:
             if audited not in self.jobs or audited == job.name:
@@ -259,6 +283,21 @@ class Registry:
         for queue_name in queues:
             if queue_name not in self.queues:
                 raise CatalogError(f"{where}: unknown queue {queue_name!r}")
+
+
+def _check_policies(where: str, job: JobSpec) -> None:
+    """The catch-up and overlap policies of an entry: known values, and a window exactly where one is used."""
+    if job.catch_up not in tuple(CatchUp):
+        raise CatalogError(f"{where}: catch_up {str(job.catch_up)[:40]!r} is not one of {', '.join(c.value for c in CatchUp)}")
+    window = job.catch_up_window_s
+    if job.catch_up == CatchUp.NONE and window is not None:
+        raise CatalogError(f"{where}: catch_up_window_s is set but catch_up is 'none' (set catch_up='once', or drop the window)")
+    if job.catch_up == CatchUp.ONCE and (isinstance(window, bool) or not isinstance(window, int)
+                                   or not 0 < window <= CATCH_UP_WINDOW_MAX_S):
+        raise CatalogError(f"{where}: catch_up 'once' needs catch_up_window_s, whole seconds in 1..{CATCH_UP_WINDOW_MAX_S}; "
+                           f"got {str(window)[:40]}")
+    if job.overlap not in tuple(Overlap):
+        raise CatalogError(f"{where}: overlap {str(job.overlap)[:40]!r} is not one of {', '.join(o.value for o in Overlap)}")
 
 
 def _unique(kind: str, specs: Iterable[Any]) -> dict[str, Any]:

@@ -20,6 +20,16 @@ batch needs.
                  │ LeaseLost from renew or a fenced write ─► row: lease_lost (no release: not ours)
                  │ any other error ─► row: failed ─► release ─► re-raise the job's own error
 
+A catch-up (`catch_up` trigger) goes the same way for a past tick, its acquire
+also conditioned on no term having started since that tick, so duplicates and
+late copies run nothing (`skipped_served`). With the `buffer_one` overlap
+policy a scheduled tick that meets a live holder records one pending request on
+the lease item (`buffered`, one write), and the holder, whose release reads it
+back, runs once more (a `buffered` trigger: an acquire conditioned on that
+request) if its Lambda has time left for a batch, else hands over by an async
+invoke of its own function. Every acquire consumes the request, so it is
+served once, and never while another term runs.
+
 The row is finished before the term is released, so a released term always
 has a finished row, and a run that dies with its row `running` leaves its
 term unreleased: the next acquire records it `died`. A store error while
@@ -47,13 +57,14 @@ from jobfence.errors import (
     LeaseLost,
     LeaseRefused,
     PredecessorUnrecorded,
+    RequestServed,
     StoreError,
     TermOvertaken,
 )
-from jobfence.lease import Lease, LeaseStore, Term, new_id
-from jobfence.registry import JobSpec
+from jobfence.lease import Lease, LeaseStore, Pending, Term, new_id
+from jobfence.registry import JobSpec, Overlap
 from jobfence.runs import RunStart, RunState, RunStore, bounded_summary, safe_error
-from jobfence.triggers import Trigger, who_fields
+from jobfence.triggers import Trigger, buffered_event, who_fields
 
 DEFAULT_SAFETY_MARGIN_MS = 60_000
 SETTLE_ATTEMPTS = 3  # unsettled earlier terms recorded per tick before it yields (each is one crashed runner)
@@ -67,6 +78,8 @@ class Outcome(str, enum.Enum):
     SKIPPED_INTERVAL = "skipped_interval"  # the gate stamp is too recent; nothing written
     LEASE_LOST = "lease_lost"  # the term was taken over or expired mid-run; the job stopped
     FAILED = "failed"  # the job raised; row written, lease released, error re-raised
+    SKIPPED_SERVED = "skipped_served"  # a catch-up or buffered request a run since its tick served; nothing written
+    BUFFERED = "buffered"  # buffer_one: met a live holder, one pending request written on the lease item
 
 
 @dataclass(frozen=True)
@@ -127,6 +140,7 @@ class RunResult:
     run_id: str | None
     duration_ms: int
     summary: Mapping[str, Any] = field(default_factory=dict)
+    pending_tick: int | None = None  # a buffer_one request the release found on the item (not returned to callers)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -150,6 +164,7 @@ class ScheduledRunner:
         metrics: Metrics,
         safety_margin_ms: int = DEFAULT_SAFETY_MARGIN_MS,
         ids: Callable[[], str] = new_id,
+        invoke_self: Callable[[Mapping[str, Any]], None] | None = None,
     ) -> None:
         self._leases = leases
         self._runs = runs
@@ -158,23 +173,50 @@ class ScheduledRunner:
         self._metrics = metrics
         self._margin = safety_margin_ms
         self._ids = ids
+        self._invoke_self = invoke_self  # an async invoke of this job's own function (a buffer_one hand-over)
 
     def run(self, spec: JobSpec, job: Job, trigger: Trigger, context: LambdaContextLike | None = None) -> RunResult:
-        """One tick: skip with no write, or run the job's batches under a fenced term."""
+        """One tick: skip with no write, or run the job's batches under a fenced term.
+
+        With `buffer_one`, a pending request the release found is then served:
+        here while a batch still fits in the Lambda's time, else handed over.
+        The result is this trigger's own run.
+        """
+        result = self._run_once(spec, job, trigger, context)
+        pending, served = result.pending_tick, result
+        while pending is not None and spec.overlap == Overlap.BUFFER_ONE:
+            if not self._time_for_a_batch(spec, context):
+                self._hand_over(spec, pending)
+                break
+            served = self._run_once(spec, job, Trigger("buffered", pending), context)
+            pending = served.pending_tick
+        return replace(result, pending_tick=None)
+
+    def _run_once(self, spec: JobSpec, job: Job, trigger: Trigger, context: LambdaContextLike | None) -> RunResult:
         started = self._clock.now_ms()
         interval_ms = spec.interval_s * 1000 if spec.interval_s else None
+        since = trigger.scheduled_at if trigger.kind == "catch_up" else None
+        pending = trigger.scheduled_at if trigger.kind == "buffered" else None
+        buffers = spec.overlap == Overlap.BUFFER_ONE and trigger.kind == "scheduled"
 
-        predicted = self._pre_gate(spec, started, interval_ms)
-        if predicted is not None:
+        predicted = self._pre_gate(spec, started, interval_ms, since, pending)
+        if predicted is LeaseHeld and buffers:
+            decided = self._buffer(spec, trigger, started, interval_ms, stage="pre_gate")
+            if decided is not None:
+                return decided
+        elif predicted is not None:
             return self._skipped(spec, trigger, predicted, started, stage="pre_gate")
 
         run_id = self._ids()
         holder = f"{spec.subsystem}:{getattr(context, 'aws_request_id', None) or run_id}"
         try:
-            lease = self._acquire(spec, holder, interval_ms, run_id)
+            lease = self._acquire(spec, holder, interval_ms, run_id, since, pending)
         except TermOvertaken as exc:
             return self._overtaken(spec, trigger, exc.term)
-        except (LeaseHeld, IntervalNotElapsed) as exc:
+        except LeaseHeld as exc:
+            decided = self._buffer(spec, trigger, started, interval_ms, stage="acquire") if buffers else None
+            return decided or self._skipped(spec, trigger, type(exc), started, stage="acquire")
+        except (IntervalNotElapsed, RequestServed) as exc:
             return self._skipped(spec, trigger, type(exc), started, stage="acquire")
         # the term this acquire replaced unreleased: its run died; tried again at the end if this fails
         unmarked = lease.predecessor if lease.predecessor and not self._record_died(lease.predecessor) else None
@@ -202,7 +244,9 @@ class ScheduledRunner:
             raise  # the job's own error: _close never raises
         return self._close(spec, run, Outcome.RAN, summary, None, release=ctx.lease, unmarked=unmarked)
 
-    def _acquire(self, spec: JobSpec, holder: str, interval_ms: int | None, run_id: str) -> Lease:
+    def _acquire(
+        self, spec: JobSpec, holder: str, interval_ms: int | None, run_id: str, since: int | None, pending: int | None
+    ) -> Lease:
         """Acquire, first recording the run of an unsettled earlier term the acquire would forget.
 
         Each refusal of that kind settles one term (a chain of runners that each
@@ -212,7 +256,8 @@ class ScheduledRunner:
         """
         for _ in range(SETTLE_ATTEMPTS):
             try:
-                return self._leases.acquire(spec.name, holder, spec.lease_ttl_s * 1000, interval_ms, run_id=run_id)
+                return self._leases.acquire(spec.name, holder, spec.lease_ttl_s * 1000, interval_ms, run_id=run_id,
+                                            since_tick=since, pending_tick=pending)
             except LeaseRefused as exc:
                 self._raise_if_overtaken(exc.unanswered)
                 if not isinstance(exc, PredecessorUnrecorded):
@@ -234,14 +279,54 @@ class ScheduledRunner:
         if row is not None:
             raise TermOvertaken(unanswered.job, replace(unanswered, fence=int(row["fence"])))
 
-    def _pre_gate(self, spec: JobSpec, now: int, interval_ms: int | None) -> type[Exception] | None:
+    def _pre_gate(
+        self, spec: JobSpec, now: int, interval_ms: int | None, since: int | None, pending: int | None
+    ) -> type[Exception] | None:
         try:
             state = self._leases.peek(spec.name)
         except StoreError as exc:
             # only an optimisation: the conditional write decides anyway
             self._logger.warning("pre-gate read failed; acquiring", extra={"reason": safe_error(exc)})
             return None
-        return self._leases.would_skip(state, now, interval_ms)
+        return self._leases.would_skip(state, now, interval_ms, since_tick=since, pending_tick=pending)
+
+    # -- buffer_one ---------------------------------------------------------------------------
+
+    def _buffer(self, spec: JobSpec, trigger: Trigger, started: int, interval_ms: int | None, stage: str) -> RunResult | None:
+        """A tick met a live holder: record one pending request. None when the lease turned out free (acquire)."""
+        try:
+            pending = self._leases.request_pending(spec.name, trigger.scheduled_at, interval_ms)
+        except StoreError as exc:
+            # not recorded (or not known to be): the tick is a skip, as under `skip`; the next tick runs anyway
+            self._logger.warning("recording a pending request failed", extra={"reason": safe_error(exc)})
+            return self._skipped(spec, trigger, LeaseHeld, started, stage=stage)
+        if pending is Pending.LEASE_FREE:
+            return None if stage == "pre_gate" else self._skipped(spec, trigger, LeaseHeld, started, stage=stage)
+        if pending is Pending.RECORDED:
+            duration = self._clock.now_ms() - started
+            self._observe(spec, Outcome.BUFFERED, duration, decided_by=stage, tick=trigger.scheduled_at)
+            return RunResult(spec.name, Outcome.BUFFERED, None, duration)
+        kind = IntervalNotElapsed if pending is Pending.GATED else LeaseHeld
+        return self._skipped(spec, trigger, kind, started, stage=stage)
+
+    def _time_for_a_batch(self, spec: JobSpec, context: LambdaContextLike | None) -> bool:
+        return context is None or context.get_remaining_time_in_millis() >= spec.batch_budget_s * 1000
+
+    def _hand_over(self, spec: JobSpec, tick: int) -> None:
+        """Too little time left to serve the pending request here: async-invoke our own function with it.
+
+        A lost or failed hand-over loses nothing: the request stays on the lease
+        item and the next acquire (the next tick) consumes it.
+        """
+        if self._invoke_self is None:
+            self._logger.warning("pending request left for the next tick: no hand-over configured", extra={"tick": tick})
+            return
+        try:
+            self._invoke_self(buffered_event(tick))
+        except Exception as exc:  # noqa: BLE001 - logged; the request stays on the item for the next acquire
+            self._logger.warning("hand-over failed; the next tick serves the request", extra={"reason": safe_error(exc)})
+            return
+        self._logger.info("pending request handed over", extra={"tick": tick})
 
     # -- the batch loop ---------------------------------------------------------------------
 
@@ -278,7 +363,7 @@ class ScheduledRunner:
     # -- outcomes ---------------------------------------------------------------------------
 
     def _skipped(self, spec: JobSpec, trigger: Trigger, kind: type[Exception], started: int, stage: str) -> RunResult:
-        outcome = Outcome.SKIPPED_LEASED if kind is LeaseHeld else Outcome.SKIPPED_INTERVAL
+        outcome = _SKIPS[kind]
         duration = self._clock.now_ms() - started
         self._observe(spec, outcome, duration, decided_by=stage, **trigger.who())
         return RunResult(spec.name, outcome, None, duration)
@@ -326,9 +411,10 @@ class ScheduledRunner:
         recorded = self._finish(run, outcome, finished, summary, error)
         if release is not None and not recorded:
             self._logger.error("run row not finished: the term is left to expire", extra={"run_id": run.run_id})
-        elif release is not None:
+        pending = None
+        if release is not None and recorded:
             try:
-                self._leases.release(release)
+                pending = self._leases.release(release)
             except LeaseLost as exc:
                 self._logger.warning("release refused: the term was already over", extra={"reason": safe_error(exc)})
                 if outcome is Outcome.RAN:
@@ -339,8 +425,10 @@ class ScheduledRunner:
         duration = finished - run.started_at
         # a manual run's requester and caller ride on its outcome line (passed per line: a logger is shared)
         self._observe(spec, outcome, duration, run_id=run.run_id, fence=run.fence, error=error,
+                      trigger=run.trigger if run.trigger in _FOR_TICK else None,
+                      tick=run.scheduled_at if run.trigger in _FOR_TICK else None,
                       **who_fields(run.requested_by, run.caller))
-        return RunResult(spec.name, outcome, run.run_id, duration, bounded_summary(summary))
+        return RunResult(spec.name, outcome, run.run_id, duration, bounded_summary(summary), pending_tick=pending)
 
     def _finish(self, run: RunStart, outcome: Outcome, finished: int, summary: Mapping[str, Any], error: str | None) -> bool:
         try:
@@ -357,6 +445,10 @@ class ScheduledRunner:
         log("scheduled_job", extra={"outcome": outcome.value, "duration_ms": duration_ms, **fields})
         self._metrics.add_metric(name=outcome.value, unit=MetricUnit.Count, value=1)
         self._metrics.add_metric(name="duration", unit=MetricUnit.Milliseconds, value=duration_ms)
+
+
+_FOR_TICK = ("catch_up", "buffered")  # triggers that stand in for a past tick: their log line names it
+_SKIPS = {LeaseHeld: Outcome.SKIPPED_LEASED, IntervalNotElapsed: Outcome.SKIPPED_INTERVAL, RequestServed: Outcome.SKIPPED_SERVED}
 
 
 def _merge(summary: dict[str, Any], counts: Mapping[str, Any] | None) -> None:

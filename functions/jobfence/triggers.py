@@ -1,20 +1,27 @@
-"""The two event shapes a scheduled function accepts, and nothing else.
+"""The event shapes a scheduled function accepts, and nothing else.
 
-- an EventBridge Scheduled Event (parsed with the Powertools parser), or
+- an EventBridge Scheduled Event (parsed with the Powertools parser),
 - a manual trigger `{"trigger": "manual", "requested_by": "<who>", "caller": "<IAM principal ARN>"}` from an
-  operator (`caller` optional; `requested_by` any printable name, kept exactly as written).
+  operator (`caller` optional; `requested_by` any printable name, kept exactly as written),
+- a catch-up `{"trigger": "catch_up", "tick": <epoch ms>, "requested_by": "<who>", "caller": ...}` for one
+  missed or disabled tick (from the auditor, or `jobfence enable JOB --catch-up`): it runs only if no
+  run has started since that tick (`jobfence.catchup`), or
+- a buffered hand-over `{"trigger": "buffered", "tick": <epoch ms>}`, which a `buffer_one` holder sends
+  its own function when it is short of time: it runs only while the lease item still holds the
+  pending request of that tick.
 
-Neither can choose the job: that comes from the function's own `JOB_NAME`.
+None can choose the job: that comes from the function's own `JOB_NAME`. Each is parsed strictly
+(unknown fields refused), so a malformed or forged event is an `InvalidEvent`, never a run.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
 
 from jobfence.clock import Clock
 from jobfence.errors import InvalidEvent
@@ -25,6 +32,7 @@ REQUESTED_BY_MAX = 128
 _PRINTABLE = r"^\x00-\x1f\x7f-\x9f\u2028\u2029"  # (negated) C0 and C1 controls and the Unicode line breaks
 REQUESTED_BY_PATTERN = rf"^[{_PRINTABLE}]*[^\s{_PRINTABLE[1:]}][{_PRINTABLE}]*$"  # printable, not only spaces
 CALLER_MAX = 256
+TICK_SKEW_MS = 60_000  # a tick may be this far ahead of our clock (another clock wrote it), never further
 
 
 class ManualTrigger(BaseModel):
@@ -39,15 +47,45 @@ class ManualTrigger(BaseModel):
     caller: str | None = Field(default=None, min_length=1, max_length=CALLER_MAX, pattern=r"^[A-Za-z0-9:/@._+=,-]+$")
 
 
+class CatchUpTrigger(BaseModel):
+    """A request to run once for one missed or disabled tick, unless a run started since it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    trigger: Literal["catch_up"]
+    tick: StrictInt = Field(gt=0)  # epoch ms of the expected tick being caught up
+    requested_by: str = Field(min_length=1, max_length=REQUESTED_BY_MAX, pattern=REQUESTED_BY_PATTERN)
+    caller: str | None = Field(default=None, min_length=1, max_length=CALLER_MAX, pattern=r"^[A-Za-z0-9:/@._+=,-]+$")
+
+
+class BufferedTrigger(BaseModel):
+    """A `buffer_one` holder's hand-over: run the tick whose pending request is on the lease item."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    trigger: Literal["buffered"]
+    tick: StrictInt = Field(gt=0)  # epoch ms of the tick that found the holder live
+
+
+_REQUESTS = TypeAdapter(Annotated[Union[ManualTrigger, CatchUpTrigger, BufferedTrigger], Field(discriminator="trigger")])
+TriggerKind = Literal["scheduled", "manual", "catch_up", "buffered"]
+
+
 @dataclass(frozen=True)
 class Trigger:
     """Why this run was asked for."""
 
-    kind: Literal["scheduled", "manual"]
-    scheduled_at: int  # epoch ms: the tick's nominal time, or the request time
+    kind: TriggerKind
+    # epoch ms: the tick's nominal time (a tick, a catch-up, a buffered tick), or the request time (manual)
+    scheduled_at: int
     requested_by: str | None = None
     event_id: str | None = None
     caller: str | None = None  # a manual run's caller identity (IAM principal ARN), as the operator's tool sent it
+
+    @property
+    def for_tick(self) -> int | None:
+        """The past tick this run stands in for (a catch-up or a buffered tick), else None."""
+        return self.scheduled_at if self.kind in ("catch_up", "buffered") else None
 
     def who(self) -> dict[str, str]:
         """A manual run's requester and caller, for its run row and log lines (empty for a tick)."""
@@ -67,16 +105,43 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+def _request(event: dict, clock: Clock) -> Trigger:
+    """A manual, catch-up or buffered trigger (the `trigger` field says which), strictly."""
+    kind = event.get("trigger") if isinstance(event.get("trigger"), str) else None
+    try:
+        request = _REQUESTS.validate_python(event)
+    except ValidationError as exc:
+        named = kind.replace("_", "-") if kind in ("manual", "catch_up", "buffered") else "request"
+        raise InvalidEvent(f"invalid {named} trigger: {_describe(exc)}") from None
+    now = clock.now_ms()
+    if isinstance(request, ManualTrigger):
+        return Trigger(kind="manual", scheduled_at=now, requested_by=request.requested_by, caller=request.caller)
+    if request.tick > now + TICK_SKEW_MS:
+        raise InvalidEvent(f"invalid {request.trigger.replace('_', '-')} trigger: tick {request.tick} is in the future")
+    if isinstance(request, CatchUpTrigger):
+        return Trigger(kind="catch_up", scheduled_at=request.tick, requested_by=request.requested_by, caller=request.caller)
+    return Trigger(kind="buffered", scheduled_at=request.tick)
+
+
+def catch_up_event(tick_ms: int, requested_by: str, caller: str | None = None) -> dict[str, Any]:
+    """The catch-up trigger event for one tick (the auditor's and the CLI's)."""
+    event: dict[str, Any] = {"trigger": "catch_up", "tick": tick_ms, "requested_by": requested_by}
+    if caller:
+        event["caller"] = caller
+    return event
+
+
+def buffered_event(tick_ms: int) -> dict[str, Any]:
+    """The hand-over event a `buffer_one` holder sends its own function."""
+    return {"trigger": "buffered", "tick": tick_ms}
+
+
 def parse_trigger(event: Any, clock: Clock) -> Trigger:
     """Turn a raw event into a `Trigger`, or raise `InvalidEvent` saying what is wrong."""
     if not isinstance(event, dict):
         raise InvalidEvent(f"event must be a JSON object, got {type(event).__name__}")
     if "trigger" in event:
-        try:
-            manual = ManualTrigger.model_validate(event)
-        except ValidationError as exc:
-            raise InvalidEvent(f"invalid manual trigger: {_describe(exc)}") from None
-        return Trigger(kind="manual", scheduled_at=clock.now_ms(), requested_by=manual.requested_by, caller=manual.caller)
+        return _request(event, clock)
     if "detail-type" in event or "source" in event:
         try:
             scheduled = parse(event=event, model=EventBridgeModel)
