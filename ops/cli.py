@@ -13,7 +13,7 @@
     retry-failed TENANT/BATCH   reset failed items (the only way a budget is reset) and wake them
     quota TENANT [--grant N]    a tenant's quota books, after granting N more actions
     run JOB / run-all           a manual trigger; run-all prints each job as it finishes
-    disable JOB|--all / enable JOB|--all
+    disable JOB|--all / enable JOB|--all [--catch-up]
                                 one job's rule, or every rule and every queue worker
     pause-workers / resume-workers   the queue workers (SQS event source mappings)
     invoke FUNCTION EVENT_FILE  a function (or a job's function) with a sample from events/
@@ -221,6 +221,10 @@ def parser() -> argparse.ArgumentParser:
         which = r.add_mutually_exclusive_group(required=True)
         which.add_argument("job", nargs="?", type=job_name)
         which.add_argument("--all", action="store_true", help="every rule and every queue worker")
+        if name == "enable":
+            r.add_argument("--catch-up", action="store_true",
+                           help="then run each re-enabled job once for its last missed or disabled tick (its "
+                                "catch-up window, else the last 24h), unless a run started since")
     command("pause-workers", "disable every queue worker's event source mapping (messages wait)")
     command("resume-workers", "enable every queue worker's event source mapping")
     r = command("invoke", "invoke a function with a sample event")

@@ -84,9 +84,10 @@ def ledger(target: Any, args: argparse.Namespace, console: Console) -> int:
     if as_json(console, args, book):
         return 0
     t = table(f"ledger of {args.job} ({book.schedule}, UTC, oldest first)", "tick", "label", "run", "duplicates",
-              names=[when(0)])
+              "made up by", names=[when(0)])
     for entry in book.entries:
-        t.add_row(when(entry.tick_at), entry.label.value, entry.run_id or "-", str(entry.duplicates or ""))
+        t.add_row(when(entry.tick_at), entry.label.value, entry.run_id or "-", str(entry.duplicates or ""),
+                  entry.made_up_by or "")
     console.print(t)
     console.print(f"{len(book.entries)} expected tick(s): "
                   + (", ".join(f"{k.value}={v}" for k, v in sorted(book.counts().items(), key=lambda kv: kv[0].value)) or "none"),
@@ -213,7 +214,20 @@ def _print_switches(console: Console, args: argparse.Namespace, changes: list[sw
 def switch(enabled: bool) -> Handler:
     def handler(target: Any, args: argparse.Namespace, console: Console) -> int:
         changes = switches.set_everything(target, enabled) if args.all else switches.set_rules(target, enabled, args.job)
-        return _print_switches(console, args, changes)
+        code = _print_switches(console, args, changes)
+        if not getattr(args, "catch_up", False):
+            return code
+        # after the rules are on again: each re-enabled job's last missed or disabled tick, once
+        results = [jobs.catch_up(target, c.name, who(args)) for c in changes if c.kind == "rule"]
+        for r in results:
+            if as_json(console, args, r):
+                continue
+            if r.tick is None:
+                console.print(f"catch-up {r.job}: nothing due in the last {r.window_s // 3600}h", markup=False)
+            else:
+                console.print(f"catch-up {r.job} for the tick of {when(r.tick)}: {_result_line(r.run)}", markup=False,
+                              highlight=False, soft_wrap=True)
+        return 0 if all(r.passed for r in results) else 1
 
     return handler
 

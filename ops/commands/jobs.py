@@ -2,7 +2,9 @@
 
 Reads go to the leases and runs tables and to EventBridge; a manual run goes
 through the job's own function with the manual trigger, so the gate and the
-lease apply exactly as to a tick.
+lease apply exactly as to a tick. A catch-up (`enable JOB --catch-up`) sends the
+job's function a catch-up trigger for the tick `jobfence.catchup.due` names, so
+it runs at most once for that tick, whoever else asks.
 """
 
 from __future__ import annotations
@@ -11,15 +13,17 @@ import re
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, Mapping
 
+from jobfence.catchup import due
 from jobfence.errors import StoreError
 from jobfence.lease import LeaseStore
 from jobfence.ledger import Ledger, RuleToggles, ledger_of
 from jobfence.runs import MAX_ERROR_CHARS, RunStore, SweepResult, bounded_summary, sweep_dead_runs
 from jobfence.schedule import Schedule, ScheduleError
-from jobfence.triggers import REQUESTED_BY_MAX, REQUESTED_BY_PATTERN
+from jobfence.registry import CatchUp
+from jobfence.triggers import REQUESTED_BY_MAX, REQUESTED_BY_PATTERN, catch_up_event
 from jobs.catalog import CATALOG
 from ops.commands.batches import stale_item_counts
 from ops.runtime.sqs import queue_depths
@@ -287,6 +291,46 @@ def run_all(target: Target, requested_by: str) -> Iterator[JobResult]:
         futures = [executor.submit(_timed, target, job, f.name, event) for job, f in sorted(functions.items())]
         for future in as_completed(futures):
             yield future.result()
+
+
+ON_DEMAND_WINDOW_S = 24 * 3600  # `enable --catch-up` of a job whose policy is "none": the last day
+
+
+@dataclass(frozen=True)
+class CatchUpResult:
+    """One job's on-demand catch-up: the tick it ran for (None: nothing was due) and that run."""
+
+    job: str
+    tick: int | None
+    window_s: int
+    run: JobResult | None
+
+    @property
+    def passed(self) -> bool:
+        return self.run is None or self.run.passed
+
+
+def catch_up(target: Target, job: str, requested_by: str) -> CatchUpResult:
+    """Run `job` once for its last missed or disabled tick inside its window, if one is due (`jobfence.catchup`).
+
+    The job's own window when its policy is `once`; the last day otherwise (an
+    operator asking is the policy). The function decides again in its acquire:
+    a run started since the tick makes it `skipped_served`.
+    """
+    function = check_job(target, job)
+    spec = CATALOG.job(job)
+    if spec.catch_up != CatchUp.ONCE:
+        spec = replace(spec, catch_up=CatchUp.ONCE, catch_up_window_s=ON_DEMAND_WINDOW_S)
+    window_s = int(spec.catch_up_window_s or ON_DEMAND_WINDOW_S)
+    now = target.clock.now_ms()
+    book = job_ledger(target, job, now - window_s * 1000, now)
+    leases_table, _ = _core_tables(target)
+    toggles = RuleToggles(target.session.client("dynamodb"), leases_table).read(job)
+    tick = due(spec, book.entries, now, toggles=toggles)
+    if tick is None:
+        return CatchUpResult(job, None, window_s, None)
+    event = catch_up_event(tick, operator_name(requested_by), caller_identity(target))
+    return CatchUpResult(job, tick, window_s, _timed(target, job, function.name, event))
 
 
 def _timed(target: Target, job: str, function: str, event: Any) -> JobResult:

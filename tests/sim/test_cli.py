@@ -199,6 +199,49 @@ def test_a_rule_disabled_outside_the_cli_counts_as_disabled_from_when_it_was_fir
     assert [e["label"] for e in book["entries"]] == ["missed", "disabled"]
 
 
+def _after_next_half_hour(runtime):
+    hour = 3_600_000
+    runtime.advance_to((runtime.clock.now_ms() // hour + 1) * hour + 30 * 60_000)
+
+
+def test_enable_catch_up_runs_once_for_the_last_disabled_tick(target, runtime):
+    # GIVEN clean_conversations (hourly, catch_up none: on demand covers the last day) disabled for two ticks
+    _after_next_half_hour(runtime)
+    assert cli(target, "disable", "clean_conversations")[0] == 0
+    try:
+        runtime.advance(hours=2)
+    finally:
+        # WHEN the operator re-enables it with --catch-up
+        code, out = cli(target, "--as", "Jane Doe", "enable", "clean_conversations", "--catch-up")
+    # THEN the rule is on, and the job ran once, for the last disabled tick, as a catch-up
+    assert code == 0 and "ENABLED" in out and "catch-up clean_conversations for the tick of" in out, out
+    (row,) = json.loads(cli(target, "runs", "clean_conversations", "--limit", "1", "--json")[1])
+    assert (row["trigger"], row["outcome"], row["requested_by"]) == ("catch_up", "ran", "Jane Doe")
+    book = json.loads(cli(target, "ledger", "clean_conversations", "--since", "2h", "--json")[1])
+    assert [(e["label"], e["made_up_by"]) for e in book["entries"]] == [("disabled", None), ("disabled", row["run_id"])]
+    # AND asking again catches up nothing: the tick has its run
+    code, out = cli(target, "enable", "clean_conversations", "--catch-up", "--json")
+    assert code == 0, out
+    assert json.loads(out.strip().splitlines()[-1]) == {"job": "clean_conversations", "tick": None, "window_s": 86400,
+                                                        "run": None}
+
+
+def test_a_catch_up_for_a_tick_that_ran_runs_nothing_in_the_deployed_function(target, runtime):
+    # GIVEN the hourly tick of 30 minutes ago ran (the embedded runtime ticked it; an hour more clears the gate
+    # of any run an earlier test made)
+    _after_next_half_hour(runtime)
+    runtime.advance(hours=1)
+    assert json.loads(cli(target, "ledger", "clean_conversations", "--since", "40m", "--json")[1])["entries"][0]["label"] == "ran"
+    tick = runtime.clock.now_ms() - 30 * 60_000
+    event = {"trigger": "catch_up", "tick": tick, "requested_by": "auditor"}
+    function = runtime.function_of_job("clean_conversations")
+    # WHEN a catch-up for it is delivered, twice THEN the function answers skipped_served and writes no row
+    outcomes = [runtime.invoke(function, event).payload["outcome"] for _ in range(2)]
+    assert outcomes == ["skipped_served", "skipped_served"]
+    (row,) = json.loads(cli(target, "runs", "clean_conversations", "--limit", "1", "--json")[1])
+    assert row["trigger"] == "scheduled"
+
+
 def test_invoke_with_a_sample_event(target):
     code, out = cli(target, "invoke", "clean_conversations", "manual_trigger")
     assert code == 0, out
@@ -312,3 +355,37 @@ def test_the_real_account_path_reads_the_stack_back_through_the_aws_apis(runtime
     disabled, enabled = (json.loads(line) for line in text.strip().splitlines()[-2:])
     assert disabled == [{"kind": "rule", "name": "clean_dpop_proofs", "resource": "jobfence-clean_dpop_proofs", "state": "DISABLED"}]
     assert enabled[0]["state"] == "ENABLED"
+
+
+def test_the_real_account_path_catches_up_through_the_invoke_api(runtime, monkeypatch):
+    # GIVEN an AwsTarget on the emulator, its Lambda Invoke answered by the runtime's own isolate of that
+    # function (moto runs no Lambda code); clean_dpop_proofs disabled across two ticks
+    from ops.targets import AwsTarget
+
+    for key, value in runtime.emulator.environment().items():
+        monkeypatch.setenv(key, value)
+    sent = []
+
+    def invoke(self, function, event):
+        sent.append((function, event))
+        return runtime.invoke(function, event)
+
+    monkeypatch.setattr(AwsTarget, "invoke", invoke)
+    monkeypatch.setattr("ops.targets.SystemClock", lambda: runtime.clock)  # the account's time is the simulated time
+    out = io.StringIO()
+    console = Console(file=out, width=250, color_system=None)
+    _after_next_half_hour(runtime)
+    assert main(["--region", "us-east-1", "disable", "clean_dpop_proofs"], console=console) == 0
+    try:
+        runtime.advance(hours=2)
+    finally:
+        # WHEN the operator re-enables it with --catch-up
+        code = main(["--region", "us-east-1", "--as", "ops", "enable", "clean_dpop_proofs", "--catch-up", "--json"],
+                    console=console)
+    # THEN one catch-up event went to the job's own function (with the caller from STS), and it ran
+    result = json.loads(out.getvalue().strip().splitlines()[-1])
+    assert code == 0 and result["run"]["outcome"] == "ran", out.getvalue()
+    (function, event), = sent
+    assert function == "jobfence-clean_dpop_proofs"
+    assert event["trigger"] == "catch_up" and event["tick"] == result["tick"] and event["requested_by"] == "ops"
+    assert event["caller"] == runtime.session.client("sts").get_caller_identity()["Arn"]
