@@ -1,7 +1,7 @@
 """Catalog entries of the commerce API (seeds 000 and 001): its tables and jobs."""
 
 from jobfence.indexes import EXPIRY_INDEX_SPEC
-from jobfence.registry import JobSpec, TableSpec
+from jobfence.registry import CatchUp, JobSpec, TableSpec
 from jobfence.registry import IndexSpec
 
 SUBSYSTEM = "commerce"
@@ -10,6 +10,16 @@ EVERY_5_MINUTES = "rate(5 minutes)"  # seed 001: the safety net, behind its inte
 API_LEASE_TTL_S = 30 * 60  # seed 000: "The lease lasts 30 minutes." (the API's hourly jobs keep it)
 PAYPAL = "paypal"
 PAYPAL_SECRET = "paypal_credentials"
+# Catch-up (docs/guarantees.md): only the two recovery jobs catch up `once`. A customer's pending
+# cancellation or payment operation waits for them (seed 000: they resume nothing else), so an
+# hour lost to an outage or an incident's disabled rule is an hour more of a customer's money in
+# limbo; one coalesced run as soon as the rule is back saves up to that hour. Six hours covers an
+# incident's disabled period; past that the next tick (within the hour) is as good. The retention
+# jobs keep `none`: every reader applies live expiry while deletion catches up (seed 000), so a
+# missed hour costs storage, not correctness. The 5-minute safety net keeps `none`: its next tick
+# is never more than 5 minutes away. Overlap stays `skip` everywhere (seed 000: an unexpired lease
+# prevents another invocation; nothing there asks for a tick to wait).
+RECOVERY_CATCH_UP = dict(catch_up=CatchUp.ONCE, catch_up_window_s=6 * 3600)
 
 # The tables' indexes (the catalog is data: each store builds its pynamodb index from these names).
 ORDERS_BY_STATUS = IndexSpec(name="by_status", partition_key=("status", "S"), sort_key=("updated_at", "N"))
@@ -137,6 +147,7 @@ JOBS = (
         lease_ttl_s=API_LEASE_TTL_S,
         tables={"orders": "query+update", "financial_operations": "put"},  # one transaction per order
         description="finish cancellations left pending: 100 orders a batch, at most 20 batches; no provider call",
+        **RECOVERY_CATCH_UP,
     ),
     JobSpec(
         name="recover_financial_operations",
@@ -157,6 +168,7 @@ JOBS = (
         secrets=(PAYPAL_SECRET,),
         providers=(PAYPAL,),
         description="financial recovery (intents, deleted accounts, returns, card retries) alongside retention",
+        **RECOVERY_CATCH_UP,
     ),
     JobSpec(
         name="expire_agent_invitations",
