@@ -11,18 +11,23 @@
   never ran.
 - The invoke permission is `events.amazonaws.com` from the exact rule ARN and
   this account only.
+- A `buffer_one` job (overlap policy) may hand a pending tick over to itself:
+  its role may `lambda:InvokeFunction` its own function's ARN and nothing else
+  (the ARN built from the function's fixed name, so the role does not depend on
+  the function that depends on it).
 """
 
 from __future__ import annotations
 
-from aws_cdk import Duration, Stack
+from aws_cdk import ArnFormat, Duration, Stack
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from jobfence.registry import JobSpec
+from jobfence.registry import JobSpec, Overlap
 from infra.access import CatalogResources
 from infra.code import FunctionCode
 from infra.function import ServiceFunction
@@ -83,6 +88,11 @@ class ScheduledJob(Construct):
         self.function: lambda_.Function = service.function
         self.log_group = service.log_group
         resources.grant(self.function, spec)
+        if spec.overlap == Overlap.BUFFER_ONE:
+            own_arn = Stack.of(self).format_arn(
+                service="lambda", resource="function", resource_name=name, arn_format=ArnFormat.COLON_RESOURCE_NAME
+            )
+            self.function.add_to_role_policy(iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[own_arn]))
 
         self.rule = events.Rule(
             self,

@@ -76,7 +76,7 @@ def synthesize_with_nag(catalog, **overrides) -> Synthesis:
 
 def probe_catalog():
     """The real catalog plus probe entries covering every construct and grant shape."""
-    from jobfence.registry import CORE_TABLES, JobSpec, QueueSpec, Registry, TableSpec
+    from jobfence.registry import CORE_TABLES, JobSpec, Overlap, QueueSpec, Registry, TableSpec
     from jobs.catalog import CATALOG
 
     core = {t.name for t in CORE_TABLES}
@@ -104,6 +104,7 @@ def probe_catalog():
         queues=("probe_work",),
         secrets=("probe_signing_key",),
         providers=("paypal",),
+        overlap=Overlap.BUFFER_ONE,  # its hand-over grant: an async invoke of itself
     )
     other_table = TableSpec(name="probe_ledger", subsystem="probe_backoffice", partition_key=("id", "S"), ttl_attribute="ttl")
     other_job = dataclasses.replace(

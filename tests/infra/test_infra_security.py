@@ -245,3 +245,19 @@ def test_the_signing_key_is_rotated_on_a_schedule_by_a_function_that_can_touch_o
     suppressed = [s for r in synthesized.nag_report["pluginReports"] for s in r.get("suppressedViolations", [])
                   if s["ruleName"] == "AwsSolutions-SMG4"]
     assert suppressed and not [s for s in suppressed if "SecretsClubEventSigningKey" in json.dumps(s)]
+
+
+def test_only_a_buffer_one_job_may_invoke_a_function_and_only_its_own(each):
+    # GIVEN the real catalog (no buffer_one job) and the probe (probe_sender is buffer_one)
+    statements = _statements_by_function(each.resources)
+    invokers = {f: [s for s in ss if "lambda:InvokeFunction" in as_list(s["Action"])] for f, ss in statements.items()}
+    invokers = {f: ss for f, ss in invokers.items() if ss}
+    buffered = {f"jobfence-{j.name}" for j in each.catalog.jobs.values() if j.overlap == "buffer_one"}
+    # THEN exactly the buffer_one jobs may invoke, each one action on one resource: its own function's ARN
+    assert set(invokers) == buffered
+    for function, (statement,) in invokers.items():
+        assert as_list(statement["Action"]) == ["lambda:InvokeFunction"] and statement["Effect"] == "Allow"
+        (arn,) = as_list(statement["Resource"])
+        parts = arn["Fn::Join"][1] if isinstance(arn, dict) else [arn]
+        text = "".join(p if isinstance(p, str) else "{" + next(iter(p.values())) + "}" for p in parts)
+        assert text == f"arn:{{AWS::Partition}}:lambda:{{AWS::Region}}:{{AWS::AccountId}}:function:{function}", arn
