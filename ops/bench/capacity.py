@@ -24,3 +24,10 @@ def item_size(item: dict[str, Any] | None) -> int:
         else:
             size += len(str(raw).encode())
     return size
+
+
+def cost_table(rows: list[tuple[str, tuple[int, int, float, float]]]) -> list[str]:
+    """A Markdown table of (operation, (requests, write requests, RCU, WCU)) rows."""
+    lines = ["| operation | requests | write requests | RCU | WCU |", "|---|---:|---:|---:|---:|"]
+    lines += [f"| {name} | {requests:g} | {writes:g} | {rcu:g} | {wcu:g} |" for name, (requests, writes, rcu, wcu) in rows]
+    return lines

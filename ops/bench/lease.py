@@ -18,7 +18,7 @@ import math
 import boto3
 from moto import mock_aws
 
-from ops.bench.capacity import item_size
+from ops.bench.capacity import cost_table, item_size
 
 COMMAND = "make bench  (python -m ops.bench ops.bench.lease)"
 TTL = 30 * 60_000
@@ -118,11 +118,8 @@ def run() -> str:
         "Requests counted with botocore hooks against moto; capacity from item sizes with DynamoDB's",
         "on-demand rules (see `ops/bench/lease.py`). One lease item is at most about 500 bytes (with its run id and the replaced term's copy): 1 WCU a write.",
         "",
-        "| operation | requests | write requests | RCU | WCU |",
-        "|---|---:|---:|---:|---:|",
+        *cost_table(rows),
     ]
-    for name, (requests, writes, rcu, wcu) in rows:
-        lines.append(f"| {name} | {requests} | {writes} | {rcu:g} | {wcu:g} |")
     lines += [
         "",
         "A skipped tick decided by the pre-gate costs one eventually consistent read and no write; only a",

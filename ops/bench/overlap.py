@@ -19,7 +19,7 @@ import boto3
 from aws_lambda_powertools import Logger, Metrics
 from moto import mock_aws
 
-from ops.bench.capacity import item_size
+from ops.bench.capacity import cost_table, item_size
 
 COMMAND = "python -m ops.bench ops.bench.overlap"
 HOUR = 3_600_000
@@ -138,11 +138,8 @@ def run() -> str:
         "meets the live holder. Requests counted with botocore hooks, capacity from item sizes (every item",
         "under 1 KB: 1 WCU a write; see `ops/bench/overlap.py`).",
         "",
-        "| operation | requests | write requests | RCU | WCU |",
-        "|---|---:|---:|---:|---:|",
+        *cost_table(rows),
     ]
-    for name, (requests, writes, rcu, wcu) in rows:
-        lines.append(f"| {name} | {requests:g} | {writes:g} | {rcu:g} | {wcu:g} |")
     lines += [
         "",
         "`skip` keeps a tick that meets a live holder at one eventually consistent read and no write.",

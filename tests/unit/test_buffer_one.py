@@ -238,3 +238,16 @@ def test_an_acquire_consumes_the_request_even_when_its_copy_is_re_sent(h, clock,
     lease = h.leases.acquire("job_a", "b", BUFFERED.lease_ttl_s * 1000, HOUR, pending_tick=t0 + HOUR)
     assert faults.count("resend") == 1 and lease.holder == "b"
     assert PENDING not in h.leases.read("job_a")
+
+
+def test_the_benchmark_figures_skip_writes_nothing_buffer_one_writes_once():
+    # the figures docs/benchmarks.md shows, from the real runner on moto (ops/bench/overlap.py)
+    from ops.bench.overlap import overlap_costs
+
+    figures = dict(overlap_costs())
+    assert figures["skip: a tick that meets the live holder"] == (1, 0, 0.5, 0)
+    assert figures["buffer_one: a tick that meets the live holder"] == (2, 1, 0.5, 1)
+    holder_skip = figures["skip: the holder: its run of one batch, and under buffer_one the run it owes"]
+    holder_buffer = figures["buffer_one: the holder: its run of one batch, and under buffer_one the run it owes"]
+    assert holder_buffer == tuple(2 * x for x in holder_skip)  # exactly one more run, no extra read
+    assert figures["catch-up: the same event again (skipped_served)"] == (1, 0, 0.5, 0)
