@@ -183,13 +183,12 @@ class ScheduledRunner:
         The result is this trigger's own run.
         """
         result = self._run_once(spec, job, trigger, context)
-        pending, served = result.pending_tick, result
+        pending = result.pending_tick
         while pending is not None and spec.overlap == Overlap.BUFFER_ONE:
             if not self._time_for_a_batch(spec, context):
                 self._hand_over(spec, pending)
                 break
-            served = self._run_once(spec, job, Trigger("buffered", pending), context)
-            pending = served.pending_tick
+            pending = self._run_once(spec, job, Trigger("buffered", pending), context).pending_tick
         return replace(result, pending_tick=None)
 
     def _run_once(self, spec: JobSpec, job: Job, trigger: Trigger, context: LambdaContextLike | None) -> RunResult:

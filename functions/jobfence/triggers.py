@@ -82,11 +82,6 @@ class Trigger:
     event_id: str | None = None
     caller: str | None = None  # a manual run's caller identity (IAM principal ARN), as the operator's tool sent it
 
-    @property
-    def for_tick(self) -> int | None:
-        """The past tick this run stands in for (a catch-up or a buffered tick), else None."""
-        return self.scheduled_at if self.kind in ("catch_up", "buffered") else None
-
     def who(self) -> dict[str, str]:
         """A manual run's requester and caller, for its run row and log lines (empty for a tick)."""
         return who_fields(self.requested_by, self.caller)

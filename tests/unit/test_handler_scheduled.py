@@ -109,3 +109,42 @@ def test_logs_of_a_run_carry_no_payload(monkeypatch, dynamodb, tables, lambda_co
     lines = [line for line in out.splitlines() if line.startswith("{")]
     assert any('"outcome":"ran"' in line for line in lines)
     assert "4111111111111111" not in out and "card_number" not in out
+
+
+def test_the_hand_over_is_an_async_invoke_of_the_function_itself(monkeypatch, dynamodb, tables, aws):
+    # GIVEN the function's own name in its Lambda environment
+    from botocore.stub import Stubber
+
+    handler = cold_start(monkeypatch, environment(tables))
+    clients = []
+    real_client = aws.client
+
+    class Session:
+        def client(self, name):
+            clients.append(real_client(name))
+            return clients[-1]
+
+    invoke = handler.self_invoker(Session(), {"AWS_LAMBDA_FUNCTION_NAME": "jobfence-probe"})
+    stub = Stubber(clients[0])
+    stub.add_response("invoke", {"StatusCode": 202}, {
+        "FunctionName": "jobfence-probe", "InvocationType": "Event",
+        "Payload": b'{"trigger": "buffered", "tick": 1767229200000}'})
+    # WHEN it hands a pending tick over THEN it sends exactly that event to itself, asynchronously
+    with stub:
+        invoke({"trigger": "buffered", "tick": 1767229200000})
+    stub.assert_no_pending_responses()
+    # AND outside Lambda (no function name) there is no hand-over at all
+    assert handler.self_invoker(Session(), {}) is None
+
+
+def test_the_sample_catch_up_event_runs_once_for_its_tick(monkeypatch, dynamodb, tables, lambda_context, clock):
+    # GIVEN the sample catch-up event (its tick 2026-01-01T00:00Z, no run since), handled by the real handler
+    handler = cold_start(monkeypatch, environment(tables))
+    event = load_event("catch_up_trigger")
+    first = handler.handler(event, lambda_context)
+    # WHEN it is delivered again THEN the second copy runs nothing
+    again = handler.handler(event, lambda_context)
+    assert (first["outcome"], again["outcome"]) == ("ran", "skipped_served")
+    row, = table_items(dynamodb, tables["runs"])
+    assert (row["trigger"], row["scheduled_at"], row["requested_by"]) == (
+        {"S": "catch_up"}, {"N": "1767225600000"}, {"S": "Jane Doe"})
