@@ -5,16 +5,20 @@ Watched on every applied write of the leases table:
        that expired (the acquirer's clock may run up to half the margin ahead)
     2  any other lease write applies to a term the writer itself took, except a
        settle (it clears only `prev_holder`), which anyone may write once the
-       replaced term's run row is final
+       replaced term's run row is final, and a buffer_one tick's pending request
+       (it sets only `pending_tick`, while another term is live)
 Judged at the end, per tick (an actor that ran `ScheduledRunner.run`):
     3  a tick that reported a skip had no write applied, other than recording an
-       earlier crashed term (its run row `died`, then the settle of its copy)
+       earlier crashed term (its run row `died`, then the settle of its copy), or
+       its buffer_one pending request (recorded, then served by a term since)
     4  a tick whose job raised re-raises that very error, and its run row says failed
     12 every term has exactly one run row; its outcome is what the tick reported;
        a crashed tick's row is not left `running` once a later term started (the
        last term of a job, if its tick crashed, is recorded only by the next acquire).
        A tick whose every try to finish its row failed is judged like a crashed one
-       (its row ends `died`, not what it reported: the documented fallback)
+       (its row ends `died`, not what it reported: the documented fallback). A
+       tick's later term (a buffer_one holder's run once more) reports nothing of
+       its own: its row must only be final once a later term started
     13 nothing but a jobfence error (or the job's own error) escapes a tick
 """
 
@@ -75,6 +79,10 @@ class TermWatch:
                                      f"unexpired term (expires {before['expires_at']}, now {write.at})")
                 self.terms[(job, fence)] = {"lease_id": after.get("lease_id"), "actor": write.actor, "at": write.at}
                 self.holders.setdefault(write.actor, set()).add(after.get("lease_id"))
+            elif _requests(before, after):
+                self.recorded[write.actor] = self.recorded.get(write.actor, 0) + 1
+                if not before.get("holder"):
+                    world.violate(2, f"{write.actor} recorded a pending request on {job} with no holder")
             elif _settles(before, after):
                 self.recorded[write.actor] = self.recorded.get(write.actor, 0) + 1
                 run_id = before.get("prev_run_id")
@@ -93,6 +101,7 @@ class TermWatch:
         for row in world.scan("runs"):
             rows.setdefault((row["job"], int(row["fence"])), []).append(row)
         by_actor = {a.name: a for a in self.ticks}
+        judged: set[str] = set()  # actors whose first term was judged (a later one is a buffered run)
         for actor in self.ticks:
             outcome = getattr(actor.result, "outcome", None)
             own = self.job_errors.get(actor.name)
@@ -119,6 +128,12 @@ class TermWatch:
             row = found[0]
             if actor is None:
                 continue  # the driver's clean tick
+            if actor.name in judged:
+                if row["outcome"] == "running" and fence < latest[job]:
+                    world.violate(12, f"{job} fence {fence}: {actor.name}'s later run still `running` after fence "
+                                      f"{latest[job]}")
+                continue
+            judged.add(actor.name)
             outcome = getattr(actor.result, "outcome", None)
             own = self.job_errors.get(actor.name)
             unfinished = (job, fence) not in self.finished and not outcome_is_skip(actor)
@@ -144,6 +159,12 @@ def _settles(before: dict[str, Any], after: dict[str, Any]) -> bool:
     """A write that only marks the replaced term's copy settled (`LeaseStore.settle`)."""
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     return changed == {"prev_holder"} and after.get("prev_holder") == "-"
+
+
+def _requests(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """A write that only records a buffer_one pending request (`LeaseStore.request_pending`)."""
+    changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+    return changed <= {"pending_tick"} and after.get("pending_tick") is not None  # a duplicate sets the same value
 
 
 def _fate(actor: Actor | None) -> str:

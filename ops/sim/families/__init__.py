@@ -28,11 +28,12 @@ def register(family: Family) -> Family:
 
 def _builtin() -> None:
     from ops.sim.families.batches import ListingsFamily, WorkFamily
+    from ops.sim.families.buffer_one import BufferOneFamily
     from ops.sim.families.club import ClubFamily
     from ops.sim.families.lease import LeaseFamily
     from ops.sim.families.safety_net import SafetyNetFamily
 
-    for family in (LeaseFamily(), WorkFamily(), ListingsFamily(), SafetyNetFamily(), ClubFamily()):
+    for family in (LeaseFamily(), WorkFamily(), ListingsFamily(), SafetyNetFamily(), ClubFamily(), BufferOneFamily()):
         register(family)
 
 

@@ -93,10 +93,13 @@ class LeaseFamily:
             proofs.record(f"new{i}", START_MS + 30 * 24 * 3_600_000)
         world.data["watch"] = TermWatch(world)
         world.wire.on_write.append(lambda w: self._on_write(world, w))
-        interval_ms = (spec.interval_s or 3600) * 1000
+        self._spawn_ticks(world, (spec.interval_s or 3600) * 1000)
+
+    def _spawn_ticks(self, world: World, spacing_ms: int) -> None:
+        """Three ticks `spacing_ms` apart, each delivered one to three times at once."""
         n = 0
         for tick in range(3):
-            at = START_MS + tick * interval_ms
+            at = START_MS + tick * spacing_ms
             for _ in range(world.rng.randint(1, 3)):
                 fail_at = None
                 if world.plan.on(FaultKind.JOB_FAILURE) and world.rng.random() < 0.6:
@@ -143,9 +146,12 @@ class LeaseFamily:
             spec = world.data["spec"]
             job = self._job(world, actor.clock, actor, fail_at)
             context = LambdaContext(actor.name, actor.clock, spec.timeout_s * 1000)
-            return world.runner(actor.clock).run(spec, job, Trigger("scheduled", scheduled_at), context)
+            return self._runner(world, actor.clock).run(spec, job, Trigger("scheduled", scheduled_at), context)
 
         return run
+
+    def _runner(self, world: World, clock: Any) -> Any:
+        return world.runner(clock)
 
     # -- checks on every applied write ------------------------------------------------------
 
@@ -169,7 +175,7 @@ class LeaseFamily:
         clock = SkewedClock(world.kernel.clock)
         context = LambdaContext("clean-tick", clock, spec.timeout_s * 1000)
         try:
-            result = world.runner(clock).run(spec, self._job(world, clock, None, None),
+            result = self._runner(world, clock).run(spec, self._job(world, clock, None, None),
                                                     Trigger("scheduled", clock.now_ms()), context)
         except Exception as exc:  # noqa: BLE001
             world.violate(0, f"liveness: the clean tick raised {type(exc).__name__}: {exc}")
