@@ -114,8 +114,10 @@ class TermWatch:
                 world.violate(4, f"{actor.name}: the job raised {type(own).__name__} but the tick "
                                  f"{'raised ' + type(actor.error).__name__ if actor.error else 'returned'}")
         latest: dict[str, int] = {}
-        for job, fence in self.terms:
+        last_of: dict[str, int] = {}  # actor -> the last fence it took (a buffer_one holder may take two)
+        for (job, fence), term in self.terms.items():
             latest[job] = max(latest.get(job, 0), fence)
+            last_of[term["actor"]] = max(last_of.get(term["actor"], 0), fence)
         for (job, fence), term in sorted(self.terms.items()):
             found = rows.get((job, fence), [])
             actor = by_actor.get(term["actor"])
@@ -128,14 +130,21 @@ class TermWatch:
             row = found[0]
             if actor is None:
                 continue  # the driver's clean tick
-            if actor.name in judged:
+            own = self.job_errors.get(actor.name)
+            raised_later = fence != last_of[actor.name] and actor.error is not None  # from its run once more
+            if actor.name in judged or raised_later:
+                # a holder's run once more (buffer_one), or its first run when a later one raised: the tick
+                # reported nothing of it; the job's own error belongs to its last run, whose row says failed
+                if fence == last_of[actor.name] and own is not None and actor.error is own \
+                        and row["outcome"] not in ("failed", "running", "died"):
+                    world.violate(4, f"{job} fence {fence}: the job failed, its row says {row['outcome']}")
                 if row["outcome"] == "running" and fence < latest[job]:
-                    world.violate(12, f"{job} fence {fence}: {actor.name}'s later run still `running` after fence "
+                    world.violate(12, f"{job} fence {fence}: {actor.name}'s run still `running` after fence "
                                       f"{latest[job]}")
+                judged.add(actor.name)
                 continue
             judged.add(actor.name)
             outcome = getattr(actor.result, "outcome", None)
-            own = self.job_errors.get(actor.name)
             unfinished = (job, fence) not in self.finished and not outcome_is_skip(actor)
             if actor.crashed or (unfinished and row["outcome"] in ("running", "died")):
                 # crashed, or every try of its finish failed (the documented fallback: the row is left to

@@ -61,6 +61,7 @@ FOUND = (
     (10473, "safety_net"),  # the same
     (10236, "work"),  # every try to finish the row failed: judged as reporting `ran` over `died` (inv. 12)
     (10504, "club"),  # the same for a failed job (inv. 4)
+    (178, "lease_buffer_one"),  # a holder's run once more failed: its error judged against its first run's row (inv. 4)
 )
 
 
