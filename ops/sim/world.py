@@ -145,11 +145,14 @@ class World:
             self.wire.count(fault, actor, what)
         return fault
 
-    def runner(self, clock: Any) -> ScheduledRunner:
-        """The real runner on the run's leases and runs tables, on an actor's clock (every family ticks with it)."""
+    def runner(self, clock: Any, invoke_self: Callable[[Any], None] | None = None) -> ScheduledRunner:
+        """The real runner on the run's leases and runs tables, on an actor's clock (every family ticks with it).
+
+        `invoke_self`: the function's async invoke of itself (a buffer_one hand-over), where a family models it.
+        """
         dynamodb = self.wire.dynamodb
         return ScheduledRunner(LeaseStore(dynamodb, self.tables["leases"], clock), RunStore(dynamodb, self.tables["runs"]),
-                               clock, self.logger, NullMetrics(), safety_margin_ms=MARGIN_MS)
+                               clock, self.logger, NullMetrics(), safety_margin_ms=MARGIN_MS, invoke_self=invoke_self)
 
     def scan(self, logical: str) -> list[dict[str, Any]]:
         """Every item of a table, read from moto's backend (no call, no fault)."""

@@ -24,8 +24,7 @@ from typing import Any, Mapping
 from jobfence.registry import Overlap
 from jobfence.scheduled import ScheduledRunner
 from jobfence.triggers import Trigger
-from ops.sim.families.lease import LambdaContext, LeaseFamily
-from ops.sim.faults import FaultKind
+from ops.sim.families.lease import LeaseFamily
 from ops.sim.kernel import START_MS, Actor
 from ops.sim.world import MARGIN_MS, World
 
@@ -35,6 +34,12 @@ SHORT_TIMEOUT_MS = 60_000
 
 class BufferOneFamily(LeaseFamily):
     name = "lease_buffer_one"
+    copies = 2
+    fail_rate = 0.3
+
+    def setup(self, world: World) -> None:
+        super().setup(world)
+        world.data["spec"] = dataclasses.replace(world.data["spec"], overlap=Overlap.BUFFER_ONE, interval_s=None)
 
     def settle(self, world: World) -> None:
         """The lease family's clean tick, once every term ended on every actor's clock.
@@ -48,33 +53,14 @@ class BufferOneFamily(LeaseFamily):
         super().settle(world)
 
     def _spawn_ticks(self, world: World, spacing_ms: int) -> None:
-        world.data["spec"] = dataclasses.replace(world.data["spec"], overlap=Overlap.BUFFER_ONE, interval_s=None)
-        n = 0
-        for tick in range(3):
-            at = START_MS + tick * SPACING_MS
-            for _ in range(world.rng.randint(1, 2)):
-                fail_at = None
-                if world.plan.on(FaultKind.JOB_FAILURE) and world.rng.random() < 0.3:
-                    fail_at = world.rng.randrange(3)
-                timeout_ms = SHORT_TIMEOUT_MS if world.rng.random() < 0.4 else world.data["spec"].timeout_s * 1000
-                name = f"tick{tick}.{n}"
-                n += 1
-                world.data["watch"].tick(world.spawn(name, self._timed_tick(world, at, fail_at, timeout_ms),
-                                                     at=at + world.rng.randrange(3_000)))
+        super()._spawn_ticks(world, SPACING_MS)
 
-    def _timed_tick(self, world: World, scheduled_at: int, fail_at: int | None, timeout_ms: int):
-        def run(actor: Actor) -> Any:
-            spec = world.data["spec"]
-            job = self._job(world, actor.clock, actor, fail_at)
-            context = LambdaContext(actor.name, actor.clock, timeout_ms)
-            return self._runner(world, actor.clock).run(spec, job, Trigger("scheduled", scheduled_at), context)
-
-        return run
+    def _tick(self, world: World, scheduled_at: int, fail_at: int | None):
+        timeout_ms = SHORT_TIMEOUT_MS if world.rng.random() < 0.4 else None
+        return self._invocation(world, Trigger("scheduled", scheduled_at), fail_at, timeout_ms)
 
     def _runner(self, world: World, clock: Any) -> ScheduledRunner:
-        runner = world.runner(clock)
-        runner._invoke_self = lambda event: self._hand_over(world, event)  # noqa: SLF001 - the sim's own Lambda
-        return runner
+        return world.runner(clock, invoke_self=lambda event: self._hand_over(world, event))
 
     def _hand_over(self, world: World, event: Mapping[str, Any]) -> None:
         """The async invoke: one delivery, sometimes two, each a fresh Lambda with the buffered trigger."""
@@ -82,16 +68,8 @@ class BufferOneFamily(LeaseFamily):
         for copy in range(1 + (world.rng.random() < 0.3)):
             world.data["handed"] = handed + 1
             name = f"handover{handed}.{copy}"
-            world.data["watch"].tick(world.spawn(name, self._buffered(world, int(event["tick"]))))
-
-    def _buffered(self, world: World, tick: int):
-        def run(actor: Actor) -> Any:
-            spec = world.data["spec"]
-            job = self._job(world, actor.clock, actor, None)
-            context = LambdaContext(actor.name, actor.clock, spec.timeout_s * 1000)
-            return self._runner(world, actor.clock).run(spec, job, Trigger("buffered", tick), context)
-
-        return run
+            delivery = self._invocation(world, Trigger("buffered", int(event["tick"])), None)
+            world.data["watch"].tick(world.spawn(name, delivery))
 
     def check(self, world: World) -> None:
         super().check(world)

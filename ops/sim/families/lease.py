@@ -95,14 +95,17 @@ class LeaseFamily:
         world.wire.on_write.append(lambda w: self._on_write(world, w))
         self._spawn_ticks(world, (spec.interval_s or 3600) * 1000)
 
+    copies = 3  # deliveries of one tick at most
+    fail_rate = 0.6  # share of ticks told to fail in a batch, where job failures are on
+
     def _spawn_ticks(self, world: World, spacing_ms: int) -> None:
-        """Three ticks `spacing_ms` apart, each delivered one to three times at once."""
+        """Three ticks `spacing_ms` apart, each delivered one to `copies` times at once."""
         n = 0
         for tick in range(3):
             at = START_MS + tick * spacing_ms
-            for _ in range(world.rng.randint(1, 3)):
+            for _ in range(world.rng.randint(1, self.copies)):
                 fail_at = None
-                if world.plan.on(FaultKind.JOB_FAILURE) and world.rng.random() < 0.6:
+                if world.plan.on(FaultKind.JOB_FAILURE) and world.rng.random() < self.fail_rate:
                     fail_at = world.rng.randrange(3)
                 name = f"tick{tick}.{n}"
                 n += 1
@@ -142,11 +145,15 @@ class LeaseFamily:
         return job
 
     def _tick(self, world: World, scheduled_at: int, fail_at: int | None):
+        return self._invocation(world, Trigger("scheduled", scheduled_at), fail_at)
+
+    def _invocation(self, world: World, trigger: Trigger, fail_at: int | None, timeout_ms: int | None = None):
+        """One Lambda invocation of the job's function with `trigger` (the job's timeout unless given)."""
         def run(actor: Actor) -> Any:
             spec = world.data["spec"]
             job = self._job(world, actor.clock, actor, fail_at)
-            context = LambdaContext(actor.name, actor.clock, spec.timeout_s * 1000)
-            return self._runner(world, actor.clock).run(spec, job, Trigger("scheduled", scheduled_at), context)
+            context = LambdaContext(actor.name, actor.clock, timeout_ms or spec.timeout_s * 1000)
+            return self._runner(world, actor.clock).run(spec, job, trigger, context)
 
         return run
 
