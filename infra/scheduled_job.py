@@ -27,6 +27,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from jobfence.config import function_env
 from jobfence.registry import JobSpec, Overlap
 from infra.access import CatalogResources
 from infra.code import FunctionCode
@@ -94,6 +95,7 @@ class ScheduledJob(Construct):
             )
             self.function.add_to_role_policy(iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[own_arn]))
 
+        self.prefix = prefix
         self.rule = events.Rule(
             self,
             "Schedule",
@@ -114,3 +116,14 @@ class ScheduledJob(Construct):
         for child in self.node.find_all():
             if isinstance(child, lambda_.CfnPermission) and child.principal == "events.amazonaws.com":
                 child.source_account = Stack.of(self).account
+
+    def may_catch_up(self, other: "ScheduledJob") -> None:
+        """This job (the auditor) may invoke `other`'s function, asynchronously, with a catch-up event.
+
+        The name is passed as a literal (`FUNCTION_<JOB>`), as every other name is.
+        """
+        self.function.add_environment(function_env(other.spec.name), f"{self.prefix}-{other.spec.name}")
+        self.function.add_to_role_policy(
+            iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[other.function.function_arn])
+        )
+

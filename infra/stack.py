@@ -11,6 +11,7 @@ from typing import Any
 from aws_cdk import Stack
 from constructs import Construct
 
+from jobfence.registry import CatchUp
 from jobs.club.catalog import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
 
 from infra.access import CatalogResources
@@ -73,6 +74,10 @@ class JobfenceStack(Stack):
             )
             for name, spec in sorted(self.catalog.jobs.items())
         }
+        for job in self.jobs.values():  # the missed-run auditor may invoke the jobs it catches up, and no other
+            for name in job.spec.audits:
+                if self.catalog.job(name).catch_up == CatchUp.ONCE:
+                    job.may_catch_up(self.jobs[name])
         for queue in self.queues.values():
             queue.attach_worker(code=code, resources=self.resources)
         # The signing pair jobfence owns is rotated on a schedule (SMG4 met, not acknowledged).

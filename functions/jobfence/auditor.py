@@ -17,21 +17,33 @@ first audit looks back one of its own intervals. Counting is at least once: an
 audit that emitted its metrics and then failed to record its run is counted
 again by the next.
 
-The auditor only reads: a rule found disabled without a recorded toggle (a
-deploy with schedules disabled) shows as `missed` here, as it does in
-`jobfence ledger` until `jobfence status` has looked at the rule.
+The auditor writes nothing of the jobs': a rule found disabled without a
+recorded toggle (a deploy with schedules disabled) shows as `missed` here, as it
+does in `jobfence ledger` until `jobfence status` has looked at the rule.
+
+Catch-up (`JobSpec.catch_up = once`): for such a job the ledger reaches back
+over its catch-up window too (the same one query), and when `catchup.due`
+names a tick the auditor invokes the job's function asynchronously with a
+catch-up event for it. Every audit asks again until a run has made up for the
+tick, so a lost invoke is repeated; a duplicate one runs nothing (the runner's
+acquire refuses a catch-up once a term has started since its tick). A failed
+invoke is logged and counted, never fails the audit.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
-from jobfence.ledger import DELIVERY_TOLERANCE_MS, Ledger, RuleToggles, RunRecord, TickLabel, ledger_of
-from jobfence.registry import JobSpec, metric_dimensions
+from jobfence import catchup
+from jobfence.dynamo import classify
+from jobfence.ledger import DELIVERY_TOLERANCE_MS, RuleToggles, RunRecord, TickLabel, ledger_of
+from jobfence.registry import CatchUp, JobSpec, metric_dimensions
+from jobfence.triggers import catch_up_event
 from jobfence.runs import RunState, RunStore
 from jobfence.scheduled import RunContext
 from jobfence.schedule import Schedule
@@ -53,14 +65,16 @@ class AuditWindow:
 
 @dataclass(frozen=True)
 class JobAudit:
-    """One audited job over the window: how many ticks were expected, and the ones missed."""
+    """One audited job over the window: how many ticks were expected, the ones missed, the tick to catch up."""
 
     job: str
     ticks: int
     missed: tuple[int, ...]  # the missed ticks' times, epoch ms
+    catch_up: int | None = None  # `catchup.due` for a catch_up=once job: the tick to run once for now
 
 
 Emit = Callable[[JobSpec, int], None]
+Invoke = Callable[[JobSpec, dict], None]  # an async invoke of a job's function with an event
 
 
 def audit_window(tick_at: int, own_runs: Sequence[RunRecord], run_id: str, interval_ms: int) -> AuditWindow:
@@ -78,13 +92,20 @@ def audit_window(tick_at: int, own_runs: Sequence[RunRecord], run_id: str, inter
     return AuditWindow(min(since, until), until)
 
 
-def audit_jobs(specs: Sequence[JobSpec], runs: RunStore, toggles: RuleToggles, window: AuditWindow) -> list[JobAudit]:
-    """Each job's ledger over the window, reduced to its missed ticks."""
+def audit_jobs(
+    specs: Sequence[JobSpec], runs: RunStore, toggles: RuleToggles, window: AuditWindow, now_ms: int
+) -> list[JobAudit]:
+    """Each job's ledger over the window (and its catch-up window), reduced to missed ticks and a catch-up."""
     out = []
     for spec in specs:
-        ledger: Ledger = ledger_of(spec, runs, toggles.read(spec.name), window.since_ms, window.until_ms)
-        missed = tuple(e.tick_at for e in ledger.entries if e.label is TickLabel.MISSED)
-        out.append(JobAudit(spec.name, len(ledger.entries), missed))
+        recorded = toggles.read(spec.name)
+        since = window.since_ms
+        if spec.catch_up == CatchUp.ONCE and spec.catch_up_window_s:
+            since = min(since, now_ms - spec.catch_up_window_s * 1000)
+        ledger = ledger_of(spec, runs, recorded, since, window.until_ms)
+        judged = [e for e in ledger.entries if e.tick_at > window.since_ms]
+        missed = tuple(e.tick_at for e in judged if e.label is TickLabel.MISSED)
+        out.append(JobAudit(spec.name, len(judged), missed, catchup.due(spec, ledger.entries, now_ms, recorded)))
     return out
 
 
@@ -100,24 +121,47 @@ def cloudwatch_emitter(namespace: str) -> Emit:
 
 
 def audit_missed_runs(
-    specs: Sequence[JobSpec], runs: RunStore, toggles: RuleToggles, emit: Emit, logger: Logger, ctx: RunContext
+    specs: Sequence[JobSpec], runs: RunStore, toggles: RuleToggles, emit: Emit, invoke: Invoke, logger: Logger,
+    ctx: RunContext,
 ) -> Iterator[dict[str, int]]:
-    """One bounded batch: the window, every audited job's ledger over it, one metric per job."""
+    """One bounded batch: the window, every audited job's ledger over it, one metric per job, due catch-ups."""
     own = [RunRecord.of(row) for row in runs.recent(ctx.job, OWN_RUNS)]
     window = audit_window(ctx.trigger.scheduled_at, own, ctx.run_id, interval_ms(ctx.spec))
-    audits = audit_jobs(specs, runs, toggles, window)
+    audits = audit_jobs(specs, runs, toggles, window, ctx.now_ms())
     by_name = {spec.name: spec for spec in specs}
+    asked = failed = 0
     for result in audits:
         emit(by_name[result.job], len(result.missed))
         if result.missed:
             logger.warning("missed ticks", extra={"audited_job": result.job, "missed": len(result.missed),
                                                   "missed_at": list(result.missed[:MAX_LOGGED_TICKS])})
+        if result.catch_up is not None:
+            try:
+                invoke(by_name[result.job], catch_up_event(result.catch_up, requested_by=ctx.job))
+                asked += 1
+                logger.info("catch-up requested", extra={"audited_job": result.job, "tick": result.catch_up})
+            except Exception as exc:  # noqa: BLE001 - the next audit asks again; the audit itself stands
+                failed += 1
+                logger.warning("catch-up request failed", extra={"audited_job": result.job, "tick": result.catch_up,
+                                                                 "error": type(exc).__name__,
+                                                                 "error_kind": classify(exc).value})
     yield {
         "jobs_audited": len(audits),
         "ticks": sum(a.ticks for a in audits),
         "missed": sum(len(a.missed) for a in audits),
+        "catch_ups": asked,
+        "catch_ups_failed": failed,
         "window_ms": window.until_ms - window.since_ms,
     }
+
+
+def lambda_invoker(client: Any, functions: Mapping[str, str]) -> Invoke:
+    """An async invoke (Lambda's Event type) of an audited job's function, by the name its environment gives."""
+
+    def invoke(spec: JobSpec, event: dict) -> None:
+        client.invoke(FunctionName=functions[spec.name], InvocationType="Event", Payload=json.dumps(event).encode())
+
+    return invoke
 
 
 def interval_ms(spec: JobSpec) -> int:

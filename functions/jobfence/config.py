@@ -21,6 +21,7 @@ ENV_QUEUE_PREFIX = "QUEUE_"
 ENV_SECRET_PREFIX = "SECRET_"
 ENV_PROVIDER_PREFIX = "PROVIDER_"
 ENV_CONFIG_PREFIX = "CONFIG_"  # a catalog entry's static settings (JobSpec.config)
+ENV_FUNCTION_PREFIX = "FUNCTION_"  # another job's function this one may invoke (the auditor's catch-ups), by job name
 ENV_WORKER_QUEUE = "WORKER_QUEUE"  # a queue worker's own queue (catalog name): selects its pipeline
 
 # Real base URLs of the external HTTP APIs; the local runtime points these at loopback stubs.
@@ -62,6 +63,11 @@ def config_env(name: str) -> str:
     return ENV_CONFIG_PREFIX + name.upper()
 
 
+def function_env(job: str) -> str:
+    """Environment variable that carries the function name of a job this function may invoke."""
+    return ENV_FUNCTION_PREFIX + job.upper()
+
+
 def provider_env(name: str) -> str:
     """Environment variable that carries the base URL of an external provider's API."""
     return f"{ENV_PROVIDER_PREFIX}{name.upper()}_URL"
@@ -89,6 +95,7 @@ class Settings(BaseModel):
     secrets: dict[str, str] = Field(default_factory=dict)
     providers: dict[str, str] = Field(default_factory=dict)
     config: dict[str, str] = Field(default_factory=dict)
+    functions: dict[str, str] = Field(default_factory=dict)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]):
@@ -98,6 +105,7 @@ class Settings(BaseModel):
         data["queues"] = _prefixed(environ, ENV_QUEUE_PREFIX)
         data["secrets"] = _prefixed(environ, ENV_SECRET_PREFIX)
         data["config"] = _prefixed(environ, ENV_CONFIG_PREFIX)
+        data["functions"] = _prefixed(environ, ENV_FUNCTION_PREFIX)
         data["providers"] = {
             k[len(ENV_PROVIDER_PREFIX) : -len("_URL")].lower(): v
             for k, v in environ.items()
@@ -139,6 +147,13 @@ class Settings(BaseModel):
             return self.config[name]
         except KeyError:
             raise SettingsError(f"{config_env(name)} is not set: this function has no setting {name!r}") from None
+
+    def function(self, job: str) -> str:
+        """Name of another job's function this function may invoke."""
+        try:
+            return self.functions[job]
+        except KeyError:
+            raise SettingsError(f"{function_env(job)} is not set: this function may not invoke job {job!r}") from None
 
     def provider_url(self, name: str) -> str:
         """Base URL of an external provider this function calls."""

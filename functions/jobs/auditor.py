@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobfence.auditor import audit_missed_runs, cloudwatch_emitter
+from jobfence.auditor import audit_missed_runs, cloudwatch_emitter, lambda_invoker
 from jobfence.ledger import RuleToggles
 from jobfence.runs import RunStore
 from jobfence.scheduled import JobDeps
@@ -15,4 +15,6 @@ def build_audit_missed_runs(deps: JobDeps):
     runs = RunStore(deps.dynamodb, deps.settings.runs_table)
     toggles = RuleToggles(deps.dynamodb, deps.settings.leases_table)
     emit = cloudwatch_emitter(deps.metrics_namespace)
-    return lambda ctx: audit_missed_runs(specs, runs, toggles, emit, deps.logger, ctx)
+    # the functions of the jobs it catches up (FUNCTION_<JOB>, set by infra for catch_up=once jobs only)
+    invoke = lambda_invoker(deps.session.client("lambda"), deps.settings.functions)
+    return lambda ctx: audit_missed_runs(specs, runs, toggles, emit, invoke, deps.logger, ctx)

@@ -159,3 +159,21 @@ def test_the_layers_asset_hash_names_its_wheel_platform():
 
     hashes = {layer_asset_hash(platform) for platform in WHEEL_PLATFORMS.values()}
     assert len(hashes) == len(WHEEL_PLATFORMS)
+
+
+def test_the_auditor_may_invoke_exactly_the_jobs_it_catches_up_and_knows_their_names(synthesized):
+    (auditor,) = [job for job in synthesized.catalog.jobs.values() if job.audits]
+    catching_up = sorted(n for n in auditor.audits if synthesized.catalog.job(n).catch_up.value == "once")
+    assert catching_up  # the catalog has some (the recovery jobs and the member-facing club jobs)
+    functions = {env(fn).get(ENV_JOB_NAME): (logical, fn) for logical, fn in
+                 of_type(synthesized.resources, "AWS::Lambda::Function").items() if env(fn).get(ENV_JOB_NAME)}
+    _, auditor_fn = functions[auditor.name]
+    assert {k: v for k, v in env(auditor_fn).items() if k.startswith("FUNCTION_")} == {
+        f"FUNCTION_{n.upper()}": f"jobfence-{n}" for n in catching_up}
+    invoked = set()
+    for role, statement in role_statements(synthesized.resources):
+        if "lambda:InvokeFunction" in as_list(statement["Action"]):
+            targets = as_list(statement["Resource"])
+            invoked |= {(role, ref_id(t)) for t in targets}
+    auditor_role = ref_id(auditor_fn["Properties"]["Role"])
+    assert {target for role, target in invoked if role == auditor_role} == {functions[n][0] for n in catching_up}

@@ -18,10 +18,12 @@ from jobfence.auditor import (
     cloudwatch_emitter,
 )
 from jobfence.ledger import RuleToggles, RunRecord
-from jobfence.registry import CatalogError, Registry
+from botocore.exceptions import ClientError
+
+from jobfence.registry import CatalogError, CatchUp, Registry
 from jobfence.runs import RunState
 from jobfence.scheduled import Outcome
-from jobfence.triggers import Trigger
+from jobfence.triggers import Trigger, catch_up_event, parse_trigger
 from jobs.catalog import AUDITOR, CATALOG, JOBS
 from tests.runner_support import Harness, counting_job, spec
 from tests.support import create_catalog_tables
@@ -38,31 +40,33 @@ def h(dynamodb, clock):
 
 
 class Audits:
-    """The auditor job on the harness's runner, its emitted metrics kept per audit."""
+    """The auditor job on the harness's runner, its emitted metrics kept per audit, its invokes recorded."""
 
-    def __init__(self, h):
+    def __init__(self, h, audited=HOURLY, invoke=None):
         self.h = h
         self.emitted: list[dict[str, int]] = []
+        self.invoked: list[tuple[str, dict]] = []
         toggles = RuleToggles(h.dynamodb, h.tables["leases"])
+        invoke = invoke or (lambda s, event: self.invoked.append((s.name, event)))
 
         def job(ctx):
             current: dict[str, int] = {}
             self.emitted.append(current)
             emit = lambda s, n: current.__setitem__(s.name, n)  # noqa: E731
-            return audit_missed_runs([HOURLY], h.runs, toggles, emit, h.logger, ctx)
+            return audit_missed_runs([audited], h.runs, toggles, emit, invoke, h.logger, ctx)
 
         self.job = job
 
-    def at(self, t_ms: int) -> dict[str, int]:
+    def at(self, t_ms: int, auditor=AUDITOR_SPEC) -> dict[str, int]:
         self.h.clock.set(t_ms)
-        result = self.h.runner.run(AUDITOR_SPEC, self.job, Trigger("scheduled", t_ms))
+        result = self.h.runner.run(auditor, self.job, Trigger("scheduled", t_ms))
         assert result.outcome is Outcome.RAN
         return self.emitted[-1]
 
 
-def tick(h, t_ms, delay_ms=0):
+def tick(h, t_ms, delay_ms=0, job_spec=HOURLY):
     h.clock.set(t_ms + delay_ms)
-    return h.runner.run(HOURLY, counting_job(1, []), Trigger("scheduled", t_ms))
+    return h.runner.run(job_spec, counting_job(1, []), Trigger("scheduled", t_ms))
 
 
 def test_a_missed_tick_is_counted_once_by_the_audit_whose_window_holds_it(h, clock):
@@ -162,3 +166,48 @@ def test_the_catalog_auditor_audits_every_other_job_and_an_unknown_name_is_refus
         Registry(tables=(), jobs=[HOURLY, spec("auditor", audits=("nope",))])
     with pytest.raises(CatalogError, match=r"audits 'auditor'"):
         Registry(tables=(), jobs=[spec("auditor", audits=("auditor",))])
+
+
+CATCHING_UP = spec("catching_up", catch_up=CatchUp.ONCE, catch_up_window_s=6 * 3600)
+CATCH_UP_AUDITOR = spec("auditor", schedule="rate(15 minutes)", interval_s=900, timeout_s=60,
+                        audits=(CATCHING_UP.name,))
+
+
+def test_the_auditor_asks_a_catch_up_job_to_run_once_for_its_missed_tick_until_a_run_made_up_for_it(h, clock):
+    start = clock.now_ms()
+    at = lambda hours, minutes=0: start + hours * HOUR + minutes * MINUTE  # noqa: E731
+    lost: list[dict] = []
+
+    def flaky_invoke(s, event):  # the first request is lost (Lambda throttled it)
+        if not lost:
+            lost.append(event)
+            raise ClientError({"Error": {"Code": "TooManyRequestsException", "Message": "rate"}}, "Invoke")
+        audits.invoked.append((s.name, event))
+
+    audits = Audits(h, CATCHING_UP, flaky_invoke)
+    assert tick(h, at(1), job_spec=CATCHING_UP).outcome is Outcome.RAN
+    assert audits.at(at(1, 15), CATCH_UP_AUDITOR) == {CATCHING_UP.name: 0} and audits.invoked == []
+    # 02:00 and 03:00 never delivered: the 03:15 audit counts both and asks for one run, for 03:00; the ask is lost
+    assert audits.at(at(3, 15), CATCH_UP_AUDITOR) == {CATCHING_UP.name: 2}
+    assert lost == [catch_up_event(at(3), requested_by="auditor")] and audits.invoked == []
+    failed = [line for line in h.logs() if line.get("message") == "catch-up request failed"]
+    assert [(f["audited_job"], f["tick"], f["error_kind"]) for f in failed] == [(CATCHING_UP.name, at(3), "throttled")]
+    # 03:30: nothing new is missed, but the catch-up is still due: asked again
+    assert audits.at(at(3, 30), CATCH_UP_AUDITOR) == {CATCHING_UP.name: 0}
+    assert audits.invoked == [(CATCHING_UP.name, catch_up_event(at(3), requested_by="auditor"))]
+    # the job's function receives it (the real trigger parser and runner) and runs once
+    h.clock.set(at(3, 31))
+    event = audits.invoked[0][1]
+    assert h.runner.run(CATCHING_UP, counting_job(1, []), parse_trigger(event, h.clock)).outcome is Outcome.RAN
+    # 03:45: made up for: no more asks; the metric counts nothing again
+    assert audits.at(at(3, 45), CATCH_UP_AUDITOR) == {CATCHING_UP.name: 0} and len(audits.invoked) == 1
+    rows = sorted(h.runs.recent(CATCH_UP_AUDITOR.name), key=lambda r: r["started_at"])
+    assert [(r["summary"].get("catch_ups"), r["summary"].get("catch_ups_failed")) for r in rows] == [
+        (0, 0), (0, 1), (1, 0), (0, 0)]
+
+
+def test_a_job_without_catch_up_is_never_asked(h, clock):
+    start = clock.now_ms()
+    audits = Audits(h)
+    audits.at(start + 15 * MINUTE)
+    assert audits.at(start + 2 * HOUR + 15 * MINUTE) == {HOURLY.name: 2} and audits.invoked == []
