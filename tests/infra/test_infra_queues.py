@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import json
 
-from jobfence.config import PROVIDER_DEFAULT_URLS, config_env, provider_env, queue_env, secret_env, secret_name, table_env
+from jobfence.config import (
+    PROVIDER_DEFAULT_URLS,
+    config_env,
+    function_env,
+    provider_env,
+    queue_env,
+    secret_env,
+    secret_name,
+    table_env,
+)
 from tests.infra.cfn import as_list, env, function_of_role, of_type, ref_id, role_statements
 
 
@@ -85,6 +94,8 @@ def test_job_environment_carries_queue_urls_secret_names_and_provider_urls(each)
         expected = {table_env(t) for t in spec.tables} | {queue_env(q) for q in spec.queues}
         expected |= {secret_env(s) for s in spec.secrets} | {provider_env(p) for p in spec.providers}
         expected |= {config_env(c) for c in spec.config}
+        # the auditor: the function names of the jobs it may catch up
+        expected |= {function_env(n) for n in spec.audits if each.catalog.job(n).catch_up == "once"}
         extra = set(variables) - expected - {"JOB_NAME", "LEASES_TABLE", "RUNS_TABLE", "POWERTOOLS_SERVICE_NAME",
                                              "POWERTOOLS_METRICS_NAMESPACE"}
         assert expected <= set(variables) and not extra, (name, extra)
