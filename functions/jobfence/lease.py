@@ -4,7 +4,7 @@ One item per job:
 
     job (key) | holder | lease_id | fence | acquired_at | renewed_at | expires_at | last_started_at
 
-Timeline of one term (times in epoch ms; ttl = 30 min by default):
+Timeline of one term (times in epoch ms; ttl = the function timeout + 60 s by default):
 
     t0        acquire   holder=A, lease_id=L1, fence=n+1, expires_at=t0+ttl, last_started_at=t0
     t0+5m     renew     condition lease_id=L1 -> expires_at=t0+5m+ttl          (before batch 2)
@@ -20,7 +20,6 @@ conditioned on lease_id=L1.
 Acquire folds the interval gate (seed 001) into the same conditional write,
 and `peek` is the cheap eventually consistent pre-gate: it may let a tick
 through that the conditional write then refuses, never the other way round.
-
 Every write here may be applied with its reply lost and then sent again (by
 botocore, or by `retry_transient` here). Each is built so the second copy is
 harmless and its refusal is read from the item it saw:
@@ -38,7 +37,6 @@ harmless and its refusal is read from the item it saw:
 
 The item a refusal saw is the old image DynamoDB returns with it; where an
 implementation returns none (dynalite), one consistent read classifies it.
-
 The item also carries the rule's recorded enable/disable toggles
 (`rule_toggles`, written by `jobfence.ledger.RuleToggles` only; no write here
 reads or removes them).
@@ -49,7 +47,7 @@ term started since T; a release keeps `acquired_at`), a buffered hand-over
 `pending_tick = T` (its request is still there). Every acquire removes
 `pending_tick`: the new term serves the one request a `buffer_one` tick left
 with `request_pending` when it met a live holder, which the holder's release
-reads back (ALL_OLD).
+reads back (ALL_OLD); a hand-over sets `served_tick = T`: a late copy of T never asks again.
 
 The lease item also names the run holding the term (`run_id`), and an acquire
 copies the term it replaces into `prev_holder`, `prev_run_id`,
@@ -104,6 +102,7 @@ from jobfence.registry import INTERVAL_TOLERANCE
 NONE = "-"  # "no such attribute" inside a copied value (an empty string is not valid everywhere)
 TICK_SLACK_MS = 1000  # a scheduled event's `time` has whole seconds: a run started this early still answers its tick
 PENDING = "pending_tick"  # the one pending request of a buffer_one job (epoch ms of the tick that asked)
+SERVED = "served_tick"  # the latest tick whose pending request a term was acquired to serve
 
 
 def new_id() -> str:
@@ -275,9 +274,10 @@ class LeaseStore:
             condition += " AND (attribute_not_exists(#acquired) OR #acquired < :since)"
         # the new term serves the pending request of a buffer_one tick (a hand-over: only while it is there)
         names["#pending"] = PENDING
-        if pending_tick is not None:
+        if pending_tick is not None:  # and records it served (a late copy of its tick cannot ask again)
             values[":pending"] = {"N": str(pending_tick)}
             condition += " AND #pending = :pending"
+            sets += f", {SERVED} = :pending"
         request = dict(
             TableName=self._table,
             Key=_key(job),
@@ -365,7 +365,7 @@ class LeaseStore:
                                   ":since": {"N": str(tick_ms - TICK_SLACK_MS)}}
         # live: a holder whose term has not run out; it started before the tick (else it is this tick's run);
         # and the gate would have let the tick run
-        condition = "attribute_exists(#holder) AND #exp >= :now AND #acquired < :since"
+        condition = f"attribute_exists(#holder) AND #exp >= :now AND #acquired < :since AND NOT {SERVED} >= :tick"
         if interval_ms:
             condition += _gate(names, values, gate_cutoff(tick_ms, interval_ms))
         request = dict(
@@ -508,8 +508,8 @@ def _pending_refusal(seen: Mapping[str, Any], tick_ms: int, now: int) -> Pending
     With no live holder the tick acquires even if a request (maybe our own copy) is there:
     the holder may have died before serving it, and an acquire consumes it (served once).
     """
-    if started_since(seen.get("acquired_at"), tick_ms):
-        return Pending.SERVED  # a term started since the tick: it is (or was) this tick's run
+    if started_since(seen.get("acquired_at"), tick_ms) or int(seen.get(SERVED, -1)) >= tick_ms:
+        return Pending.SERVED  # a term started since the tick (it is this tick's run), or served its request
     if not seen.get("holder") or int(seen.get("expires_at", 0)) < now:
         return Pending.LEASE_FREE
     return Pending.GATED

@@ -62,6 +62,7 @@ FOUND = (
     (10236, "work"),  # every try to finish the row failed: judged as reporting `ran` over `died` (inv. 12)
     (10504, "club"),  # the same for a failed job (inv. 4)
     (178, "lease_buffer_one"),  # a holder's run once more failed: its error judged against its first run's row (inv. 4)
+    (30002, "lease_buffer_one"),  # a late copy of a served tick asked again (the holder's clock behind): served twice
 )
 
 
