@@ -12,7 +12,17 @@ from aws_lambda_powertools import Logger
 from jobfence.clock import FrozenClock
 from jobfence.quota import QuotaStore
 from jobfence.reclaim import ReclaimPipeline, Reclaimer
-from jobfence.work import BatchOperations, BatchRef, ItemInput, ItemKey, Producer, RoundResult, Worker, WorkStore
+from jobfence.work import (
+    BatchOperations,
+    BatchRef,
+    ItemInput,
+    ItemKey,
+    Producer,
+    RoundResult,
+    TenantGate,
+    Worker,
+    WorkStore,
+)
 from jobs.catalog import CATALOG
 from jobs.listings.pipelines import GENERATION, PIPELINES, PUBLISH, generate_with, publish_with
 from providers.generator import FakeGenerator
@@ -117,7 +127,9 @@ class _Granted:
         return checked
 
 
-def build_rig(dynamodb, tables: dict[str, str], clock: FrozenClock, per_item_timeout_s: float | None = None) -> Rig:
+def build_rig(dynamodb, tables: dict[str, str], clock: FrozenClock, per_item_timeout_s: float | None = None,
+              in_flight_cap: int | None = None) -> Rig:
+    """The rig; `in_flight_cap` gives each worker a per-tenant in-flight cap (None: the workers have none)."""
     logger = Logger(service="test")
     quota = QuotaStore(tables["listing_quota"], clock)
     store = WorkStore(tables["listing_batches"], tables["listing_items"], quota, clock)
@@ -129,7 +141,10 @@ def build_rig(dynamodb, tables: dict[str, str], clock: FrozenClock, per_item_tim
         timing = pipeline.timing
         if per_item_timeout_s is not None:
             timing = replace(timing, per_item_timeout_s=per_item_timeout_s)
-        worker = Worker(store, kind, timing, performs[kind], queues[kind], logger)
+        gate = None if in_flight_cap is None else TenantGate(
+            tables["listing_quota"], clock, kind, in_flight_cap, timing.item_stale_s * 1000)
+        worker = Worker(store, kind, timing, performs[kind], queues[kind], logger, gate=gate,
+                        defer_delay_s=pipeline.defer_delay_s)
         workers[kind] = _Granted(worker, tables, CATALOG.queues[pipeline.queue].tables, f"{pipeline.queue} worker")
     reclaimer = _Granted(Reclaimer(
         store, {k: ReclaimPipeline(k, p.timing, queues[k]) for k, p in PIPELINES.items()}, clock, logger, page_size=25

@@ -27,7 +27,14 @@ from jobfence.sqs_batch import split_records
 from jobfence.registry import QueueSpec
 from jobfence.work import Worker
 from jobs.catalog import CATALOG
-from jobs.listings.pipelines import Pipeline, build_store, build_wakeups, pipeline_of_queue, real_perform
+from jobs.listings.pipelines import (
+    Pipeline,
+    build_gate,
+    build_store,
+    build_wakeups,
+    pipeline_of_queue,
+    real_perform,
+)
 
 @dataclass(frozen=True)
 class Parts:
@@ -57,6 +64,8 @@ def compose(environ: Mapping[str, str], clock: Clock) -> Parts:
         real_perform(pipeline, settings),
         build_wakeups(settings, session.client("sqs"))[pipeline.kind],
         logger,
+        gate=build_gate(pipeline, settings, clock),
+        defer_delay_s=pipeline.defer_delay_s,
     )
     return Parts(spec, pipeline, worker, logger, metrics)
 

@@ -77,10 +77,10 @@ rotation functions are on-demand and rare: 256 MB as well, for the same headroom
 
 
 class GoalMissed(AssertionError):
-    """A function's cold start is past its goal; `section` is the page section that shows it."""
+    """A figure past its goal (any bench module raises it); `section` is the page section that shows it."""
 
-    def __init__(self, section: str, missed: list[str]) -> None:
-        super().__init__("cold start past its goal: " + ", ".join(missed))
+    def __init__(self, section: str, missed: list[str], what: str = "cold start") -> None:
+        super().__init__(f"{what} past its goal: " + ", ".join(missed))
         self.section = section
 
 

@@ -15,6 +15,7 @@ The package, by responsibility:
     wakeups       Wakeups / SqsWakeups: where wake-up messages go
     producer      Producer: create a batch and wake a worker for each item
     worker        Worker: claim, run, record, roll up one SQS batch
+    fairness      TenantGate: a pipeline's per-tenant in-flight cap (holds taken before the claim)
     operations    BatchOperations: an operator's describe and retry-failed
 
 Timeline of one item (generation: per-item 240 s < item stale 6 min < batch stale 15 min):
@@ -52,6 +53,7 @@ _MODULES = {
     "jobfence.work.producer": "Producer SubmitResult",
     "jobfence.work.store": "WorkStore",
     "jobfence.work.wakeups": "SqsWakeups Wakeups",
+    "jobfence.work.fairness": "Admission TenantGate",
     "jobfence.work.worker": "Attempt MessageFailed MessageOutcome RoundResult Tally Worker",
 }
 # Importing the package loads none of these: a catalog, or a function that needs only the keys, never loads

@@ -16,7 +16,13 @@ class Wakeups(Protocol):
 
 
 class SqsWakeups:
-    """Wake-ups on an SQS queue, 10 to a SendMessageBatch request."""
+    """Wake-ups on an SQS queue, 10 to a SendMessageBatch request.
+
+    Each carries its tenant as `MessageGroupId`. On a standard queue that makes
+    it a fair queue: when one tenant has a backlog, SQS delivers the other
+    tenants' messages ahead of it (ordering and deduplication stay those of a
+    standard queue). The per-tenant in-flight cap is `jobfence.work.fairness`.
+    """
 
     def __init__(self, client: Any, queue_url: str) -> None:
         self._client = client
@@ -27,7 +33,8 @@ class SqsWakeups:
         for start in range(0, len(keys), SEND_CHUNK):
             chunk = list(keys[start:start + SEND_CHUNK])
             entries = [
-                {"Id": str(i), "MessageBody": key.body(), "DelaySeconds": max(0, min(int(delay_s), 900))}
+                {"Id": str(i), "MessageBody": key.body(), "MessageGroupId": key.tenant,
+                 "DelaySeconds": max(0, min(int(delay_s), 900))}
                 for i, key in enumerate(chunk)
             ]
             try:

@@ -32,6 +32,7 @@ from jobfence.work.keys import (
     WorkRequest,
     parse_wakeup,
 )
+from jobfence.work.fairness import TenantGate, new_owner
 from jobfence.work.store import WorkStore
 from jobfence.work.timing import Timing
 from jobfence.work.wakeups import Wakeups
@@ -59,6 +60,7 @@ class Tally(str, enum.Enum):
     CLAIM_LOST = "claim_lost"
     MESSAGE_FAILURES = "message_failures"
     ROLLUPS = "rollups"
+    DEFERRED = "deferred"  # its tenant was at its in-flight cap: woken again later, the row untouched
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,8 @@ class Worker:
         wakeups: Wakeups,
         logger: Logger,
         deadline_margin_ms: int = 20_000,
+        gate: TenantGate | None = None,
+        defer_delay_s: int = 30,
     ) -> None:
         self._store = store
         self.kind = kind
@@ -121,6 +125,8 @@ class Worker:
         self._wakeups = wakeups
         self._logger = logger
         self._margin = deadline_margin_ms
+        self._gate = gate  # the pipeline's per-tenant in-flight cap (None: no cap)
+        self._defer_delay_s = defer_delay_s
 
     def process(self, records: Sequence[Mapping[str, Any]], remaining_ms: int | None = None) -> RoundResult:
         """Claim, run and record every item the records wake; never raises for one bad message."""
@@ -136,12 +142,23 @@ class Worker:
                 self._ack(rnd, message_id, key, "duplicate in this delivery", Tally.DUPLICATE)
                 continue
             rnd.message_of[key] = message_id
+        owner = new_owner()
+        keys = self._admit(rnd, owner)
         try:
-            claims = self._store.claim(list(rnd.message_of), self.kind, self.timing.attempts_cap)
+            self._claim_and_run(rnd, keys, remaining_ms)
+        finally:
+            self._release(keys, owner)
+        return rnd.result
+
+    def _claim_and_run(self, rnd: _Round, keys: list[ItemKey], remaining_ms: int | None) -> None:
+        if not keys:
+            return
+        try:
+            claims = self._store.claim(keys, self.kind, self.timing.attempts_cap)
         except JobfenceError as exc:
-            for key, message_id in rnd.message_of.items():
-                self._reject(rnd, message_id, f"claim error: {safe_error(exc)}", "claim_error", key)
-            return rnd.result
+            for key in keys:
+                self._reject(rnd, rnd.message_of[key], f"claim error: {safe_error(exc)}", "claim_error", key)
+            return
         claimed: list[Claim] = []
         for key, claim in claims.items():
             message_id = rnd.message_of[key]
@@ -160,7 +177,38 @@ class Worker:
         self._wake_retries(rnd)
         for ref, delta in rnd.deltas.items():
             self._roll_up(ref, delta, rnd.result)
-        return rnd.result
+
+    # -- the in-flight cap (jobfence.work.fairness) ---------------------------------------------
+
+    def _admit(self, rnd: _Round, owner: str) -> list[ItemKey]:
+        """The keys this round may claim; wake the others again later (their rows stay pending)."""
+        keys = list(rnd.message_of)
+        if self._gate is None or not keys:
+            return keys
+        try:
+            admission = self._gate.admit(keys, owner)
+        except JobfenceError as exc:
+            for key in keys:
+                self._reject(rnd, rnd.message_of[key], f"in-flight cap error: {safe_error(exc)}", "gate_error", key)
+            return []
+        if admission.deferred:
+            unsent = set(self._wakeups.send(list(admission.deferred), delay_s=self._defer_delay_s))
+            for key in admission.deferred:
+                if key in unsent:  # a redelivery of this very message tries again
+                    self._reject(rnd, rnd.message_of[key], "deferred wake-up could not be sent", "wake_error", key)
+                else:
+                    self._ack(rnd, rnd.message_of[key], key, "deferred: the tenant is at its in-flight cap",
+                              Tally.DEFERRED, log=False)
+        return list(admission.admitted)
+
+    def _release(self, keys: list[ItemKey], owner: str) -> None:
+        if self._gate is None or not keys:
+            return
+        try:
+            self._gate.release(keys, owner)
+        except JobfenceError as exc:
+            # the holds expire on their own (item-stale); the round's outcomes are already written
+            self._logger.warning("in-flight holds not released", extra={"reason": safe_error(exc)})
 
     # -- running ----------------------------------------------------------------------------
 

@@ -38,22 +38,37 @@ class Pipeline:
     # Step Functions' ToleratedFailurePercentage: once more than this share of a batch's items failed, its
     # pending items are failed (refunding their quota) and it finalizes `failed_threshold`. None: no threshold.
     tolerated_failure_pct: float | None = None
+    # At most this many of one tenant's items in flight at once (`jobfence.work.fairness`); a worker defers
+    # the rest, waking them again after `defer_delay_s`. None: no cap (SQS fair queues alone order tenants).
+    tenant_in_flight_cap: int | None = None
+    defer_delay_s: int = 30
 
     def __post_init__(self) -> None:
         if self.tolerated_failure_pct is not None and not 0 <= self.tolerated_failure_pct <= 100:
             raise ValueError(f"pipeline {self.kind!r}: a tolerated failure percentage is within 0..100")
+        if self.tenant_in_flight_cap is not None and self.tenant_in_flight_cap < 1:
+            raise ValueError(f"pipeline {self.kind!r}: an in-flight cap is at least 1 (None: no cap)")
+        if not 1 <= self.defer_delay_s <= 900:
+            raise ValueError(f"pipeline {self.kind!r}: a deferral delay is within 1..900 s (SQS DelaySeconds)")
 
+
+# A worker takes batches of 10 and each queue runs at most 3 workers (`_queue` below): 30 items in flight per
+# pipeline. One tenant may hold 20 of them, so a tenant alone still runs at two thirds of the fleet while a
+# noisy one always leaves a whole SQS batch's worth (10) to the others (docs/benchmarks.md, tenant fairness).
+TENANT_IN_FLIGHT_CAP = 20
 
 PIPELINES: Mapping[str, Pipeline] = {
     GENERATION: Pipeline(
         GENERATION, GENERATION_QUEUE, "generator",
         Timing(per_item_timeout_s=240, item_stale_s=360, pending_stale_s=900, batch_stale_s=900),
         tolerated_failure_pct=25,  # a provider that refuses a quarter of the inputs is down or misused
+        tenant_in_flight_cap=TENANT_IN_FLIGHT_CAP,
     ),
     PUBLISH: Pipeline(
         PUBLISH, PUBLISH_QUEUE, "publisher",
         Timing(per_item_timeout_s=180, item_stale_s=300, pending_stale_s=900, batch_stale_s=900),
         tolerated_failure_pct=10,  # publishing is paid per listing: stop early when the marketplace refuses
+        tenant_in_flight_cap=TENANT_IN_FLIGHT_CAP,
     ),
 }
 TOLERATED_FAILURE_PCT: Mapping[str, float | None] = {kind: p.tolerated_failure_pct for kind, p in PIPELINES.items()}
@@ -99,7 +114,8 @@ TABLES = (
 # What a worker and the reclaimer call on the work tables: claims, settles and refunds are conditional
 # updates (in transactions), reads are a batch row, item queries and a BatchGet of claimed items.
 # Only the producers' store puts batches and items (they are not catalog entries).
-_WORKER_TABLES = {BATCHES_TABLE: "get+query+update", ITEMS_TABLE: "batch_get+query+update", QUOTA_TABLE: "update"}
+_WORKER_TABLES = {BATCHES_TABLE: "get+query+update", ITEMS_TABLE: "batch_get+query+update",
+                  QUOTA_TABLE: "get+update"}  # get: the in-flight holds row (jobfence.work.fairness)
 _RECLAIM_TABLES = {BATCHES_TABLE: "get+query+update", ITEMS_TABLE: "query+update", QUOTA_TABLE: "update"}
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from jobfence.clock import Clock
 from jobfence.config import Settings
 from jobfence.quota import QuotaStore
-from jobfence.work import PermanentFailure, Perform, SqsWakeups, WorkRequest, WorkStore
+from jobfence.work import PermanentFailure, Perform, SqsWakeups, TenantGate, WorkRequest, WorkStore
 from jobs.listings.catalog import (  # noqa: F401 (the pipelines' data, re-exported for their builders' callers)
     BATCHES_TABLE,
     GENERATION,
@@ -78,3 +78,11 @@ def build_wakeups(settings: Settings, sqs: Any) -> dict[str, SqsWakeups]:
         for kind, pipeline in PIPELINES.items()
         if pipeline.queue in settings.queues
     }
+
+
+def build_gate(pipeline: Pipeline, settings: Settings, clock: Clock) -> TenantGate | None:
+    """The pipeline's per-tenant in-flight cap, its holds in the quota table (None: the catalog sets no cap)."""
+    if pipeline.tenant_in_flight_cap is None:
+        return None
+    return TenantGate(settings.table(QUOTA_TABLE), clock, pipeline.kind, pipeline.tenant_in_flight_cap,
+                      hold_ms=pipeline.timing.item_stale_s * 1000)

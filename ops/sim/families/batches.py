@@ -39,7 +39,7 @@ from jobfence.quota import QuotaStore
 from jobfence.reclaim import ReclaimPipeline, Reclaimer
 from jobfence.scheduled import JobDeps
 from jobfence.triggers import Trigger
-from jobfence.work import BatchOperations, BatchRef, ItemInput, Producer, SqsWakeups, Worker, WorkStore
+from jobfence.work import BatchOperations, BatchRef, ItemInput, Producer, SqsWakeups, TenantGate, Worker, WorkStore
 from jobs.catalog import CATALOG
 from jobs.listings.catalog import TOLERATED_FAILURE_PCT
 from jobs.listings.pipelines import GENERATION, PIPELINES, PUBLISH, generate_with, publish_with
@@ -91,6 +91,13 @@ class BatchFamily:
     def store(self, world: World, clock: Any) -> WorkStore:
         quota = QuotaStore(world.tables["listing_quota"], clock)
         return WorkStore(world.tables["listing_batches"], world.tables["listing_items"], quota, clock)
+
+    def gate(self, world: World, kind: str, clock: Any) -> TenantGate:
+        """The pipeline's in-flight cap; half the worlds run a cap of 2 so that deferrals happen under faults."""
+        if "in_flight_cap" not in world.data:
+            world.data["in_flight_cap"] = world.rng.choice((2, PIPELINES[kind].tenant_in_flight_cap))
+        cap = world.data["in_flight_cap"]
+        return TenantGate(world.tables["listing_quota"], clock, kind, cap, PIPELINES[kind].timing.item_stale_s * 1000)
 
     def wakeups(self, world: World) -> dict[str, Any]:
         return {kind: SqsWakeups(world.wire.sqs, world.data["urls"][kind]) for kind in self.kinds_of_batches}
@@ -167,7 +174,8 @@ class BatchFamily:
             url = world.data["urls"][kind]
             wakeups = self.wakeups(world)[kind]
             worker = Worker(self.store(world, actor.clock), kind, PIPELINES[kind].timing, self.perform(world, kind),
-                            wakeups, world.logger)
+                            wakeups, world.logger, gate=self.gate(world, kind, actor.clock),
+                            defer_delay_s=PIPELINES[kind].defer_delay_s)
             rounds = 0
             while world.kernel.clock.now_ms() < end:
                 records = queues.receive(url, 3, actor)
@@ -386,6 +394,13 @@ class ListingsFamily(BatchFamily):
         from jobs.listings.pipelines import build_store
 
         return build_store(self._settings(world), clock)
+
+    def gate(self, world: World, kind: str, clock: Any) -> TenantGate:
+        """The pipeline's in-flight cap; half the worlds run a cap of 2 so that deferrals happen under faults."""
+        if "in_flight_cap" not in world.data:
+            world.data["in_flight_cap"] = world.rng.choice((2, PIPELINES[kind].tenant_in_flight_cap))
+        cap = world.data["in_flight_cap"]
+        return TenantGate(world.tables["listing_quota"], clock, kind, cap, PIPELINES[kind].timing.item_stale_s * 1000)
 
     def wakeups(self, world: World) -> dict[str, Any]:
         from jobs.listings.pipelines import build_wakeups
