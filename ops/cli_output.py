@@ -14,6 +14,7 @@ from rich.progress import BarColumn, Progress, TextColumn
 from ops.commands import batches, invoke as invoking, jobs, switches
 from ops.commands.jobs import JobResult
 from ops.local import control as local_control
+from ops.console.access import Access, detect
 from ops.console.server import serve
 from ops.render import ago, pairs, plain, print_json, table, when
 
@@ -265,7 +266,8 @@ def rotate_signing_key(target: Any, args: argparse.Namespace, console: Console) 
 
 
 def console(target: Any, args: argparse.Namespace, out: Console) -> int:
-    return serve(target, args.port, read_only=args.read_only or target.read_only, console=out)
+    access = Access(False, "started with --read-only") if args.read_only else detect(target)
+    return serve(target, args.port, access, console=out)
 
 
 # -- the background local runtime ---------------------------------------------------------------

@@ -92,6 +92,12 @@ def _work_settings(target: Target) -> Settings:
     return Settings.from_environ(merged)
 
 
+def work_resources(target: Target) -> tuple[list[str], list[str]]:
+    """The physical work tables and the queue URLs (or names) a retry writes to and wakes."""
+    settings = _work_settings(target)
+    return sorted(set(settings.tables.values())), sorted(set(settings.queues.values()))
+
+
 def work_store(target: Target) -> WorkStore:
     """The durable-batches store bound to the deployed tables."""
     return build_store(_work_settings(target), target.clock)

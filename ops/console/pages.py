@@ -23,11 +23,14 @@ th{background:#eef} .ok{color:#176e2c} .bad{color:#b3261e;font-weight:600} .mute
 form.act{display:inline-flex;gap:.3rem;align-items:center;margin:.1rem 0}
 form.act input[name=who]{width:7rem} .flash{background:#fff6d5;border:1px solid #e0c96b;padding:.4rem .6rem}
 pre{background:#f4f5f9;padding:.5rem;white-space:pre-wrap}
+.mode{background:#eef1f8;border:1px solid #b9c2d8;padding:.3rem .6rem;font-size:.9rem}
 """
 BAD_OUTCOMES = {"failed", "lease_lost", "died", "error", "timeout"}
 
 
-def page(title: str, body: str, *, target: str, now_ms: int, flash: str | None = None, refresh_s: int | None = None) -> str:
+def page(title: str, body: str, *, target: str, now_ms: int, flash: str | None = None, refresh_s: int | None = None,
+         mode: str | None = None) -> str:
+    """One page; `mode` (why the console is read-only) is printed under the navigation."""
     meta = f'<meta http-equiv="refresh" content="{refresh_s}">' if refresh_s else ""
     note = f'<p class="flash" id="flash">{escape(flash)}</p>' if flash else ""
     return (
@@ -35,7 +38,8 @@ def page(title: str, body: str, *, target: str, now_ms: int, flash: str | None =
         f"<style>{STYLE}</style></head><body>"
         f"<nav><a href='/'>Jobs</a><a href='/batches'>Batches</a>"
         f"<span class='muted'>{escape(target)} · now {escape(when(now_ms))}</span></nav>"
-        f"<h1>{escape(title)}</h1>{note}{body}</body></html>"
+        + (f"<p class='mode' id='mode'>{escape(mode)}</p>" if mode else "")
+        + f"<h1>{escape(title)}</h1>{note}{body}</body></html>"
     )
 
 

@@ -1,34 +1,57 @@
-"""`jobfence console`: a small web console over a target, on localhost (stdlib http.server).
+"""`jobfence console`: a small web console over a target, on localhost (starlette, served by uvicorn).
 
 Read-mostly: jobs (schedule, next tick, lease, last run, the last day's runs
 by outcome), one job's runs, one run's row and its log query, batches with
 progress bars and their item rows by status. Four actions, each a POST with
 a CSRF token (form field and SameSite cookie), a ticked confirmation and the
 operator's name, written to the audit stream: run now, retry failed items,
-disable and enable a job's rule. A read-only console renders no button and
-refuses every POST. A page of an open batch refreshes itself.
+disable and enable a job's rule. A read-only console renders no button,
+says in its header why it is read-only, and refuses every POST. A page of an
+open batch refreshes itself. Pages are rendered on the server (`pages`): no
+script, no build step.
+
+`ConsoleApp` is the console's logic over one target (pages and actions);
+`asgi` wraps it in a starlette application (routes, the host check, a bounded
+form parser); `ConsoleServer` runs that under uvicorn on 127.0.0.1 from a
+thread (tests), `serve` in the foreground (the CLI).
 """
 
 from __future__ import annotations
 
 import secrets
+import socket
 import threading
-from http.cookies import SimpleCookie
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import parse_qs, quote
 
+import uvicorn
 from rich.console import Console
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
 
 from ops.commands import batches, jobs, switches
 from ops.commands.batches import parse_ref
 from ops.console import pages
+from ops.console.access import Access
 from ops.targets import OperatorError, Target
 
 HOST = "127.0.0.1"
+LOCAL_NAMES = ["127.0.0.1", "localhost"]  # a page on another name that resolves here (DNS rebinding) gets nothing
 CSRF_COOKIE = "jobfence_csrf"
 MAX_FORM_BYTES = 8 * 1024
 BATCH_REFRESH_S = 3
+BACKLOG = 64  # a browser opens several connections at once
+SECURITY_HEADERS = {
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'",
+}
 
 
 class Refused(Exception):
@@ -40,49 +63,64 @@ class Refused(Exception):
 
 
 class ConsoleApp:
-    """Routes and actions over one target; `audit(line)` receives every action taken."""
+    """Pages and actions over one target; `audit(line)` receives every action taken.
 
-    def __init__(self, target: Target, read_only: bool = False, audit: Callable[[str], None] = print) -> None:
+    `access` says whether this console may act and why (`ops.console.access`);
+    `read_only=True` is the explicit switch and wins over it.
+    """
+
+    def __init__(self, target: Target, read_only: bool = False, audit: Callable[[str], None] = print,
+                 access: Access | None = None) -> None:
         self.target = target
-        self.read_only = read_only
+        granted = access or Access(True, "actions need a confirmation and your name")
+        self.access = Access(False, "started with --read-only") if read_only else granted
         self.csrf = secrets.token_urlsafe(24)
         self.audit = audit
 
-    def _page(self, title: str, body: str, flash: str | None = None, refresh_s: int | None = None) -> str:
-        return pages.page(title, body, target=self.target.name, now_ms=self.target.clock.now_ms(), flash=flash, refresh_s=refresh_s)
+    @property
+    def read_only(self) -> bool:
+        return not self.access.may_act
+
+    def page(self, title: str, body: str, flash: str | None = None, refresh_s: int | None = None) -> str:
+        mode = f"read-only: {self.access.reason}" if self.read_only else None
+        return pages.page(title, body, target=self.target.name, now_ms=self.target.clock.now_ms(), flash=flash,
+                          refresh_s=refresh_s, mode=mode)
 
     # -- reads ---------------------------------------------------------------------------------
 
-    def get(self, path: str, query: dict[str, str]) -> str:
+    def jobs(self, flash: str | None) -> str:
         self.target.refresh()
-        parts = [unquote(p) for p in path.strip("/").split("/") if p]
-        flash = query.get("msg")
-        if not parts:
-            report = jobs.status(self.target)
-            ledgers = {j.job: jobs.last_day(self.target, j.job) for j in report.jobs}
-            return self._page("Jobs", pages.jobs_page(report, ledgers, self.csrf, self.read_only), flash)
-        if parts[0] == "jobs" and len(parts) == 2:
-            runs = jobs.runs(self.target, parts[1], 50)
-            return self._page(f"Runs of {parts[1]}", pages.job_page(parts[1], runs, self.target.clock.now_ms(), self.csrf, self.read_only), flash)
-        if parts[0] == "jobs" and len(parts) == 4 and parts[2] == "runs":
-            run = jobs.find_run(self.target, parts[1], parts[3])
-            return self._page(f"Run {parts[3]}", pages.run_page(run, jobs.log_query(run)), flash)
-        if parts[0] == "batches" and len(parts) == 1:
-            tenant = query.get("tenant") or None
-            return self._page("Batches", pages.batches_page(batches.batches(self.target, tenant), tenant), flash)
-        if parts[0] == "batches" and len(parts) == 3:
-            report = batches.batch(self.target, _ref(f"{parts[1]}/{parts[2]}"))
-            live = report.batch.status.value == "open"
-            return self._page(f"Batch {report.batch.ref}", pages.batch_page(report, self.csrf, self.read_only), flash,
-                              refresh_s=BATCH_REFRESH_S if live else None)
-        raise Refused(404, f"no page {path}")
+        report = jobs.status(self.target)
+        ledgers = {j.job: jobs.last_day(self.target, j.job) for j in report.jobs}
+        return self.page("Jobs", pages.jobs_page(report, ledgers, self.csrf, self.read_only), flash)
+
+    def job(self, job: str, flash: str | None) -> str:
+        self.target.refresh()
+        runs = jobs.runs(self.target, job, 50)
+        return self.page(f"Runs of {job}", pages.job_page(job, runs, self.target.clock.now_ms(), self.csrf, self.read_only), flash)
+
+    def run(self, job: str, run_id: str, flash: str | None) -> str:
+        self.target.refresh()
+        run = jobs.find_run(self.target, job, run_id)
+        return self.page(f"Run {run_id}", pages.run_page(run, jobs.log_query(run)), flash)
+
+    def batches(self, tenant: str | None, flash: str | None) -> str:
+        self.target.refresh()
+        return self.page("Batches", pages.batches_page(batches.batches(self.target, tenant), tenant), flash)
+
+    def batch(self, ref_text: str, flash: str | None) -> str:
+        self.target.refresh()
+        report = batches.batch(self.target, _ref(ref_text))
+        live = report.batch.status.value == "open"
+        return self.page(f"Batch {report.batch.ref}", pages.batch_page(report, self.csrf, self.read_only), flash,
+                         refresh_s=BATCH_REFRESH_S if live else None)
 
     # -- actions -------------------------------------------------------------------------------
 
     def post(self, path: str, form: dict[str, str], cookie_token: str | None) -> str:
         """Do one action; returns where to go next (a page with the result as its flash line)."""
         if self.read_only:
-            raise Refused(403, "this console is read-only")
+            raise Refused(403, f"this console is read-only: {self.access.reason}")
         if not (secrets.compare_digest(form.get("csrf", ""), self.csrf) and secrets.compare_digest(cookie_token or "", self.csrf)):
             raise Refused(403, "missing or stale form token: reload the page")
         if form.get("confirm") != "yes":
@@ -120,104 +158,129 @@ def _ref(text: str) -> Any:
         raise Refused(400, str(exc)) from None
 
 
-def _handler(app: ConsoleApp, port_of: Callable[[], int]) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:  # actions are audited; page views are not worth a line
-            pass
-
-        def _send(self, status: int, body: str, headers: dict[str, str] | None = None) -> None:
-            data = body.encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "text/html; charset=utf-8")
-            self.send_header("Content-Length", str(len(data)))
-            self.send_header("Cache-Control", "no-store")
-            self.send_header("X-Frame-Options", "DENY")
-            self.send_header("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'")
-            # SameSite=Strict: another site's form cannot send it, so a forged POST has no matching cookie
-            self.send_header("Set-Cookie", f"{CSRF_COOKIE}={app.csrf}; Path=/; HttpOnly; SameSite=Strict")
-            for key, value in (headers or {}).items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(data)
-
-        def _local_host(self) -> bool:
-            # a page on another name that resolves here (DNS rebinding) gets nothing
-            host = (self.headers.get("Host") or "").lower()
-            return host in (f"127.0.0.1:{port_of()}", f"localhost:{port_of()}")
-
-        def _error(self, status: int, reason: str) -> None:
-            self._send(status, pages.page("Error", f"<p class='bad' id='error'>{pages.escape(reason)}</p>",
-                                          target=app.target.name, now_ms=app.target.clock.now_ms()))
-
-        def do_GET(self) -> None:
-            if not self._local_host():
-                return self._error(403, "unknown host")
-            url = urlsplit(self.path)
-            query = {k: v[0] for k, v in parse_qs(url.query).items()}
-            try:
-                self._send(200, app.get(url.path, query))
-            except Refused as exc:
-                self._error(exc.status, str(exc))
-            except OperatorError as exc:
-                self._error(404, str(exc))
-
-        def do_POST(self) -> None:
-            if not self._local_host():
-                return self._error(403, "unknown host")
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > MAX_FORM_BYTES:
-                return self._error(413, "form too large")
-            form = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode(errors="replace")).items()}
-            cookie = SimpleCookie(self.headers.get("Cookie") or "").get(CSRF_COOKIE)
-            try:
-                location = app.post(urlsplit(self.path).path, form, cookie.value if cookie else None)
-            except Refused as exc:
-                return self._error(exc.status, str(exc))
-            except OperatorError as exc:
-                return self._error(400, str(exc))
-            self.send_response(303)
-            self.send_header("Location", location)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-    return Handler
+# -- the starlette application ------------------------------------------------------------------
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    request_queue_size = 64  # a browser opens several connections at once (the default backlog is 5)
-    daemon_threads = True
+async def bounded_form(request: Request, limit: int = MAX_FORM_BYTES) -> dict[str, str]:
+    """An urlencoded form of at most `limit` bytes (413 past it, read no further); first value per field."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > limit):
+        raise Refused(413, "form too large")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise Refused(413, "form too large")
+    return {k: v[0] for k, v in parse_qs(body.decode(errors="replace")).items()}
+
+
+def asgi(app: ConsoleApp) -> Starlette:
+    """The console as an ASGI application: one route per page, one per action."""
+
+    def html(body: str, status: int = 200) -> HTMLResponse:
+        response = HTMLResponse(body, status, headers=SECURITY_HEADERS)
+        # SameSite=Strict: another site's form cannot send it, so a forged POST has no matching cookie
+        response.set_cookie(CSRF_COOKIE, app.csrf, path="/", httponly=True, samesite="strict")
+        return response
+
+    def error(status: int, reason: str) -> HTMLResponse:
+        return html(app.page("Error", f"<p class='bad' id='error'>{pages.escape(reason)}</p>"), status)
+
+    def flash(request: Request) -> str | None:
+        return request.query_params.get("msg")
+
+    def jobs_page(request: Request) -> Response:
+        return html(app.jobs(flash(request)))
+
+    def job_page(request: Request) -> Response:
+        return html(app.job(request.path_params["job"], flash(request)))
+
+    def run_page(request: Request) -> Response:
+        return html(app.run(request.path_params["job"], request.path_params["run_id"], flash(request)))
+
+    def batches_page(request: Request) -> Response:
+        return html(app.batches(request.query_params.get("tenant") or None, flash(request)))
+
+    def batch_page(request: Request) -> Response:
+        return html(app.batch(f"{request.path_params['tenant']}/{request.path_params['batch_id']}", flash(request)))
+
+    async def action(request: Request) -> Response:
+        if app.read_only:  # before reading anything: a read-only console refuses every POST
+            raise Refused(403, f"this console is read-only: {app.access.reason}")
+        form = await bounded_form(request)
+        location = await run_in_threadpool(app.post, request.url.path, form, request.cookies.get(CSRF_COOKIE))
+        return RedirectResponse(location, status_code=303)
+
+    async def refused(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, Refused)
+        return error(exc.status, str(exc))
+
+    async def operator_error(request: Request, exc: Exception) -> Response:
+        return error(400 if request.method == "POST" else 404, str(exc))
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 405 and request.method == "POST" and app.read_only:
+            return error(403, f"this console is read-only: {app.access.reason}")
+        return error(exc.status_code, f"no page {request.url.path}" if exc.status_code == 404 else str(exc.detail))
+
+    routes = [
+        Route("/", jobs_page, methods=["GET"]),
+        Route("/jobs/{job}", job_page, methods=["GET"]),
+        Route("/jobs/{job}/runs/{run_id}", run_page, methods=["GET"]),
+        Route("/batches", batches_page, methods=["GET"]),
+        Route("/batches/{tenant}/{batch_id}", batch_page, methods=["GET"]),
+        Route("/actions/{action}", action, methods=["POST"]),
+    ]
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=LOCAL_NAMES)],
+        exception_handlers={Refused: refused, OperatorError: operator_error, HTTPException: http_error},
+    )
+
+
+# -- serving ------------------------------------------------------------------------------------
 
 
 class ConsoleServer:
-    """The console on 127.0.0.1 (port 0: a free one), served from a thread."""
+    """The console under uvicorn on 127.0.0.1 (port 0: a free one), served from a thread."""
 
     def __init__(self, app: ConsoleApp, port: int = 0) -> None:
         self.app = app
-        self.httpd = _HTTPServer((HOST, port), _handler(app, lambda: self.port))
-        self.port = self.httpd.server_port
+        # bound and listening here, so the port is known and a request sent before uvicorn's loop runs waits in the backlog
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.socket.bind((HOST, port))
+        self.socket.listen(BACKLOG)
+        self.port = self.socket.getsockname()[1]
         self.url = f"http://{HOST}:{self.port}"
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="console", daemon=True)
+        config = uvicorn.Config(asgi(app), lifespan="off", log_config=None, log_level="warning", access_log=False,
+                                backlog=BACKLOG, timeout_graceful_shutdown=2)
+        self.server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, name="console", daemon=True)
 
     def start(self) -> "ConsoleServer":
         self._thread.start()
         return self
 
+    def run(self) -> None:
+        """Serve in this thread until interrupted (uvicorn handles Ctrl-C in the main thread)."""
+        self.server.run(sockets=[self.socket])
+
     def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.server.should_exit = True
         self._thread.join(timeout=10)
+        self.socket.close()
 
 
-def serve(target: Target, port: int, read_only: bool, console: Console) -> int:
+def serve(target: Target, port: int, access: Access, console: Console) -> int:
     """Serve until interrupted (Ctrl-C)."""
-    app = ConsoleApp(target, read_only, audit=lambda line: console.print(line, markup=False))
+    app = ConsoleApp(target, audit=lambda line: console.print(line, markup=False), access=access)
     server = ConsoleServer(app, port)
-    mode = "read-only" if read_only else "actions need a confirmation and your name"
+    mode = f"read-only: {access.reason}" if not access.may_act else "actions need a confirmation and your name"
     console.print(f"jobfence console on {server.url} ({target.name}; {mode}); Ctrl-C stops it", markup=False)
     try:
-        server.httpd.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        server.run()
     finally:
-        server.httpd.server_close()
+        server.socket.close()
     return 0

@@ -1,0 +1,119 @@
+"""The console against a real account's stack, with moto standing in for the account.
+
+`AwsTarget` (the `--profile` path) reads the stack the session's runtime
+deployed into moto, with the credentials of an IAM role the operator assumed
+through STS. Whether the console may act is IAM's policy simulator's answer
+for that role: moto does not implement `SimulatePrincipalPolicy`, so the
+decisions come from a recording port where a test needs them, and the real
+simulator's failure shows the console falls back to read-only when unsure.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+
+from ops.commands import jobs
+from ops.console.access import IamSimulator, detect
+from ops.console.server import ConsoleApp, ConsoleServer
+from ops.targets import AwsTarget
+
+pytestmark = pytest.mark.server
+
+TRUST = json.dumps({"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Principal": {"AWS": "arn:aws:iam::123456789012:root"}, "Action": "sts:AssumeRole"}]})
+
+
+class RecordingSimulator:
+    """Answers like IAM's simulator: every call allowed except those in `deny`; remembers what it was asked."""
+
+    def __init__(self, deny: frozenset[str] = frozenset()) -> None:
+        self.deny = deny
+        self.asked: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = []
+
+    def decisions(self, principal_arn, calls, resources):
+        self.asked.append((principal_arn, calls, resources))
+        return {call: "implicitDeny" if call in self.deny else "allowed" for call in calls}
+
+
+@pytest.fixture
+def account(runtime, monkeypatch, request):
+    """An operator role in moto's IAM, assumed through STS: its session credentials are the process's."""
+    name = f"operator-{request.node.name[-40:].strip('_')}-{runtime.clock.now_ms() % 100000}"[:64]
+    role = runtime.session.client("iam").create_role(RoleName=name, Path="/ops/", AssumeRolePolicyDocument=TRUST)["Role"]
+    creds = runtime.session.client("sts").assume_role(RoleArn=role["Arn"], RoleSessionName="erin")["Credentials"]
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", creds["AccessKeyId"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", creds["SecretAccessKey"])
+    monkeypatch.setenv("AWS_SESSION_TOKEN", creds["SessionToken"])
+    target = AwsTarget(None, runtime.emulator.region, runtime.topology.stack_name)
+    return target, role["Arn"]
+
+
+def test_the_account_target_reads_the_deployed_stack(account, runtime):
+    target, _ = account
+    assert sorted(target.topology.job_functions()) == sorted(runtime.topology.job_functions())
+    assert target.name.startswith("aws (default credentials")
+    report = jobs.status(target)
+    assert {j.job for j in report.jobs} == set(runtime.topology.job_functions())
+    assert all(j.rule_state in ("ENABLED", "DISABLED") for j in report.jobs if j.schedule)
+
+
+def test_a_role_allowed_every_call_may_act_and_is_simulated_as_its_role(account, runtime):
+    target, role_arn = account
+    simulator = RecordingSimulator()
+    access = detect(target, simulator)
+    assert access.may_act, access.reason
+    # the assumed-role session is simulated as the role itself (with its path), for each action's calls
+    assert {principal for principal, _, _ in simulator.asked} == {role_arn}
+    assert ":role/ops/" in role_arn
+    asked = {call: resources for _, calls, resources in simulator.asked for call in calls}
+    assert set(asked) >= {"lambda:InvokeFunction", "events:DisableRule", "events:EnableRule", "dynamodb:UpdateItem",
+                          "dynamodb:TransactWriteItems", "sqs:SendMessage"}
+    # on the deployed resources, not on "*"
+    assert runtime.topology.job_rules()["clean_conversations"].arn in asked["events:DisableRule"]
+    assert runtime.topology.job_functions()["clean_conversations"].arn in asked["lambda:InvokeFunction"]
+    assert all(":dynamodb:" in arn and ":table/" in arn for arn in asked["dynamodb:TransactWriteItems"])
+    assert all(arn.startswith("arn:aws:sqs:") for arn in asked["sqs:SendMessage"])
+
+
+def test_a_role_refused_one_call_gets_a_read_only_console_that_says_why(account, runtime):
+    target, role_arn = account
+    access = detect(target, RecordingSimulator(deny=frozenset({"events:DisableRule"})))
+    assert not access.may_act
+    assert access.reason == f"{role_arn} may not events:DisableRule (disable and enable): implicitDeny by IAM's policy simulator"
+    audit: list[str] = []
+    server = ConsoleServer(ConsoleApp(target, audit=audit.append, access=access)).start()
+    try:
+        with urllib.request.urlopen(server.url + "/", timeout=30) as response:
+            html = response.read().decode()
+        assert "read-only: " in html and "may not events:DisableRule" in html
+        assert "class='act'" not in html and "clean_conversations" in html
+        request = urllib.request.Request(server.url + "/actions/disable", data=b"job=clean_conversations", method="POST")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 403
+    finally:
+        server.stop()
+    assert audit == []
+    events = runtime.session.client("events")
+    assert events.describe_rule(Name=runtime.rule_of_job("clean_conversations"))["State"] == "ENABLED"
+
+
+def test_when_the_simulator_cannot_answer_the_console_is_read_only(account):
+    # moto has no SimulatePrincipalPolicy: the real simulator's call fails, and unsure means read-only
+    target, _ = account
+    access = detect(target, IamSimulator(target.session))
+    assert not access.may_act
+    assert access.reason.startswith("could not check the caller's permissions (") and "read-only when unsure" in access.reason
+
+
+def test_a_caller_that_is_neither_a_user_nor_a_role_is_read_only(runtime):
+    # moto's own default identity is `arn:aws:sts::...:user/moto`: not a principal the simulator takes
+    target = AwsTarget(None, runtime.emulator.region, runtime.topology.stack_name)
+    simulator = RecordingSimulator()
+    access = detect(target, simulator)
+    assert not access.may_act and "neither an IAM user nor an assumed role" in access.reason
+    assert simulator.asked == []
