@@ -36,8 +36,9 @@ from ops.runtime.workers import Invocation
 
 PROGRESS_STEPS = 48  # progress lines per `advance`
 MAX_BODY_BYTES = 1024 * 1024
-# a worker's next delivery dies right after its first AWS call: mid-batch, items claimed
-KILL_MID_BATCH = [{"operation": None, "action": "kill", "after": 1}]
+# a worker's next delivery dies right after its claim transaction landed: mid-batch, between claim and
+# outcome, its items left running under a token nobody holds until the reclaim sweep finds them stale
+KILL_MID_BATCH = [{"operation": "TransactWriteItems", "action": "kill", "after": 1}]
 
 
 class ControlServer(ThreadingHTTPServer):

@@ -13,6 +13,7 @@ import pytest
 from ops.emulator import environment_for
 from ops.runtime.runtime import LocalRuntime
 from ops.targets import EmbeddedTarget
+from tests.sim.chained import serving
 
 
 @pytest.fixture(scope="session")
@@ -32,3 +33,11 @@ def runtime():
 @pytest.fixture
 def target(runtime):
     return EmbeddedTarget(runtime)
+
+
+@pytest.fixture
+def local_dir(runtime, tmp_path, monkeypatch):
+    """The session's runtime served as the background local runtime; `--local` commands reach it."""
+    with serving(runtime, tmp_path):
+        monkeypatch.setenv("JOBFENCE_LOCAL_DIR", str(tmp_path))
+        yield tmp_path

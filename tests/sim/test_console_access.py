@@ -18,8 +18,8 @@ import pytest
 
 from ops.commands import jobs
 from ops.console.access import IamSimulator, detect
-from ops.console.server import ConsoleApp, ConsoleServer
-from ops.targets import AwsTarget
+from ops.console.server import CSRF_COOKIE, MAX_FORM_BYTES, ConsoleApp, ConsoleServer
+from ops.targets import AwsTarget, EmbeddedTarget
 
 pytestmark = pytest.mark.server
 
@@ -117,3 +117,31 @@ def test_a_caller_that_is_neither_a_user_nor_a_role_is_read_only(runtime):
     access = detect(target, simulator)
     assert not access.may_act and "neither an IAM user nor an assumed role" in access.reason
     assert simulator.asked == []
+
+
+def test_the_console_refuses_another_host_name_and_an_oversized_form(runtime):
+    server = ConsoleServer(ConsoleApp(EmbeddedTarget(runtime))).start()
+    app = server.app
+
+    def status(request: urllib.request.Request) -> int:
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    try:
+        # a page on another name that resolves to 127.0.0.1 (DNS rebinding) gets nothing
+        rebound = urllib.request.Request(server.url + "/")
+        rebound.add_header("Host", f"attacker.example:{server.port}")
+        assert status(rebound) == 400
+        assert status(urllib.request.Request(server.url + "/batches")) == 200
+        # a form past 8 KiB is refused before it is parsed, even with a good token and confirmation
+        form = f"job=clean_dpop_proofs&who=ivan&confirm=yes&csrf={app.csrf}&pad={'x' * MAX_FORM_BYTES}".encode()
+        big = urllib.request.Request(server.url + "/actions/disable", data=form, method="POST")
+        big.add_header("Cookie", f"{CSRF_COOKIE}={app.csrf}")
+        assert status(big) == 413
+    finally:
+        server.stop()
+    events = runtime.session.client("events")
+    assert events.describe_rule(Name=runtime.rule_of_job("clean_dpop_proofs"))["State"] == "ENABLED"

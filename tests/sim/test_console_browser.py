@@ -4,6 +4,9 @@ One browser for the module, against the console served over the session's
 local runtime. The flow is the operator's: the jobs page, a batch whose items
 failed (the tenant's quota ran out), retry them after raising the quota and
 see them complete, disable a job and see its rule disabled in EventBridge.
+And the issue's story end to end: a batch submitted with the CLI, a worker
+killed mid-batch with the CLI, time advanced with the CLI, the batch page
+refreshing itself as the batch recovers, its failed items retried by a click.
 Set JOBFENCE_SCREENSHOTS=DIR to keep the pages as PNGs (docs/img has them).
 """
 
@@ -16,13 +19,15 @@ import urllib.error
 import urllib.request
 
 import pytest
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import expect, sync_playwright
 
 from jobfence.work import BatchRef, ItemInput
 from jobs.listings.pipelines import GENERATION
 from ops.commands.batches import producer, work_store
 from ops.console.server import ConsoleApp, ConsoleServer
-from ops.targets import EmbeddedTarget
+from ops.local.control import LocalControl
+from ops.targets import EmbeddedTarget, LocalTarget
+from tests.sim.chained import cli
 
 pytestmark = [pytest.mark.server, pytest.mark.browser]
 
@@ -174,6 +179,8 @@ def test_a_read_only_console_has_no_buttons_and_refuses_actions(runtime, page):
     try:
         page.goto(server.url + "/")
         assert page.locator("form.act").count() == 0
+        assert page.locator("#mode").inner_text() == "read-only: started with --read-only"
+        shot(page, "console-read-only")
         data = json.dumps({}).encode()
         request = urllib.request.Request(server.url + "/actions/run", data=data, method="POST")
         with pytest.raises(urllib.error.HTTPError) as refused:
@@ -181,3 +188,57 @@ def test_a_read_only_console_has_no_buttons_and_refuses_actions(runtime, page):
         assert refused.value.code == 403
     finally:
         server.stop()
+
+
+REFRESHED_S = 20  # the batch page reloads itself every 3 s; a loaded machine may take a few reloads' time
+
+
+def test_a_new_users_story_submit_kill_a_worker_watch_it_recover_retry(local_dir, runtime, page, tmp_path):
+    # GIVEN the console served over the background local runtime, as `jobfence console --local` serves it
+    audit: list[str] = []
+    server = ConsoleServer(ConsoleApp(LocalTarget(LocalControl(local_dir)), audit=audit.append)).start()
+    try:
+        tenant = f"story-{runtime.clock.now_ms()}"
+        items = tmp_path / "items.jsonl"
+        items.write_text("".join(json.dumps({"id": f"i-{n:02d}", "input": {"title": f"t{n}"}}) + "\n" for n in range(12)))
+        # WHEN a batch of 12 is submitted with quota for 10 (one command) and opened in the console (one click)
+        code, out = cli("--local", "--as", "dana", "batch", "submit", f"{tenant}/b", str(items), "--grant-quota", "10")
+        assert code == 0 and "12 wake-up(s) sent" in out, out
+        page.goto(server.url + "/batches")
+        page.get_by_role("link", name=f"{tenant}/b").click()
+        # THEN it is open, waiting, and refreshes itself
+        expect(page.locator("#status")).to_have_text("open")
+        expect(page.locator("#counts")).to_have_text("pending=12, running=0, completed=0, failed=0")
+        assert page.locator("meta[http-equiv=refresh]").count() == 1
+        shot(page, "console-story-submitted")
+        # WHEN the generation worker is killed mid-batch (one command) and time moves on (one command)
+        code, out = cli("local", "kill-worker")
+        assert code == 0 and "listing_generation-worker" in out, out
+        code, out = cli("local", "advance", "5m")
+        assert code == 0 and "died mid-batch" in out, out
+        # THEN the page, refreshing itself, shows the items the dead isolate claimed, still running
+        expect(page.locator("#items-running")).to_be_visible(timeout=REFRESHED_S * 1000)
+        shot(page, "console-story-worker-killed")
+        # WHEN time moves past the visibility timeout and the reclaim sweep (one command)
+        code, out = cli("local", "advance", "40m")
+        assert code == 0, out
+        # THEN the page shows the batch recovered by itself: ten completed, two failed for quota, finalized
+        expect(page.locator("#counts")).to_have_text("pending=0, running=0, completed=10, failed=2", timeout=REFRESHED_S * 1000)
+        expect(page.locator("#status")).to_have_text("finalized")
+        assert "quota exhausted" in page.locator("#items-failed").inner_text()
+        assert page.locator("meta[http-equiv=refresh]").count() == 0
+        shot(page, "console-story-recovered")
+        # WHEN the tenant gets two more actions (one command) and the failed items are retried (one click)
+        assert cli("--local", "quota", tenant, "--grant", "2")[0] == 0
+        act(page, "form[action='/actions/retry']", "dana")
+        expect(page.locator("#flash")).to_contain_text("dana retried 2 failed item(s)")
+        code, out = cli("local", "advance", "30m")
+        assert code == 0, out
+        # THEN the page shows every item completed, by itself
+        expect(page.locator("#counts")).to_have_text("pending=0, running=0, completed=12, failed=0", timeout=REFRESHED_S * 1000)
+        expect(page.locator("#status")).to_have_text("finalized")
+        assert "dana" in page.locator("#batch").inner_text()
+        shot(page, "console-story-retried")
+    finally:
+        server.stop()
+    assert any("dana retried 2 failed item(s)" in line for line in audit)

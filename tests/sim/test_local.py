@@ -8,37 +8,13 @@ watch the batch recover, all as separate CLI invocations.
 
 from __future__ import annotations
 
-import io
 import json
-import threading
 
 import pytest
-from rich.console import Console
 
-from ops.cli import main
-from ops.local.daemon import Daemon
+from tests.sim.chained import cli
 
 pytestmark = pytest.mark.server
-
-
-@pytest.fixture
-def local_dir(runtime, tmp_path, monkeypatch):
-    daemon = Daemon(runtime, tmp_path)
-    thread = threading.Thread(target=daemon.server.serve_forever, daemon=True)
-    thread.start()
-    daemon.write_state()
-    monkeypatch.setenv("JOBFENCE_LOCAL_DIR", str(tmp_path))
-    try:
-        yield tmp_path
-    finally:
-        daemon.close()
-        thread.join(timeout=10)
-
-
-def cli(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    code = main(list(argv), console=Console(file=out, width=200, color_system=None))
-    return code, out.getvalue()
 
 
 def test_commands_chain_against_the_running_runtime(local_dir, runtime, tmp_path):
