@@ -281,6 +281,8 @@ def serve(target: Target, port: int, access: Access, console: Console) -> int:
     console.print(f"jobfence console on {server.url} ({target.name}; {mode}); Ctrl-C stops it", markup=False)
     try:
         server.run()
+    except KeyboardInterrupt:  # uvicorn shut down gracefully, then re-raised the Ctrl-C it captured
+        pass
     finally:
         server.socket.close()
     return 0
