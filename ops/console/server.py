@@ -25,6 +25,7 @@ from typing import Any, Callable
 from urllib.parse import parse_qs, quote
 
 import uvicorn
+from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -35,6 +36,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from jobfence.dynamo import error_code
 from ops.commands import batches, jobs, switches
 from ops.commands.batches import parse_ref
 from ops.console import pages
@@ -218,6 +220,11 @@ def asgi(app: ConsoleApp) -> Starlette:
     async def operator_error(request: Request, exc: Exception) -> Response:
         return error(400 if request.method == "POST" else 404, str(exc))
 
+    async def aws_error(request: Request, exc: Exception) -> Response:
+        # a call AWS refused (a policy the simulator does not read) or failed: its code, never its text
+        stopped = "; the action stopped there" if request.method == "POST" else ""
+        return error(502, f"AWS answered {error_code(exc)}{stopped}")
+
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         if exc.status_code == 405 and request.method == "POST" and app.read_only:
@@ -235,7 +242,8 @@ def asgi(app: ConsoleApp) -> Starlette:
     return Starlette(
         routes=routes,
         middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=LOCAL_NAMES)],
-        exception_handlers={Refused: refused, OperatorError: operator_error, HTTPException: http_error},
+        exception_handlers={Refused: refused, OperatorError: operator_error, HTTPException: http_error,
+                            ClientError: aws_error, BotoCoreError: aws_error},
     )
 
 

@@ -10,6 +10,7 @@ simulator's failure shows the console falls back to read-only when unsure.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import urllib.error
 import urllib.request
@@ -145,3 +146,27 @@ def test_the_console_refuses_another_host_name_and_an_oversized_form(runtime):
         server.stop()
     events = runtime.session.client("events")
     assert events.describe_rule(Name=runtime.rule_of_job("clean_dpop_proofs"))["State"] == "ENABLED"
+
+
+def test_an_action_aws_refuses_says_its_error_code_on_the_page(account, runtime):
+    # GIVEN a console allowed to act whose view of one rule names a rule AWS does not have
+    target, _ = account
+    job = "clean_conversations"
+    rule = target.topology.job_rules()[job]
+    target.topology.rules = {name: (dataclasses.replace(r, name=f"{r.name}-gone") if r is rule else r)
+                             for name, r in target.topology.rules.items()}
+    audit: list[str] = []
+    server = ConsoleServer(ConsoleApp(target, audit=audit.append, access=detect(target, RecordingSimulator()))).start()
+    try:
+        form = f"job={job}&who=ivan&confirm=yes&csrf={server.app.csrf}".encode()
+        request = urllib.request.Request(server.url + "/actions/disable", data=form, method="POST")
+        request.add_header("Cookie", f"{CSRF_COOKIE}={server.app.csrf}")
+        # WHEN the operator disables it, THEN the page says what AWS answered, and nothing is audited as done
+        with pytest.raises(urllib.error.HTTPError) as failed:
+            urllib.request.urlopen(request, timeout=30)
+        assert failed.value.code == 502
+        assert "AWS answered ResourceNotFoundException; the action stopped there" in failed.value.read().decode()
+    finally:
+        server.stop()
+    assert audit == []
+    assert runtime.session.client("events").describe_rule(Name=rule.name)["State"] == "ENABLED"
