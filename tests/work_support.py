@@ -24,10 +24,9 @@ from jobfence.work import (
     WorkStore,
 )
 from jobs.catalog import CATALOG
-from jobs.listings.pipelines import GENERATION, PIPELINES, PUBLISH, generate_with, publish_with
-from providers.generator import FakeGenerator
+from jobs.listings.pipelines import GENERATION, PIPELINES, PUBLISH, endpoint_of, perform_with
 from ops.sim.queue import Message
-from providers.publisher import FakeMarketplace
+from providers.items_fake import FakeItemProvider
 from tests.grants import within_grant
 
 
@@ -77,8 +76,8 @@ class Rig:
     store: WorkStore
     quota: QuotaStore
     queues: dict[str, MemoryQueue]
-    generator: FakeGenerator
-    marketplace: FakeMarketplace
+    generator: FakeItemProvider
+    marketplace: FakeItemProvider
     producer: Producer
     workers: dict[str, Worker]
     reclaimer: Reclaimer
@@ -134,8 +133,9 @@ def build_rig(dynamodb, tables: dict[str, str], clock: FrozenClock, per_item_tim
     quota = QuotaStore(tables["listing_quota"], clock)
     store = WorkStore(tables["listing_batches"], tables["listing_items"], quota, clock)
     queues = {GENERATION: MemoryQueue(clock), PUBLISH: MemoryQueue(clock)}
-    generator, marketplace = FakeGenerator(), FakeMarketplace()
-    performs = {GENERATION: generate_with(generator), PUBLISH: publish_with(marketplace)}
+    generator, marketplace = (FakeItemProvider(endpoint_of(PIPELINES[GENERATION])),
+                           FakeItemProvider(endpoint_of(PIPELINES[PUBLISH])))
+    performs = {GENERATION: perform_with(generator), PUBLISH: perform_with(marketplace)}
     workers = {}
     for kind, pipeline in PIPELINES.items():
         timing = pipeline.timing

@@ -168,7 +168,7 @@ class SimProvider:
             raise ProviderDown("connection reset before the provider acted")
         if key.item_id in self.reject_once and idempotency_key not in self.rejected:
             self.rejected.add(idempotency_key)
-            from providers.scripted import ProviderRejected
+            from providers.errors import ProviderRejected
 
             raise ProviderRejected("the provider refused this input")
         if fault is FaultKind.PROVIDER_TIMEOUT and world.rng.random() < 0.5:

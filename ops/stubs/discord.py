@@ -28,10 +28,10 @@ import json
 import re
 import secrets
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from jobfence.clock import Clock, SystemClock
+from ops.stubs.server import LoopbackStub, QuietHandler
 
 API_PREFIX = "/api/v10"
 SECRETS = ("discord_token",)  # the secret whose value is the stub's bot token
@@ -48,8 +48,11 @@ class DropConnection(Exception):
     """The stub acted on the request and will close the connection without answering."""
 
 
-class DiscordStub:
+class DiscordStub(LoopbackStub):
     """Discord's REST API on loopback, in memory."""
+
+    name = "discord"
+    url_suffix = API_PREFIX
 
     def __init__(self, token: str = "local-bot-token", host: str = "127.0.0.1", port: int = 0,
                  clock: Clock | None = None, nonce_window_ms: int = NONCE_WINDOW_MS) -> None:
@@ -62,8 +65,6 @@ class DiscordStub:
         self.created: list[tuple[str, str]] = []  # (channel, message id) of every message created
         self._address = (host, port)
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
         self._next_id = 1_200_000_000_000_000_000
         self._limited: list[float] = []
         self.roles: dict[tuple[str, str], set[str]] = {}
@@ -71,38 +72,13 @@ class DiscordStub:
         self.dm_channels: dict[str, str] = {}  # user -> channel
         self.requests: list[tuple[str, str]] = []  # (method, path) of every authorised request
 
-    # -- control --------------------------------------------------------------------------
-
-    def start(self) -> str:
-        """Serve on a loopback port; return the API base URL."""
-        if self._server is not None:
-            return self.base_url
+    def handler_class(self) -> type[QuietHandler]:
         stub = self
 
         class Handler(_Handler):
             owner = stub
 
-        self._server = ThreadingHTTPServer(self._address, Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="discord-stub", daemon=True)
-        self._thread.start()
-        return self.base_url
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    @property
-    def base_url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("the Discord stub is not running")
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}{API_PREFIX}"
+        return Handler
 
     def rate_limit(self, count: int = 1, retry_after: float = 1.0) -> None:
         """Answer the next `count` requests with 429 and this retry_after (seconds)."""
@@ -122,13 +98,6 @@ class DiscordStub:
                 return self._new_message(channel_id, content)
             self.messages.setdefault(channel_id, {})[message_id] = content
             return message_id
-
-    def __enter__(self) -> "DiscordStub":
-        self.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
     # -- behaviour ------------------------------------------------------------------------
 
@@ -217,37 +186,22 @@ def start_local(clock: Any = None) -> tuple[DiscordStub, str, str]:
     return stub, stub.start(), stub.token
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     owner: DiscordStub
     protocol_version = "HTTP/1.1"
 
     def _serve(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        raw = self.read_body()
         try:
             body = json.loads(raw) if raw else None
         except ValueError:
-            self._reply(400, {"message": "400: Bad Request", "code": 50109}, {})
+            self.reply_json(400, {"message": "400: Bad Request", "code": 50109})
             return
         try:
             status, payload, headers = self.owner.handle(self.command, self.path, self.headers.get("Authorization"), body)
         except DropConnection:
             self.close_connection = True  # acted on, never answered: the client sees the connection drop
             return
-        self._reply(status, payload, headers)
-
-    def _reply(self, status: int, payload: dict[str, Any] | None, headers: dict[str, str]) -> None:
-        data = json.dumps(payload).encode() if payload is not None else b""
-        self.send_response(status)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        if payload is not None:
-            self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.reply_json(status, payload, headers)
 
     do_GET = do_PUT = do_DELETE = do_POST = do_PATCH = _serve
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet: tests and the demo own the output
-        return

@@ -1,12 +1,11 @@
-"""Loopback stub of the listing generator API (`POST /v1/generations`, idempotent per item).
+"""Loopback stub of the listing generator API (`providers.items.GENERATOR`: `POST /v1/generations`).
 
-The real adapter is `providers.generator.HttpGenerator`; see `ops.stubs.work_api` for the behaviour.
+The real adapter is `providers.items.HttpItemProvider`; see `ops.stubs.work_api` for the behaviour.
 """
 
 from ops.stubs.work_api import IdempotentApiStub
+from providers.items import GENERATOR
 
 
 class GeneratorStub(IdempotentApiStub):
-    path = "/v1/generations"
-    field = "input"
-    prefix = "gen"
+    endpoint = GENERATOR

@@ -34,9 +34,10 @@ import secrets
 import threading
 from dataclasses import dataclass, field
 from decimal import Decimal
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 from urllib.parse import parse_qs
+
+from ops.stubs.server import LoopbackStub, QuietHandler
 
 _CAPTURE = re.compile(r"^/v2/checkout/orders/([A-Za-z0-9-]+)/capture$")
 _ORDER = re.compile(r"^/v2/checkout/orders/([A-Za-z0-9-]+)$")
@@ -61,8 +62,10 @@ class _Faults:
     drop: int = 0
 
 
-class PayPalStub:
+class PayPalStub(LoopbackStub):
     """In-process PayPal API on loopback; thread-safe state, inspected directly by tests."""
+
+    name = "paypal"
 
     def __init__(self, clock: Any, client_id: str = "stub-client", client_secret: str = "stub-secret", token_ttl_s: int = 32_400):
         self._clock = clock
@@ -76,48 +79,15 @@ class PayPalStub:
         self._faults = _Faults()
         self._seq = 0
         self._lock = threading.RLock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
-    # -- lifecycle --------------------------------------------------------------------------
-
-    def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
-        """Serve on loopback (a free port by default) and return the base URL."""
+    def handler_class(self) -> type[QuietHandler]:
         stub = self
 
         class Handler(_Handler):
             pass
 
         Handler.stub = stub
-        self._server = ThreadingHTTPServer((host, port), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="paypal-stub", daemon=True)
-        self._thread.start()
-        return self.base_url
-
-    @property
-    def base_url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("the PayPal stub is not started")
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def stop(self) -> None:
-        """Stop serving and close the socket."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> "PayPalStub":
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return Handler
 
     # -- test and demo controls -------------------------------------------------------------
 
@@ -264,16 +234,12 @@ class PayPalStub:
         }
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     stub: PayPalStub
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet: the stub logs nothing
-        return
-
     def _serve(self, method: str) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
+        body = self.read_body()
         headers = {k.lower(): v for k, v in self.headers.items()}
         path = self.path.split("?", 1)[0]
         reply = self.stub.handle(method, path, headers, body)
@@ -282,12 +248,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.close()
             return
         status, payload = reply
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.reply_json(status, payload)
 
     def do_POST(self) -> None:  # noqa: N802
         self._serve("POST")

@@ -1,12 +1,11 @@
-"""Loopback stub of the marketplace publisher API (`POST /v1/listings`, idempotent per item).
+"""Loopback stub of the marketplace publisher API (`providers.items.PUBLISHER`: `POST /v1/listings`).
 
-The real adapter is `providers.publisher.HttpPublisher`; see `ops.stubs.work_api` for the behaviour.
+The real adapter is `providers.items.HttpItemProvider`; see `ops.stubs.work_api` for the behaviour.
 """
 
 from ops.stubs.work_api import IdempotentApiStub
+from providers.items import PUBLISHER
 
 
 class PublisherStub(IdempotentApiStub):
-    path = "/v1/listings"
-    field = "listing"
-    prefix = "pub"
+    endpoint = PUBLISHER

@@ -12,7 +12,7 @@ import random
 import pytest
 
 from jobfence.work import BatchRef, BatchStatus, ItemKey, ItemStatus, QuotaHold, RetryResult, StaleVerdict, Tally
-from providers.scripted import Behaviour
+from providers.items_fake import Behaviour
 from tests.work_support import MemoryQueue, build_rig, record
 
 B = BatchRef("acme", "b1")
@@ -190,7 +190,7 @@ def test_a_publish_retried_after_a_crash_is_not_published_twice(rig, clock):
     rig.reclaimer.run_once()
     rig.drain("publish")
     # THEN the marketplace holds one listing, the one the row records
-    assert rig.marketplace.published() == 1
+    assert rig.marketplace.created() == 1
     assert rig.store.item(key(0, ref)).result_ref == first_id
 
 

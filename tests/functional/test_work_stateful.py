@@ -13,7 +13,7 @@ from moto import mock_aws
 
 from jobfence.clock import FrozenClock
 from jobfence.work import BatchRef, BatchStatus, ItemStatus, QuotaHold, parse_wakeup
-from providers.scripted import Behaviour
+from providers.items_fake import Behaviour
 from tests.support import create_catalog_tables
 from tests.work_support import build_rig, record
 

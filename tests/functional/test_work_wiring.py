@@ -17,8 +17,9 @@ from jobfence.scheduled import JobDeps, Outcome, ScheduledRunner
 from jobfence.triggers import Trigger
 from jobfence.work import BatchRef, ItemInput, ItemStatus, Producer, SqsWakeups, parse_wakeup
 from jobs.catalog import CATALOG
-from jobs.listings.pipelines import build_store, generate_with
-from providers.generator import FakeGenerator
+from jobs.listings.pipelines import build_store, perform_with
+from providers.items import GENERATOR
+from providers.items_fake import FakeItemProvider
 from tests.support import load_event
 
 LISTING_TABLES = ("listing_batches", "listing_items", "listing_quota")
@@ -47,13 +48,13 @@ def worker_env(monkeypatch, tables, queues):
 def load_worker_module(monkeypatch, fake):
     sys.modules.pop("handlers.worker", None)
     module = importlib.import_module("handlers.worker")
-    monkeypatch.setattr(module.worker, "_perform", generate_with(fake))  # offline: no socket
+    monkeypatch.setattr(module.worker, "_perform", perform_with(fake))  # offline: no socket
     return module
 
 
 def test_the_handler_turns_the_sample_batch_into_a_partial_response(monkeypatch, worker_env, tables, lambda_context):
     # GIVEN the generation worker function and the batch named in the sample event
-    fake = FakeGenerator()
+    fake = FakeItemProvider(GENERATOR)
     module = load_worker_module(monkeypatch, fake)
     module.worker._store.quota.grant("acme", 10)
     Producer(module.worker._store, {"generation": _Null()}, Logger(service="t")).submit(
@@ -79,7 +80,7 @@ def test_the_handler_turns_the_sample_batch_into_a_partial_response(monkeypatch,
 def test_records_without_an_id_or_body_are_dropped_and_counted_never_a_key_error(monkeypatch, worker_env,
                                                                                 lambda_context, event):
     # GIVEN a hand-made event whose records Lambda would never send WHEN handled
-    module = load_worker_module(monkeypatch, FakeGenerator())
+    module = load_worker_module(monkeypatch, FakeItemProvider(GENERATOR))
     counted: list[str] = []
     add_metric = Metrics.add_metric  # the handler's Metrics is built inside build(): count through the class
     monkeypatch.setattr(Metrics, "add_metric", lambda self, **kw: (counted.append(kw["name"]), add_metric(self, **kw))[1])
@@ -91,7 +92,7 @@ def test_records_without_an_id_or_body_are_dropped_and_counted_never_a_key_error
 def test_a_non_sqs_event_is_a_clear_error(monkeypatch, worker_env, lambda_context):
     from jobfence.errors import InvalidEvent
 
-    module = load_worker_module(monkeypatch, FakeGenerator())
+    module = load_worker_module(monkeypatch, FakeItemProvider(GENERATOR))
     with pytest.raises(InvalidEvent, match="SQS batch"):
         module.handler({"detail": "x"}, lambda_context)
 
@@ -125,7 +126,7 @@ def test_a_worker_function_without_its_queue_fails_closed(monkeypatch, worker_en
 
 def test_a_worker_granted_only_its_own_queue_runs_that_queues_pipeline(monkeypatch, worker_env):
     monkeypatch.delenv("WORKER_QUEUE")
-    fake = FakeGenerator()
+    fake = FakeItemProvider(GENERATOR)
     module = load_worker_module(monkeypatch, fake)
     assert (module.spec.name, module.pipeline.kind) == ("listing_generation", "generation")
 

@@ -8,9 +8,9 @@ from jobfence.errors import InvalidEvent
 from jobfence.work import BatchRef, ItemKey, Timing, parse_wakeup, reclaim_key, ItemStatus, RECLAIM_SHARDS
 from jobs.catalog import CATALOG
 from jobs.listings.pipelines import PIPELINES
-from providers.generator import FakeGenerator, GenerationRequest
-from providers.publisher import FakeMarketplace, PublishRequest
-from providers.scripted import Behaviour, ProviderError, ProviderRejected, ProviderTimeout
+from providers.errors import ProviderError, ProviderRejected, ProviderTimeout
+from providers.items import GENERATOR, PUBLISHER, ItemRequest
+from providers.items_fake import Behaviour, FakeItemProvider
 
 
 def test_a_live_item_can_never_look_stale():
@@ -77,36 +77,36 @@ def test_reclaim_keys_spread_over_the_shards():
 
 
 def test_the_fake_generator_fails_n_times_then_returns_the_same_listing():
-    gen = FakeGenerator()
-    req = GenerationRequest("acme", "acme:b1:i1", {"title": "x"})
+    gen = FakeItemProvider(GENERATOR)
+    req = ItemRequest("acme", "acme:b1:i1", {"title": "x"})
     gen.script(req.idempotency_key, Behaviour.FAIL_TIMES, times=2)
     for _ in range(2):
         with pytest.raises(ProviderError):
-            gen.generate(req, 1)
-    first = gen.generate(req, 1)
-    assert gen.generate(req, 1) == first and gen.generated() == 1
+            gen.call(req, 1)
+    first = gen.call(req, 1)
+    assert gen.call(req, 1) == first and gen.created() == 1
 
 
 def test_the_fake_marketplace_publishes_each_key_once_and_acts_out_scripts():
-    mkt = FakeMarketplace()
-    req = PublishRequest("acme", "acme:p1:i1", {})
-    assert mkt.publish(req, 1) == mkt.publish(req, 1) and mkt.published() == 1
+    mkt = FakeItemProvider(PUBLISHER)
+    req = ItemRequest("acme", "acme:p1:i1", {})
+    assert mkt.call(req, 1) == mkt.call(req, 1) and mkt.created() == 1
     mkt.script("k-timeout", Behaviour.TIME_OUT)
     mkt.script("k-reject", Behaviour.REJECT)
     mkt.script("k-fail", Behaviour.FAIL)
     with pytest.raises(ProviderTimeout):
-        mkt.publish(PublishRequest("acme", "k-timeout", {}), 1)
+        mkt.call(ItemRequest("acme", "k-timeout", {}), 1)
     with pytest.raises(ProviderRejected):
-        mkt.publish(PublishRequest("acme", "k-reject", {}), 1)
+        mkt.call(ItemRequest("acme", "k-reject", {}), 1)
     with pytest.raises(ProviderError):
-        mkt.publish(PublishRequest("acme", "k-fail", {}), 1)
-    assert mkt.published() == 1
+        mkt.call(ItemRequest("acme", "k-fail", {}), 1)
+    assert mkt.created() == 1
 
 
 def test_a_hung_fake_call_returns_once_released():
     import threading
 
-    gen = FakeGenerator()
+    gen = FakeItemProvider(GENERATOR)
     gen.script("k", Behaviour.HANG)
     errors = []
     t = threading.Thread(target=lambda: errors.append(_call(gen)))
@@ -118,7 +118,7 @@ def test_a_hung_fake_call_returns_once_released():
 
 def _call(gen):
     try:
-        gen.generate(GenerationRequest("acme", "k", {}), 1)
+        gen.call(ItemRequest("acme", "k", {}), 1)
     except Exception as exc:  # noqa: BLE001
         return exc
     return None

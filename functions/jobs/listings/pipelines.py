@@ -7,7 +7,7 @@ from its function's own configuration (`WORKER_QUEUE`), never from a message.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from jobfence.clock import Clock
 from jobfence.config import Settings
@@ -25,33 +25,24 @@ from jobs.listings.catalog import (  # noqa: F401 (the pipelines' data, re-expor
     Pipeline,
     pipeline_of_queue,
 )
-from providers.generator import GenerationRequest, Generator, HttpGenerator
-from providers.publisher import HttpPublisher, Publisher, PublishRequest
-from providers.scripted import ProviderRejected
+from providers.errors import ProviderRejected
+from providers.items import GENERATOR, PUBLISHER, HttpItemProvider, ItemEndpoint, ItemProvider, ItemRequest
+
+# The catalog names each pipeline's provider (data); the port's configuration for that name lives here.
+ENDPOINTS: Mapping[str, ItemEndpoint] = {e.name: e for e in (GENERATOR, PUBLISHER)}
 
 
-def generate_with(generator: Generator) -> Perform:
-    """The generation step: a provider refusal is permanent, anything else is retried."""
-
-    def perform(request: WorkRequest, timeout_s: float) -> str:
-        try:
-            return generator.generate(
-                GenerationRequest(request.key.tenant, request.idempotency_key, request.payload), timeout_s
-            )
-        except ProviderRejected as exc:
-            raise PermanentFailure(str(exc)) from None
-
-    return perform
+def endpoint_of(pipeline: Pipeline) -> ItemEndpoint:
+    """The item-provider configuration a pipeline calls."""
+    return ENDPOINTS[pipeline.provider]
 
 
-def publish_with(publisher: Publisher) -> Perform:
-    """The publish step: a provider refusal is permanent, anything else is retried."""
+def perform_with(provider: ItemProvider) -> Perform:
+    """A pipeline's step: one provider call per item; a provider refusal is permanent, anything else is retried."""
 
     def perform(request: WorkRequest, timeout_s: float) -> str:
         try:
-            return publisher.publish(
-                PublishRequest(request.key.tenant, request.idempotency_key, request.payload), timeout_s
-            )
+            return provider.call(ItemRequest(request.key.tenant, request.idempotency_key, request.payload), timeout_s)
         except ProviderRejected as exc:
             raise PermanentFailure(str(exc)) from None
 
@@ -60,10 +51,7 @@ def publish_with(publisher: Publisher) -> Perform:
 
 def real_perform(pipeline: Pipeline, settings: Settings) -> Perform:
     """The real adapter of a pipeline's provider, at the URL the function was configured with."""
-    url = settings.provider_url(pipeline.provider)
-    if pipeline.kind == GENERATION:
-        return generate_with(HttpGenerator(url))
-    return publish_with(HttpPublisher(url))
+    return perform_with(HttpItemProvider(endpoint_of(pipeline), settings.provider_url(pipeline.provider)))
 
 
 def build_store(settings: Settings, clock: Clock) -> WorkStore:

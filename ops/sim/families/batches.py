@@ -42,7 +42,7 @@ from jobfence.triggers import Trigger
 from jobfence.work import BatchOperations, BatchRef, ItemInput, Producer, SqsWakeups, TenantGate, Worker, WorkStore
 from jobs.catalog import CATALOG
 from jobs.listings.catalog import TOLERATED_FAILURE_PCT
-from jobs.listings.pipelines import GENERATION, PIPELINES, PUBLISH, generate_with, publish_with
+from jobs.listings.pipelines import GENERATION, PIPELINES, PUBLISH, endpoint_of, perform_with
 from ops.invariants import check_batches
 from ops.sim.faults import AWS_CALL_FAULTS, DELIVERY_FAULTS, PAUSES, PROVIDER_FAULTS, FaultKind
 from ops.sim.families.lease import LambdaContext
@@ -409,8 +409,7 @@ class ListingsFamily(BatchFamily):
 
     def perform(self, world: World, kind: str) -> Callable[..., str]:
         provider: SimProvider = world.data["provider"]
-        adapter = _Adapter(provider)
-        return generate_with(adapter) if kind == GENERATION else publish_with(adapter)
+        return perform_with(_Adapter(provider, endpoint_of(PIPELINES[kind])))
 
     def reclaim_job(self, world: World, clock: Any) -> Callable[..., Any]:
         spec = CATALOG.job(RECLAIM_JOB)
@@ -427,16 +426,14 @@ class ListingsFamily(BatchFamily):
 
 
 class _Adapter:
-    """The provider ports of `jobs.listings` (generator and publisher) on the simulated provider."""
+    """The item-provider port of `jobs.listings` (either configuration) on the simulated provider."""
 
-    def __init__(self, provider: SimProvider) -> None:
+    def __init__(self, provider: SimProvider, endpoint: Any) -> None:
         self._provider = provider
+        self.endpoint = endpoint
 
-    def _call(self, request: Any, timeout_s: float) -> str:
+    def call(self, request: Any, timeout_s: float) -> str:
         from jobfence.work import ItemKey
 
         tenant, batch_id, item_id = (request.idempotency_key.split(":") + ["", "", ""])[:3]
         return self._provider.perform(ItemKey(tenant, batch_id, item_id), request.idempotency_key, timeout_s)
-
-    generate = _call
-    publish = _call

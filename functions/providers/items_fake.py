@@ -1,8 +1,10 @@
-"""Scripted behaviour for offline fakes of work providers (generator, publisher).
+"""The offline fake of the item-provider port, with scripted failures.
 
 A fake is told, per item (idempotency key) or by default, to succeed, fail,
-fail N times then succeed, time out, hang, or reject. It records every call so
-tests can count side effects. Error messages never carry the request payload.
+fail N times then succeed, time out, hang, or reject. It models the provider's
+idempotency (the same key always answers the same reference and never acts
+twice) and records every call so tests can count side effects. Error messages
+never carry the request payload.
 """
 
 from __future__ import annotations
@@ -11,22 +13,13 @@ import enum
 import threading
 from dataclasses import dataclass
 
-from jobfence.errors import JobfenceError
-
-
-class ProviderError(JobfenceError):
-    """A provider call failed in a way worth retrying (5xx, throttling, network). Messages carry status codes only."""
-
-
-class ProviderTimeout(ProviderError):
-    """The provider did not answer within the call's timeout."""
-
-
-class ProviderRejected(JobfenceError):
-    """The provider refused the request for good (4xx on the input): retrying cannot help."""
+from providers.errors import ProviderError, ProviderRejected, ProviderTimeout
+from providers.items import ItemEndpoint, ItemRequest
 
 
 class Behaviour(str, enum.Enum):
+    """What a scripted call does."""
+
     SUCCEED = "succeed"
     FAIL = "fail"  # always a retriable error
     FAIL_TIMES = "fail_times"  # the first N calls fail, then success
@@ -42,7 +35,7 @@ class Script:
 
 
 class ScriptedCalls:
-    """Thread-safe per-key behaviour and call counting shared by the fakes."""
+    """Thread-safe per-key behaviour and call counting."""
 
     def __init__(self, default: Script | None = None, hang_limit_s: float = 30.0) -> None:
         self._default = default or Script()
@@ -84,3 +77,28 @@ class ScriptedCalls:
         if script.behaviour is Behaviour.HANG:
             self._release.wait(self._hang_limit_s)
             raise ProviderTimeout(f"{what}: hung call released")
+
+
+class FakeItemProvider:
+    """Offline provider: one reference per idempotency key, with scripted failures."""
+
+    def __init__(self, endpoint: ItemEndpoint) -> None:
+        self.endpoint = endpoint
+        self.calls = ScriptedCalls()
+        self._refs: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def script(self, idempotency_key: str, behaviour: Behaviour, times: int = 0) -> None:
+        self.calls.script(idempotency_key, behaviour, times)
+
+    def call(self, request: ItemRequest, timeout_s: float) -> str:
+        self.calls.enter(request.idempotency_key, self.endpoint.name)
+        with self._lock:
+            if request.idempotency_key not in self._refs:
+                self._refs[request.idempotency_key] = f"{self.endpoint.prefix}_{len(self._refs) + 1:06d}"
+            return self._refs[request.idempotency_key]
+
+    def created(self) -> int:
+        """Distinct items acted on (a retry of the same item does not act twice)."""
+        with self._lock:
+            return len(self._refs)
