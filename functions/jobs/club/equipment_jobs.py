@@ -16,6 +16,7 @@ from jobs.club.changes import ChangeLog, build_changelog
 from jobs.club.events import Event, EventType, nonce_for
 from jobs.club.stores.loans import LoanStore
 from jobs.club.stores.reminders import Recipient, ReminderState, ReminderStore
+from jobs.club.sweep import sweep
 
 BATCH = 25
 MAX_BATCHES = 40
@@ -32,32 +33,23 @@ def send_equipment_reminders(
     reminders: ReminderStore, loans: LoanStore, changes: ChangeLog, ctx: RunContext
 ) -> Iterator[dict[str, Any]]:
     """Notify the member or staff member of each due reminder, exactly once."""
-    sent = changes.flush(ctx)
-    for _ in range(MAX_BATCHES):
-        now = ctx.now_ms()
-        ids = reminders.due(now, BATCH)
-        claimed = cancelled = skipped = 0
-        for reminder_id in ids:
-            row = reminders.get(reminder_id)
-            if row is None or row.state != ReminderState.PENDING.value or int(row.due_at) > now:
-                skipped += 1
-                continue
-            loan = loans.get(row.loan_id)
-            if loan is None or loan.returned_at is not None:
-                op = reminders.finish_op(reminder_id, ReminderState.CANCELLED, ctx.run_id)
-                cancelled += changes.commit(ctx, [op])
-                continue
-            event = Event.build(EventType.DIRECT_NOTIFICATION, nonce_for(ctx.job, reminder_id),
-                                user_id=row.recipient_user_id, content=reminder_text(row.recipient_kind, loan))
-            if changes.commit(ctx, [reminders.finish_op(reminder_id, ReminderState.SENT, ctx.run_id)], [event]):
-                claimed += 1
-            else:
-                skipped += 1  # claimed by another run first: that run sends it, we never do
-        sent += changes.flush(ctx)
-        yield {"claimed": claimed, "cancelled": cancelled, "skipped": skipped, "events": sent}
-        sent = 0
-        if len(ids) < BATCH or claimed + cancelled == 0:
-            return
+
+    def handle(reminder_id: str, now: int) -> str | None:
+        row = reminders.get(reminder_id)
+        if row is None or row.state != ReminderState.PENDING.value or int(row.due_at) > now:
+            return "skipped"
+        loan = loans.get(row.loan_id)
+        if loan is None or loan.returned_at is not None:
+            op = reminders.finish_op(reminder_id, ReminderState.CANCELLED, ctx.run_id)
+            return "cancelled" if changes.commit(ctx, [op]) else None  # another run cancelled it
+        event = Event.build(EventType.DIRECT_NOTIFICATION, nonce_for(ctx.job, reminder_id),
+                            user_id=row.recipient_user_id, content=reminder_text(row.recipient_kind, loan))
+        if changes.commit(ctx, [reminders.finish_op(reminder_id, ReminderState.SENT, ctx.run_id)], [event]):
+            return "claimed"
+        return "skipped"  # claimed by another run first: that run sends it, we never do
+
+    outcomes = ("claimed", "cancelled", "skipped")
+    return sweep(changes, ctx, reminders.due, handle, outcomes, ("claimed", "cancelled"), BATCH, MAX_BATCHES)
 
 
 def build_send_equipment_reminders(deps: JobDeps):

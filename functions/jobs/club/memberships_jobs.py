@@ -14,6 +14,7 @@ from jobs.club.changes import ChangeLog, build_changelog
 from jobs.club.events import Event, EventType, nonce_for
 from jobs.club.stores.memberships import MembershipStatus, MembershipStore
 from jobs.club.stores.receipts import ReceiptStore
+from jobs.club.sweep import sweep
 
 BATCH = 25
 MAX_BATCHES = 40
@@ -27,26 +28,15 @@ def _role_event(ctx: RunContext, row: Any, type_: EventType, role_id: str) -> Ev
 
 def expire_memberships(memberships: MembershipStore, changes: ChangeLog, ctx: RunContext) -> Iterator[dict[str, Any]]:
     """Expire memberships that have ended: access off, roles removed (events), out of the active index."""
-    sent = changes.flush(ctx)  # events an interrupted earlier run saved but did not send
-    for _ in range(MAX_BATCHES):
-        now = ctx.now_ms()
-        ids = memberships.ended(now, BATCH)
-        expired = skipped = 0
-        for member_id in ids:
-            row = memberships.get(member_id)
-            if row is None or row.status != MembershipStatus.ACTIVE.value or int(row.ends_at) > now:
-                skipped += 1  # a stale index entry, or renewed since
-                continue
-            events = [_role_event(ctx, row, EventType.ROLE_REMOVE, role) for role in row.roles]
-            if changes.commit(ctx, [memberships.expire_op(row, now)], events):
-                expired += 1
-            else:
-                skipped += 1
-        sent += changes.flush(ctx)
-        yield {"expired": expired, "skipped": skipped, "events": sent}
-        sent = 0
-        if len(ids) < BATCH or expired == 0:
-            return
+
+    def handle(member_id: str, now: int) -> str:
+        row = memberships.get(member_id)
+        if row is None or row.status != MembershipStatus.ACTIVE.value or int(row.ends_at) > now:
+            return "skipped"  # a stale index entry, or renewed since
+        events = [_role_event(ctx, row, EventType.ROLE_REMOVE, role) for role in row.roles]
+        return "expired" if changes.commit(ctx, [memberships.expire_op(row, now)], events) else "skipped"
+
+    return sweep(changes, ctx, memberships.ended, handle, ("expired", "skipped"), ("expired",), BATCH, MAX_BATCHES)
 
 
 def reconcile_membership_roles(

@@ -13,6 +13,7 @@ from jobfence.scheduled import JobDeps, RunContext
 from jobs.club.changes import ChangeLog, build_changelog
 from jobs.club.events import Event, EventType, nonce_for
 from jobs.club.stores.photo_requests import PhotoRequestStore, RequestStatus
+from jobs.club.sweep import sweep
 
 BATCH = 25
 MAX_BATCHES = 40
@@ -22,27 +23,16 @@ def expire_photographer_requests(
     requests: PhotoRequestStore, changes: ChangeLog, ctx: RunContext
 ) -> Iterator[dict[str, Any]]:
     """Expire overdue open requests and mark their Discord messages as expired."""
-    sent = changes.flush(ctx)
-    for _ in range(MAX_BATCHES):
-        now = ctx.now_ms()
-        ids = requests.expirable(now, BATCH)
-        expired = skipped = 0
-        for request_id in ids:
-            row = requests.get(request_id)
-            if row is None or row.status != RequestStatus.OPEN.value or int(row.expires_at) > now:
-                skipped += 1
-                continue
-            event = Event.build(EventType.MESSAGE_EDIT, nonce_for(ctx.job, request_id), channel_id=row.channel_id,
-                                message_id=row.message_id, content=f"~~{row.title}~~\nThis request has expired.")
-            if changes.commit(ctx, [requests.expire_op(request_id, now)], [event]):
-                expired += 1
-            else:
-                skipped += 1
-        sent += changes.flush(ctx)
-        yield {"expired": expired, "skipped": skipped, "events": sent}
-        sent = 0
-        if len(ids) < BATCH or expired == 0:
-            return
+
+    def handle(request_id: str, now: int) -> str:
+        row = requests.get(request_id)
+        if row is None or row.status != RequestStatus.OPEN.value or int(row.expires_at) > now:
+            return "skipped"
+        event = Event.build(EventType.MESSAGE_EDIT, nonce_for(ctx.job, request_id), channel_id=row.channel_id,
+                            message_id=row.message_id, content=f"~~{row.title}~~\nThis request has expired.")
+        return "expired" if changes.commit(ctx, [requests.expire_op(request_id, now)], [event]) else "skipped"
+
+    return sweep(changes, ctx, requests.expirable, handle, ("expired", "skipped"), ("expired",), BATCH, MAX_BATCHES)
 
 
 def build_expire_photographer_requests(deps: JobDeps):
