@@ -11,7 +11,7 @@ A few shards spread the write load of the index across partitions.
 from __future__ import annotations
 
 import zlib
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
@@ -54,3 +54,16 @@ def expired(model: Any, now_ms: int, limit: int) -> Iterator[Any]:
             remaining -= 1
             if remaining <= 0:
                 return
+
+
+def deletion_batches(delete_expired: Callable[[int], int], batch: int, max_batches: int, counter: str) -> Iterator[dict[str, int]]:
+    """A retention job's batches: `delete_expired(batch)` until a short batch, at most `max_batches` times.
+
+    Each yield is one bounded batch (`{counter: rows deleted}`), so the runner renews
+    the lease between them and a huge backlog spreads over several runs.
+    """
+    for _ in range(max_batches):
+        deleted = delete_expired(batch)
+        yield {counter: deleted}
+        if deleted < batch:
+            return

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
+from jobfence.expiry import deletion_batches
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.backoffice.operator_ledger import OperatorLedgerStore
 
@@ -18,11 +19,7 @@ LEDGER_MAX_BATCHES = 20
 
 def clean_operator_access_ledger(store: OperatorLedgerStore, ctx: RunContext) -> Iterator[dict[str, Any]]:
     """Delete expired entries, 1,000 a batch, at most 20 batches."""
-    for _ in range(LEDGER_MAX_BATCHES):
-        deleted = store.delete_expired(LEDGER_BATCH)
-        yield {"ledger_deleted": deleted}
-        if deleted < LEDGER_BATCH:
-            return
+    return deletion_batches(store.delete_expired, LEDGER_BATCH, LEDGER_MAX_BATCHES, "ledger_deleted")
 
 
 def build_clean_operator_access_ledger(deps: JobDeps):

@@ -16,6 +16,7 @@ from typing import Any, Iterator
 from aws_lambda_powertools import Logger
 
 from jobfence.errors import ConditionFailed
+from jobfence.expiry import deletion_batches
 from jobfence.scheduled import RunContext
 from jobs.commerce.customer_activity import CustomerActivityStore
 from jobs.commerce.diagnostics import DiagnosticStore
@@ -48,8 +49,4 @@ def retention_batches(
         yield {"diagnostics_expired": len(parents), "charges_released": released, "diagnostic_rows_deleted": rows_deleted}
         if len(parents) < DIAGNOSTIC_CHUNK:
             break
-    for _ in range(ACTIVITY_MAX_BATCHES):
-        deleted = activity.delete_expired(ACTIVITY_BATCH)
-        yield {"activity_deleted": deleted}
-        if deleted < ACTIVITY_BATCH:
-            break
+    yield from deletion_batches(activity.delete_expired, ACTIVITY_BATCH, ACTIVITY_MAX_BATCHES, "activity_deleted")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
+from jobfence.expiry import deletion_batches
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.commerce.conversations import ConversationStore
 from jobs.commerce.dpop_proofs import DpopProofStore
@@ -20,11 +21,7 @@ CONVERSATIONS_LIMIT = 100
 
 def clean_dpop_proofs(store: DpopProofStore, ctx: RunContext) -> Iterator[dict[str, Any]]:
     """Delete expired DPoP proofs, 1,000 a batch, at most 100 batches a run."""
-    for _ in range(DPOP_MAX_BATCHES):
-        deleted = store.delete_expired(DPOP_BATCH)
-        yield {"deleted": deleted}
-        if deleted < DPOP_BATCH:
-            return
+    return deletion_batches(store.delete_expired, DPOP_BATCH, DPOP_MAX_BATCHES, "deleted")
 
 
 def clean_conversations(store: ConversationStore, ctx: RunContext) -> Iterator[dict[str, Any]]:
