@@ -118,6 +118,16 @@ def probe_catalog():
     )
 
 
+SYNTHESES = {"synthesized", "probe", "each"}
+
+
+def pytest_collection_modifyitems(items) -> None:
+    """A test that needs a synthesis (jsii, tens of seconds) is `slow`."""
+    for item in items:
+        if SYNTHESES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def synthesized() -> Synthesis:
     from jobs.catalog import CATALOG
