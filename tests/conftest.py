@@ -22,6 +22,7 @@ from moto import mock_aws  # noqa: E402
 
 from jobfence.clock import FrozenClock  # noqa: E402
 from tests.support import (  # noqa: E402,F401  (load_event re-exported for older imports)
+    CatalogTables,
     LambdaContext,
     RequestCounter,
     ServerSession,
@@ -48,9 +49,9 @@ def dynamodb(aws):
 
 
 @pytest.fixture
-def tables(dynamodb) -> dict[str, str]:
-    """Every catalog table, created in moto: logical name -> physical name."""
-    return create_catalog_tables(dynamodb)
+def tables(dynamodb) -> CatalogTables:
+    """The catalog's tables in moto, created as a test names them: `tables("leases", "runs")` or `tables["leases"]`."""
+    return CatalogTables(dynamodb)
 
 
 @pytest.fixture
