@@ -27,7 +27,7 @@ fails only the item, page or batch it hit: it is logged and counted as
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Iterator, Mapping
 
 from aws_lambda_powertools import Logger
@@ -50,6 +50,28 @@ class ReclaimPipeline:
     wakeups: Wakeups
 
 
+@dataclass(frozen=True)
+class ReclaimCounts:
+    """What one page of a sweep did (or a whole sweep: pages add up). Its `summary()` lands in the run row."""
+
+    stale_running: int = 0  # running rows past item-stale that the page read
+    stale_pending: int = 0  # pending rows past pending-stale that the page read
+    requeued: int = 0  # moved to pending (or bumped) and woken
+    failed: int = 0  # failed at the attempts cap, quota refunded
+    changed: int = 0  # moved on between the index read and the write: left alone
+    unsent: int = 0  # wake-ups that could not be sent (the next pending sweep re-sends them)
+    errors: int = 0  # store errors: the item, page or batch is left for the next run
+    batches_swept: int = 0  # open batches past batch-stale that the page read
+    batches_finalized: int = 0  # of those, finalized from their rows
+
+    def __add__(self, other: "ReclaimCounts") -> "ReclaimCounts":
+        return ReclaimCounts(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
+    def summary(self) -> dict[str, int]:
+        """The counts as a run row's batch summary (field name -> count)."""
+        return asdict(self)
+
+
 class Reclaimer:
     """Resume stale items and finalize abandoned batches, in bounded pages."""
 
@@ -69,15 +91,15 @@ class Reclaimer:
         self._page_size = page_size
         self._max_pages = max_pages
 
-    def run_once(self) -> dict[str, int]:
+    def run_once(self) -> ReclaimCounts:
         """One whole sweep; the summed counts of its pages."""
-        total: dict[str, int] = {}
-        for counts in self.pages():
-            for name, value in counts.items():
-                total[name] = total.get(name, 0) + value
-        return total
+        return sum(self.pages(), ReclaimCounts())
 
-    def pages(self) -> Iterator[dict[str, int]]:
+    def job_batches(self) -> Iterator[dict[str, int]]:
+        """The sweep as a scheduled job's batches: each page's counts as its summary."""
+        return (page.summary() for page in self.pages())
+
+    def pages(self) -> Iterator[ReclaimCounts]:
         """The sweep as bounded pages, each yielding its counts (a scheduled job's batches)."""
         for pipeline in self._pipelines.values():
             yield from self._items(pipeline, ItemStatus.RUNNING)
@@ -86,7 +108,7 @@ class Reclaimer:
 
     # -- items ------------------------------------------------------------------------------
 
-    def _items(self, pipeline: ReclaimPipeline, status: ItemStatus) -> Iterator[dict[str, int]]:
+    def _items(self, pipeline: ReclaimPipeline, status: ItemStatus) -> Iterator[ReclaimCounts]:
         timing = pipeline.timing
         stale_ms = (timing.item_stale_s if status is ItemStatus.RUNNING else timing.pending_stale_s) * 1000
         cutoff = self._clock.now_ms() - stale_ms  # fixed for the run: rows we bump never qualify again
@@ -98,7 +120,7 @@ class Reclaimer:
                 self._logger.warning("reading stale items failed", extra={"kind": pipeline.kind,
                                                                           "status": status.value,
                                                                           "reason": safe_error(exc)})
-                yield {"errors": 1}
+                yield ReclaimCounts(errors=1)
                 return
             if not rows:
                 return
@@ -106,10 +128,10 @@ class Reclaimer:
             if cursor is None:
                 return
 
-    def _reclaim_page(self, pipeline: ReclaimPipeline, status: ItemStatus, rows: list[tuple[ItemKey, int]]) -> dict[str, int]:
+    def _reclaim_page(self, pipeline: ReclaimPipeline, status: ItemStatus,
+                      rows: list[tuple[ItemKey, int]]) -> ReclaimCounts:
         timing = pipeline.timing
-        counts = {f"stale_{status.value}": len(rows), "requeued": 0, "failed": 0, "changed": 0, "unsent": 0,
-                  "errors": 0}
+        tally = {"requeued": 0, "failed": 0, "changed": 0, "unsent": 0, "errors": 0}
         wake: list[ItemKey] = []
         failed_by_batch: dict[BatchRef, int] = {}
         if status is ItemStatus.RUNNING:
@@ -125,10 +147,10 @@ class Reclaimer:
                     failed = self._store.fail_stale(key, status, seen, capped_error)
             except JobfenceError as exc:
                 self._logger.warning("reclaiming an item failed", extra={"reason": safe_error(exc), **key.log_ids()})
-                counts["errors"] += 1
+                tally["errors"] += 1
                 continue
             outcome = "failed" if failed else "changed" if verdict is StaleVerdict.CAPPED else verdict.value
-            counts[outcome] += 1
+            tally[outcome] += 1
             if verdict is StaleVerdict.REQUEUED:
                 wake.append(key)
             elif failed:
@@ -136,7 +158,7 @@ class Reclaimer:
             self._logger.info("reclaim", extra={"outcome": outcome, "from_status": status.value, **key.log_ids()})
         if wake:
             # a wake-up that cannot be sent leaves a pending row: the next pending sweep re-sends it
-            counts["unsent"] = len(pipeline.wakeups.send(wake))
+            tally["unsent"] = len(pipeline.wakeups.send(wake))
         for ref, failed in failed_by_batch.items():
             try:
                 row = self._store.rollup(ref, BatchDelta(failed=failed))
@@ -146,12 +168,13 @@ class Reclaimer:
                 # counters are only a hint: the batch-stale sweep finalizes from the rows
                 self._logger.warning("roll-up failed", extra={"tenant": ref.tenant, "batch": ref.batch_id,
                                                               "reason": safe_error(exc)})
-                counts["errors"] += 1
-        return counts
+                tally["errors"] += 1
+        read = {"stale_running": len(rows)} if status is ItemStatus.RUNNING else {"stale_pending": len(rows)}
+        return ReclaimCounts(**read, **tally)
 
     # -- batches ----------------------------------------------------------------------------
 
-    def _batches(self, pipeline: ReclaimPipeline) -> Iterator[dict[str, int]]:
+    def _batches(self, pipeline: ReclaimPipeline) -> Iterator[ReclaimCounts]:
         cutoff = self._clock.now_ms() - pipeline.timing.batch_stale_s * 1000
         for _ in range(self._max_pages):
             try:
@@ -159,21 +182,21 @@ class Reclaimer:
             except JobfenceError as exc:
                 self._logger.warning("reading stale batches failed", extra={"kind": pipeline.kind,
                                                                             "reason": safe_error(exc)})
-                yield {"errors": 1}
+                yield ReclaimCounts(errors=1)
                 return
             if not refs:
                 return
-            counts = {"batches_swept": len(refs), "batches_finalized": 0, "errors": 0}
+            counts = ReclaimCounts(batches_swept=len(refs))
             for ref in refs:
                 try:
                     row = self._store.finalize(ref, heartbeat=True)
                 except JobfenceError as exc:
                     self._logger.warning("finalizing a batch failed", extra={"tenant": ref.tenant, "batch": ref.batch_id,
                                                                             "reason": safe_error(exc)})
-                    counts["errors"] += 1
+                    counts = replace(counts, errors=counts.errors + 1)
                     continue
                 if row is not None and row.status.final:
-                    counts["batches_finalized"] += 1
+                    counts = replace(counts, batches_finalized=counts.batches_finalized + 1)
                 self._logger.info("reclaim batch", extra={"tenant": ref.tenant, "batch": ref.batch_id,
                                                            "status": row.status.value if row else "missing"})
             yield counts

@@ -279,7 +279,7 @@ def sweep_costs(total_items: int, stale: int = 10, live_fraction: float = 0.1) -
         load_s = time.perf_counter() - started
         meter.reset()
         counts = rig.reclaimer.run_once()
-        assert counts.get("requeued") == stale, counts
+        assert counts.requeued == stale, counts
         return {
             "items": n_batches * rows_per_batch,
             "counts": counts,
@@ -369,7 +369,7 @@ def run() -> str:
     for r in (small, large):
         lines.append(
             f"| {r['items']:,} | {sum(r['requests'].values())} | {sum(r['rcu'].values()):g} | "
-            f"{sum(r['wcu'].values()):g} + {sum(r['gsi_wcu'].values()):g} | {r['counts']['requeued']} | {r['load_s']:.0f} |"
+            f"{sum(r['wcu'].values()):g} + {sum(r['gsi_wcu'].values()):g} | {r['counts'].requeued} | {r['load_s']:.0f} |"
         )
     lines += [
         "",

@@ -160,11 +160,11 @@ def test_a_worker_that_dies_mid_item_is_reclaimed_and_the_item_completes(rig, cl
     assert claims[key(0)].state.value == "claimed"
     # WHEN the item is not yet stale, reclaim leaves it alone
     clock.advance(minutes=5)
-    assert rig.reclaimer.run_once().get("stale_running", 0) == 0
+    assert rig.reclaimer.run_once().stale_running == 0
     # AND once it is past item-stale, reclaim re-enqueues it
     clock.advance(minutes=1, seconds=1)
     counts = rig.reclaimer.run_once()
-    assert counts["stale_running"] == 1 and counts["requeued"] == 1
+    assert counts.stale_running == 1 and counts.requeued == 1
     row = rig.store.item(key(0))
     assert row.status is ItemStatus.PENDING and "reclaimed" in row.error
     rig.drain()
@@ -270,8 +270,8 @@ def test_a_lost_wakeup_of_a_pending_item_is_re_sent_by_reclaim(rig, clock):
     # WHEN pending-stale passes and reclaim runs (twice: the second finds nothing new)
     clock.advance(minutes=15, seconds=1)
     counts = rig.reclaimer.run_once()
-    assert counts["stale_pending"] == 12 and counts["requeued"] == 12
-    assert rig.reclaimer.run_once().get("stale_pending", 0) == 0
+    assert counts.stale_pending == 12 and counts.requeued == 12
+    assert rig.reclaimer.run_once().stale_pending == 0
     rig.drain()
     # THEN every item completes on its first attempt
     report = rig.store.describe_batch(B)
@@ -288,11 +288,11 @@ def test_a_batch_whose_rollup_was_lost_is_finalized_by_reclaim_from_its_rows(rig
     assert rig.store.batch(B).status is BatchStatus.OPEN
     # WHEN batch-stale passes and reclaim runs
     clock.advance(minutes=14)
-    assert rig.reclaimer.run_once().get("batches_swept", 0) == 0
+    assert rig.reclaimer.run_once().batches_swept == 0
     clock.advance(minutes=1, seconds=1)
     counts = rig.reclaimer.run_once()
     # THEN the batch is finalized with counters recounted from its rows
-    assert counts["batches_finalized"] == 1
+    assert counts.batches_finalized == 1
     batch = rig.store.batch(B)
     assert (batch.status, batch.completed, batch.failed, batch.recounts) == (BatchStatus.FINALIZED, 4, 0, 1)
 
@@ -301,11 +301,11 @@ def test_a_slow_batch_is_swept_at_most_once_per_batch_stale_period(rig, clock):
     # GIVEN a quiet batch with items still pending
     rig.submit("acme", "b1", 3)
     clock.advance(minutes=15, seconds=1)
-    assert rig.reclaimer.run_once()["batches_swept"] == 1
+    assert rig.reclaimer.run_once().batches_swept == 1
     # WHEN reclaim runs again five minutes later
     clock.advance(minutes=5)
     # THEN the batch is not recounted again (the sweep bumped its heartbeat)
-    assert rig.reclaimer.run_once().get("batches_swept", 0) == 0
+    assert rig.reclaimer.run_once().batches_swept == 0
     assert rig.store.batch(B).status is BatchStatus.OPEN
 
 

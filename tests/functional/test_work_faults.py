@@ -211,8 +211,8 @@ def test_the_reclaim_sweep_goes_on_after_a_store_error(rig, faults, clock):
     # WHEN the reclaimer sweeps
     counts = rig.reclaimer.run_once()
     # THEN the error is counted and the sweep went on: the other running item and the pending one were re-driven
-    assert counts["errors"] == 1
-    assert counts["stale_running"] == 2 and counts["requeued"] == 2  # 1 running + 1 pending
+    assert counts.errors == 1
+    assert counts.stale_running == 2 and counts.requeued == 2  # 1 running + 1 pending
     assert {r.status for r in rig.store.item_rows(B)} == {ItemStatus.PENDING}
     rig.drain()
     clock.advance(minutes=16)
@@ -231,7 +231,7 @@ def test_a_throttled_stale_index_read_does_not_abort_the_sweep(rig, faults, cloc
     # WHEN the reclaimer sweeps
     counts = rig.reclaimer.run_once()
     # THEN the pending item's wake-up is re-sent all the same
-    assert counts["errors"] == 1 and counts["requeued"] == 1
+    assert counts.errors == 1 and counts.requeued == 1
     assert len(rig.queues["generation"].messages) == 1
 
 

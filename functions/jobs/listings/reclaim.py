@@ -24,6 +24,6 @@ def build_reclaim_listings(deps: JobDeps):
     )
 
     def reclaim_listings(ctx: RunContext):
-        return reclaimer.pages()
+        return reclaimer.job_batches()
 
     return reclaim_listings

@@ -112,7 +112,7 @@ class BatchFamily:
             {k: ReclaimPipeline(k, PIPELINES[k].timing, w) for k, w in self.wakeups(world).items()},
             clock, world.logger,
         )
-        return lambda ctx: reclaimer.pages()
+        return lambda ctx: reclaimer.job_batches()
 
     def plan_batches(self, world: World) -> list[PlannedBatch]:
         marker = world.data["marker"]
