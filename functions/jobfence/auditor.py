@@ -46,7 +46,7 @@ from jobfence.registry import CatchUp, JobSpec, metric_dimensions
 from jobfence.triggers import catch_up_event
 from jobfence.runs import RunState, RunStore
 from jobfence.scheduled import RunContext
-from jobfence.schedule import Schedule
+from jobfence.schedule import healthy_gap_ms
 
 MISSED_METRIC = "missed"
 AUDIT_SETTLE_MS = DELIVERY_TOLERANCE_MS + 60_000
@@ -165,5 +165,5 @@ def lambda_invoker(client: Any, functions: Mapping[str, str]) -> Invoke:
 
 
 def interval_ms(spec: JobSpec) -> int:
-    """The auditor's own interval: its gate, else its schedule's longest gap."""
-    return spec.interval_s * 1000 if spec.interval_s else Schedule(spec.schedule, 0).longest_gap_ms(8)
+    """The auditor's own interval: the longer of its gate and its schedule's longest gap (as its alarms')."""
+    return healthy_gap_ms(spec.schedule, spec.interval_s)

@@ -265,7 +265,7 @@ def build_ledger(
 
 def ledger_of(spec: JobSpec, runs: RunStore, toggles: Sequence[Toggle], since_ms: int, until_ms: int) -> Ledger:
     """`build_ledger` for a catalog job: its schedule and gate, and a lookback of its lease ttl or its interval."""
-    interval_ms = spec.interval_s * 1000 if spec.interval_s else None
+    interval_ms = spec.interval_ms
     lookback_ms = max(spec.lease_ttl_s * 1000, interval_ms or 0)
     return build_ledger(spec.name, spec.schedule, runs, toggles, since_ms, until_ms, interval_ms, lookback_ms)
 

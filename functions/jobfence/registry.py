@@ -163,6 +163,11 @@ class JobSpec:
         if self.lease_ttl_s is None:  # after construction lease_ttl_s is always an int
             object.__setattr__(self, "lease_ttl_s", self.timeout_s + LEASE_MARGIN_S)
 
+    @property
+    def interval_ms(self) -> int | None:
+        """The interval gate in ms (None: the lease alone guards the job)."""
+        return self.interval_s * 1000 if self.interval_s else None
+
     def load(self) -> Callable[..., Any]:
         """Import and return the job's factory."""
         module_name, _, attr = self.entry.partition(":")

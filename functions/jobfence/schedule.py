@@ -80,6 +80,22 @@ class Schedule:
         return max(b - a for a, b in zip(times, times[1:]))
 
 
+# A fixed start keeps a gap deterministic (a synthesized template must not change with the date).
+GAP_START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+GAP_TICKS = 400
+
+
+def healthy_gap_ms(expression: str, interval_s: int | None) -> int:
+    """How long a healthy job may go between two `ran` outcomes.
+
+    The longer of its interval gate (ticks inside the gate skip) and the longest
+    gap between its scheduled ticks over `GAP_TICKS` fires from a fixed start (a
+    gate shorter than the schedule changes nothing). Monitoring's alarm periods
+    and the missed-run auditor's window both use it. Raises `ScheduleError`.
+    """
+    return max((interval_s or 0) * 1000, Schedule(expression, GAP_START_MS).longest_gap_ms(GAP_TICKS))
+
+
 def adapt_cron(expression: str) -> tuple[str, set[int] | None]:
     """EventBridge `cron(...)` -> (five-field croniter expression, years it is limited to or None)."""
     match = _CRON.match(expression.strip())

@@ -193,7 +193,7 @@ class ScheduledRunner:
 
     def _run_once(self, spec: JobSpec, job: Job, trigger: Trigger, context: LambdaContextLike | None) -> RunResult:
         started = self._clock.now_ms()
-        interval_ms = spec.interval_s * 1000 if spec.interval_s else None
+        interval_ms = spec.interval_ms
         since = trigger.scheduled_at if trigger.kind == "catch_up" else None
         pending = trigger.scheduled_at if trigger.kind == "buffered" else None
         buffers = spec.overlap == Overlap.BUFFER_ONE and trigger.kind == "scheduled"

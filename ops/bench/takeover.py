@@ -65,7 +65,7 @@ class _Trial:
         """The index in `ticks` of the first tick whose acquire succeeds after a term taken at `taken_at`."""
         self.n += 1
         job = f"{spec.name}#{self.n}"
-        interval_ms = spec.interval_s * 1000 if spec.interval_s else None
+        interval_ms = spec.interval_ms
         clock = FrozenClock(taken_at)
         store = LeaseStore(self.client, self.table, clock)
         lease = store.acquire(job, "dying", ttl_ms, interval_ms, run_id=f"{job}-dying")
