@@ -20,6 +20,7 @@ from typing import Any, Iterator, Mapping
 from botocore.client import BaseClient
 
 from jobfence.registry import LEASE_ACCESS, LEASES_TABLE, RUN_ACCESS, RUNS_TABLE, access_actions
+from tests.support import CatalogTables
 
 _TRANSACT_ACTIONS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
                      "ConditionCheck": "ConditionCheckItem", "Get": "GetItem"}
@@ -64,7 +65,9 @@ def ungranted(calls: set[tuple[str, str]], tables: Mapping[str, str], declared: 
     """
     granted = {LEASES_TABLE.name: set(access_actions(LEASE_ACCESS)), RUNS_TABLE.name: set(access_actions(RUN_ACCESS))}
     granted |= {name: set(access_actions(access)) for name, access in declared.items()}
-    logical = {physical: name for name, physical in tables.items()}
+    # only tables that exist can have been called (and reading a lazy catalog's items would create the rest)
+    existing = tables.created() if isinstance(tables, CatalogTables) else tables
+    logical = {physical: name for name, physical in existing.items()}
     return {(logical.get(table, table), action) for table, action in calls
             if action not in granted.get(logical.get(table, ""), set())}
 

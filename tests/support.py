@@ -64,6 +64,10 @@ class CatalogTables(Mapping[str, str]):
             raise KeyError(name)
         return self(name)[name]
 
+    def created(self) -> dict[str, str]:
+        """The tables created so far (reading it creates none)."""
+        return dict(self._created)
+
     def __iter__(self) -> Iterator[str]:
         self(*CATALOG.tables)
         return iter(CATALOG.tables)
