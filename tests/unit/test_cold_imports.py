@@ -1,8 +1,12 @@
 """A function loads only its own job's code and the stores it uses; the catalog is data.
 
 Each check runs a fresh interpreter (a cold start) and reads the modules it
-loaded: a catalog entry that imported its job's module, or a package
-`__init__` that imported all of its modules, shows up here as a foreign module.
+loaded: a catalog entry that imported its job's module, a job module that
+imported another job's store, or a package `__init__` that imported all of its
+modules, shows up here as a foreign module. Every scheduled job of the catalog
+is checked with the environment its function gets in the template
+(`infra.access.CatalogResources.environment`, with stand-in table and queue
+names: no synthesis), the interpreters started all at once so the file stays fast.
 """
 
 from __future__ import annotations
@@ -11,21 +15,59 @@ import os
 import pathlib
 import subprocess
 import sys
+from types import SimpleNamespace
+
+import pytest
+
+from infra.access import CatalogResources
+from jobs.catalog import CATALOG
+from jobs.listings.catalog import BATCHES_TABLE, ITEMS_TABLE
 
 FUNCTIONS = pathlib.Path(__file__).resolve().parents[2] / "functions"
 LIST_MODULES = "import sys\n{statement}\nprint('\\n'.join(sorted(sys.modules)))\n"
+WORK_TABLES = {BATCHES_TABLE, ITEMS_TABLE}  # a job that declares one of them uses the work store (jobfence.work)
+
+
+def start(statement: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", LIST_MODULES.format(statement=statement)], cwd=FUNCTIONS,
+                            env={**os.environ, "PYTHONPATH": str(FUNCTIONS), **(env or {})},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def modules_of(process: subprocess.Popen) -> set[str]:
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    return set(out.split())
 
 
 def loaded(statement: str, env: dict[str, str] | None = None) -> set[str]:
-    done = subprocess.run([sys.executable, "-c", LIST_MODULES.format(statement=statement)], cwd=FUNCTIONS,
-                          env={**os.environ, "PYTHONPATH": str(FUNCTIONS), **(env or {})},
-                          capture_output=True, text=True, check=True)
-    return set(done.stdout.split())
+    return modules_of(start(statement, env))
 
 
 def job_code(modules: set[str]) -> set[str]:
     """The modules of jobs/ that are not catalog data."""
     return {m for m in modules if m.startswith("jobs.") and m.rsplit(".", 1)[-1] != "catalog" and m.count(".") > 1}
+
+
+def template_environment(spec) -> dict[str, str]:
+    """The variables infra writes into the spec's function (physical names stood in by logical ones)."""
+    resources = CatalogResources(
+        tables={name: SimpleNamespace(table_name=f"t-{name}") for name in CATALOG.tables},
+        queues={name: SimpleNamespace(queue_url=f"https://sqs.invalid/{name}") for name in CATALOG.queues},
+    )
+    return resources.environment(spec)
+
+
+def entry_module(spec) -> str:
+    return spec.entry.partition(":")[0]
+
+
+@pytest.fixture(scope="module")
+def scheduled_cold_starts() -> dict[str, set[str]]:
+    """Every scheduled job's function, built in its own fresh interpreter: the modules each loaded."""
+    started = {name: start("import handlers.scheduled", template_environment(spec))
+               for name, spec in CATALOG.jobs.items()}
+    return {name: modules_of(process) for name, process in started.items()}
 
 
 def test_the_catalog_is_data_it_imports_no_job_store_provider_or_heavy_library():
@@ -38,22 +80,44 @@ def test_the_catalog_is_data_it_imports_no_job_store_provider_or_heavy_library()
     assert {m for m in modules if m.startswith("jobfence.work.")} <= {"jobfence.work.timing"}
 
 
-def test_a_scheduled_function_loads_its_own_job_and_no_other():
-    # GIVEN clean_dpop_proofs's environment WHEN its handler is built (the cold start)
-    env = {"JOB_NAME": "clean_dpop_proofs", "LEASES_TABLE": "leases-t", "RUNS_TABLE": "runs-t",
-           "TABLE_DPOP_PROOFS": "dpop-t"}
-    modules = loaded("import handlers.scheduled", env)
-    # THEN the only job code loaded is its own entry's module and the store it uses
-    assert job_code(modules) == {"jobs.commerce.retention", "jobs.commerce.dpop_proofs", "jobs.commerce.conversations"}
-    # and nothing of the listings pipelines, the work store, the providers or the club's signing
-    assert not {m for m in modules if m.startswith(("jobfence.work.", "providers", "cryptography"))} - {
-        "jobfence.work.timing"}
+@pytest.mark.parametrize("job", sorted(CATALOG.jobs))
+def test_a_scheduled_function_loads_no_other_jobs_module_nor_the_work_store(job, scheduled_cold_starts):
+    # GIVEN the job's function built with its template environment (the cold start)
+    spec, modules = CATALOG.jobs[job], scheduled_cold_starts[job]
+    # THEN no other job's entry module (a module two jobs share is each one's own)
+    others = {entry_module(s) for s in CATALOG.jobs.values()} - {entry_module(spec)}
+    assert modules & others == set()
+    # nor any job code of another subsystem
+    assert {m for m in job_code(modules) if m.split(".")[1] != spec.subsystem} == set()
+    # nor the work store unless the job declares its tables (the catalog's Timing is data)
+    uses_work = bool(WORK_TABLES & set(spec.tables))
+    if not uses_work:
+        assert {m for m in modules if m.startswith("jobfence.work.")} <= {"jobfence.work.timing"}
+    # nor a provider, or the club's signing, unless the job declares a provider or a secret (the listings
+    # pipelines a work-store job builds through name the item provider's types: 3 ms, left as they are)
+    if not spec.providers and not spec.secrets:
+        pipeline_types = {"providers", "providers.errors", "providers.items"} if uses_work else set()
+        assert {m for m in modules if m.startswith(("providers", "cryptography"))} <= pipeline_types
+
+
+def test_a_retention_job_loads_its_own_store_and_not_its_sibling_s(scheduled_cold_starts):
+    # clean_dpop_proofs and clean_conversations share a module, not a store
+    assert job_code(scheduled_cold_starts["clean_dpop_proofs"]) == {"jobs.commerce.retention",
+                                                                    "jobs.commerce.dpop_proofs"}
+    assert job_code(scheduled_cold_starts["clean_conversations"]) == {"jobs.commerce.retention",
+                                                                      "jobs.commerce.conversations"}
+
+
+def test_a_club_job_that_publishes_nothing_loads_no_event_signing(scheduled_cold_starts):
+    # retry_email_intake commits plain record changes: no outbox, no signed events, no Secrets Manager
+    modules = scheduled_cold_starts["retry_email_intake"]
+    assert {"jobs.club.events", "jobs.club.signing", "jobs.club.notifications", "jobs.club.stores.outbox",
+            "providers.secrets"} & modules == set()
+    assert "cryptography" not in {m.split(".")[0] for m in modules}
 
 
 def test_a_listings_worker_loads_its_pipeline_and_no_scheduled_job():
-    env = {"WORKER_QUEUE": "listing_generation", "QUEUE_LISTING_GENERATION": "https://sqs.example/q",
-           "TABLE_LISTING_BATCHES": "b-t", "TABLE_LISTING_ITEMS": "i-t", "TABLE_LISTING_QUOTA": "q-t",
-           "PROVIDER_GENERATOR_URL": "https://generator.example"}
+    env = template_environment(CATALOG.queues["listing_generation"]) | {"WORKER_QUEUE": "listing_generation"}
     modules = loaded("import handlers.worker", env)
     assert job_code(modules) == {"jobs.listings.pipelines"}
     assert "cryptography" not in {m.split(".")[0] for m in modules}

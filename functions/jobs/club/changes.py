@@ -14,13 +14,15 @@ lease check (LeaseLost stops the job).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from jobfence.errors import ConditionFailed
 from jobfence.scheduled import JobDeps, RunContext
-from jobs.club.events import Event
-from jobs.club.notifications import Publisher, build_publisher
-from jobs.club.stores.outbox import OutboxStore
+
+if TYPE_CHECKING:  # `build_changelog` imports them: a job that only uses `commit_plain` never loads the signing
+    from jobs.club.events import Event
+    from jobs.club.notifications import Publisher
+    from jobs.club.stores.outbox import OutboxStore
 
 NOTIFICATIONS_QUEUE = "club_notifications"
 FLUSH_PAGE = 25
@@ -63,6 +65,9 @@ class ChangeLog:
 
 def build_changelog(deps: JobDeps) -> ChangeLog:
     """The change log of a club job whose environment grants the outbox, the queue and the signing key."""
+    from jobs.club.notifications import build_publisher
+    from jobs.club.stores.outbox import OutboxStore
+
     return ChangeLog(
         OutboxStore(deps.settings.table("club_outbox"), deps.clock),
         build_publisher(deps.settings, deps.session, deps.clock, NOTIFICATIONS_QUEUE),

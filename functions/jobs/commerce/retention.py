@@ -2,17 +2,21 @@
 
 Each is a generator of bounded batches (see `jobfence.scheduled`): the runner
 renews the lease before every batch after the first, and stops the job when
-the lease is lost or the trust window closes.
+the lease is lost or the trust window closes. The two jobs share this module
+but not a store: each builder imports only its own job's store, so one job's
+function never loads the other's (docs/benchmarks.md, cold start).
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from jobfence.expiry import deletion_batches
 from jobfence.scheduled import JobDeps, RunContext
-from jobs.commerce.conversations import ConversationStore
-from jobs.commerce.dpop_proofs import DpopProofStore
+
+if TYPE_CHECKING:
+    from jobs.commerce.conversations import ConversationStore
+    from jobs.commerce.dpop_proofs import DpopProofStore
 
 DPOP_BATCH = 1_000
 DPOP_MAX_BATCHES = 100
@@ -30,10 +34,14 @@ def clean_conversations(store: ConversationStore, ctx: RunContext) -> Iterator[d
 
 
 def build_clean_dpop_proofs(deps: JobDeps):
+    from jobs.commerce.dpop_proofs import DpopProofStore
+
     store = DpopProofStore(deps.settings.table("dpop_proofs"), deps.clock)
     return lambda ctx: clean_dpop_proofs(store, ctx)
 
 
 def build_clean_conversations(deps: JobDeps):
+    from jobs.commerce.conversations import ConversationStore
+
     store = ConversationStore(deps.settings.table("conversations"), deps.clock)
     return lambda ctx: clean_conversations(store, ctx)
