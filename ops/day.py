@@ -52,6 +52,7 @@ from ops.invariants import (
     plain_items,
     scan_all,
 )
+from ops.markers import marker_write
 from ops.runtime.runtime import LocalRuntime, Tick
 from ops.seeds import seed_domains
 from ops.targets import EmbeddedTarget
@@ -364,11 +365,15 @@ def probe_term(store: LeaseStore, client: Any, leases_table: str, write_table: s
     before = lease_item()
     outcomes = {}
     key = {"conversation_id": {"S": "stale-holder-write"}}
-    write = {"Put": {"TableName": write_table, "Item": {**key, "account_id": {"S": "x"}, "expires_at": {"N": "0"}}}}
+    write = marker_write(write_table, conversation_id="stale-holder-write")
+
+    def fenced_write() -> None:
+        with store.transaction(lease) as tx:
+            write(tx)
     for action, call in (
         ("renew", lambda: store.renew(lease)),
         ("release", lambda: store.release(lease)),
-        ("fenced_write", lambda: store.fenced_write(lease, [write])),
+        ("fenced_write", fenced_write),
     ):
         try:
             call()

@@ -1,17 +1,57 @@
 """jobfence runtime: fenced leases, the scheduled-job runner, durable batches.
 
-Public API: `Clock`, `SystemClock`, `FrozenClock`, `LeaseStore`, `Lease`,
-`ScheduledRunner`, `Outcome`, `RunContext`, `JobDeps`, `Registry`, `JobSpec`,
-`TableSpec`, `QueueSpec` and the errors in `jobfence.errors`.
+The public API, by what a job author does with it (each name is imported from
+its module on first use, so a function loads only what it touches):
+
+**Time.** `Clock` (the protocol every component takes), `SystemClock` (Lambda),
+`FrozenClock` (tests and the simulator: a clock you advance, never a sleep).
+
+**The lease** (`jobfence.lease`). `LeaseStore` takes, renews and releases one
+fenced lease per job with conditional writes on the leases table; a `Lease` is
+one term (`lease_id`, a `fence` that only grows, `expires_at`). A refusal says
+why: `LeaseHeld`, `IntervalNotElapsed`, `RequestServed`, `LeaseLost`.
+
+**The runner** (`jobfence.scheduled`). `ScheduledRunner.run` is one tick:
+pre-gate, acquire, record the run, then the job's bounded batches, renewing
+the lease between them, then release. A job is a function of a `RunContext`
+yielding one summary per batch; `JobDeps` is what its factory is given (its
+settings, clock, clients, logger). `RunContext.transaction()` is the fenced
+transaction (`FencedTransaction`): a pynamodb `TransactWrite` whose first
+entry is the lease check, to which stores add their conditional writes or a
+prepared `Write`. The tick's result is a `RunResult` with an `Outcome`.
+
+**The catalog** (`jobfence.registry`). `Registry` holds the data every
+function and the CDK app read: `JobSpec` (schedule, lease TTL, overlap policy,
+grants), `TableSpec` and `IndexSpec`, `QueueSpec`.
+
+**Durable batches** (`jobfence.work`, its own package: `Producer`, `Worker`,
+`WorkStore`, `TenantGate`, `BatchOperations`). **Reclaim**
+(`jobfence.reclaim`): `Reclaimer` sweeps stale items and batches, one
+`ReclaimCounts` per page. **Quota** (`jobfence.quota`): `QuotaStore` grants,
+reserves and refunds per-tenant units with conditional writes.
+
+**Errors** (`jobfence.errors`): every error a job may meet derives from
+`JobfenceError`; `StoreError` carries the classified AWS error
+(`jobfence.dynamo.ErrorKind`: whether a write may have been applied), and
+`ConditionFailed` the old image of a refused write.
+
+Everything else (`jobfence.dynamo`, `jobfence.runs`, `jobfence.triggers`, the
+work package's modules) is internal and may change.
 """
 
 from jobfence.exports import on_demand, public_names
 
 _MODULES = {
     "jobfence.clock": "Clock FrozenClock SystemClock",
+    "jobfence.errors": (
+        "ConditionFailed IntervalNotElapsed JobfenceError LeaseHeld LeaseLost RequestServed StoreError"
+    ),
     "jobfence.lease": "Lease LeaseStore",
+    "jobfence.quota": "QuotaStore",
+    "jobfence.reclaim": "ReclaimCounts Reclaimer",
     "jobfence.registry": "IndexSpec JobSpec QueueSpec Registry TableSpec",
-    "jobfence.scheduled": "JobDeps Outcome RunContext ScheduledRunner",
+    "jobfence.scheduled": "JobDeps Outcome RunContext RunResult ScheduledRunner",
+    "jobfence.transaction": "FencedTransaction Write",
 }
 # Importing `jobfence.clock` runs this file first: it must load nothing (docs/benchmarks.md, cold start).
 __getattr__ = on_demand(__name__, _MODULES)

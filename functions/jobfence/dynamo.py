@@ -283,6 +283,15 @@ def get_row(model: Any, *key: Any, what: str) -> Any | None:
         return None
 
 
+def plain(item: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A low-level DynamoDB item (an old image) as plain Python values: numbers as int, other values as sent."""
+    out: dict[str, Any] = {}
+    for name, value in (item or {}).items():
+        (kind, raw), = value.items()
+        out[name] = int(raw) if kind == "N" else raw
+    return out
+
+
 def cancellation_reasons(exc: BaseException) -> list[dict[str, Any]]:
     """The per-item reasons of a cancelled transaction (low-level dicts, in item order).
 

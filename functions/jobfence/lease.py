@@ -70,33 +70,31 @@ from __future__ import annotations
 import enum
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
+
+from pynamodb.connection import Connection
 
 from jobfence.clock import Clock
 from jobfence.dynamo import (
-    REASON_CONDITION_FAILED,
     ErrorKind,
-    cancellation_reasons,
-    classify,
-    is_aws_error,
     may_have_applied,
+    plain,
     raise_store_error,
     raise_unless_refused,
     refused_item,
     retry_transient,
 )
 from jobfence.errors import (
-    ConditionFailed,
     IntervalNotElapsed,
     LeaseHeld,
     LeaseLost,
     LeaseRefused,
     PredecessorUnrecorded,
     RequestServed,
-    StoreError,
     TermOvertaken,
 )
 from jobfence.registry import INTERVAL_TOLERANCE
+from jobfence.transaction import FencedTransaction
 
 
 NONE = "-"  # "no such attribute" inside a copied value (an empty string is not valid everywhere)
@@ -181,6 +179,7 @@ class LeaseStore:
         self._table = table_name
         self._clock = clock
         self._ids = ids
+        self._connection: Connection | None = None
 
     # -- pre-gate ---------------------------------------------------------------------------
 
@@ -217,7 +216,7 @@ class LeaseStore:
             item = self._client.get_item(TableName=self._table, Key=_key(job), ConsistentRead=True).get("Item")
         except Exception as exc:
             raise_store_error(exc, f"reading the lease of {job!r}")
-        return _plain(item)
+        return plain(item)
 
     # -- term -------------------------------------------------------------------------------
 
@@ -293,7 +292,7 @@ class LeaseStore:
             out = retry_transient(lambda: self._client.update_item(**request), retried=retried)
         except Exception as exc:
             raise_unless_refused(exc, f"acquiring the lease of {job!r}")
-            seen = _plain(refused_item(exc, lambda: self._consistent_item(job)))
+            seen = plain(refused_item(exc, lambda: self._consistent_item(job)))
             if seen.get("lease_id") == lease_id:
                 return _lease(seen)  # our own acquire, applied before its reply was lost
             sent = Term(job, run_id or NONE, holder, 0, now, now + ttl_ms)
@@ -304,7 +303,7 @@ class LeaseStore:
             if run_id and may_have_applied(exc, retried):
                 refusal.unanswered = sent  # it may also have been taken over and recorded since: the runner looks
             raise refusal from None
-        return _lease(_plain(out["Attributes"]))
+        return _lease(plain(out["Attributes"]))
 
     def renew(self, lease: Lease) -> Lease:
         """Extend this term. Conditioned on the term only, so a retried renewal still succeeds."""
@@ -326,9 +325,9 @@ class LeaseStore:
             out = retry_transient(lambda: self._client.update_item(**request))
         except Exception as exc:
             raise_unless_refused(exc, f"renewing the lease of {lease.job!r}")
-            seen = _plain(refused_item(exc, lambda: self._consistent_item(lease.job)))
+            seen = plain(refused_item(exc, lambda: self._consistent_item(lease.job)))
             raise LeaseLost(lease.job, lease.lease_id, seen) from None
-        return _lease(_plain(out["Attributes"]))
+        return _lease(plain(out["Attributes"]))
 
     def release(self, lease: Lease) -> int | None:
         """End this term. The item stays: it carries the fence and the gate stamp.
@@ -348,11 +347,11 @@ class LeaseStore:
             out = retry_transient(lambda: self._client.update_item(**request))
         except Exception as exc:
             raise_unless_refused(exc, f"releasing the lease of {lease.job!r}")
-            seen = _plain(refused_item(exc, lambda: self._consistent_item(lease.job)))
+            seen = plain(refused_item(exc, lambda: self._consistent_item(lease.job)))
             if not _release_landed(lease, seen):
                 raise LeaseLost(lease.job, lease.lease_id, seen) from None
             return seen.get(PENDING)  # our own release landed earlier: the item as it is now
-        return _plain(out.get("Attributes")).get(PENDING)
+        return plain(out.get("Attributes")).get(PENDING)
 
     def request_pending(self, job: str, tick_ms: int, interval_ms: int | None) -> Pending:
         """A `buffer_one` tick met a live holder: record one pending request on the lease item.
@@ -381,7 +380,7 @@ class LeaseStore:
             retry_transient(lambda: self._client.update_item(**request))
         except Exception as exc:
             raise_unless_refused(exc, f"recording a pending request on {job!r}")
-            seen = _plain(refused_item(exc, lambda: self._consistent_item(job)))
+            seen = plain(refused_item(exc, lambda: self._consistent_item(job)))
             return _pending_refusal(seen, tick_ms, now)
         return Pending.RECORDED
 
@@ -407,44 +406,26 @@ class LeaseStore:
     # -- fenced writes ----------------------------------------------------------------------
 
     def fence_check(self, lease: Lease) -> dict[str, Any]:
-        """The ConditionCheck item that makes a transaction valid only inside this live term."""
+        """The `ConditionCheck` entry (its body) that makes a transaction valid only inside this live term."""
         return {
-            "ConditionCheck": {
-                "TableName": self._table,
-                "Key": _key(lease.job),
-                "ConditionExpression": "lease_id = :lease_id AND expires_at > :now",
-                "ExpressionAttributeValues": {
-                    ":lease_id": {"S": lease.lease_id},
-                    ":now": {"N": str(self._clock.now_ms())},
-                },
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
+            "TableName": self._table,
+            "Key": _key(lease.job),
+            "ConditionExpression": "lease_id = :lease_id AND expires_at > :now",
+            "ExpressionAttributeValues": {
+                ":lease_id": {"S": lease.lease_id},
+                ":now": {"N": str(self._clock.now_ms())},
+            },
+            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
         }
 
-    def fenced_write(self, lease: Lease, items: Sequence[Mapping[str, Any]]) -> None:
-        """Apply `items` (TransactWriteItems entries) only while this term is live.
+    def transaction(self, lease: Lease) -> FencedTransaction:
+        """A pynamodb transaction whose first entry is `fence_check(lease)`: it commits only inside this term.
 
-        Raises `LeaseLost` when the lease check fails, `ConditionFailed` when one of
-        the caller's own conditions fails (carrying that item's old image). Not
-        retried here: botocore re-sends with the same client token, which
-        DynamoDB deduplicates; a copy of ours would carry a new one.
+        Use it as a context manager (it commits on a clean exit); see `jobfence.transaction`.
         """
-        if not 1 <= len(items) <= 99:
-            raise ValueError("a fenced write takes 1..99 items (one slot is the lease check)")
-        try:
-            self._client.transact_write_items(TransactItems=[self.fence_check(lease), *items])
-        except Exception as exc:
-            if not is_aws_error(exc) or classify(exc) is not ErrorKind.TRANSACTION_CANCELED:
-                raise_store_error(exc, f"fenced write on {lease.job!r}")
-            reasons = cancellation_reasons(exc)
-            for index, reason in enumerate(reasons):
-                if reason.get("Code") != REASON_CONDITION_FAILED:
-                    continue
-                if index == 0:
-                    raise LeaseLost(lease.job, lease.lease_id, _plain(reason.get("Item"))) from None
-                raise ConditionFailed(index - 1, _plain(reason.get("Item"))) from None
-            codes = ",".join(str(r.get("Code")) for r in reasons)
-            raise StoreError(f"fenced write on {lease.job!r} was cancelled: {codes}", classify(exc)) from exc
+        if self._connection is None:
+            self._connection = _SharedClientConnection(self._client)
+        return FencedTransaction(lease.job, lease.lease_id, self.fence_check(lease), self._connection)
 
     # -- reading (operators, the dead-run sweep) --------------------------------------------
 
@@ -457,7 +438,7 @@ class LeaseStore:
                 page = self._client.scan(**kwargs)
             except Exception as exc:
                 raise_store_error(exc, "listing the leases")
-            items.extend(_plain(i) for i in page.get("Items", []))
+            items.extend(plain(i) for i in page.get("Items", []))
             if "LastEvaluatedKey" not in page:
                 return sorted(items, key=lambda i: i["job"])
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
@@ -556,28 +537,36 @@ def _predecessor(item: Mapping[str, Any]) -> Term | None:
     )
 
 
+class _SharedClientConnection(Connection):
+    """A pynamodb connection that sends through the lease store's own client.
+
+    So every call the store makes (acquire, renew, release, the fenced
+    transactions) goes through one client: one retry policy, one place to
+    meter it or inject a fault.
+    """
+
+    def __init__(self, client: Any) -> None:
+        super().__init__(region=client.meta.region_name, host=client.meta.endpoint_url)
+        self._shared = client
+
+    @property
+    def client(self) -> Any:
+        return self._shared
+
+
 def _key(job: str) -> dict[str, Any]:
     return {"job": {"S": job}}
 
 
-def _plain(item: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A low-level DynamoDB item as plain Python values (numbers as int)."""
-    out: dict[str, Any] = {}
-    for name, value in (item or {}).items():
-        (kind, raw), = value.items()
-        out[name] = int(raw) if kind == "N" else raw
-    return out
-
-
 def _state(item: Mapping[str, Any] | None) -> LeaseState:
-    plain = _plain(item)
+    seen = plain(item)
     return LeaseState(
-        holder=plain.get("holder"),
-        expires_at=plain.get("expires_at"),
-        last_started_at=plain.get("last_started_at"),
-        fence=int(plain.get("fence", 0)),
-        acquired_at=plain.get("acquired_at"),
-        pending_tick=plain.get(PENDING),
+        holder=seen.get("holder"),
+        expires_at=seen.get("expires_at"),
+        last_started_at=seen.get("last_started_at"),
+        fence=int(seen.get("fence", 0)),
+        acquired_at=seen.get("acquired_at"),
+        pending_tick=seen.get(PENDING),
     )
 
 

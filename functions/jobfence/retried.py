@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping
 from jobfence.dynamo import is_aws_error
 from jobfence.errors import ConditionFailed, StoreError
 from jobfence.scheduled import RunContext
+from jobfence.transaction import Write
 
 WRITE_ATTEMPTS = 3
 
@@ -37,12 +38,13 @@ class WriteResult(enum.Enum):
 
 
 def fenced_write_retried(
-    ctx: RunContext, item: Mapping[str, Any], mine: Callable[[Mapping[str, Any]], bool], attempts: int = WRITE_ATTEMPTS
+    ctx: RunContext, write: Write, mine: Callable[[Mapping[str, Any]], bool], attempts: int = WRITE_ATTEMPTS
 ) -> WriteResult:
-    """Apply one conditional entry under the lease; `mine(old image)` recognises our own earlier try."""
+    """Apply one conditional `Write` in a fenced transaction; `mine(old image)` recognises our own earlier try."""
     for _ in range(attempts):
         try:
-            ctx.fenced_write([item])
+            with ctx.transaction() as tx:
+                write(tx)
         except ConditionFailed as refused:
             return WriteResult.APPLIED if mine(refused.item) else WriteResult.REFUSED
         except Exception as exc:

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Callable, Iterator, Mapping, Protocol
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
@@ -64,6 +64,7 @@ from jobfence.errors import (
 from jobfence.lease import Lease, LeaseStore, Pending, Term, new_id
 from jobfence.registry import JobSpec, Overlap
 from jobfence.runs import RunStart, RunState, RunStore, bounded_summary, safe_error
+from jobfence.transaction import FencedTransaction
 from jobfence.triggers import Trigger, buffered_event, who_fields
 
 DEFAULT_SAFETY_MARGIN_MS = 60_000
@@ -96,7 +97,7 @@ class JobDeps:
 
 
 class RunContext:
-    """What a running job sees: its live term, the clock, and fenced writes."""
+    """What a running job sees: its live term, the clock, and fenced transactions."""
 
     def __init__(self, spec: JobSpec, run_id: str, trigger: Trigger, lease: Lease, leases: LeaseStore, clock: Clock):
         self.spec = spec
@@ -113,13 +114,16 @@ class RunContext:
     def now_ms(self) -> int:
         return self.clock.now_ms()
 
-    def fence_check(self) -> dict[str, Any]:
-        """A ConditionCheck item to put first in a caller-built TransactWriteItems."""
-        return self._leases.fence_check(self.lease)
+    def transaction(self) -> FencedTransaction:
+        """A pynamodb transaction that commits only while this term is live (its first entry is the lease check).
 
-    def fenced_write(self, items: Sequence[Mapping[str, Any]]) -> None:
-        """Apply TransactWriteItems entries only while this term is live (else `LeaseLost`)."""
-        self._leases.fenced_write(self.lease, items)
+            with ctx.transaction() as tx:
+                write(tx)            # a store's prepared `Write`, or tx.update / tx.save / tx.delete
+            # committed here; LeaseLost, ConditionFailed(index, old image) or StoreError on a refusal
+
+        See `jobfence.transaction`.
+        """
+        return self._leases.transaction(self.lease)
 
 
 Job = Callable[[RunContext], Iterator[Mapping[str, Any]]]

@@ -19,6 +19,7 @@ import boto3
 from moto import mock_aws
 
 from ops.bench.capacity import cost_table, item_size
+from ops.markers import marker_write
 
 COMMAND = "make bench  (python -m ops.bench ops.bench.lease)"
 TTL = 30 * 60_000
@@ -80,8 +81,13 @@ def lease_costs() -> list[tuple[str, tuple[int, int, float, float]]]:
         rows.append(("acquire (one conditional write, gate folded in)", meter.measure(acquire)))
         clock.advance(minutes=5)
         rows.append(("renew", meter.measure(lambda: lease_box.__setitem__("lease", store.renew(lease_box["lease"])))))
-        item = {"Put": {"TableName": tables["runs"], "Item": {"job": {"S": "bench"}, "run_key": {"S": "x"}}}}
-        rows.append(("fenced write of one small item", meter.measure(lambda: store.fenced_write(lease_box["lease"], [item]))))
+        write = marker_write(tables["runs"], job="bench", run_key="x")
+
+        def fenced_write():
+            with store.transaction(lease_box["lease"]) as tx:
+                write(tx)
+
+        rows.append(("fenced write of one small item", meter.measure(fenced_write)))
 
         def pre_gate_held():
             assert store.would_skip(store.peek("bench"), clock.now_ms(), HOUR) is LeaseHeld

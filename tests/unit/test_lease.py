@@ -12,6 +12,7 @@ from botocore.exceptions import ConnectionClosedError
 from jobfence.dynamo import ErrorKind
 from jobfence.errors import ConditionFailed, IntervalNotElapsed, LeaseHeld, LeaseLost, PredecessorUnrecorded, StoreError
 from jobfence.lease import LeaseStore, Term
+from ops.markers import marker_write
 from tests.aws_faults import Faults, acquires, read_timeout, releases, renewals, throttled
 from tests.backends import backend, dynamodb, peer_client, pytest_generate_tests, tables  # noqa: F401
 
@@ -24,8 +25,14 @@ def leases(dynamodb, tables, clock) -> LeaseStore:
     return LeaseStore(dynamodb, tables["leases"], clock)
 
 
-def put_marker(tables, name):
-    return {"Put": {"TableName": tables["runs"], "Item": {"job": {"S": "marker"}, "run_key": {"S": name}}}}
+def put_marker(tables, name, only_if_absent=False):
+    return marker_write(tables["runs"], only_if_absent, job="marker", run_key=name)
+
+
+def fenced_write(leases, lease, *writes):
+    with leases.transaction(lease) as tx:
+        for write in writes:
+            write(tx)
 
 
 def test_acquire_takes_a_free_lease_and_bumps_the_fence(leases, clock):
@@ -61,9 +68,9 @@ def test_expired_lease_is_taken_over_and_the_old_holder_is_fenced_out(leases, cl
     with pytest.raises(LeaseLost):
         leases.release(old)
     with pytest.raises(LeaseLost):
-        leases.fenced_write(old, [put_marker(tables, "from-a")])
+        fenced_write(leases, old, put_marker(tables, "from-a"))
     # AND b's term is intact
-    leases.fenced_write(new, [put_marker(tables, "from-b")])
+    fenced_write(leases, new, put_marker(tables, "from-b"))
     leases.renew(new)
     leases.release(new)
 
@@ -75,7 +82,7 @@ def test_expired_but_not_taken_over_holder_cannot_fenced_write(leases, clock, ta
     clock.advance(ms=TTL)
     # WHEN it tries a protected write THEN DynamoDB rejects it (expires_at > now fails)
     with pytest.raises(LeaseLost):
-        leases.fenced_write(lease, [put_marker(tables, "late")])
+        fenced_write(leases, lease, put_marker(tables, "late"))
     assert "Item" not in dynamodb.get_item(
         TableName=tables["runs"], Key={"job": {"S": "marker"}, "run_key": {"S": "late"}}
     )
@@ -84,12 +91,9 @@ def test_expired_but_not_taken_over_holder_cannot_fenced_write(leases, clock, ta
 @pytest.mark.transactions
 def test_fenced_write_reports_the_callers_own_condition_separately(leases, tables):
     lease = leases.acquire("job", "a", TTL)
-    leases.fenced_write(lease, [put_marker(tables, "once")])
-    guarded = put_marker(tables, "once")
-    guarded["Put"]["ConditionExpression"] = "attribute_not_exists(job)"
-    guarded["Put"]["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+    fenced_write(leases, lease, put_marker(tables, "once"))
     with pytest.raises(ConditionFailed) as refused:
-        leases.fenced_write(lease, [guarded])
+        fenced_write(leases, lease, put_marker(tables, "once", only_if_absent=True))
     assert refused.value.index == 0
     assert refused.value.item["run_key"] == "once"
 

@@ -15,10 +15,11 @@ from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from moto import mock_aws
 
-from tests.support import create_catalog_tables
 from jobfence.clock import FrozenClock
 from jobfence.errors import IntervalNotElapsed, LeaseHeld, LeaseLost
 from jobfence.lease import LeaseStore
+from ops.markers import marker_write
+from tests.support import create_catalog_tables
 
 TTL = 10_000
 HOLDERS = ("a", "b", "c")
@@ -92,9 +93,10 @@ class LeaseMachine(RuleBasedStateMachine):
         holder = data.draw(st.sampled_from(sorted(self.terms)))
         lease = self.terms[holder]
         allowed = lease.lease_id == self.owner and self.owner_expires > self.clock.now_ms()
-        item = {"Put": {"TableName": self.tables["runs"], "Item": {"job": {"S": "w"}, "run_key": {"S": str(self.writes)}}}}
+        write = marker_write(self.tables["runs"], job="w", run_key=str(self.writes))
         try:
-            self.store.fenced_write(lease, [item])
+            with self.store.transaction(lease) as tx:
+                write(tx)
         except LeaseLost:
             assert not allowed, "the live owner's write was rejected"
             return

@@ -2,7 +2,7 @@
 
 Every club job goes through `ChangeLog`:
 
-    commit(ctx, [record update], [events])   one TransactWriteItems:
+    commit(ctx, [record update], [events])   one fenced transaction (ctx.transaction()):
         ConditionCheck lease (term live)  +  conditional Update of the record  +  Put outbox row per event
         -> True: saved; False: the record's condition failed (another run already did it: nothing saved)
     flush(ctx)                                send the job's outbox rows (signed now), delete each after sending
@@ -14,10 +14,11 @@ lease check (LeaseLost stops the job).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from jobfence.errors import ConditionFailed
 from jobfence.scheduled import JobDeps, RunContext
+from jobfence.transaction import MAX_ENTRIES, Write
 
 if TYPE_CHECKING:  # `build_changelog` imports them: a job that only uses `commit_plain` never loads the signing
     from jobs.club.events import Event
@@ -26,7 +27,6 @@ if TYPE_CHECKING:  # `build_changelog` imports them: a job that only uses `commi
 
 NOTIFICATIONS_QUEUE = "club_notifications"
 FLUSH_PAGE = 25
-MAX_OPS = 99  # TransactWriteItems takes 100 entries; one is the lease check
 
 
 class ChangeLog:
@@ -36,19 +36,12 @@ class ChangeLog:
         self._outbox = outbox
         self._publisher = publisher
 
-    def commit(self, ctx: RunContext, operations: Sequence[Mapping[str, Any]], events: Sequence[Event] = ()) -> bool:
+    def commit(self, ctx: RunContext, operations: Sequence[Write], events: Sequence[Event] = ()) -> bool:
         """Apply the record operations and save their events atomically; False if a record condition failed."""
-        items = [*operations, *(self._outbox.put_op(ctx.job, e) for e in events)]
-        if not items:
-            return True
-        if len(items) > MAX_OPS:
-            raise ValueError(f"one change may carry at most {MAX_OPS} operations and events, got {len(items)}")
-        try:
-            ctx.fenced_write(items)
-        except ConditionFailed:
-            # Another run (or an earlier attempt of this one) already made this change.
-            return False
-        return True
+        writes = [*operations, *(self._outbox.put_op(ctx.job, e) for e in events)]
+        if len(writes) > MAX_ENTRIES:
+            raise ValueError(f"one change may carry at most {MAX_ENTRIES} operations and events, got {len(writes)}")
+        return commit_plain(ctx, writes)
 
     def flush(self, ctx: RunContext) -> int:
         """Send every saved event of this job; return how many were sent."""
@@ -74,10 +67,13 @@ def build_changelog(deps: JobDeps) -> ChangeLog:
     )
 
 
-def commit_plain(ctx: RunContext, operations: Sequence[Mapping[str, Any]]) -> bool:
-    """A fenced write of record operations without events; False if a record condition failed."""
+def commit_plain(ctx: RunContext, operations: Sequence[Write]) -> bool:
+    """A fenced transaction of record operations without events; False if a record condition failed."""
     try:
-        ctx.fenced_write(operations)
+        with ctx.transaction() as tx:
+            for write in operations:
+                write(tx)
     except ConditionFailed:
+        # Another run (or an earlier attempt of this one) already made this change.
         return False
     return True

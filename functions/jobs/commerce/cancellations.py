@@ -17,6 +17,7 @@ from aws_lambda_powertools import Logger
 
 from jobfence.errors import ConditionFailed
 from jobfence.scheduled import JobDeps, RunContext
+from jobfence.transaction import Write
 from jobs.commerce.financial_operations import FinancialOperationStore, OperationKind
 from jobs.commerce.orders import OrderStore
 
@@ -50,14 +51,10 @@ def recover_pending_cancellations(
 
 
 def _cancel(orders: OrderStore, operations: FinancialOperationStore, ctx: RunContext, row: Any, logger: Logger) -> str:
-    cancel = orders.cancel_item(row)
+    cancel = orders.cancel_op(row)
     if not row.capture_ref:
-        try:
-            ctx.fenced_write([cancel])
-        except ConditionFailed:
-            return "already_done"
-        return "cancelled"
-    refund = operations.create_item(
+        return _cancel_alone(ctx, cancel)
+    refund = operations.create_op(
         return_operation_id(row.order_id),
         row.account_id,
         OperationKind.RETURN,
@@ -68,18 +65,25 @@ def _cancel(orders: OrderStore, operations: FinancialOperationStore, ctx: RunCon
         order_id=row.order_id,
     )
     try:
-        ctx.fenced_write([cancel, refund])
+        with ctx.transaction() as tx:
+            cancel(tx)
+            refund(tx)
     except ConditionFailed as exc:
         if exc.index == 0:
             return "already_done"
         # the return exists already (the request path got that far): finish the order alone
         logger.info("cancellation return already recorded", extra={"order_id": row.order_id})
-        try:
-            ctx.fenced_write([cancel])
-        except ConditionFailed:
-            return "already_done"
-        return "cancelled"
+        return _cancel_alone(ctx, cancel)
     return "cancelled_with_return"
+
+
+def _cancel_alone(ctx: RunContext, cancel: Write) -> str:
+    try:
+        with ctx.transaction() as tx:
+            cancel(tx)
+    except ConditionFailed:
+        return "already_done"
+    return "cancelled"
 
 
 def build_recover_pending_cancellations(deps: JobDeps):

@@ -41,8 +41,8 @@ from pynamodb.models import Model
 
 from jobfence.clock import Clock
 from jobfence.dynamo import aws_call, bind, get_row, one_page, update_if
+from jobfence.transaction import Write, update_write
 from jobs.commerce.catalog import DEFERRED_BY_STATUS_UPDATED as BY_STATUS_UPDATED
-from jobs.commerce import transact
 
 
 class DeferredStatus(str, enum.Enum):
@@ -145,71 +145,51 @@ class DeferredPaymentStore:
             DeferredStatus.CAPTURING.value, limit=limit, last_evaluated_key=after
         ), "querying capturing intents")
 
-    def claim_item(self, row: Any, run_id: str) -> dict[str, Any]:
-        """Fenced-write entry: deferred -> capturing, only if nobody touched the intent since `row` was read.
+    def claim_op(self, row: Any, run_id: str) -> Write:
+        """A fenced `Write`: deferred -> capturing, only if nobody touched the intent since `row` was read.
 
         `updated_at` is left alone (the buyer's signal); `claimed_by` lets a retried claim whose
         reply was lost recognise itself in the old image.
         """
+        m = self.model
         return self._from_deferred_as_read(
-            row, DeferredStatus.CAPTURING, "claimed_at = :now, claimed_by = :run", {":now": self._clock.now_ms(), ":run": run_id}
+            row, DeferredStatus.CAPTURING, [m.claimed_at.set(self._clock.now_ms()), m.claimed_by.set(run_id)]
         )
 
-    def _from_deferred_as_read(self, row: Any, to: DeferredStatus, also: str, values: dict[str, Any]) -> dict[str, Any]:
+    def _from_deferred_as_read(self, row: Any, to: DeferredStatus, also: list[Any]) -> Write:
         """An update out of `deferred`, conditioned on the `updated_at` read (a buyer's change since refuses it)."""
-        return transact.update(
-            self.table_name,
-            {"intent_id": row.intent_id},
-            f"SET #status = :to, {also}",
-            "#status = :deferred AND updated_at = :seen",
-            {":to": to.value, ":deferred": DeferredStatus.DEFERRED.value, ":seen": int(row.updated_at), **values},
-            {"#status": "status"},
-        )
+        m = self.model
+        condition = (m.status == DeferredStatus.DEFERRED.value) & (m.updated_at == int(row.updated_at))
+        return update_write(m(row.intent_id), [m.status.set(to.value), *also], condition)
 
-    def captured_item(self, row: Any, by: Initiator, capture_ref: str | None) -> dict[str, Any]:
-        """Fenced-write entry: capturing -> captured (by whom), only if still ours to settle."""
-        values: dict[str, Any] = {
-            ":captured": DeferredStatus.CAPTURED.value,
-            ":capturing": DeferredStatus.CAPTURING.value,
-            ":by": by.value,
-            ":now": self._clock.now_ms(),
-        }
-        expression = "SET #status = :captured, captured_by = :by, updated_at = :now"
+    def captured_op(self, row: Any, by: Initiator, capture_ref: str | None) -> Write:
+        """A fenced `Write`: capturing -> captured (by whom), only if still ours to settle."""
+        m = self.model
+        actions = [m.status.set(DeferredStatus.CAPTURED.value), m.captured_by.set(by.value), m.updated_at.set(self._clock.now_ms())]
         if capture_ref:
-            expression += ", capture_ref = :ref"
-            values[":ref"] = capture_ref
-        return transact.update(
-            self.table_name, {"intent_id": row.intent_id}, expression, "#status = :capturing", values, {"#status": "status"}
-        )
+            actions.append(m.capture_ref.set(capture_ref))
+        return update_write(m(row.intent_id), actions, m.status == DeferredStatus.CAPTURING.value)
 
-    def failed_attempt_item(self, row: Any, error: str, terminal: bool) -> dict[str, Any]:
-        """Fenced-write entry counting a failed or unknown capture attempt of a claimed intent.
+    def failed_attempt_op(self, row: Any, error: str, terminal: bool) -> Write:
+        """A fenced `Write` counting a failed or unknown capture attempt of a claimed intent.
 
         It stays `capturing` (retried with the same key next tick) unless `terminal`
         (`capture_failed`). The condition includes the attempts count read, so a
         retried write whose first reply was lost is refused rather than counted twice.
         `updated_at` is left alone: it is the buyer's activity signal.
         """
+        m = self.model
         attempts = int(row.capture_attempts or 0) + 1
         status = DeferredStatus.CAPTURE_FAILED if terminal else DeferredStatus.CAPTURING
-        return transact.update(
-            self.table_name,
-            {"intent_id": row.intent_id},
-            "SET #status = :status, capture_attempts = :attempts, last_error = :err",
-            "#status = :capturing AND (capture_attempts = :seen OR attribute_not_exists(capture_attempts))",
-            {
-                ":status": status.value,
-                ":attempts": attempts,
-                ":err": error[:200],
-                ":capturing": DeferredStatus.CAPTURING.value,
-                ":seen": attempts - 1,
-            },
-            {"#status": "status"},
+        actions = [m.status.set(status.value), m.capture_attempts.set(attempts), m.last_error.set(error[:200])]
+        condition = (m.status == DeferredStatus.CAPTURING.value) & (
+            (m.capture_attempts == attempts - 1) | m.capture_attempts.does_not_exist()
         )
+        return update_write(m(row.intent_id), actions, condition)
 
-    def invalid_item(self, row: Any, error: str) -> dict[str, Any]:
-        """Fenced-write entry: a deferred intent that can never be captured (no sale reference) -> capture_failed."""
-        return self._from_deferred_as_read(row, DeferredStatus.CAPTURE_FAILED, "last_error = :err", {":err": error[:200]})
+    def invalid_op(self, row: Any, error: str) -> Write:
+        """A fenced `Write`: a deferred intent that can never be captured (no sale reference) -> capture_failed."""
+        return self._from_deferred_as_read(row, DeferredStatus.CAPTURE_FAILED, [self.model.last_error.set(error[:200])])
 
     def mark_captured(self, intent_id: str, by: Initiator, capture_ref: str | None) -> bool:
         """The buyer's own path records its capture (unfenced: it holds no job lease).

@@ -38,7 +38,9 @@ def retention_batches(
         for parent in parents:
             if diagnostics.needs_release(parent):
                 try:
-                    ctx.fenced_write(diagnostics.release_items(parent))
+                    with ctx.transaction() as tx:
+                        for write in diagnostics.release_ops(parent):
+                            write(tx)
                     released += 1
                 except ConditionFailed as exc:
                     if exc.index != 0:

@@ -32,8 +32,8 @@ from pynamodb.transactions import TransactWrite
 from jobfence.clock import Clock, ttl_seconds
 from jobfence.dynamo import ErrorKind, aws_call, bind, classify, each_row, error_code, get_row
 from jobfence.errors import StoreError
+from jobfence.transaction import Write, update_write
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
-from jobs.commerce import transact
 
 PARENT = "parent"
 HEADER = "header"
@@ -141,27 +141,22 @@ class DiagnosticStore:
     def needs_release(self, parent: Any) -> bool:
         return bool(parent.retained_charge_cents) and parent.charge_released_at is None
 
-    def release_items(self, parent: Any) -> list[dict[str, Any]]:
-        """Fenced-write entries releasing a parent's retained charge once.
+    def release_ops(self, parent: Any) -> list[Write]:
+        """Fenced `Write`s releasing a parent's retained charge once.
 
-        Entry 0 is the parent's marker (condition: expired, not released yet);
-        entry 1 gives the retained amount back on the account's usage row.
+        Write 0 is the parent's marker (condition: expired, not released yet);
+        write 1 gives the retained amount back on the account's usage row.
         """
+        m = self.model
         now = self._clock.now_ms()
         return [
-            transact.update(
-                self.table_name,
-                {"capture_id": parent.capture_id, "part": PARENT},
-                "SET charge_released_at = :now",
-                "attribute_not_exists(charge_released_at) AND expires_at <= :now",
-                {":now": now},
+            update_write(
+                m(parent.capture_id, PARENT), [m.charge_released_at.set(now)],
+                m.charge_released_at.does_not_exist() & (m.expires_at <= now),
             ),
-            transact.update(
-                self.table_name,
-                {"capture_id": _usage_key(parent.account_id), "part": USAGE},
-                "ADD retained_cents :minus",
-                "attribute_exists(retained_cents)",
-                {":minus": -int(parent.retained_charge_cents)},
+            update_write(
+                m(_usage_key(parent.account_id), USAGE), [m.retained_cents.add(-int(parent.retained_charge_cents))],
+                m.retained_cents.exists(),
             ),
         ]
 

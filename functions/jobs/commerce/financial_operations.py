@@ -49,8 +49,8 @@ from pynamodb.models import Model
 from jobfence.clock import Clock
 from jobfence.dynamo import ErrorKind, bind, classify, each_row, error_code, get_row, update_if
 from jobfence.errors import StoreError
+from jobfence.transaction import Write, save_write, update_write
 from jobs.commerce.catalog import OPERATIONS_BY_ACCOUNT as BY_ACCOUNT, OPERATIONS_BY_DUE as BY_DUE
-from jobs.commerce import transact
 
 PENDING_GRACE_MS = 15 * 60_000  # the request path owns a fresh operation this long
 RETRY_BASE_MS = 5 * 60_000
@@ -177,13 +177,14 @@ class FinancialOperationStore:
             raise StoreError(f"creating operation {operation_id} failed: {error_code(exc)}", classify(exc)) from exc
         return True
 
-    def create_item(
+    def create_op(
         self, operation_id: str, account_id: str, kind: OperationKind, target_ref: str | None, amount_cents: int,
         currency: str, initiator: str, order_id: str | None = None,
-    ) -> dict[str, Any]:
-        """Fenced-write entry creating a pending operation unless that id exists."""
+    ) -> Write:
+        """A fenced `Write` creating a pending operation unless that id exists."""
         item = self._item(operation_id, account_id, kind, target_ref, amount_cents, currency, initiator, order_id)
-        return transact.put(self.table_name, item, "attribute_not_exists(operation_id)")
+        row = self.model(**{k: v for k, v in item.items() if v is not None})
+        return save_write(row, self.model.operation_id.does_not_exist())
 
     def get(self, operation_id: str) -> Any | None:
         return get_row(self.model, operation_id, what="reading a row of financial_operations")
@@ -197,8 +198,8 @@ class FinancialOperationStore:
         """Up to `limit` operations of one account (for deleted-account recovery)."""
         return list(each_row(self.model.by_account.query(account_id, limit=limit), f"querying the operations of account {account_id}"))
 
-    def claim_item(self, row: Any, run_id: str) -> dict[str, Any]:
-        """Fenced-write entry: pending|retry_scheduled -> in_progress, only if nobody changed it since `row` was read.
+    def claim_op(self, row: Any, run_id: str) -> Write:
+        """A fenced `Write`: pending|retry_scheduled -> in_progress, only if nobody changed it since `row` was read.
 
         Conditioned on the status, attempts and `updated_at` read, so a request-path change
         after the read (a void, an amended amount) refuses it and the provider is not called.
@@ -206,62 +207,37 @@ class FinancialOperationStore:
         resumes it if this one dies); `claimed_by` lets a retried claim whose reply was lost
         recognise itself in the old image.
         """
+        m = self.model
         now = self._clock.now_ms()
-        return transact.update(
-            self.table_name,
-            {"operation_id": row.operation_id},
-            "SET #status = :claimed, claimed_by = :run, claimed_at = :now, updated_at = :now, due_at = :now",
-            "#status = :seen_status AND attempts = :seen_attempts AND updated_at = :seen_updated",
-            {
-                ":claimed": OperationStatus.IN_PROGRESS.value,
-                ":run": run_id,
-                ":now": now,
-                ":seen_status": row.status,
-                ":seen_attempts": int(row.attempts or 0),
-                ":seen_updated": int(row.updated_at),
-            },
-            {"#status": "status"},
-        )
+        actions = [m.status.set(OperationStatus.IN_PROGRESS.value), m.claimed_by.set(run_id), m.claimed_at.set(now),
+                   m.updated_at.set(now), m.due_at.set(now)]
+        condition = (m.status == row.status) & (m.attempts == int(row.attempts or 0)) & (m.updated_at == int(row.updated_at))
+        return update_write(m(row.operation_id), actions, condition)
 
-    def settle_item(
+    def settle_op(
         self, row: Any, status: OperationStatus, *, attempted: bool, claimed: bool = False,
         result_ref: str | None = None, error: str | None = None,
-    ) -> dict[str, Any]:
-        """Fenced-write entry moving an operation on, only if nobody moved it since `row` was read.
+    ) -> Write:
+        """A fenced `Write` moving an operation on, only if nobody moved it since `row` was read.
 
         `claimed`: the caller claimed `row` (so it is now `in_progress`, whatever status was read).
         `attempted` counts a provider call in `attempts`.
         """
+        m = self.model
         now = self._clock.now_ms()
-        sets = ["#status = :status", "updated_at = :now", "attempts = :attempts"]
-        values: dict[str, Any] = {
-            ":status": status.value,
-            ":now": now,
-            ":seen_status": OperationStatus.IN_PROGRESS.value if claimed else row.status,
-            ":seen_attempts": int(row.attempts or 0),
-        }
         attempts = int(row.attempts or 0) + (1 if attempted else 0)
+        actions = [m.status.set(status.value), m.updated_at.set(now), m.attempts.set(attempts)]
         if status is OperationStatus.RETRY_SCHEDULED:
-            sets.append("due_at = :due")
-            values[":due"] = now + retry_delay_ms(attempts)
-        values[":attempts"] = attempts
+            actions.append(m.due_at.set(now + retry_delay_ms(attempts)))
         if result_ref is not None:
-            sets.append("result_ref = :ref")
-            values[":ref"] = result_ref
+            actions.append(m.result_ref.set(result_ref))
         if error is not None:
-            sets.append("last_error = :err")
-            values[":err"] = error[:200]
-        expression = "SET " + ", ".join(sets)
+            actions.append(m.last_error.set(error[:200]))
         if status in TERMINAL:
-            expression += " REMOVE due_at"  # terminal rows leave the sparse index
-        return transact.update(
-            self.table_name,
-            {"operation_id": row.operation_id},
-            expression,
-            "#status = :seen_status AND attempts = :seen_attempts",
-            values,
-            {"#status": "status"},
-        )
+            actions.append(m.due_at.remove())  # terminal rows leave the sparse index
+        seen_status = OperationStatus.IN_PROGRESS.value if claimed else row.status
+        condition = (m.status == seen_status) & (m.attempts == int(row.attempts or 0))
+        return update_write(m(row.operation_id), actions, condition)
 
     # -- the request path's changes (unfenced: it holds no job lease) ------------------------
 

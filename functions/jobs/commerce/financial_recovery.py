@@ -213,7 +213,7 @@ class FinancialRecovery:
         run_id = ctx.run_id
         claimed = fenced_write_retried(
             ctx,
-            self.operations.claim_item(op, run_id),
+            self.operations.claim_op(op, run_id),
             lambda old: old.get("status") == OperationStatus.IN_PROGRESS.value and old.get("claimed_by") == run_id,
         )
         if claimed is WriteResult.REFUSED:
@@ -257,7 +257,7 @@ class FinancialRecovery:
         attempts = int(op.attempts or 0) + (1 if claimed else 0)
         written = fenced_write_retried(
             ctx,
-            self.operations.settle_item(op, status, attempted=claimed, claimed=claimed, result_ref=result_ref, error=error),
+            self.operations.settle_op(op, status, attempted=claimed, claimed=claimed, result_ref=result_ref, error=error),
             lambda old: old.get("status") == status.value and int(old.get("attempts", 0)) == attempts,
         )
         if written is WriteResult.APPLIED:

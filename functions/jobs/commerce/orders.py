@@ -23,8 +23,8 @@ from pynamodb.models import Model
 from jobfence.clock import Clock
 from jobfence.dynamo import ErrorKind, aws_call, bind, classify, each_row, error_code, get_row
 from jobfence.errors import StoreError
+from jobfence.transaction import Write, update_write
 from jobs.commerce.catalog import ORDERS_BY_ACCOUNT as BY_ACCOUNT, ORDERS_BY_STATUS as BY_STATUS
-from jobs.commerce import transact
 
 
 class OrderStatus(str, enum.Enum):
@@ -126,17 +126,12 @@ class OrderStore:
         query = self.model.by_status.query(OrderStatus.CANCELLATION_PENDING.value, self.model.updated_at < older_than, limit=limit)
         return list(each_row(query, "querying orders pending cancellation"))
 
-    def cancel_item(self, row: Any) -> dict[str, Any]:
-        """Fenced-write entry: cancellation_pending -> cancelled, only if still pending."""
+    def cancel_op(self, row: Any) -> Write:
+        """A fenced `Write`: cancellation_pending -> cancelled, only if still pending."""
+        m = self.model
         now = self._clock.now_ms()
-        return transact.update(
-            self.table_name,
-            {"order_id": row.order_id},
-            "SET #status = :cancelled, updated_at = :now, cancelled_at = :now",
-            "#status = :pending",
-            {":cancelled": OrderStatus.CANCELLED.value, ":pending": OrderStatus.CANCELLATION_PENDING.value, ":now": now},
-            {"#status": "status"},
-        )
+        actions = [m.status.set(OrderStatus.CANCELLED.value), m.updated_at.set(now), m.cancelled_at.set(now)]
+        return update_write(m(row.order_id), actions, m.status == OrderStatus.CANCELLATION_PENDING.value)
 
     def of_account(self, account_id: str, limit: int) -> list[Any]:
         """Up to `limit` orders of one account."""

@@ -52,6 +52,7 @@ from aws_lambda_powertools import Logger
 from jobfence.retried import WriteResult, fenced_write_retried
 from jobfence.runs import safe_error
 from jobfence.scheduled import JobDeps, RunContext
+from jobfence.transaction import Write
 from jobs.commerce.deferred_payments import DeferredPaymentStore, DeferredStatus, Initiator, capture_key
 from providers.payments import (
     AlreadyCaptured,
@@ -124,12 +125,12 @@ class _SafetyNet:
         """A stale deferred intent: claim it against the `updated_at` read, then capture it."""
         if not row.sale_ref:
             self._log_failure(row, "no sale reference")
-            if self._write(self._intents.invalid_item(row, "invalid: no sale reference"), lambda old: False) is WriteResult.APPLIED:
+            if self._write(self._intents.invalid_op(row, "invalid: no sale reference"), lambda old: False) is WriteResult.APPLIED:
                 return IntentOutcome.FAILED
             return IntentOutcome.SKIPPED
         run_id = self._ctx.run_id
         claimed = self._write(
-            self._intents.claim_item(row, run_id),
+            self._intents.claim_op(row, run_id),
             lambda old: old.get("status") == DeferredStatus.CAPTURING.value and old.get("claimed_by") == run_id,
         )
         if claimed is WriteResult.REFUSED:
@@ -148,25 +149,25 @@ class _SafetyNet:
             result = self._payments.capture(row.sale_ref, capture_key(Initiator.SAFETY_NET, intent_id))
         except AlreadyCaptured:
             # the buyer's own capture won the race: it is theirs, not ours
-            return self._settle(row, self._intents.captured_item(row, Initiator.BUYER, None), Initiator.BUYER, IntentOutcome.RECONCILED)
+            return self._settle(row, self._intents.captured_op(row, Initiator.BUYER, None), Initiator.BUYER, IntentOutcome.RECONCILED)
         except Exception as exc:  # noqa: BLE001 - one intent's failure never stops the others
             self._log_failure(row, safe_error(exc))
             terminal = isinstance(exc, _TERMINAL_ERRORS)
             attempts = int(row.capture_attempts or 0) + 1
             self._write(
-                self._intents.failed_attempt_item(row, type(exc).__name__, terminal=terminal),
+                self._intents.failed_attempt_op(row, type(exc).__name__, terminal=terminal),
                 lambda old: int(old.get("capture_attempts", 0)) >= attempts,
             )
             # a typed refusal is an answer (no money moved); anything else may have captured
             return IntentOutcome.FAILED if terminal or isinstance(exc, _REFUSED_ERRORS) else IntentOutcome.UNKNOWN
         return self._settle(
-            row, self._intents.captured_item(row, Initiator.SAFETY_NET, result.capture_id), Initiator.SAFETY_NET, IntentOutcome.CAPTURED
+            row, self._intents.captured_op(row, Initiator.SAFETY_NET, result.capture_id), Initiator.SAFETY_NET, IntentOutcome.CAPTURED
         )
 
-    def _settle(self, row: Any, item: dict[str, Any], by: Initiator, outcome: IntentOutcome) -> IntentOutcome:
+    def _settle(self, row: Any, write: Write, by: Initiator, outcome: IntentOutcome) -> IntentOutcome:
         """Record a capture; a refusal whose old image already says so (a lost reply, the buyer's path) is ours."""
         written = self._write(
-            item, lambda old: old.get("status") == DeferredStatus.CAPTURED.value and old.get("captured_by") == by.value
+            write, lambda old: old.get("status") == DeferredStatus.CAPTURED.value and old.get("captured_by") == by.value
         )
         if written is WriteResult.APPLIED:
             return outcome
@@ -176,8 +177,8 @@ class _SafetyNet:
         self._logger.warning("intent settled by someone else while capturing", extra={"intent_id": row.intent_id})
         return IntentOutcome.SKIPPED
 
-    def _write(self, item: dict[str, Any], mine: Callable[[Mapping[str, Any]], bool]) -> WriteResult:
-        return fenced_write_retried(self._ctx, item, mine)
+    def _write(self, write: Write, mine: Callable[[Mapping[str, Any]], bool]) -> WriteResult:
+        return fenced_write_retried(self._ctx, write, mine)
 
     def _log_failure(self, row: Any, error: str) -> None:
         self._logger.error("abandoned deferred capture failed", extra={"intent_id": row.intent_id, "error": error})

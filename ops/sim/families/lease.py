@@ -4,7 +4,7 @@ The job is `clean_dpop_proofs` from the catalog, built by its own factory, run
 by the real `ScheduledRunner` on the real `LeaseStore` and `RunStore`. Its
 batch size is scaled down (2 rows) so one run has several batches and so
 several renewals. Around each batch the simulator adds one fenced write of an
-audit row (the batch's fence and index) through `RunContext.fenced_write`: the
+audit row (the batch's fence and index) through `RunContext.transaction()`: the
 proof that a holder was live when it started that batch.
 
 Actors: ticks at t0, t0 + interval and t0 + 2 x interval, each fired one to
@@ -27,6 +27,7 @@ from jobfence.triggers import Trigger
 from jobs.catalog import CATALOG
 from jobs.commerce.dpop_proofs import DpopProofStore
 from jobs.listings.pipelines import GENERATION, PIPELINES
+from ops.markers import marker_write
 from ops.sim.faults import AWS_CALL_FAULTS, PAUSES, FaultKind
 from ops.sim.kernel import START_MS, Actor, SkewedClock
 from ops.sim.terms import TermWatch
@@ -130,7 +131,8 @@ class LeaseFamily:
             index = 0
             while True:
                 slot = f"{ctx.lease.fence}:{index}"
-                ctx.fenced_write([{"Put": {"TableName": audit, "Item": {"slot": {"S": slot}}}}])
+                with ctx.transaction() as tx:
+                    marker_write(audit, slot=slot)(tx)
                 if fail_at == index:
                     if actor is not None:
                         world.wire.count(FaultKind.JOB_FAILURE, actor, f"the job raises in batch {index}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobfence.errors import LeaseLost, StoreError
+from jobfence.errors import ConditionFailed, LeaseLost, StoreError
 from jobfence.scheduled import Outcome
 from jobs.catalog import CATALOG
 from jobs.commerce import diagnostic_retention, financial_recovery
@@ -350,7 +350,7 @@ def test_the_retained_charge_is_released_once_across_two_overlapping_runs(stores
     clock.advance(hours=2)
     ctx_a = harness.context(JOB, holder="A")
     parent = stores.diagnostics.expired_parents(10)[0]
-    ctx_a.fenced_write(stores.diagnostics.release_items(parent))
+    release(ctx_a, stores, parent)
     assert stores.diagnostics.usage("acc") == (0, 7)
 
     # WHEN A's lease expires, run B takes over and retires the capture
@@ -362,7 +362,7 @@ def test_the_retained_charge_is_released_once_across_two_overlapping_runs(stores
     assert stores.diagnostics.usage("acc") == (0, 7)
     assert stores.diagnostics.model.count("d") == 0
     with pytest.raises(LeaseLost):
-        ctx_a.fenced_write(stores.diagnostics.release_items(parent))
+        release(ctx_a, stores, parent)
     assert stores.diagnostics.usage("acc") == (0, 7)
 
 
@@ -372,13 +372,10 @@ def test_two_runs_racing_on_the_same_parent_release_once(stores, payments, harne
     record_diagnostic(stores, "d", "acc", clock.now_ms() + HOUR, retained=30, minutes=7)
     clock.advance(hours=2)
     parent = stores.diagnostics.expired_parents(10)[0]
-    items = stores.diagnostics.release_items(parent)
     ctx = harness.context(JOB, holder="B")
-    ctx.fenced_write(items)
-    from jobfence.errors import ConditionFailed
-
+    release(ctx, stores, parent)
     with pytest.raises(ConditionFailed) as refused:
-        ctx.fenced_write(stores.diagnostics.release_items(parent))
+        release(ctx, stores, parent)
     assert refused.value.index == 0
     assert stores.diagnostics.usage("acc") == (0, 7)
 
@@ -404,3 +401,10 @@ def test_documented_bounds():
     assert diagnostic_retention.DIAGNOSTIC_CHUNK == 1_000
     assert diagnostic_retention.ACTIVITY_BATCH == 1_000
     assert financial_recovery.OPERATION_BATCH == 50
+
+
+def release(ctx, stores, parent):
+    """The retention job's fenced release of one parent's retained charge."""
+    with ctx.transaction() as tx:
+        for write in stores.diagnostics.release_ops(parent):
+            write(tx)

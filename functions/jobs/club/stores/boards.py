@@ -21,6 +21,7 @@ from pynamodb.models import Model
 
 from jobfence.clock import Clock
 from jobfence.dynamo import aws_call, bind, get_row
+from jobfence.transaction import Write, update_write
 
 DARKROOM_SCHEDULE = "darkroom_schedule"
 DARKROOM_STATS = "darkroom_stats"
@@ -63,7 +64,7 @@ class BoardStore:
     def totals_of(row: Any) -> dict[str, Any]:
         return json.loads(row.totals) if row is not None and row.totals else {}
 
-    def publish_op(self, row: Any, content: str, totals: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def publish_op(self, row: Any, content: str, totals: Mapping[str, Any] | None = None) -> Write:
         """Record `content` as published (version + 1), only over the version that was read."""
         m = self.model
         actions = [
@@ -74,4 +75,4 @@ class BoardStore:
         if totals is not None:
             actions.append(m.totals.set(json.dumps(dict(totals), sort_keys=True)))
         condition = m.board_id.exists() & (m.version == int(row.version))
-        return {"Update": m(row.board_id).get_update_kwargs_from_instance(actions=actions, condition=condition)}
+        return update_write(m(row.board_id), actions, condition)

@@ -23,6 +23,7 @@ from pynamodb.models import Model
 
 from jobfence.clock import Clock
 from jobfence.dynamo import aws_call, bind, get_row
+from jobfence.transaction import Write, update_write
 from jobs.club.email_auth import MISSING, MailVerdicts
 from jobs.club.catalog import RETRY_INDEX_SPEC
 from jobs.club.stores.due import due_rows, shard_of
@@ -100,27 +101,27 @@ class EmailIntakeStore:
         m = self.model
         return (m.status == IntakeStatus.PENDING.value) & (m.attempts == int(row.attempts)) & (m.next_attempt_at <= now_ms)
 
-    def delivered_op(self, row: Any, receipt_id: str, now_ms: int) -> dict[str, Any]:
+    def delivered_op(self, row: Any, receipt_id: str, now_ms: int) -> Write:
         m = self.model
         actions = [m.status.set(IntakeStatus.DELIVERED.value), m.attempts.set(int(row.attempts) + 1),
                    m.receipt_id.set(receipt_id), m.finished_at.set(now_ms), m.retry_shard.remove()]
-        return {"Update": m(row.intake_id).get_update_kwargs_from_instance(actions=actions, condition=self._guard(row, now_ms))}
+        return update_write(m(row.intake_id), actions, self._guard(row, now_ms))
 
-    def retry_op(self, row: Any, error: str, next_attempt_at: int, now_ms: int) -> dict[str, Any]:
+    def retry_op(self, row: Any, error: str, next_attempt_at: int, now_ms: int) -> Write:
         m = self.model
         actions = [m.attempts.set(int(row.attempts) + 1), m.next_attempt_at.set(next_attempt_at),
                    m.last_error.set(error[:MAX_ERROR_CHARS])]
-        return {"Update": m(row.intake_id).get_update_kwargs_from_instance(actions=actions, condition=self._guard(row, now_ms))}
+        return update_write(m(row.intake_id), actions, self._guard(row, now_ms))
 
-    def quarantined_op(self, row: Any, reason: str, now_ms: int) -> dict[str, Any]:
+    def quarantined_op(self, row: Any, reason: str, now_ms: int) -> Write:
         """Terminal, without an attempt: the email is kept with the reason and never parsed."""
         m = self.model
         actions = [m.status.set(IntakeStatus.QUARANTINED.value), m.last_error.set(reason[:MAX_ERROR_CHARS]),
                    m.finished_at.set(now_ms), m.retry_shard.remove()]
-        return {"Update": m(row.intake_id).get_update_kwargs_from_instance(actions=actions, condition=self._guard(row, now_ms))}
+        return update_write(m(row.intake_id), actions, self._guard(row, now_ms))
 
-    def dead_op(self, row: Any, error: str, now_ms: int) -> dict[str, Any]:
+    def dead_op(self, row: Any, error: str, now_ms: int) -> Write:
         m = self.model
         actions = [m.status.set(IntakeStatus.DEAD.value), m.attempts.set(int(row.attempts) + 1),
                    m.last_error.set(error[:MAX_ERROR_CHARS]), m.finished_at.set(now_ms), m.retry_shard.remove()]
-        return {"Update": m(row.intake_id).get_update_kwargs_from_instance(actions=actions, condition=self._guard(row, now_ms))}
+        return update_write(m(row.intake_id), actions, self._guard(row, now_ms))

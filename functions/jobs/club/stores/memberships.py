@@ -20,6 +20,7 @@ from pynamodb.models import Model
 
 from jobfence.clock import Clock
 from jobfence.dynamo import aws_call, bind, get_row, one_page
+from jobfence.transaction import Write, update_write
 from jobs.club.catalog import ACTIVE_INDEX_SPEC
 from jobs.club.stores.due import due_rows, shard_of
 
@@ -95,7 +96,7 @@ class MembershipStore:
         """Ids of active memberships whose end has passed (from the sparse index; may be stale)."""
         return [row.member_id for row in due_rows(self.model.active_by_end, self.model.ends_at, now_ms, limit)]
 
-    def expire_op(self, row: Any, now_ms: int) -> dict[str, Any]:
+    def expire_op(self, row: Any, now_ms: int) -> Write:
         """Expire an ended membership: access off, recorded roles cleared, out of the active index.
 
         Conditioned on it still being active and ended, and on the roles we read
@@ -113,16 +114,16 @@ class MembershipStore:
         condition = (
             (m.status == MembershipStatus.ACTIVE.value) & (m.ends_at <= now_ms) & (m.roles_version == int(row.roles_version))
         )
-        return {"Update": m(row.member_id).get_update_kwargs_from_instance(actions=actions, condition=condition)}
+        return update_write(m(row.member_id), actions, condition)
 
     def page(self, cursor: dict | None, limit: int) -> tuple[list[Any], dict | None]:
         """One page of memberships (consistent scan) and the cursor of the next page (None at the end)."""
         result = self.model.scan(limit=limit, last_evaluated_key=cursor, consistent_read=True, page_size=limit)
         return one_page(result, "scanning memberships")
 
-    def set_roles_op(self, row: Any, roles: Iterable[str]) -> dict[str, Any]:
+    def set_roles_op(self, row: Any, roles: Iterable[str]) -> Write:
         """Record the roles now applied, only over the version that was read."""
         m = self.model
         actions = [m.roles.set(sorted(set(roles))), m.roles_version.set(int(row.roles_version) + 1)]
         condition = m.roles_version == int(row.roles_version)
-        return {"Update": m(row.member_id).get_update_kwargs_from_instance(actions=actions, condition=condition)}
+        return update_write(m(row.member_id), actions, condition)

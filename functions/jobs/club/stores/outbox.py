@@ -18,6 +18,7 @@ from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
 from jobfence.dynamo import aws_call, bind, each_row
+from jobfence.transaction import Write, save_write
 from jobs.club.events import Event
 
 RETENTION_MS = 7 * 24 * 3_600_000  # an unsent event older than this is no longer worth sending
@@ -41,11 +42,11 @@ class OutboxStore:
         self.model: Any = bind(_OutboxRow, table_name)
         self._clock = clock
 
-    def put_op(self, job: str, event: Event) -> dict[str, Any]:
-        """A TransactWriteItems `Put` saving one event. Idempotent: the same change has the same nonce."""
+    def put_op(self, job: str, event: Event) -> Write:
+        """A fenced `Write` saving one event. Idempotent: the same change has the same nonce."""
         now = self._clock.now_ms()
         row = self.model(job, event.nonce, event=event.to_json(), created_at=now, ttl=ttl_seconds(now + RETENTION_MS))
-        return {"Put": row.get_save_kwargs_from_instance()}
+        return save_write(row)
 
     def pending(self, job: str, limit: int) -> Iterator[tuple[str, Event]]:
         """Up to `limit` unsent events of `job` (strongly consistent: we just wrote them)."""

@@ -19,6 +19,7 @@ from pynamodb.models import Model
 from jobfence.clock import Clock
 from jobfence.dynamo import aws_call, bind, get_row
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard
+from jobfence.transaction import Write, update_write
 
 
 class RequestStatus(str, enum.Enum):
@@ -76,7 +77,7 @@ class PhotoRequestStore:
         """Ids of open requests past their expiry (from the sparse index; may be stale)."""
         return [row.request_id for row in expired(self.model, now_ms, limit)]
 
-    def expire_op(self, request_id: str, now_ms: int) -> dict[str, Any]:
+    def expire_op(self, request_id: str, now_ms: int) -> Write:
         """Expire an open, overdue request and take it off the public board."""
         m = self.model
         actions = [
@@ -87,4 +88,4 @@ class PhotoRequestStore:
             m.expiry_shard.remove(),
         ]
         condition = (m.status == RequestStatus.OPEN.value) & (m.expires_at <= now_ms)
-        return {"Update": m(request_id).get_update_kwargs_from_instance(actions=actions, condition=condition)}
+        return update_write(m(request_id), actions, condition)

@@ -15,6 +15,7 @@ from pynamodb.models import Model
 
 from jobfence.clock import Clock
 from jobfence.dynamo import aws_call, bind, each_row
+from jobfence.transaction import Write, save_write
 
 
 @dataclass(frozen=True)
@@ -64,9 +65,9 @@ class ReceiptStore:
         with aws_call(f"recording receipt {receipt.receipt_id}"):
             self._row(receipt, intake_id).save()
 
-    def record_op(self, receipt: Receipt, intake_id: str) -> dict[str, Any]:
+    def record_op(self, receipt: Receipt, intake_id: str) -> Write:
         """A `Put` recording the receipt; re-recording the same receipt from the same email is harmless."""
-        return {"Put": self._row(receipt, intake_id).get_save_kwargs_from_instance()}
+        return save_write(self._row(receipt, intake_id))
 
     def for_member(self, member_id: str) -> list[Receipt]:
         return [

@@ -19,6 +19,7 @@ from pynamodb.models import Model
 
 from jobfence.clock import Clock
 from jobfence.dynamo import aws_call, bind, get_row
+from jobfence.transaction import Write, update_write
 from jobs.club.catalog import DUE_INDEX_SPEC
 from jobs.club.stores.due import due_rows, shard_of
 
@@ -83,10 +84,10 @@ class ReminderStore:
         """Ids of pending reminders due now (from the sparse index; may be stale)."""
         return [r.reminder_id for r in due_rows(self.model.due_reminders, self.model.due_at, now_ms, limit)]
 
-    def finish_op(self, reminder_id: str, to: ReminderState, run_id: str) -> dict[str, Any]:
+    def finish_op(self, reminder_id: str, to: ReminderState, run_id: str) -> Write:
         """Claim a due pending reminder for `to` (sent or cancelled); refused if anyone claimed it first."""
         m = self.model
         now = self._clock.now_ms()
         actions = [m.state.set(to.value), m.sent_at.set(now), m.sent_by.set(run_id), m.due_shard.remove()]
         condition = (m.state == ReminderState.PENDING.value) & (m.due_at <= now)
-        return {"Update": m(reminder_id).get_update_kwargs_from_instance(actions=actions, condition=condition)}
+        return update_write(m(reminder_id), actions, condition)

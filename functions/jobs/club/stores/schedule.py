@@ -19,6 +19,7 @@ from pynamodb.models import Model
 
 from jobfence.clock import Clock
 from jobfence.dynamo import aws_call, bind, each_row
+from jobfence.transaction import Write, update_write
 
 DARKROOM = "darkroom"
 STUDIO = "studio"
@@ -110,9 +111,9 @@ class ScheduleStore:
         query = m.query(space, m.entry_key > f"{now_ms:013d}#\uffff", consistent_read=True, limit=limit)
         return list(each_row(query, f"querying upcoming {space} entries"))
 
-    def transition_op(self, row: Any, to: str) -> dict[str, Any]:
+    def transition_op(self, row: Any, to: str) -> Write:
         """Move an entry from the status it was read in to `to` (refused if it moved meanwhile)."""
         m = self.model
         actions = [m.status.set(to), m.changed_at.set(self._clock.now_ms())]
         condition = m.status == row.status
-        return {"Update": m(row.space, row.entry_key).get_update_kwargs_from_instance(actions=actions, condition=condition)}
+        return update_write(m(row.space, row.entry_key), actions, condition)
