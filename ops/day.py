@@ -30,10 +30,8 @@ from typing import Any, Callable
 
 from aws_lambda_powertools import Logger
 
-from jobfence.clock import ttl_seconds
 from jobfence.config import Settings, queue_env, table_env
 from jobfence.errors import JobfenceError, LeaseLost
-from jobfence.expiry import expiry_shard
 from jobfence.lease import Lease, LeaseStore
 from jobfence.work import BatchRef, ItemInput, Producer
 from jobs.commerce.conversations import ConversationStore
@@ -283,19 +281,18 @@ class DayScenario:
     def _seed_retention(self) -> None:
         jobs = self.rt.topology.job_functions()
         start, span = self._start, int(self.config.hours * HOUR)
-        proofs = DpopProofStore(jobs["clean_dpop_proofs"].environment[table_env("dpop_proofs")], self.rt.clock).model
-        with proofs.batch_write() as batch:
+
+        def proofs():
             for _ in range(self.config.dpop_rows):
                 expires = start + self.rng.randint(-HOUR, span + HOUR)
-                jti = uuid.UUID(int=self.rng.getrandbits(128)).hex
-                batch.save(proofs(jti, expires_at=expires, expiry_shard=expiry_shard(jti), ttl=ttl_seconds(expires)))
-        conversations = ConversationStore(jobs["clean_conversations"].environment[table_env("conversations")], self.rt.clock).model
-        with conversations.batch_write() as batch:
-            for i in range(self.config.conversation_rows):
-                expires = start + self.rng.randint(-HOUR, span + HOUR)
-                cid = f"c-{i:05d}"
-                batch.save(conversations(cid, account_id=f"a-{i % 17}", expires_at=expires,
-                                         expiry_shard=expiry_shard(cid), ttl=ttl_seconds(expires)))
+                yield uuid.UUID(int=self.rng.getrandbits(128)).hex, expires
+
+        DpopProofStore(jobs["clean_dpop_proofs"].environment[table_env("dpop_proofs")], self.rt.clock).load(proofs())
+        conversations = ConversationStore(jobs["clean_conversations"].environment[table_env("conversations")], self.rt.clock)
+        conversations.load(
+            (f"c-{i:05d}", f"a-{i % 17}", start + self.rng.randint(-HOUR, span + HOUR))
+            for i in range(self.config.conversation_rows)
+        )
 
     def work_function(self) -> Any:
         """The function an SQS event source feeds from the generation queue, when batches are deployed."""

@@ -25,6 +25,7 @@ from tests.support import (  # noqa: E402,F401  (load_event re-exported for olde
     CatalogTables,
     LambdaContext,
     RequestCounter,
+    Rows,
     ServerSession,
     create_catalog_tables,
     load_event,
@@ -52,6 +53,12 @@ def dynamodb(aws):
 def tables(dynamodb) -> CatalogTables:
     """The catalog's tables in moto, created as a test names them: `tables("leases", "runs")` or `tables["leases"]`."""
     return CatalogTables(dynamodb)
+
+
+@pytest.fixture
+def rows(dynamodb, tables) -> Rows:
+    """Rows of the catalog tables on the wire (`tests.support.Rows`)."""
+    return Rows(dynamodb, tables)
 
 
 @pytest.fixture

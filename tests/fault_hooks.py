@@ -1,6 +1,6 @@
 """Scripted AWS faults through botocore's own event hooks (deterministic, no sleeps).
 
-    faults = ScriptedFaults(client)                       # a boto3 client, or pynamodb's (see `pynamodb_client`)
+    faults = ScriptedFaults(client)                       # a boto3 client, or a store's (`store.clients()`)
     faults.script("TransactWriteItems", 2, Fault.LOST_REPLY)   # the 2nd such call is applied, its reply lost
     faults.script("UpdateItem", 1, Fault.THROTTLE, times=3)    # the next 3 UpdateItems are throttled, not applied
 
@@ -79,8 +79,3 @@ class ScriptedFaults:
     def _after(self, model: Any, **_: Any) -> None:
         if self._hit(model.name, self.seen.get(model.name, 0), Fault.LOST_REPLY):
             raise ConnectionClosedError(endpoint_url="scripted-lost-reply")
-
-
-def pynamodb_client(model: Any) -> Any:
-    """The botocore client a bound pynamodb model sends its requests through."""
-    return model._get_connection().connection.client

@@ -4,14 +4,18 @@ request counting, a Lambda context stub. Import as `from tests.support import ..
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
 from dataclasses import dataclass
-from typing import Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 import boto3
+from boto3.dynamodb.types import TypeSerializer
+from pynamodb.signals import pre_dynamodb_send
 
+from jobfence.dynamo import plain
 from jobfence.registry import TableSpec
 from jobs.catalog import CATALOG
 from ops import tables as ops_tables
@@ -174,3 +178,76 @@ def drive_powertools_cache(monkeypatch, clock) -> None:
             return real.datetime.fromtimestamp(clock.now_ms() / 1000, tz)
 
     monkeypatch.setattr(base, "datetime", _ClockDatetime)
+
+
+@contextlib.contextmanager
+def dynamodb_operations() -> Iterator[list[str]]:
+    """The DynamoDB operations every pynamodb model sends inside the block (pynamodb's own signal)."""
+    sent: list[str] = []
+
+    def record(sender: object, operation_name: str, table_name: str, req_uuid: str) -> None:
+        sent.append(operation_name)
+
+    pre_dynamodb_send.connect(record)
+    try:
+        yield sent
+    finally:
+        pre_dynamodb_send.disconnect(record)
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Rows of the catalog tables, read and changed on the wire as an operator would.
+
+    A store's pynamodb model stays private to its store; a test checks what
+    landed in a table (or plays another writer) with the boto3 client on the
+    physical table instead. Values come back plain (numbers as int).
+    """
+
+    dynamodb: Any
+    tables: Mapping[str, str]
+
+    def get(self, name: str, *key: object) -> dict[str, Any] | None:
+        """One row of catalog table `name` (strongly consistent), or None."""
+        item = self.dynamodb.get_item(TableName=self.tables[name], Key=self._key(name, key), ConsistentRead=True).get("Item")
+        return plain(item) if item is not None else None
+
+    def count(self, name: str, partition: object = None) -> int:
+        """Rows of catalog table `name` (all, or one partition's), strongly consistent."""
+        kwargs: dict[str, Any] = {"TableName": self.tables[name], "Select": "COUNT", "ConsistentRead": True}
+        call = self.dynamodb.scan
+        if partition is not None:
+            kwargs.update(KeyConditionExpression="#pk = :pk",
+                          ExpressionAttributeNames={"#pk": CATALOG.tables[name].partition_key[0]},
+                          ExpressionAttributeValues={":pk": _serializer.serialize(partition)})
+            call = self.dynamodb.query
+        total = 0
+        while True:
+            page = call(**kwargs)
+            total += page["Count"]
+            if "LastEvaluatedKey" not in page:
+                return total
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def set(self, name: str, key: tuple, **values: object) -> None:
+        """Overwrite attributes of one row (as the request path or another writer would)."""
+        self.dynamodb.update_item(
+            TableName=self.tables[name], Key=self._key(name, key),
+            UpdateExpression="SET " + ", ".join(f"#a{i} = :v{i}" for i in range(len(values))),
+            ExpressionAttributeNames={f"#a{i}": k for i, k in enumerate(values)},
+            ExpressionAttributeValues={f":v{i}": _serializer.serialize(v) for i, v in enumerate(values.values())},
+        )
+
+    def delete(self, name: str, *key: object) -> None:
+        self.dynamodb.delete_item(TableName=self.tables[name], Key=self._key(name, key))
+
+    @staticmethod
+    def _key(name: str, key: tuple) -> dict[str, Any]:
+        spec = CATALOG.tables[name]
+        names = [spec.partition_key[0]] + ([spec.sort_key[0]] if spec.sort_key else [])
+        if len(key) != len(names):
+            raise ValueError(f"table {name} is keyed by {names}, got {len(key)} value(s)")
+        return {k: _serializer.serialize(v) for k, v in zip(names, key)}
+
+
+_serializer = TypeSerializer()

@@ -316,6 +316,20 @@ def cancellation_codes(exc: BaseException) -> list[str]:
     return [str(r.get("Code", "None")) for r in cancellation_reasons(exc)]
 
 
+class ModelStore:
+    """A store over pynamodb models bound to its tables; the models stay private to the store (`_model`).
+
+    Callers use the store's methods. `clients()` is for the benches and tests
+    that meter a store's requests or inject faults into them, never for a write.
+    """
+
+    _model: Any
+
+    def clients(self) -> list[Any]:
+        """The botocore clients this store sends its requests through."""
+        return [self._model._get_connection().connection.client]
+
+
 def bind(model: M, table_name: str) -> M:
     """A subclass of `model` bound to `table_name`."""
     meta = type("Meta", (model.Meta,), {"table_name": table_name})

@@ -37,7 +37,7 @@ from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
 from jobfence.clock import Clock
-from jobfence.dynamo import ErrorKind, bind, classify, get_row, raise_store_error
+from jobfence.dynamo import ErrorKind, ModelStore, bind, classify, get_row, raise_store_error
 
 
 class _Quota(Model):
@@ -68,22 +68,22 @@ class QuotaBalance:
         return self.limit - self.available
 
 
-class QuotaStore:
+class QuotaStore(ModelStore):
     """Grant, reserve (inside a caller's transaction), refund and read quota."""
 
     def __init__(self, table_name: str, clock: Clock) -> None:
-        self.model: Any = bind(_Quota, table_name)
+        self._model: Any = bind(_Quota, table_name)
         self._clock = clock
 
     @property
     def table_name(self) -> str:
-        return self.model.Meta.table_name
+        return self._model.Meta.table_name
 
     def grant(self, tenant: str, units: int) -> QuotaBalance:
         """Give a tenant `units` more actions (creating its row on first grant)."""
         if units <= 0:
             raise ValueError("a grant is a positive number of units")
-        q = self.model
+        q = self._model
         grant_id = uuid.uuid4().hex
         not_this_grant = q.last_grant.does_not_exist() | (q.last_grant != grant_id)
         try:
@@ -106,7 +106,7 @@ class QuotaStore:
 
     def balance(self, tenant: str) -> QuotaBalance:
         """The tenant's books (a strongly consistent read); all zero if never granted."""
-        row = get_row(self.model, tenant, what="reading quota")
+        row = get_row(self._model, tenant, what="reading quota")
         if row is None:
             return QuotaBalance(tenant, 0, 0, 0, 0)
         return QuotaBalance(tenant, int(row.limit), int(row.available), int(row.reserved), int(row.refunded))
@@ -123,26 +123,26 @@ class QuotaStore:
         with other parameters).
         """
         tx.update(
-            self.model(tenant),
+            self._model(tenant),
             actions=[
-                self.model.available.add(-units),
-                self.model.reserved.add(units),
-                self.model.updated_at.set(self._clock.now_ms() if now_ms is None else now_ms),
+                self._model.available.add(-units),
+                self._model.reserved.add(units),
+                self._model.updated_at.set(self._clock.now_ms() if now_ms is None else now_ms),
             ],
-            condition=self.model.available >= units,
+            condition=self._model.available >= units,
             return_values="ALL_OLD",
         )
 
     def refund_in(self, tx: TransactWrite, tenant: str, units: int = 1) -> None:
         """Add "give back `units`" to `tx` (the caller's item condition makes it exactly-once)."""
         tx.update(
-            self.model(tenant),
+            self._model(tenant),
             actions=[
-                self.model.available.add(units),
-                self.model.refunded.add(units),
-                self.model.updated_at.set(self._clock.now_ms()),
+                self._model.available.add(units),
+                self._model.refunded.add(units),
+                self._model.updated_at.set(self._clock.now_ms()),
             ],
-            condition=self.model.tenant.exists(),
+            condition=self._model.tenant.exists(),
         )
 
 

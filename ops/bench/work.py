@@ -157,8 +157,10 @@ def _setup(metered: bool = True):
     clock = FrozenClock()
     rig = build_rig(client, tables, clock)
     meter = Meter(boto3.client("dynamodb"), schemas)
-    for model in (() if not metered else (rig.store.items, rig.store.batches, rig.quota.model)):
+    for model in (() if not metered else (rig.store.items, rig.store.batches)):
         meter.attach(model._get_connection().connection.client)
+    for client in (() if not metered else rig.quota.clients()):
+        meter.attach(client)
     if metered:
         meter.attach(rig.store._connection.client)
     return rig, meter, tables, client, clock

@@ -37,7 +37,7 @@ def keys(tenant: str, n: int, batch: str = "b1") -> list[ItemKey]:
 
 
 def gate_client(gate: TenantGate):
-    return gate._model._get_connection().connection.client  # the holds row's own connection
+    return gate.clients()[0]  # the holds row's own connection
 
 
 def test_the_catalog_caps_each_pipeline_and_refuses_a_cap_below_one():

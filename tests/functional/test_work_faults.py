@@ -40,8 +40,8 @@ def containing(*strings: str) -> Callable[[Mapping[str, Any]], bool]:
 
 
 def store_clients(rig) -> list[Any]:
-    models = (rig.store.items, rig.store.batches, rig.quota.model)
-    return [m._get_connection().connection.client for m in models] + [rig.store._connection.client]
+    models = (rig.store.items, rig.store.batches)
+    return [m._get_connection().connection.client for m in models] + [rig.store._connection.client, *rig.quota.clients()]
 
 
 @pytest.fixture

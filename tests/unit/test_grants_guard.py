@@ -23,6 +23,6 @@ def test_a_put_by_a_query_and_delete_entry_is_caught_and_its_own_verbs_pass(tabl
     # AND a transaction's items are checked one by one (a Put inside TransactWriteItems needs PutItem)
     with pytest.raises(AssertionError, match=r"\('leases', 'dynamodb:PutItem'\)"):
         with within_grant(tables, declared, "clean_conversations"):
-            tables_client = store.model._get_connection().connection.client
+            tables_client = store.clients()[0]
             tables_client.transact_write_items(TransactItems=[
                 {"Put": {"TableName": tables["leases"], "Item": {"job": {"S": "x"}}}}])

@@ -54,14 +54,14 @@ def scanned_per_query(client):
     return totals
 
 
-def test_dpop_cleanup_deletes_expired_rows_in_batches_of_1000_and_keeps_live_ones(runner, tables, proofs, clock, request_counter):
+def test_dpop_cleanup_deletes_expired_rows_in_batches_of_1000_and_keeps_live_ones(runner, tables, proofs, clock, request_counter, rows):
     # GIVEN 2,300 proofs that expire in a minute and 40 that live on
     for i in range(2_300):
         proofs.record(f"old-{i}", clock.now_ms() + MINUTE)
     for i in range(40):
         proofs.record(f"live-{i}", clock.now_ms() + 24 * 60 * MINUTE)
     clock.advance(minutes=2)
-    request_counter.attach(proofs.model._get_connection().connection.client)
+    request_counter.attach(proofs.clients()[0])
     job = lambda ctx: retention.clean_dpop_proofs(proofs, ctx)  # noqa: E731
     # WHEN the job runs
     result = tick(runner, tables, clock, "clean_dpop_proofs", job)
@@ -69,18 +69,18 @@ def test_dpop_cleanup_deletes_expired_rows_in_batches_of_1000_and_keeps_live_one
     assert result.outcome is Outcome.RAN
     assert result.summary == {"batches": 3, "deleted": 2_300}
     assert all(proofs.seen(f"live-{i}") for i in range(40))
-    assert proofs.model.count() == 40
+    assert rows.count("dpop_proofs") == 40
     assert request_counter.count("BatchWriteItem") == 2_300 // 25  # deletes go 25 to a request
 
 
-def test_dpop_cleanup_stops_at_100_batches(runner, tables, proofs, clock, monkeypatch):
+def test_dpop_cleanup_stops_at_100_batches(runner, tables, proofs, clock, monkeypatch, rows):
     monkeypatch.setattr(retention, "DPOP_BATCH", 2)
     for i in range(230):
         proofs.record(f"old-{i}", clock.now_ms() + MINUTE)
     clock.advance(minutes=2)
     result = tick(runner, tables, clock, "clean_dpop_proofs", lambda ctx: retention.clean_dpop_proofs(proofs, ctx))
     assert result.summary["batches"] == 100 and result.summary["deleted"] == 200
-    assert proofs.model.count() == 30
+    assert rows.count("dpop_proofs") == 30
 
 
 def test_dpop_cleanup_cost_does_not_grow_with_live_rows(dynamodb, tables, clock, runner):
@@ -93,24 +93,24 @@ def test_dpop_cleanup_cost_does_not_grow_with_live_rows(dynamodb, tables, clock,
         for i in range(live):
             store.record(f"live-{live}-{i}", clock.now_ms() + 10**9)
         clock.advance(minutes=2)
-        totals = scanned_per_query(store.model._get_connection().connection.client)
+        totals = scanned_per_query(store.clients()[0])
         assert store.delete_expired(1_000) == 50
         costs.append(dict(totals))
     # THEN the deletion read exactly the expired rows both times
     assert costs[0] == costs[1] == {"queries": 4, "scanned": 50}
 
 
-def test_readers_ignore_expired_rows_that_are_not_deleted_yet(proofs, conversations, clock):
+def test_readers_ignore_expired_rows_that_are_not_deleted_yet(proofs, conversations, clock, rows):
     proofs.record("jti-1", clock.now_ms() + MINUTE)
     conversations.open("c-1", "acct-1", clock.now_ms() + MINUTE)
     assert proofs.seen("jti-1") and conversations.get("c-1") is not None
     assert not proofs.record("jti-1", clock.now_ms() + MINUTE)  # a replay while live
     clock.advance(minutes=1)
     assert not proofs.seen("jti-1") and conversations.get("c-1") is None
-    assert proofs.model.count() == 1  # still stored, just not visible
+    assert rows.count("dpop_proofs") == 1  # still stored, just not visible
 
 
-def test_conversation_cleanup_is_one_bounded_deletion_of_at_most_100(runner, tables, conversations, clock):
+def test_conversation_cleanup_is_one_bounded_deletion_of_at_most_100(runner, tables, conversations, clock, rows):
     for i in range(150):
         conversations.open(f"c-{i}", "acct", clock.now_ms() + MINUTE)
     clock.advance(minutes=2)
@@ -119,7 +119,7 @@ def test_conversation_cleanup_is_one_bounded_deletion_of_at_most_100(runner, tab
     assert first.summary == {"batches": 1, "deleted": 100}
     clock.advance(hours=1)
     assert tick(runner, tables, clock, "clean_conversations", job).summary == {"batches": 1, "deleted": 50}
-    assert conversations.model.count() == 0
+    assert rows.count("conversations") == 0
 
 
 def test_a_conversation_extended_after_the_index_read_is_not_deleted(conversations, clock, monkeypatch):

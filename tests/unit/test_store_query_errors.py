@@ -24,7 +24,6 @@ from jobs.club.stores.schedule import DARKROOM, ScheduleStore
 from jobs.commerce.deferred_payments import DeferredPaymentStore
 from jobs.commerce.orders import OrderStore
 from tests.aws_faults import Faults, throttled
-from tests.fault_hooks import pynamodb_client
 from tests.support import create_catalog_tables
 
 # Each case: (table, store class, the call that reads, the operation it sends).
@@ -53,7 +52,7 @@ def test_a_failed_query_page_is_a_classified_store_error(dynamodb, clock, case, 
     table, store_class, read, operation = CASES[case]
     tables = create_catalog_tables(dynamodb, names={table})
     store = store_class(tables[table], clock)
-    faults = Faults(pynamodb_client(store.model))
+    faults = Faults(store.clients()[0])
     if fault == "read_timeout":
         faults.reply_lost(operation, times=100)
     else:

@@ -42,7 +42,7 @@ from pynamodb.exceptions import PynamoDBException
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import ErrorKind, bind, classify, get_row, raise_store_error
+from jobfence.dynamo import ErrorKind, ModelStore, bind, classify, get_row, raise_store_error
 from jobfence.work.keys import ItemKey
 
 GATE_ROUNDS = 3  # re-read and re-plan an admit or a release at most this often (races with other workers)
@@ -75,7 +75,7 @@ def new_owner() -> str:
     return uuid.uuid4().hex
 
 
-class TenantGate:
+class TenantGate(ModelStore):
     """At most `cap` of one tenant's items of pipeline `kind` in flight at once."""
 
     def __init__(self, table_name: str, clock: Clock, kind: str, cap: int, hold_ms: int) -> None:

@@ -16,7 +16,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import aws_call, bind, get_row
+from jobfence.dynamo import ModelStore, aws_call, bind, get_row
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
 
 
@@ -35,15 +35,15 @@ class _Entry(Model):
     by_expiry = ExpiryIndex()
 
 
-class OperatorLedgerStore:
+class OperatorLedgerStore(ModelStore):
     """Record operator access, read live entries (without digests), delete expired ones."""
 
     def __init__(self, table_name: str, clock: Clock) -> None:
-        self.model: Any = bind(_Entry, table_name)
+        self._model: Any = bind(_Entry, table_name)
         self._clock = clock
 
     def record(self, entry_id: str, operator_id: str, action: str, session: str, expires_at: int) -> None:
-        row = self.model(
+        row = self._model(
             entry_id,
             operator_id=operator_id,
             action=action,
@@ -58,7 +58,7 @@ class OperatorLedgerStore:
 
     def get(self, entry_id: str) -> dict[str, Any] | None:
         """A live entry's operator, action and time; never the session digest."""
-        row = get_row(self.model, entry_id, what="reading a row of operator_ledger")
+        row = get_row(self._model, entry_id, what="reading a row of operator_ledger")
         if row is None:
             return None
         if not is_live(row, self._clock.now_ms()):
@@ -67,8 +67,8 @@ class OperatorLedgerStore:
 
     def delete_expired(self, limit: int) -> int:
         """Delete up to `limit` expired entries (BatchWriteItem: entries are append-only, never extended)."""
-        rows = list(expired(self.model, self._clock.now_ms(), limit))
-        with aws_call("deleting expired operator accesses"), self.model.batch_write() as batch:
+        rows = list(expired(self._model, self._clock.now_ms(), limit))
+        with aws_call("deleting expired operator accesses"), self._model.batch_write() as batch:
             for row in rows:
-                batch.delete(self.model(row.entry_id))
+                batch.delete(self._model(row.entry_id))
         return len(rows)

@@ -33,10 +33,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 from jobfence.dynamo import classify, error_code
 from jobfence.errors import InvalidEvent, StoreError
 from jobs.club.signing import SigningKey, VerifyKey, new_key_pair
+from providers.secrets import CURRENT, NOT_FOUND
 
-CURRENT = "AWSCURRENT"
 PENDING = "AWSPENDING"
-NOT_FOUND = "ResourceNotFoundException"
 PROBE = b"jobfence signing-key rotation probe"
 
 

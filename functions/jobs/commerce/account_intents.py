@@ -19,7 +19,7 @@ from pynamodb.exceptions import UpdateError
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import ErrorKind, aws_call, bind, classify, error_code, get_row
+from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
 
@@ -48,16 +48,16 @@ class _Intent(Model):
     by_expiry = ExpiryIndex()
 
 
-class AccountIntentStore:
+class AccountIntentStore(ModelStore):
     """Create, read (live), confirm and expire account intents."""
 
     def __init__(self, table_name: str, clock: Clock) -> None:
-        self.model: Any = bind(_Intent, table_name)
+        self._model: Any = bind(_Intent, table_name)
         self._clock = clock
 
     def create(self, intent_id: str, account_id: str, kind: str, expires_at: int) -> None:
         with aws_call(f"creating intent {intent_id}"):
-            self.model(
+            self._model(
                 intent_id,
                 account_id=account_id,
                 kind=kind,
@@ -69,7 +69,7 @@ class AccountIntentStore:
 
     def status(self, intent_id: str) -> IntentStatus | None:
         """The intent's effective status (live expiry applied), or None if unknown."""
-        row = get_row(self.model, intent_id, what="reading a row of account_intents")
+        row = get_row(self._model, intent_id, what="reading a row of account_intents")
         if row is None:
             return None
         status = IntentStatus(row.status)
@@ -79,7 +79,7 @@ class AccountIntentStore:
 
     def confirm(self, intent_id: str) -> bool:
         """The customer confirms: only an unconfirmed intent that has not expired."""
-        model = self.model
+        model = self._model
         try:
             model(intent_id).update(
                 actions=[model.status.set(IntentStatus.CONFIRMED.value), model.expiry_shard.remove()],
@@ -97,7 +97,7 @@ class AccountIntentStore:
         Each update is conditioned on the intent still being unconfirmed and
         expired, so a second run (or a confirmation that won) changes nothing.
         """
-        model = self.model
+        model = self._model
         now = self._clock.now_ms()
         rows = list(expired(model, now, limit))
         changed = 0

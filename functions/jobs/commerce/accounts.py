@@ -24,7 +24,7 @@ from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import ErrorKind, aws_call, bind, classify, each_row, error_code, get_row, one_page
+from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, each_row, error_code, get_row, one_page
 from jobfence.errors import StoreError
 from jobs.commerce.catalog import ACCOUNTS_BY_RECOVERY as BY_RECOVERY
 
@@ -82,35 +82,35 @@ class _Account(Model):
     by_recovery = _ByRecovery()
 
 
-class AccountStore:
+class AccountStore(ModelStore):
     """Accounts: read, request and complete account operations, track deleted-account recovery."""
 
     def __init__(self, table_name: str, clock: Clock) -> None:
-        self.model: Any = bind(_Account, table_name)
+        self._model: Any = bind(_Account, table_name)
         self._clock = clock
 
     def create(self, account_id: str, email: str, display_name: str = "") -> None:
         with aws_call(f"creating account {account_id}"):
-            self.model(
+            self._model(
                 account_id,
                 status=AccountStatus.ACTIVE.value,
                 email=email,
                 display_name=display_name or None,
                 updated_at=self._clock.now_ms(),
-            ).save(condition=self.model.account_id.does_not_exist())
+            ).save(condition=self._model.account_id.does_not_exist())
 
     def get(self, account_id: str) -> Any | None:
-        return get_row(self.model, account_id, what="reading a row of accounts")
+        return get_row(self._model, account_id, what="reading a row of accounts")
 
     def statuses(self, account_ids: Iterable[str]) -> dict[str, str]:
         """Status of each existing account (one BatchGetItem per 100 ids)."""
         ids = sorted(set(account_ids))
-        found = self.model.batch_get(ids, attributes_to_get=["account_id", "status"])
+        found = self._model.batch_get(ids, attributes_to_get=["account_id", "status"])
         return {row.account_id: row.status for row in each_row(found, "reading account statuses")}
 
     def request_operation(self, account_id: str, operation_id: str, kind: OperationKind, new_email: str | None = None) -> None:
         """The API records a pending operation (deletion also moves the account to deletion_pending)."""
-        model = self.model
+        model = self._model
         now = self._clock.now_ms()
         actions = [
             model.pending_operation.set(
@@ -127,7 +127,7 @@ class AccountStore:
 
     def note_attempt(self, account_id: str, operation_id: str) -> None:
         """Count one provider attempt of the pending operation (idempotent on a replaced operation)."""
-        model = self.model
+        model = self._model
         try:
             model(account_id).update(
                 actions=[model.pending_operation.attempts.add(1)],
@@ -137,7 +137,7 @@ class AccountStore:
             raise _gone_or_store(exc, account_id) from exc
 
     def complete_email_change(self, account_id: str, operation_id: str, new_email: str) -> None:
-        model = self.model
+        model = self._model
         try:
             model(account_id).update(
                 actions=[model.email.set(new_email), model.pending_operation.remove(), model.updated_at.set(self._clock.now_ms())],
@@ -148,7 +148,7 @@ class AccountStore:
 
     def complete_deletion(self, account_id: str, operation_id: str) -> None:
         """deletion_pending -> deleted: personal fields removed, deleted-account recovery becomes due."""
-        model = self.model
+        model = self._model
         now = self._clock.now_ms()
         try:
             model(account_id).update(
@@ -169,13 +169,13 @@ class AccountStore:
 
     def recovery_due(self, limit: int, after: dict[str, Any] | None = None) -> tuple[list[str], dict[str, Any] | None]:
         """Up to `limit` deleted accounts with open recovery, and a cursor for the next page."""
-        found, cursor = one_page(self.model.by_recovery.query(RECOVERY_DUE, limit=limit, last_evaluated_key=after),
+        found, cursor = one_page(self._model.by_recovery.query(RECOVERY_DUE, limit=limit, last_evaluated_key=after),
                                  "querying accounts due for recovery")
         return [row.account_id for row in found], cursor
 
     def clear_recovery(self, account_id: str) -> bool:
         """Deleted-account recovery is complete: leave the index (False if already cleared)."""
-        model = self.model
+        model = self._model
         try:
             model(account_id).update(
                 actions=[model.recovery_due.remove()],

@@ -18,7 +18,7 @@ from pynamodb.exceptions import DeleteError, UpdateError
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import ErrorKind, aws_call, bind, classify, error_code, get_row
+from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
 
@@ -44,16 +44,16 @@ class _Invitation(Model):
     by_expiry = ExpiryIndex()
 
 
-class AgentInvitationStore:
+class AgentInvitationStore(ModelStore):
     """Create, read (live), accept and delete expired invitations."""
 
     def __init__(self, table_name: str, clock: Clock) -> None:
-        self.model: Any = bind(_Invitation, table_name)
+        self._model: Any = bind(_Invitation, table_name)
         self._clock = clock
 
     def create(self, invitation_id: str, account_id: str, agent_email: str, expires_at: int) -> None:
         with aws_call(f"creating invitation {invitation_id}"):
-            self.model(
+            self._model(
                 invitation_id,
                 account_id=account_id,
                 agent_email=agent_email,
@@ -65,7 +65,7 @@ class AgentInvitationStore:
 
     def get(self, invitation_id: str) -> Any | None:
         """A pending invitation that has not expired, or an accepted one (live expiry)."""
-        row = get_row(self.model, invitation_id, what="reading a row of agent_invitations")
+        row = get_row(self._model, invitation_id, what="reading a row of agent_invitations")
         if row is None:
             return None
         if row.status == InvitationStatus.PENDING.value and not is_live(row, self._clock.now_ms()):
@@ -73,7 +73,7 @@ class AgentInvitationStore:
         return row
 
     def accept(self, invitation_id: str) -> bool:
-        model = self.model
+        model = self._model
         try:
             model(invitation_id).update(
                 actions=[model.status.set(InvitationStatus.ACCEPTED.value), model.expiry_shard.remove()],
@@ -90,7 +90,7 @@ class AgentInvitationStore:
 
         Each delete is conditioned on the row still being pending and expired.
         """
-        model = self.model
+        model = self._model
         now = self._clock.now_ms()
         rows = list(expired(model, now, limit))
         deleted = 0

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DeleteError
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import ErrorKind, aws_call, bind, classify, error_code, get_row
+from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
 
@@ -26,27 +26,39 @@ class _Conversation(Model):
     by_expiry = ExpiryIndex()
 
 
-class ConversationStore:
+class ConversationStore(ModelStore):
     """Open, read (live only) and delete expired conversations."""
 
     def __init__(self, table_name: str, clock: Clock) -> None:
-        self.model: Any = bind(_Conversation, table_name)
+        self._model: Any = bind(_Conversation, table_name)
         self._clock = clock
 
     def open(self, conversation_id: str, account_id: str, expires_at: int) -> None:
         """Create or extend a conversation."""
         with aws_call(f"opening conversation {conversation_id}"):
-            self.model(
-                conversation_id,
-                account_id=account_id,
-                expires_at=expires_at,
-                expiry_shard=expiry_shard(conversation_id),
-                ttl=ttl_seconds(expires_at),
-            ).save()
+            self._row(conversation_id, account_id, expires_at).save()
+
+    def load(self, conversations: Iterable[tuple[str, str, int]]) -> int:
+        """Bulk-load (conversation_id, account_id, expires_at) rows (seeding a demo or a simulation); how many."""
+        count = 0
+        with aws_call("bulk-loading conversations"), self._model.batch_write() as batch:
+            for conversation_id, account_id, expires_at in conversations:
+                batch.save(self._row(conversation_id, account_id, expires_at))
+                count += 1
+        return count
+
+    def _row(self, conversation_id: str, account_id: str, expires_at: int) -> Any:
+        return self._model(
+            conversation_id,
+            account_id=account_id,
+            expires_at=expires_at,
+            expiry_shard=expiry_shard(conversation_id),
+            ttl=ttl_seconds(expires_at),
+        )
 
     def get(self, conversation_id: str) -> Any | None:
         """The conversation if it exists and has not expired (live expiry)."""
-        row = get_row(self.model, conversation_id, what="reading a row of conversations")
+        row = get_row(self._model, conversation_id, what="reading a row of conversations")
         if row is None:
             return None
         return row if is_live(row, self._clock.now_ms()) else None
@@ -59,9 +71,9 @@ class ConversationStore:
         """
         now = self._clock.now_ms()
         deleted = 0
-        for row in list(expired(self.model, now, limit)):
+        for row in list(expired(self._model, now, limit)):
             try:
-                self.model(row.conversation_id).delete(condition=self.model.expires_at <= now)
+                self._model(row.conversation_id).delete(condition=self._model.expires_at <= now)
                 deleted += 1
             except DeleteError as exc:
                 if classify(exc) is not ErrorKind.CONDITION_FAILED:

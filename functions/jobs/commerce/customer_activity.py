@@ -14,7 +14,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import aws_call, bind, each_row
+from jobfence.dynamo import ModelStore, aws_call, bind, each_row
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
 
 ACTIVITY_RETENTION_MS = 30 * 24 * 3_600_000
@@ -34,17 +34,17 @@ class _Activity(Model):
     by_expiry = ExpiryIndex()
 
 
-class CustomerActivityStore:
+class CustomerActivityStore(ModelStore):
     """Record activity, read the live part, delete what is older than 30 days."""
 
     def __init__(self, table_name: str, clock: Clock) -> None:
-        self.model: Any = bind(_Activity, table_name)
+        self._model: Any = bind(_Activity, table_name)
         self._clock = clock
 
     def record(self, account_id: str, event_id: str, kind: str, at: int) -> None:
         expires_at = at + ACTIVITY_RETENTION_MS
         with aws_call(f"recording activity of account {account_id}"):
-            self.model(
+            self._model(
                 account_id,
                 f"{at:015d}#{event_id}",
                 kind=kind,
@@ -57,13 +57,13 @@ class CustomerActivityStore:
     def recent(self, account_id: str, limit: int = 100) -> list[Any]:
         """The account's live activity, newest first."""
         now = self._clock.now_ms()
-        rows = self.model.query(account_id, scan_index_forward=False, limit=limit)
+        rows = self._model.query(account_id, scan_index_forward=False, limit=limit)
         return [row for row in each_row(rows, f"reading the activity of account {account_id}") if is_live(row, now)]
 
     def delete_expired(self, limit: int) -> int:
         """Delete up to `limit` rows older than 30 days (BatchWriteItem: activity is append-only, never extended)."""
-        rows = list(expired(self.model, self._clock.now_ms(), limit))
-        with aws_call("deleting expired activity"), self.model.batch_write() as batch:
+        rows = list(expired(self._model, self._clock.now_ms(), limit))
+        with aws_call("deleting expired activity"), self._model.batch_write() as batch:
             for row in rows:
-                batch.delete(self.model(row.account_id, row.activity_id))
+                batch.delete(self._model(row.account_id, row.activity_id))
         return len(rows)

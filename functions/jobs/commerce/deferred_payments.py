@@ -40,7 +40,7 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import aws_call, bind, get_row, one_page, update_if
+from jobfence.dynamo import ModelStore, aws_call, bind, get_row, one_page, update_if
 from jobfence.transaction import Write, update_write
 from jobs.commerce.catalog import DEFERRED_BY_STATUS_UPDATED as BY_STATUS_UPDATED
 
@@ -96,11 +96,11 @@ class _Intent(Model):
     by_status_updated = _ByStatusUpdated()
 
 
-class DeferredPaymentStore:
+class DeferredPaymentStore(ModelStore):
     """Deferred intents: create, patch upsells, find stale ones, record captures."""
 
     def __init__(self, table_name: str, clock: Clock) -> None:
-        self.model: Any = bind(_Intent, table_name)
+        self._model: Any = bind(_Intent, table_name)
         self.table_name = table_name
         self._clock = clock
 
@@ -108,7 +108,7 @@ class DeferredPaymentStore:
         """Checkout approved the order and deferred its capture."""
         now = self._clock.now_ms()
         with aws_call(f"creating intent {intent_id}"):
-            self.model(
+            self._model(
                 intent_id,
                 sale_ref=sale_ref,
                 account_id=account_id,
@@ -118,14 +118,14 @@ class DeferredPaymentStore:
                 created_at=now,
                 updated_at=now,
                 capture_attempts=0,
-            ).save(condition=self.model.intent_id.does_not_exist())
+            ).save(condition=self._model.intent_id.does_not_exist())
 
     def get(self, intent_id: str) -> Any | None:
-        return get_row(self.model, intent_id, what="reading a row of deferred_payments")
+        return get_row(self._model, intent_id, what="reading a row of deferred_payments")
 
     def patch_upsell(self, intent_id: str, add_cents: int) -> bool:
         """An accepted upsell: add to the amount and refresh `updated_at` (only while deferred)."""
-        model = self.model
+        model = self._model
         return update_if(
             model(intent_id), [model.amount_cents.add(add_cents), model.updated_at.set(self._clock.now_ms())],
             model.status == DeferredStatus.DEFERRED.value, f"patching intent {intent_id}",
@@ -135,13 +135,13 @@ class DeferredPaymentStore:
         self, cutoff: int, limit: int, after: dict[str, Any] | None = None
     ) -> tuple[list[Any], dict[str, Any] | None]:
         """Up to `limit` intents still deferred and untouched since before `cutoff`, and a cursor."""
-        return one_page(self.model.by_status_updated.query(
-            DeferredStatus.DEFERRED.value, self.model.updated_at < cutoff, limit=limit, last_evaluated_key=after
+        return one_page(self._model.by_status_updated.query(
+            DeferredStatus.DEFERRED.value, self._model.updated_at < cutoff, limit=limit, last_evaluated_key=after
         ), "querying stale deferred intents")
 
     def capturing(self, limit: int, after: dict[str, Any] | None = None) -> tuple[list[Any], dict[str, Any] | None]:
         """Up to `limit` intents left `capturing` by an earlier attempt (unknown outcome, crash), and a cursor."""
-        return one_page(self.model.by_status_updated.query(
+        return one_page(self._model.by_status_updated.query(
             DeferredStatus.CAPTURING.value, limit=limit, last_evaluated_key=after
         ), "querying capturing intents")
 
@@ -151,20 +151,20 @@ class DeferredPaymentStore:
         `updated_at` is left alone (the buyer's signal); `claimed_by` lets a retried claim whose
         reply was lost recognise itself in the old image.
         """
-        m = self.model
+        m = self._model
         return self._from_deferred_as_read(
             row, DeferredStatus.CAPTURING, [m.claimed_at.set(self._clock.now_ms()), m.claimed_by.set(run_id)]
         )
 
     def _from_deferred_as_read(self, row: Any, to: DeferredStatus, also: list[Any]) -> Write:
         """An update out of `deferred`, conditioned on the `updated_at` read (a buyer's change since refuses it)."""
-        m = self.model
+        m = self._model
         condition = (m.status == DeferredStatus.DEFERRED.value) & (m.updated_at == int(row.updated_at))
         return update_write(m(row.intent_id), [m.status.set(to.value), *also], condition)
 
     def captured_op(self, row: Any, by: Initiator, capture_ref: str | None) -> Write:
         """A fenced `Write`: capturing -> captured (by whom), only if still ours to settle."""
-        m = self.model
+        m = self._model
         actions = [m.status.set(DeferredStatus.CAPTURED.value), m.captured_by.set(by.value), m.updated_at.set(self._clock.now_ms())]
         if capture_ref:
             actions.append(m.capture_ref.set(capture_ref))
@@ -178,7 +178,7 @@ class DeferredPaymentStore:
         retried write whose first reply was lost is refused rather than counted twice.
         `updated_at` is left alone: it is the buyer's activity signal.
         """
-        m = self.model
+        m = self._model
         attempts = int(row.capture_attempts or 0) + 1
         status = DeferredStatus.CAPTURE_FAILED if terminal else DeferredStatus.CAPTURING
         actions = [m.status.set(status.value), m.capture_attempts.set(attempts), m.last_error.set(error[:200])]
@@ -189,7 +189,7 @@ class DeferredPaymentStore:
 
     def invalid_op(self, row: Any, error: str) -> Write:
         """A fenced `Write`: a deferred intent that can never be captured (no sale reference) -> capture_failed."""
-        return self._from_deferred_as_read(row, DeferredStatus.CAPTURE_FAILED, [self.model.last_error.set(error[:200])])
+        return self._from_deferred_as_read(row, DeferredStatus.CAPTURE_FAILED, [self._model.last_error.set(error[:200])])
 
     def mark_captured(self, intent_id: str, by: Initiator, capture_ref: str | None) -> bool:
         """The buyer's own path records its capture (unfenced: it holds no job lease).
@@ -197,7 +197,7 @@ class DeferredPaymentStore:
         Also from `capturing`: the buyer's capture may win at the provider while the safety net
         holds the claim; the safety net then meets `AlreadyCaptured` and finds it settled.
         """
-        model = self.model
+        model = self._model
         actions = [model.status.set(DeferredStatus.CAPTURED.value), model.captured_by.set(by.value), model.updated_at.set(self._clock.now_ms())]
         if capture_ref:
             actions.append(model.capture_ref.set(capture_ref))

@@ -30,7 +30,7 @@ from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import ErrorKind, aws_call, bind, classify, each_row, error_code, get_row
+from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, each_row, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.transaction import Write, update_write
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
@@ -63,11 +63,11 @@ class _Diagnostic(Model):
     by_expiry = ExpiryIndex()
 
 
-class DiagnosticStore:
+class DiagnosticStore(ModelStore):
     """Record captures, read them (live only), and retire expired ones."""
 
     def __init__(self, table_name: str, clock: Clock) -> None:
-        self.model: Any = bind(_Diagnostic, table_name)
+        self._model: Any = bind(_Diagnostic, table_name)
         self.table_name = table_name
         self._clock = clock
 
@@ -85,7 +85,7 @@ class DiagnosticStore:
         minute_write_cents: int,
     ) -> None:
         """Write a parent, its children and the account's charges in one transaction."""
-        model = self.model
+        model = self._model
         ttl = ttl_seconds(expires_at)
         with aws_call(f"recording diagnostic {capture_id}"), TransactWrite(connection=model._get_connection().connection) as tx:
             tx.save(
@@ -112,7 +112,7 @@ class DiagnosticStore:
 
     def read(self, capture_id: str) -> dict[str, Any] | None:
         """A live capture's parts by name, or None if unknown or expired (live expiry via the parent)."""
-        parts = each_row(self.model.query(capture_id, consistent_read=True), f"reading diagnostic {capture_id}")
+        parts = each_row(self._model.query(capture_id, consistent_read=True), f"reading diagnostic {capture_id}")
         rows = {row.part: row for row in parts}
         parent = rows.get(PARENT)
         if parent is None or not is_live(parent, self._clock.now_ms()):
@@ -121,7 +121,7 @@ class DiagnosticStore:
 
     def usage(self, account_id: str) -> tuple[int, int]:
         """(retained_cents, minute_write_cents) currently charged to the account."""
-        row = get_row(self.model, _usage_key(account_id), USAGE, what="reading a row of diagnostics")
+        row = get_row(self._model, _usage_key(account_id), USAGE, what="reading a row of diagnostics")
         if row is None:
             return 0, 0
         return int(row.retained_cents or 0), int(row.minute_write_cents or 0)
@@ -131,10 +131,10 @@ class DiagnosticStore:
     def expired_parents(self, limit: int) -> list[Any]:
         """Up to `limit` expired parents, full rows (keys from the index, then BatchGetItem)."""
         now = self._clock.now_ms()
-        keys = [(row.capture_id, row.part) for row in expired(self.model, now, limit)]
+        keys = [(row.capture_id, row.part) for row in expired(self._model, now, limit)]
         if not keys:
             return []
-        rows = list(each_row(self.model.batch_get(keys, consistent_read=True), "reading expired diagnostics"))
+        rows = list(each_row(self._model.batch_get(keys, consistent_read=True), "reading expired diagnostics"))
         # a row restored or extended after the index read must not be retired
         return [row for row in rows if row.part == PARENT and not is_live(row, now)]
 
@@ -147,7 +147,7 @@ class DiagnosticStore:
         Write 0 is the parent's marker (condition: expired, not released yet);
         write 1 gives the retained amount back on the account's usage row.
         """
-        m = self.model
+        m = self._model
         now = self._clock.now_ms()
         return [
             update_write(
@@ -167,7 +167,7 @@ class DiagnosticStore:
         unreleased charge, so a crash in between leaves it in the index and
         the next chunk finishes the cascade.
         """
-        model = self.model
+        model = self._model
         parts = model.query(parent.capture_id, attributes_to_get=["capture_id", "part"], consistent_read=True)
         children = [row for row in each_row(parts, f"reading diagnostic {parent.capture_id}") if row.part != PARENT]
         with aws_call(f"deleting the parts of diagnostic {parent.capture_id}"), model.batch_write() as batch:

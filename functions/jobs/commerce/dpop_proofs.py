@@ -7,14 +7,14 @@ deletes through the expiry index; readers ignore them meanwhile.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import PutError
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import ErrorKind, aws_call, bind, classify, error_code, get_row
+from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
 
@@ -30,29 +30,41 @@ class _DpopProof(Model):
     by_expiry = ExpiryIndex()
 
 
-class DpopProofStore:
+class DpopProofStore(ModelStore):
     """Record proofs, detect replays (live rows only), delete expired rows."""
 
     def __init__(self, table_name: str, clock: Clock) -> None:
-        self.model: Any = bind(_DpopProof, table_name)
+        self._model: Any = bind(_DpopProof, table_name)
         self._clock = clock
 
     def record(self, jti: str, expires_at: int) -> bool:
         """Record a first sight of `jti`; False if a live row says it is a replay."""
         now = self._clock.now_ms()
-        row = self.model(jti, expires_at=expires_at, expiry_shard=expiry_shard(jti), ttl=ttl_seconds(expires_at))
+        row = self._row(jti, expires_at)
         try:
             # a row that has expired but not yet been deleted does not count as seen
-            row.save(condition=self.model.jti.does_not_exist() | (self.model.expires_at <= now))
+            row.save(condition=self._model.jti.does_not_exist() | (self._model.expires_at <= now))
         except PutError as exc:
             if classify(exc) is ErrorKind.CONDITION_FAILED:
                 return False
             raise StoreError(f"recording a DPoP proof failed: {error_code(exc)}", classify(exc)) from exc
         return True
 
+    def load(self, proofs: Iterable[tuple[str, int]]) -> int:
+        """Bulk-load (jti, expires_at) rows unconditionally (seeding a demo or a simulation); how many."""
+        count = 0
+        with aws_call("bulk-loading DPoP proofs"), self._model.batch_write() as batch:
+            for jti, expires_at in proofs:
+                batch.save(self._row(jti, expires_at))
+                count += 1
+        return count
+
+    def _row(self, jti: str, expires_at: int) -> Any:
+        return self._model(jti, expires_at=expires_at, expiry_shard=expiry_shard(jti), ttl=ttl_seconds(expires_at))
+
     def seen(self, jti: str) -> bool:
         """True if a live row for `jti` exists (live expiry: expired rows are not seen)."""
-        row = get_row(self.model, jti, what="reading a row of dpop_proofs")
+        row = get_row(self._model, jti, what="reading a row of dpop_proofs")
         if row is None:
             return False
         return is_live(row, self._clock.now_ms())
@@ -66,8 +78,8 @@ class DpopProofStore:
         proof, which the API rejects on the proof's own issue time anyway.
         """
         now = self._clock.now_ms()
-        rows = list(expired(self.model, now, limit))
-        with aws_call("deleting expired DPoP proofs"), self.model.batch_write() as batch:
+        rows = list(expired(self._model, now, limit))
+        with aws_call("deleting expired DPoP proofs"), self._model.batch_write() as batch:
             for row in rows:
-                batch.delete(self.model(row.jti))
+                batch.delete(self._model(row.jti))
         return len(rows)

@@ -47,7 +47,7 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import ErrorKind, bind, classify, each_row, error_code, get_row, update_if
+from jobfence.dynamo import ErrorKind, ModelStore, bind, classify, each_row, error_code, get_row, update_if
 from jobfence.errors import StoreError
 from jobfence.transaction import Write, save_write, update_write
 from jobs.commerce.catalog import OPERATIONS_BY_ACCOUNT as BY_ACCOUNT, OPERATIONS_BY_DUE as BY_DUE
@@ -132,11 +132,11 @@ def idempotency_key(initiator: str, operation_id: str) -> str:
     return f"{initiator}:{operation_id}"
 
 
-class FinancialOperationStore:
+class FinancialOperationStore(ModelStore):
     """Create operations, find due ones, settle them conditionally."""
 
     def __init__(self, table_name: str, clock: Clock) -> None:
-        self.model: Any = bind(_Operation, table_name)
+        self._model: Any = bind(_Operation, table_name)
         self.table_name = table_name
         self._clock = clock
 
@@ -168,9 +168,9 @@ class FinancialOperationStore:
     ) -> bool:
         """Record a new pending operation; False if that id already exists (idempotent)."""
         item = self._item(operation_id, account_id, kind, target_ref, amount_cents, currency, initiator, order_id)
-        row = self.model(**{k: v for k, v in item.items() if v is not None})
+        row = self._model(**{k: v for k, v in item.items() if v is not None})
         try:
-            row.save(condition=self.model.operation_id.does_not_exist())
+            row.save(condition=self._model.operation_id.does_not_exist())
         except PutError as exc:
             if classify(exc) is ErrorKind.CONDITION_FAILED:
                 return False
@@ -183,20 +183,20 @@ class FinancialOperationStore:
     ) -> Write:
         """A fenced `Write` creating a pending operation unless that id exists."""
         item = self._item(operation_id, account_id, kind, target_ref, amount_cents, currency, initiator, order_id)
-        row = self.model(**{k: v for k, v in item.items() if v is not None})
-        return save_write(row, self.model.operation_id.does_not_exist())
+        row = self._model(**{k: v for k, v in item.items() if v is not None})
+        return save_write(row, self._model.operation_id.does_not_exist())
 
     def get(self, operation_id: str) -> Any | None:
-        return get_row(self.model, operation_id, what="reading a row of financial_operations")
+        return get_row(self._model, operation_id, what="reading a row of financial_operations")
 
     def due(self, status: OperationStatus, now: int, limit: int) -> list[Any]:
         """Up to `limit` operations in `status` whose due time has come (oldest due first)."""
-        query = self.model.by_due.query(status.value, self.model.due_at <= now, limit=limit)
+        query = self._model.by_due.query(status.value, self._model.due_at <= now, limit=limit)
         return list(each_row(query, f"querying {status.value} operations due"))
 
     def of_account(self, account_id: str, limit: int) -> list[Any]:
         """Up to `limit` operations of one account (for deleted-account recovery)."""
-        return list(each_row(self.model.by_account.query(account_id, limit=limit), f"querying the operations of account {account_id}"))
+        return list(each_row(self._model.by_account.query(account_id, limit=limit), f"querying the operations of account {account_id}"))
 
     def claim_op(self, row: Any, run_id: str) -> Write:
         """A fenced `Write`: pending|retry_scheduled -> in_progress, only if nobody changed it since `row` was read.
@@ -207,7 +207,7 @@ class FinancialOperationStore:
         resumes it if this one dies); `claimed_by` lets a retried claim whose reply was lost
         recognise itself in the old image.
         """
-        m = self.model
+        m = self._model
         now = self._clock.now_ms()
         actions = [m.status.set(OperationStatus.IN_PROGRESS.value), m.claimed_by.set(run_id), m.claimed_at.set(now),
                    m.updated_at.set(now), m.due_at.set(now)]
@@ -223,7 +223,7 @@ class FinancialOperationStore:
         `claimed`: the caller claimed `row` (so it is now `in_progress`, whatever status was read).
         `attempted` counts a provider call in `attempts`.
         """
-        m = self.model
+        m = self._model
         now = self._clock.now_ms()
         attempts = int(row.attempts or 0) + (1 if attempted else 0)
         actions = [m.status.set(status.value), m.updated_at.set(now), m.attempts.set(attempts)]
@@ -246,7 +246,7 @@ class FinancialOperationStore:
 
         False if it is not `pending` any more (recovery claimed it: its provider call may be under way).
         """
-        model = self.model
+        model = self._model
         return self._request_change(operation_id, [
             model.status.set(OperationStatus.VOIDED.value), model.due_at.remove(),
         ], "voiding")
@@ -256,13 +256,13 @@ class FinancialOperationStore:
 
         False if recovery claimed it already: the amount its provider call uses is frozen.
         """
-        model = self.model
+        model = self._model
         # the request path is working on it again: recovery leaves it alone for another grace period
         due = self._clock.now_ms() + PENDING_GRACE_MS
         return self._request_change(operation_id, [model.amount_cents.set(amount_cents), model.due_at.set(due)], "amending")
 
     def _request_change(self, operation_id: str, actions: list[Any], what: str) -> bool:
-        model = self.model
+        model = self._model
         return update_if(
             model(operation_id), [*actions, model.updated_at.set(self._clock.now_ms())],
             model.status == OperationStatus.PENDING.value, f"{what} operation {operation_id}",

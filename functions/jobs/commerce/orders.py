@@ -21,7 +21,7 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import ErrorKind, aws_call, bind, classify, each_row, error_code, get_row
+from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, each_row, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.transaction import Write, update_write
 from jobs.commerce.catalog import ORDERS_BY_ACCOUNT as BY_ACCOUNT, ORDERS_BY_STATUS as BY_STATUS
@@ -94,18 +94,18 @@ def status_of(row: Any) -> OrderStatus:
         raise UnknownOrderState(f"order {row.order_id} is in an unknown state") from None
 
 
-class OrderStore:
+class OrderStore(ModelStore):
     """Orders: create, read, find pending cancellations, cancel (fenced), redact."""
 
     def __init__(self, table_name: str, clock: Clock) -> None:
-        self.model: Any = bind(_Order, table_name)
+        self._model: Any = bind(_Order, table_name)
         self.table_name = table_name
         self._clock = clock
 
     def create(self, order_id: str, account_id: str, amount_cents: int, currency: str, status: str = "placed", **fields: Any) -> None:
         """Write an order (the API's checkout path; also test and demo seeding)."""
         now = self._clock.now_ms()
-        row = self.model(
+        row = self._model(
             order_id,
             account_id=account_id,
             status=status,
@@ -119,23 +119,23 @@ class OrderStore:
             row.save()
 
     def get(self, order_id: str) -> Any | None:
-        return get_row(self.model, order_id, what="reading a row of orders")
+        return get_row(self._model, order_id, what="reading a row of orders")
 
     def pending_cancellations(self, older_than: int, limit: int) -> list[Any]:
         """Orders waiting in cancellation_pending since before `older_than` (oldest first)."""
-        query = self.model.by_status.query(OrderStatus.CANCELLATION_PENDING.value, self.model.updated_at < older_than, limit=limit)
+        query = self._model.by_status.query(OrderStatus.CANCELLATION_PENDING.value, self._model.updated_at < older_than, limit=limit)
         return list(each_row(query, "querying orders pending cancellation"))
 
     def cancel_op(self, row: Any) -> Write:
         """A fenced `Write`: cancellation_pending -> cancelled, only if still pending."""
-        m = self.model
+        m = self._model
         now = self._clock.now_ms()
         actions = [m.status.set(OrderStatus.CANCELLED.value), m.updated_at.set(now), m.cancelled_at.set(now)]
         return update_write(m(row.order_id), actions, m.status == OrderStatus.CANCELLATION_PENDING.value)
 
     def of_account(self, account_id: str, limit: int) -> list[Any]:
         """Up to `limit` orders of one account."""
-        return list(each_row(self.model.by_account.query(account_id, limit=limit), f"querying the orders of account {account_id}"))
+        return list(each_row(self._model.by_account.query(account_id, limit=limit), f"querying the orders of account {account_id}"))
 
     def redact(self, row: Any) -> bool:
         """Remove the personal fields of a terminal order; False if already redacted (idempotent).
@@ -146,7 +146,7 @@ class OrderStore:
         status = status_of(row)
         if status not in TERMINAL:
             return False
-        model = self.model
+        model = self._model
         try:
             model(row.order_id).update(
                 actions=[model.redacted_at.set(self._clock.now_ms()), *(getattr(model, f).remove() for f in PERSONAL_FIELDS)],
@@ -160,7 +160,7 @@ class OrderStore:
 
     def request_cancellation(self, order_id: str) -> None:
         """The API's cancel request: paid/placed -> cancellation_pending (refreshes updated_at)."""
-        model = self.model
+        model = self._model
         with aws_call(f"requesting cancellation of order {order_id}"):
             model(order_id).update(
                 actions=[model.status.set(OrderStatus.CANCELLATION_PENDING.value), model.updated_at.set(self._clock.now_ms())],

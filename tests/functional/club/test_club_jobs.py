@@ -12,6 +12,7 @@ from jobs.club.stores.memberships import MembershipStatus
 from jobs.club.stores.photo_requests import RequestStatus
 from jobs.club.stores.reminders import ReminderState
 from jobs.club.stores.schedule import DARKROOM, STUDIO
+from tests.support import Rows
 from ops.seeds.club import GUILD, ROLE_DARKROOM, ROLE_MEMBER, SCHEDULE_CHANNEL, seed, user
 
 SEVEN = (
@@ -64,7 +65,7 @@ def test_reconcile_emits_nothing_when_roles_already_match(club):
     # GIVEN only members whose applied roles equal what their receipts grant
     s = seed(club.tables, club.clock)
     for member in ("m-1", "m-2"):
-        s["memberships"].model(member).delete()
+        Rows(club.dynamodb, club.tables).delete("club_memberships", member)
     # WHEN reconciliation runs
     result = club.run("reconcile_membership_roles")
     # THEN nothing is changed and no event is sent
@@ -75,8 +76,7 @@ def test_reconcile_emits_nothing_when_roles_already_match(club):
 def test_reconcile_removes_roles_of_an_expired_membership(club):
     # GIVEN an expired membership that still has a role recorded (e.g. expired by an operator)
     s = seed(club.tables, club.clock)
-    m3 = s["memberships"].get("m-3")
-    m3.update(actions=[s["memberships"].model.status.set(MembershipStatus.EXPIRED.value)])
+    Rows(club.dynamodb, club.tables).set("club_memberships", ("m-3",), status=MembershipStatus.EXPIRED.value)
     # WHEN reconciliation runs
     club.run("reconcile_membership_roles")
     # THEN the role is removed
@@ -193,7 +193,7 @@ def test_every_seeded_job_changes_something(club):
 
 def test_a_board_without_a_message_is_reported_not_invented(club):
     s = seed(club.tables, club.clock)
-    s["boards"].model(DARKROOM_SCHEDULE).delete()
+    Rows(club.dynamodb, club.tables).delete("club_boards", DARKROOM_SCHEDULE)
     result = club.run("sweep_darkroom_schedule")
     assert result["summary"]["board"] == "board_missing"
     assert club.events() == []

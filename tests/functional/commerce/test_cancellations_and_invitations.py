@@ -83,7 +83,7 @@ def test_cancellation_batches_are_bounded_and_renewed(stores, harness, clock, mo
     assert cancellations.CANCEL_MAX_BATCHES == 20
 
 
-def test_invitations_expire_only_when_expired_and_pending(stores, harness, clock):
+def test_invitations_expire_only_when_expired_and_pending(stores, harness, clock, rows):
     now = clock.now_ms()
     stores.invitations.create("old", "acc", "agent@example.com", now + HOUR)
     stores.invitations.create("live", "acc", "agent@example.com", now + 3 * HOUR)
@@ -96,7 +96,7 @@ def test_invitations_expire_only_when_expired_and_pending(stores, harness, clock
     result = harness.run("expire_agent_invitations", lambda ctx: expire_agent_invitations(stores.invitations, ctx))
 
     assert result.summary["invitations_deleted"] == 1
-    assert stores.invitations.model.count() == 2
+    assert rows.count("agent_invitations") == 2
     assert stores.invitations.get("accepted").status == "accepted"
     clock.advance(minutes=55)  # the next tick, before "live" expires
     again = harness.run("expire_agent_invitations", lambda ctx: expire_agent_invitations(stores.invitations, ctx))

@@ -48,7 +48,7 @@ def test_schedule_tables_and_provider():
 # -- recovery -------------------------------------------------------------------------------
 
 
-def test_unconfirmed_intents_expire_once_and_readers_see_expiry_before_that(stores, payments, harness, clock):
+def test_unconfirmed_intents_expire_once_and_readers_see_expiry_before_that(stores, payments, harness, clock, rows):
     now = clock.now_ms()
     stores.intents.create("old", "acc", "email_confirmation", now + HOUR)
     stores.intents.create("live", "acc", "email_confirmation", now + 3 * HOUR)
@@ -63,12 +63,12 @@ def test_unconfirmed_intents_expire_once_and_readers_see_expiry_before_that(stor
     second = harness.run(JOB, job(stores, payments, harness))
 
     assert first.summary["intents_expired"] == 1 and second.summary["intents_expired"] == 0
-    assert stores.intents.model.get("old").status == "expired"
-    assert stores.intents.model.get("confirmed").status == "confirmed"
+    assert rows.get("account_intents", "old")["status"] == "expired"
+    assert rows.get("account_intents", "confirmed")["status"] == "confirmed"
 
 
 def test_deleted_account_recovery_voids_refunds_redacts_and_then_clears(
-    stores, payments, harness, clock, account_provider, notifier
+    stores, payments, harness, clock, account_provider, notifier, rows
 ):
     # GIVEN an account with an uncaptured charge, a captured order with a pending return,
     # a fulfilled order, and an order still being paid
@@ -108,7 +108,7 @@ def test_deleted_account_recovery_voids_refunds_redacts_and_then_clears(
     assert (len(account_provider.calls), len(notifier.calls)) == provider_calls
 
     # WHEN the open order completes and recovery runs again
-    stores.orders.model("o-paying").update(actions=[stores.orders.model.status.set("fulfilled")])
+    rows.set("orders", ("o-paying",), status="fulfilled")
     clock.advance(hours=1)
     second = harness.run(JOB, job(stores, payments, harness))
 
@@ -212,7 +212,7 @@ def test_an_operation_whose_money_may_have_moved_is_never_given_up_as_failed(sto
 # -- retention ------------------------------------------------------------------------------
 
 
-def test_expired_diagnostics_cascade_and_release_the_retained_charge_once(stores, payments, harness, clock):
+def test_expired_diagnostics_cascade_and_release_the_retained_charge_once(stores, payments, harness, clock, rows):
     now = clock.now_ms()
     record_diagnostic(stores, "old", "acc", now + HOUR, retained=30, minutes=7)
     record_diagnostic(stores, "live", "acc", now + 5 * HOUR, retained=11, minutes=3)
@@ -228,11 +228,11 @@ def test_expired_diagnostics_cascade_and_release_the_retained_charge_once(stores
     assert (first.summary["charges_released"], first.summary["diagnostic_rows_deleted"]) == (1, 5)
     assert second.summary["charges_released"] == 0
     assert stores.diagnostics.usage("acc") == (11, 10)  # retained released once; minute charges never refunded
-    assert list(stores.diagnostics.model.query("old")) == []
+    assert rows.count("diagnostic_captures", "old") == 0
     assert stores.diagnostics.read("live") is not None
 
 
-def test_customer_activity_expires_after_30_days_and_orders_and_payments_stay(stores, payments, harness, clock):
+def test_customer_activity_expires_after_30_days_and_orders_and_payments_stay(stores, payments, harness, clock, rows):
     start = clock.now_ms()
     stores.orders.create("o", "acc", 100, "EUR", status="fulfilled", customer_email="c@example.com")
     stores.operations.create("op", "acc", OperationKind.CHARGE, "PP", 100, "EUR", "buyer")
@@ -252,7 +252,7 @@ def test_customer_activity_expires_after_30_days_and_orders_and_payments_stay(st
     )
 
     assert result.summary["activity_deleted"] == 1
-    assert stores.activity.model.count("acc") == 1
+    assert rows.count("customer_activity", "acc") == 1
     assert stores.orders.get("o").attribute_values == order_before
     assert stores.operations.get("op") is not None
     assert ACTIVITY_RETENTION_MS == 30 * DAY
@@ -293,7 +293,7 @@ def _break_retention(stores, monkeypatch):
     [(False, False), (True, False), (False, True), (True, True)],
     ids=["none", "recovery", "retention", "both"],
 )
-def test_every_failure_combination(stores, payments, harness, clock, monkeypatch, recovery_fails, retention_fails):
+def test_every_failure_combination(stores, payments, harness, clock, monkeypatch, recovery_fails, retention_fails, rows):
     # GIVEN work for both branches
     _seed_both(stores, payments, clock)
     if retention_fails:
@@ -311,12 +311,12 @@ def test_every_failure_combination(stores, payments, harness, clock, monkeypatch
         assert harness.run(JOB, job(stores, payments, harness)).outcome is Outcome.RAN
 
     # THEN the branch that did not fail did all its work
-    assert stores.intents.model.get("i").status == "expired"  # recovery's first step ran either way
+    assert rows.get("account_intents", "i")["status"] == "expired"  # recovery's first step ran either way
     # (a refused call leaves its claim in place: the next run resumes it with the same key)
     assert stores.operations.get("op").status == ("in_progress" if recovery_fails else "succeeded")
-    diagnostics_left = stores.diagnostics.model.count("d")
+    diagnostics_left = rows.count("diagnostic_captures", "d")
     assert diagnostics_left == (5 if retention_fails else 0)
-    assert stores.activity.model.count("acc") == (1 if retention_fails else 0)
+    assert rows.count("customer_activity", "acc") == (1 if retention_fails else 0)
     # AND a failed run is recorded with the original (financial first) error; the lease is released
     row = harness.run_rows.recent(JOB)[0]
     assert harness.leases.peek(JOB).holder is None
@@ -327,7 +327,7 @@ def test_every_failure_combination(stores, payments, harness, clock, monkeypatch
         assert row["outcome"] == "ran"
 
 
-def test_recovery_failing_in_its_first_batch_cannot_skip_retention(stores, payments, harness, clock, monkeypatch):
+def test_recovery_failing_in_its_first_batch_cannot_skip_retention(stores, payments, harness, clock, monkeypatch, rows):
     _seed_both(stores, payments, clock)
 
     def broken(limit):
@@ -336,14 +336,14 @@ def test_recovery_failing_in_its_first_batch_cannot_skip_retention(stores, payme
     monkeypatch.setattr(stores.intents, "expire_due", broken)
     with pytest.raises(StoreError, match="intents unavailable"):
         harness.run(JOB, job(stores, payments, harness))
-    assert stores.diagnostics.model.count("d") == 0
+    assert rows.count("diagnostic_captures", "d") == 0
     assert stores.operations.get("op").status == "pending"
 
 
 # -- overlapping runs and lost leases -------------------------------------------------------
 
 
-def test_the_retained_charge_is_released_once_across_two_overlapping_runs(stores, payments, harness, clock):
+def test_the_retained_charge_is_released_once_across_two_overlapping_runs(stores, payments, harness, clock, rows):
     # GIVEN run A released the charge of an expired capture, then paused before deleting it
     now = clock.now_ms()
     record_diagnostic(stores, "d", "acc", now + HOUR, retained=30, minutes=7)
@@ -360,7 +360,7 @@ def test_the_retained_charge_is_released_once_across_two_overlapping_runs(stores
     # THEN B does not release again, and A (waking up) cannot write anything any more
     assert result.outcome is Outcome.RAN and result.summary["charges_released"] == 0
     assert stores.diagnostics.usage("acc") == (0, 7)
-    assert stores.diagnostics.model.count("d") == 0
+    assert rows.count("diagnostic_captures", "d") == 0
     with pytest.raises(LeaseLost):
         release(ctx_a, stores, parent)
     assert stores.diagnostics.usage("acc") == (0, 7)
@@ -380,7 +380,7 @@ def test_two_runs_racing_on_the_same_parent_release_once(stores, payments, harne
     assert stores.diagnostics.usage("acc") == (0, 7)
 
 
-def test_a_lost_lease_stops_the_job_before_its_next_batch(stores, payments, harness, clock, monkeypatch):
+def test_a_lost_lease_stops_the_job_before_its_next_batch(stores, payments, harness, clock, monkeypatch, rows):
     monkeypatch.setattr(diagnostic_retention, "DIAGNOSTIC_CHUNK", 1)
     monkeypatch.setattr(financial_recovery, "INTENT_BATCH", 1)
     for i in range(3):
@@ -391,8 +391,8 @@ def test_a_lost_lease_stops_the_job_before_its_next_batch(stores, payments, harn
     result = harness.run(JOB, job(stores, payments, harness), context=StealingContext(harness, JOB))
 
     assert result.outcome is Outcome.LEASE_LOST and result.summary["batches"] == 1
-    expired = sum(1 for i in range(3) if stores.intents.model.get(f"i{i}").status == "expired")
-    deleted = sum(1 for i in range(3) if stores.diagnostics.model.count(f"d{i}") == 0)
+    expired = sum(1 for i in range(3) if rows.get("account_intents", f"i{i}")["status"] == "expired")
+    deleted = sum(1 for i in range(3) if rows.count("diagnostic_captures", f"d{i}") == 0)
     assert expired + deleted == 1  # exactly one batch of one branch happened
     assert harness.leases.peek(JOB).holder == "intruder"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
+from tests.support import dynamodb_operations
 
 from jobfence.scheduled import Outcome
 from jobs.catalog import CATALOG
@@ -159,8 +159,9 @@ def test_batches_are_bounded_and_paged_and_never_scan(stores, payments, harness,
     for i in ids[:2]:
         payments.time_out_order(f"O-{i}")
     clock.advance(minutes=21)
-    monkeypatch.setattr(stores.deferred.model, "scan", lambda *a, **k: pytest.fail("the safety net must not scan"))
-    result = harness.run("capture_abandoned_deferred", job(stores, payments, harness))
+    with dynamodb_operations() as operations:
+        result = harness.run("capture_abandoned_deferred", job(stores, payments, harness))
+    assert "Query" in operations and "Scan" not in operations  # it reads through its index, never a scan
     # THEN every intent was tried once (the cursor pages past the ones left deferred)
     assert result.summary["scanned"] == 7 and result.summary["batches"] == 3
     assert sorted(o for _, o, _ in payments.calls) == sorted(f"O-{i}" for i in ids)

@@ -13,14 +13,13 @@ from jobfence.errors import StoreError
 from jobs.commerce.conversations import ConversationStore
 from jobs.commerce.dpop_proofs import DpopProofStore
 from tests.aws_faults import Faults
-from tests.fault_hooks import pynamodb_client
 from tests.support import create_catalog_tables
 
 
 def test_a_dpop_proof_whose_reply_timed_out_is_a_classified_store_error(dynamodb, clock):
     tables = create_catalog_tables(dynamodb, names={"dpop_proofs"})
     store = DpopProofStore(tables["dpop_proofs"], clock)
-    Faults(pynamodb_client(store.model)).reply_lost("PutItem", times=10)
+    Faults(store.clients()[0]).reply_lost("PutItem", times=10)
     with pytest.raises(StoreError, match="recording a DPoP proof failed: ReadTimeoutError") as raised:
         store.record("jti-1", clock.now_ms() + 60_000)
     assert raised.value.__cause__ is not None
@@ -31,6 +30,6 @@ def test_an_expired_conversation_whose_delete_timed_out_is_a_classified_store_er
     store = ConversationStore(tables["conversations"], clock)
     store.open("c-1", "acct-1", clock.now_ms() + 1_000)
     clock.advance(ms=2_000)
-    Faults(pynamodb_client(store.model)).reply_lost("DeleteItem", times=10)
+    Faults(store.clients()[0]).reply_lost("DeleteItem", times=10)
     with pytest.raises(StoreError, match="deleting a conversation failed: ReadTimeoutError"):
         store.delete_expired(10)

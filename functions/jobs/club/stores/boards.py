@@ -20,7 +20,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import aws_call, bind, get_row
+from jobfence.dynamo import ModelStore, aws_call, bind, get_row
 from jobfence.transaction import Write, update_write
 
 DARKROOM_SCHEDULE = "darkroom_schedule"
@@ -45,20 +45,20 @@ class _Board(Model):
     updated_at = NumberAttribute(null=True)
 
 
-class BoardStore:
+class BoardStore(ModelStore):
     """Read boards and build their conditional publish updates."""
 
     def __init__(self, table_name: str, clock: Clock) -> None:
-        self.model: Any = bind(_Board, table_name)
+        self._model: Any = bind(_Board, table_name)
         self._clock = clock
 
     def put(self, board_id: str, channel_id: str, message_id: str | None = None) -> None:
         """Register a board (seed data, operators)."""
         with aws_call(f"registering board {board_id}"):
-            self.model(board_id, channel_id=channel_id, message_id=message_id, version=0).save()
+            self._model(board_id, channel_id=channel_id, message_id=message_id, version=0).save()
 
     def get(self, board_id: str) -> Any | None:
-        return get_row(self.model, board_id, what="reading a row of boards")
+        return get_row(self._model, board_id, what="reading a row of boards")
 
     @staticmethod
     def totals_of(row: Any) -> dict[str, Any]:
@@ -66,7 +66,7 @@ class BoardStore:
 
     def publish_op(self, row: Any, content: str, totals: Mapping[str, Any] | None = None) -> Write:
         """Record `content` as published (version + 1), only over the version that was read."""
-        m = self.model
+        m = self._model
         actions = [
             m.content_hash.set(content_hash(content)),
             m.version.set(int(row.version) + 1),

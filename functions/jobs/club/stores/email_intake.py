@@ -22,7 +22,7 @@ from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import aws_call, bind, get_row
+from jobfence.dynamo import ModelStore, aws_call, bind, get_row
 from jobfence.transaction import Write, update_write
 from jobs.club.email_auth import MISSING, MailVerdicts
 from jobs.club.catalog import RETRY_INDEX_SPEC
@@ -70,20 +70,20 @@ class _Intake(Model):
     retry_due = _IntakeDue()
 
 
-class EmailIntakeStore:
+class EmailIntakeStore(ModelStore):
     """Store intake records, find due ones, build their transitions."""
 
     def __init__(self, table_name: str, clock: Clock) -> None:
-        self.model: Any = bind(_Intake, table_name)
+        self._model: Any = bind(_Intake, table_name)
         self._clock = clock
 
     def put(self, intake_id: str, raw: str, verdicts: MailVerdicts) -> None:
         """Store a received email and its authentication verdicts for its first attempt now."""
         now = self._clock.now_ms()
         with aws_call(f"storing intake {intake_id}"):
-            self.model(intake_id, raw=raw, spf=verdicts.spf, dkim=verdicts.dkim, dmarc=verdicts.dmarc,
+            self._model(intake_id, raw=raw, spf=verdicts.spf, dkim=verdicts.dkim, dmarc=verdicts.dmarc,
                        status=IntakeStatus.PENDING.value, attempts=0, next_attempt_at=now,
-                       retry_shard=shard_of(intake_id), received_at=now).save(condition=self.model.intake_id.does_not_exist())
+                       retry_shard=shard_of(intake_id), received_at=now).save(condition=self._model.intake_id.does_not_exist())
 
     @staticmethod
     def verdicts(row: Any) -> MailVerdicts:
@@ -91,37 +91,37 @@ class EmailIntakeStore:
         return MailVerdicts(row.spf or MISSING, row.dkim or MISSING, row.dmarc or MISSING)
 
     def get(self, intake_id: str) -> Any | None:
-        return get_row(self.model, intake_id, what="reading a row of email_intake")
+        return get_row(self._model, intake_id, what="reading a row of email_intake")
 
     def due(self, now_ms: int, limit: int) -> list[str]:
         """Ids of pending records whose next attempt is due (from the sparse index; may be stale)."""
-        return [r.intake_id for r in due_rows(self.model.retry_due, self.model.next_attempt_at, now_ms, limit)]
+        return [r.intake_id for r in due_rows(self._model.retry_due, self._model.next_attempt_at, now_ms, limit)]
 
     def _guard(self, row: Any, now_ms: int):
-        m = self.model
+        m = self._model
         return (m.status == IntakeStatus.PENDING.value) & (m.attempts == int(row.attempts)) & (m.next_attempt_at <= now_ms)
 
     def delivered_op(self, row: Any, receipt_id: str, now_ms: int) -> Write:
-        m = self.model
+        m = self._model
         actions = [m.status.set(IntakeStatus.DELIVERED.value), m.attempts.set(int(row.attempts) + 1),
                    m.receipt_id.set(receipt_id), m.finished_at.set(now_ms), m.retry_shard.remove()]
         return update_write(m(row.intake_id), actions, self._guard(row, now_ms))
 
     def retry_op(self, row: Any, error: str, next_attempt_at: int, now_ms: int) -> Write:
-        m = self.model
+        m = self._model
         actions = [m.attempts.set(int(row.attempts) + 1), m.next_attempt_at.set(next_attempt_at),
                    m.last_error.set(error[:MAX_ERROR_CHARS])]
         return update_write(m(row.intake_id), actions, self._guard(row, now_ms))
 
     def quarantined_op(self, row: Any, reason: str, now_ms: int) -> Write:
         """Terminal, without an attempt: the email is kept with the reason and never parsed."""
-        m = self.model
+        m = self._model
         actions = [m.status.set(IntakeStatus.QUARANTINED.value), m.last_error.set(reason[:MAX_ERROR_CHARS]),
                    m.finished_at.set(now_ms), m.retry_shard.remove()]
         return update_write(m(row.intake_id), actions, self._guard(row, now_ms))
 
     def dead_op(self, row: Any, error: str, now_ms: int) -> Write:
-        m = self.model
+        m = self._model
         actions = [m.status.set(IntakeStatus.DEAD.value), m.attempts.set(int(row.attempts) + 1),
                    m.last_error.set(error[:MAX_ERROR_CHARS]), m.finished_at.set(now_ms), m.retry_shard.remove()]
         return update_write(m(row.intake_id), actions, self._guard(row, now_ms))

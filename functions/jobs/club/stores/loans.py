@@ -11,7 +11,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import aws_call, bind, get_row
+from jobfence.dynamo import ModelStore, aws_call, bind, get_row
 
 
 class _Loan(Model):
@@ -25,21 +25,21 @@ class _Loan(Model):
     returned_at = NumberAttribute(null=True)
 
 
-class LoanStore:
+class LoanStore(ModelStore):
     """Record and read loans."""
 
     def __init__(self, table_name: str, clock: Clock) -> None:
-        self.model: Any = bind(_Loan, table_name)
+        self._model: Any = bind(_Loan, table_name)
         self._clock = clock
 
     def put(self, loan_id: str, member_id: str, item: str, due_back_at: int) -> None:
         with aws_call(f"recording loan {loan_id}"):
-            self.model(loan_id, member_id=member_id, item=item, due_back_at=due_back_at).save()
+            self._model(loan_id, member_id=member_id, item=item, due_back_at=due_back_at).save()
 
     def mark_returned(self, loan_id: str) -> None:
         with aws_call(f"returning loan {loan_id}"):
-            self.model(loan_id).update(actions=[self.model.returned_at.set(self._clock.now_ms())],
-                                       condition=self.model.loan_id.exists())
+            self._model(loan_id).update(actions=[self._model.returned_at.set(self._clock.now_ms())],
+                                       condition=self._model.loan_id.exists())
 
     def get(self, loan_id: str) -> Any | None:
-        return get_row(self.model, loan_id, what="reading a row of loans")
+        return get_row(self._model, loan_id, what="reading a row of loans")

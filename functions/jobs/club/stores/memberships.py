@@ -19,7 +19,7 @@ from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import aws_call, bind, get_row, one_page
+from jobfence.dynamo import ModelStore, aws_call, bind, get_row, one_page
 from jobfence.transaction import Write, update_write
 from jobs.club.catalog import ACTIVE_INDEX_SPEC
 from jobs.club.stores.due import due_rows, shard_of
@@ -67,17 +67,17 @@ class _Membership(Model):
     active_by_end = _ActiveByEnd()
 
 
-class MembershipStore:
+class MembershipStore(ModelStore):
     """Read memberships and build their conditional updates (applied in fenced transactions)."""
 
     def __init__(self, table_name: str, clock: Clock) -> None:
-        self.model: Any = bind(_Membership, table_name)
+        self._model: Any = bind(_Membership, table_name)
         self._clock = clock
 
     def put(self, member_id: str, guild_id: str, discord_user_id: str, ends_at: int, roles: Iterable[str] = ()) -> None:
         """Create or renew an active membership (seed data and operators)."""
         with aws_call(f"recording membership {member_id}"):
-            self.model(
+            self._model(
                 member_id,
                 guild_id=guild_id,
                 discord_user_id=discord_user_id,
@@ -90,11 +90,11 @@ class MembershipStore:
             ).save()
 
     def get(self, member_id: str) -> Any | None:
-        return get_row(self.model, member_id, what="reading a row of memberships")
+        return get_row(self._model, member_id, what="reading a row of memberships")
 
     def ended(self, now_ms: int, limit: int) -> list[str]:
         """Ids of active memberships whose end has passed (from the sparse index; may be stale)."""
-        return [row.member_id for row in due_rows(self.model.active_by_end, self.model.ends_at, now_ms, limit)]
+        return [row.member_id for row in due_rows(self._model.active_by_end, self._model.ends_at, now_ms, limit)]
 
     def expire_op(self, row: Any, now_ms: int) -> Write:
         """Expire an ended membership: access off, recorded roles cleared, out of the active index.
@@ -102,7 +102,7 @@ class MembershipStore:
         Conditioned on it still being active and ended, and on the roles we read
         (their removal events go in the same transaction).
         """
-        m = self.model
+        m = self._model
         actions = [
             m.status.set(MembershipStatus.EXPIRED.value),
             m.access.set(Access.NONE.value),
@@ -118,12 +118,12 @@ class MembershipStore:
 
     def page(self, cursor: dict | None, limit: int) -> tuple[list[Any], dict | None]:
         """One page of memberships (consistent scan) and the cursor of the next page (None at the end)."""
-        result = self.model.scan(limit=limit, last_evaluated_key=cursor, consistent_read=True, page_size=limit)
+        result = self._model.scan(limit=limit, last_evaluated_key=cursor, consistent_read=True, page_size=limit)
         return one_page(result, "scanning memberships")
 
     def set_roles_op(self, row: Any, roles: Iterable[str]) -> Write:
         """Record the roles now applied, only over the version that was read."""
-        m = self.model
+        m = self._model
         actions = [m.roles.set(sorted(set(roles))), m.roles_version.set(int(row.roles_version) + 1)]
         condition = m.roles_version == int(row.roles_version)
         return update_write(m(row.member_id), actions, condition)

@@ -33,7 +33,7 @@ from pynamodb.exceptions import DeleteError, PutError, UpdateError
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import ErrorKind, bind, classify, error_code, get_row
+from jobfence.dynamo import ErrorKind, ModelStore, bind, classify, error_code, get_row
 from jobfence.errors import StoreError
 
 NONCE_TTL_MS = 24 * 3_600_000
@@ -69,17 +69,17 @@ class _Nonce(Model):
     ttl = NumberAttribute()
 
 
-class NonceStore:
+class NonceStore(ModelStore):
     """Claim, release and complete nonces with conditional writes."""
 
     def __init__(self, table_name: str, clock: Clock, claim_ttl_ms: int = CLAIM_TTL_MS) -> None:
-        self.model: Any = bind(_Nonce, table_name)
+        self._model: Any = bind(_Nonce, table_name)
         self._clock = clock
         self._claim_ttl_ms = claim_ttl_ms
 
     def claim(self, nonce: str, token: str, message_id: str | None = None) -> Claim:
         """Claim the event for this receive; DONE for a replay, BUSY while another receive holds it."""
-        m = self.model
+        m = self._model
         now = self._clock.now_ms()
         row = m(nonce, state=NonceState.CLAIMED.value, token=token, message_id=message_id, claimed_at=now,
                 claim_expires_at=now + self._claim_ttl_ms, ttl=ttl_seconds(now + NONCE_TTL_MS))
@@ -91,7 +91,7 @@ class NonceStore:
 
     def release(self, nonce: str, token: str) -> None:
         """Give the claim back so this delivery's retry can claim it again (no-op if it is not ours)."""
-        m = self.model
+        m = self._model
         self._write(lambda: m(nonce).delete(condition=(m.state == NonceState.CLAIMED.value) & (m.token == token)),
                     "releasing")
 
@@ -100,7 +100,7 @@ class NonceStore:
 
         A retry whose first try was applied is refused by state = done, and is the same success.
         """
-        m = self.model
+        m = self._model
         applied = self._write(lambda: m(nonce).update(actions=[m.state.set(NonceState.DONE.value)],
                                                       condition=(m.state == NonceState.CLAIMED.value) & (m.token == token)),
                               "completing")
@@ -108,7 +108,7 @@ class NonceStore:
 
     def state(self, nonce: str) -> str | None:
         """The nonce's state (strongly consistent), None if it has none; a read error is a `StoreError`."""
-        row = get_row(self.model, nonce, what="reading an event nonce")
+        row = get_row(self._model, nonce, what="reading an event nonce")
         return None if row is None else row.state
 
     @staticmethod

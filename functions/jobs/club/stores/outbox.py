@@ -17,7 +17,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import aws_call, bind, each_row
+from jobfence.dynamo import ModelStore, aws_call, bind, each_row
 from jobfence.transaction import Write, save_write
 from jobs.club.events import Event
 
@@ -35,29 +35,29 @@ class _OutboxRow(Model):
     ttl = NumberAttribute()
 
 
-class OutboxStore:
+class OutboxStore(ModelStore):
     """Transaction entries that save events, and the drain that sends them."""
 
     def __init__(self, table_name: str, clock: Clock) -> None:
-        self.model: Any = bind(_OutboxRow, table_name)
+        self._model: Any = bind(_OutboxRow, table_name)
         self._clock = clock
 
     def put_op(self, job: str, event: Event) -> Write:
         """A fenced `Write` saving one event. Idempotent: the same change has the same nonce."""
         now = self._clock.now_ms()
-        row = self.model(job, event.nonce, event=event.to_json(), created_at=now, ttl=ttl_seconds(now + RETENTION_MS))
+        row = self._model(job, event.nonce, event=event.to_json(), created_at=now, ttl=ttl_seconds(now + RETENTION_MS))
         return save_write(row)
 
     def pending(self, job: str, limit: int) -> Iterator[tuple[str, Event]]:
         """Up to `limit` unsent events of `job` (strongly consistent: we just wrote them)."""
-        for row in each_row(self.model.query(job, consistent_read=True, limit=limit), f"reading the outbox of {job}"):
+        for row in each_row(self._model.query(job, consistent_read=True, limit=limit), f"reading the outbox of {job}"):
             yield row.nonce, Event.from_json(row.event)
 
     def delete(self, job: str, nonce: str) -> None:
         """Forget a sent event."""
         with aws_call(f"deleting a sent event of {job}"):
-            self.model(job, nonce).delete()
+            self._model(job, nonce).delete()
 
     def count(self, job: str) -> int:
         with aws_call(f"counting the outbox of {job}"):
-            return self.model.count(job, consistent_read=True)
+            return self._model.count(job, consistent_read=True)

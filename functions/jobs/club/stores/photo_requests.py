@@ -17,7 +17,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import aws_call, bind, get_row
+from jobfence.dynamo import ModelStore, aws_call, bind, get_row
 from jobfence.expiry import ExpiryIndex, expired, expiry_shard
 from jobfence.transaction import Write, update_write
 
@@ -57,29 +57,29 @@ class _Request(Model):
     by_expiry = ExpiryIndex()
 
 
-class PhotoRequestStore:
+class PhotoRequestStore(ModelStore):
     """Find requests that can expire and build the expiry update."""
 
     def __init__(self, table_name: str, clock: Clock) -> None:
-        self.model: Any = bind(_Request, table_name)
+        self._model: Any = bind(_Request, table_name)
         self._clock = clock
 
     def put(self, request_id: str, title: str, expires_at: int, channel_id: str, message_id: str) -> None:
         with aws_call(f"recording photo request {request_id}"):
-            self.model(request_id, title=title, status=RequestStatus.OPEN.value, expires_at=expires_at,
+            self._model(request_id, title=title, status=RequestStatus.OPEN.value, expires_at=expires_at,
                        expiry_shard=expiry_shard(request_id), public_status=PublicStatus.LISTED.value,
                        discord_status=DiscordStatus.POSTED.value, channel_id=channel_id, message_id=message_id).save()
 
     def get(self, request_id: str) -> Any | None:
-        return get_row(self.model, request_id, what="reading a row of photo_requests")
+        return get_row(self._model, request_id, what="reading a row of photo_requests")
 
     def expirable(self, now_ms: int, limit: int) -> list[str]:
         """Ids of open requests past their expiry (from the sparse index; may be stale)."""
-        return [row.request_id for row in expired(self.model, now_ms, limit)]
+        return [row.request_id for row in expired(self._model, now_ms, limit)]
 
     def expire_op(self, request_id: str, now_ms: int) -> Write:
         """Expire an open, overdue request and take it off the public board."""
-        m = self.model
+        m = self._model
         actions = [
             m.status.set(RequestStatus.EXPIRED.value),
             m.public_status.set(PublicStatus.CLOSED.value),

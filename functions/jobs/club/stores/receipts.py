@@ -14,7 +14,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import aws_call, bind, each_row
+from jobfence.dynamo import ModelStore, aws_call, bind, each_row
 from jobfence.transaction import Write, save_write
 
 
@@ -42,15 +42,15 @@ class _Receipt(Model):
     recorded_at = NumberAttribute()
 
 
-class ReceiptStore:
+class ReceiptStore(ModelStore):
     """Record receipts and read the roles they grant."""
 
     def __init__(self, table_name: str, clock: Clock) -> None:
-        self.model: Any = bind(_Receipt, table_name)
+        self._model: Any = bind(_Receipt, table_name)
         self._clock = clock
 
     def _row(self, receipt: Receipt, intake_id: str | None) -> Any:
-        return self.model(
+        return self._model(
             receipt.member_id,
             receipt.receipt_id,
             role_id=receipt.role_id,
@@ -72,7 +72,7 @@ class ReceiptStore:
     def for_member(self, member_id: str) -> list[Receipt]:
         return [
             Receipt(r.receipt_id, r.member_id, r.role_id, int(r.valid_from), int(r.valid_until))
-            for r in each_row(self.model.query(member_id, consistent_read=True), f"reading the receipts of {member_id}")
+            for r in each_row(self._model.query(member_id, consistent_read=True), f"reading the receipts of {member_id}")
         ]
 
     def granted_roles(self, member_id: str, now_ms: int) -> set[str]:

@@ -18,7 +18,7 @@ from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import aws_call, bind, get_row
+from jobfence.dynamo import ModelStore, aws_call, bind, get_row
 from jobfence.transaction import Write, update_write
 from jobs.club.catalog import DUE_INDEX_SPEC
 from jobs.club.stores.due import due_rows, shard_of
@@ -64,29 +64,29 @@ class _Reminder(Model):
     due_reminders = _DueReminders()
 
 
-class ReminderStore:
+class ReminderStore(ModelStore):
     """Find due reminders and build the claim of each send."""
 
     def __init__(self, table_name: str, clock: Clock) -> None:
-        self.model: Any = bind(_Reminder, table_name)
+        self._model: Any = bind(_Reminder, table_name)
         self._clock = clock
 
     def put(self, reminder_id: str, loan_id: str, due_at: int, recipient: Recipient, recipient_user_id: str) -> None:
         with aws_call(f"recording reminder {reminder_id}"):
-            self.model(reminder_id, loan_id=loan_id, due_at=due_at, recipient_kind=Recipient(recipient).value,
+            self._model(reminder_id, loan_id=loan_id, due_at=due_at, recipient_kind=Recipient(recipient).value,
                        recipient_user_id=recipient_user_id, state=ReminderState.PENDING.value,
                        due_shard=shard_of(reminder_id)).save()
 
     def get(self, reminder_id: str) -> Any | None:
-        return get_row(self.model, reminder_id, what="reading a row of reminders")
+        return get_row(self._model, reminder_id, what="reading a row of reminders")
 
     def due(self, now_ms: int, limit: int) -> list[str]:
         """Ids of pending reminders due now (from the sparse index; may be stale)."""
-        return [r.reminder_id for r in due_rows(self.model.due_reminders, self.model.due_at, now_ms, limit)]
+        return [r.reminder_id for r in due_rows(self._model.due_reminders, self._model.due_at, now_ms, limit)]
 
     def finish_op(self, reminder_id: str, to: ReminderState, run_id: str) -> Write:
         """Claim a due pending reminder for `to` (sent or cancelled); refused if anyone claimed it first."""
-        m = self.model
+        m = self._model
         now = self._clock.now_ms()
         actions = [m.state.set(to.value), m.sent_at.set(now), m.sent_by.set(run_id), m.due_shard.remove()]
         condition = (m.state == ReminderState.PENDING.value) & (m.due_at <= now)

@@ -18,7 +18,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import aws_call, bind, each_row
+from jobfence.dynamo import ModelStore, aws_call, bind, each_row
 from jobfence.transaction import Write, update_write
 
 DARKROOM = "darkroom"
@@ -60,11 +60,11 @@ class _Entry(Model):
     changed_at = NumberAttribute(null=True)
 
 
-class ScheduleStore:
+class ScheduleStore(ModelStore):
     """Read schedule entries by start time and build their conditional transitions."""
 
     def __init__(self, table_name: str, clock: Clock) -> None:
-        self.model: Any = bind(_Entry, table_name)
+        self._model: Any = bind(_Entry, table_name)
         self._clock = clock
 
     def add(self, space: str, entry_id: str, starts_at: int, label: str, *, ends_at: int | None = None,
@@ -72,12 +72,12 @@ class ScheduleStore:
         """Create an entry in its first state (seed data, staff tools)."""
         status = DarkroomChange.PENDING if space == DARKROOM else StudioSlot.UPCOMING
         with aws_call(f"adding schedule entry {entry_id}"):
-            self.model(space, entry_key(starts_at, entry_id), entry_id=entry_id, label=label, starts_at=starts_at,
+            self._model(space, entry_key(starts_at, entry_id), entry_id=entry_id, label=label, starts_at=starts_at,
                        ends_at=ends_at, status=status.value, member_id=member_id, hours=hours).save()
 
     def started(self, space: str, now_ms: int, statuses: tuple[str, ...], limit: int) -> list[Any]:
         """Up to `limit` entries that started at or before now and are in one of `statuses`."""
-        m = self.model
+        m = self._model
         condition = m.status.is_in(*statuses)
         query = m.query(space, m.entry_key <= f"{now_ms:013d}#\uffff", filter_condition=condition,
                         consistent_read=True, limit=limit, page_size=max(limit, 25))
@@ -85,7 +85,7 @@ class ScheduleStore:
 
     def to_advance(self, now_ms: int, limit: int) -> list[Any]:
         """Up to `limit` studio slots that must move: started but upcoming, or current but ended."""
-        m = self.model
+        m = self._model
         condition = (m.status == StudioSlot.UPCOMING.value) | (
             (m.status == StudioSlot.CURRENT.value) & (m.ends_at <= now_ms)
         )
@@ -95,11 +95,11 @@ class ScheduleStore:
 
     def entries(self, space: str) -> Iterator[Any]:
         """Every entry of a space, in start order (pages through the partition)."""
-        return each_row(self.model.query(space, consistent_read=True, page_size=200), f"reading the {space} schedule")
+        return each_row(self._model.query(space, consistent_read=True, page_size=200), f"reading the {space} schedule")
 
     def latest(self, space: str, now_ms: int, status: str) -> Any | None:
         """The entry in `status` that started last at or before now."""
-        m = self.model
+        m = self._model
         query = m.query(space, m.entry_key <= f"{now_ms:013d}#\uffff", filter_condition=m.status == status,
                         scan_index_forward=False, consistent_read=True, limit=1)
         for row in each_row(query, f"querying the latest {space} entry"):
@@ -107,13 +107,13 @@ class ScheduleStore:
         return None
 
     def upcoming(self, space: str, now_ms: int, limit: int) -> list[Any]:
-        m = self.model
+        m = self._model
         query = m.query(space, m.entry_key > f"{now_ms:013d}#\uffff", consistent_read=True, limit=limit)
         return list(each_row(query, f"querying upcoming {space} entries"))
 
     def transition_op(self, row: Any, to: str) -> Write:
         """Move an entry from the status it was read in to `to` (refused if it moved meanwhile)."""
-        m = self.model
+        m = self._model
         actions = [m.status.set(to), m.changed_at.set(self._clock.now_ms())]
         condition = m.status == row.status
         return update_write(m(row.space, row.entry_key), actions, condition)
