@@ -41,11 +41,13 @@ from botocore.exceptions import (
     ReadTimeoutError,
     ResponseStreamingError,
 )
+from pynamodb.attributes import BinaryAttribute, NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DoesNotExist, PynamoDBException
-from pynamodb.indexes import Index
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, Index, KeysOnlyProjection
 from pynamodb.models import Model
 
 from jobfence.errors import StoreError
+from jobfence.registry import IndexSpec
 
 M = TypeVar("M", bound=type[Model])
 T = TypeVar("T")
@@ -314,6 +316,26 @@ def cancellation_reasons(exc: BaseException) -> list[dict[str, Any]]:
 def cancellation_codes(exc: BaseException) -> list[str]:
     """The codes of `cancellation_reasons` ("None" where an item was not the cause)."""
     return [str(r.get("Code", "None")) for r in cancellation_reasons(exc)]
+
+
+_KEY_ATTRIBUTES = {"S": UnicodeAttribute, "N": NumberAttribute, "B": BinaryAttribute}
+
+
+def index(spec: IndexSpec) -> GlobalSecondaryIndex:
+    """The pynamodb index a model declares for the catalog's `IndexSpec` (the index's one declaration).
+
+    Use it as a model's class attribute (`by_due = index(BY_DUE)`); `bind` gives each
+    bound model its own instance, as for a hand-written index class.
+    """
+    projection = AllProjection() if spec.projection == "ALL" else KeysOnlyProjection()
+    namespace: dict[str, Any] = {"Meta": type("Meta", (), {"index_name": spec.name, "projection": projection})}
+    name, kind = spec.partition_key
+    namespace[name] = _KEY_ATTRIBUTES[kind](hash_key=True)
+    if spec.sort_key:
+        name, kind = spec.sort_key
+        namespace[name] = _KEY_ATTRIBUTES[kind](range_key=True)
+    title = "".join(part.title() for part in spec.name.split("_"))
+    return type(f"_{title}Index", (GlobalSecondaryIndex,), namespace)()
 
 
 class ModelStore:

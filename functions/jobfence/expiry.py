@@ -13,22 +13,15 @@ from __future__ import annotations
 import zlib
 from typing import Any, Callable, Iterator
 
-from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
+from pynamodb.indexes import GlobalSecondaryIndex
 
-from jobfence.dynamo import each_row
-from jobfence.indexes import EXPIRY_INDEX, EXPIRY_SHARDS
+from jobfence.dynamo import each_row, index
+from jobfence.indexes import EXPIRY_INDEX_SPEC, EXPIRY_SHARDS
 
 
-class ExpiryIndex(GlobalSecondaryIndex):
-    """Keys-only index on (expiry_shard, expires_at)."""
-
-    class Meta:
-        index_name = EXPIRY_INDEX
-        projection = KeysOnlyProjection()
-
-    expiry_shard = UnicodeAttribute(hash_key=True)
-    expires_at = NumberAttribute(range_key=True)
+def expiry_index() -> GlobalSecondaryIndex:
+    """A model's keys-only index on (expiry_shard, expires_at): the catalog's `EXPIRY_INDEX_SPEC`, declared once."""
+    return index(EXPIRY_INDEX_SPEC)
 
 
 def expiry_shard(key: str) -> str:

@@ -17,7 +17,7 @@ from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
 from jobfence.dynamo import ModelStore, aws_call, bind, get_row
-from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
+from jobfence.expiry import expiry_index, expired, expiry_shard, is_live
 
 
 class _Entry(Model):
@@ -32,7 +32,7 @@ class _Entry(Model):
     expires_at = NumberAttribute()
     expiry_shard = UnicodeAttribute()
     ttl = NumberAttribute()
-    by_expiry = ExpiryIndex()
+    by_expiry = expiry_index()
 
 
 class OperatorLedgerStore(ModelStore):

@@ -21,7 +21,7 @@ from pynamodb.models import Model
 from jobfence.clock import Clock, ttl_seconds
 from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, error_code, get_row
 from jobfence.errors import StoreError
-from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
+from jobfence.expiry import expiry_index, expired, expiry_shard, is_live
 
 KEEP_EXPIRED_MS = 30 * 24 * 3_600_000  # DynamoDB TTL removes the row this long after it expired
 
@@ -45,7 +45,7 @@ class _Intent(Model):
     expires_at = NumberAttribute()
     expiry_shard = UnicodeAttribute(null=True)
     ttl = NumberAttribute()
-    by_expiry = ExpiryIndex()
+    by_expiry = expiry_index()
 
 
 class AccountIntentStore(ModelStore):

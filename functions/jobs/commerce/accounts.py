@@ -20,11 +20,10 @@ from typing import Any, Iterable
 
 from pynamodb.attributes import MapAttribute, NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import UpdateError
-from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, each_row, error_code, get_row, one_page
+from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, each_row, error_code, get_row, index, one_page
 from jobfence.errors import StoreError
 from jobs.commerce.catalog import ACCOUNTS_BY_RECOVERY as BY_RECOVERY
 
@@ -58,15 +57,6 @@ class _PendingOperation(MapAttribute):
     attempts = NumberAttribute(default=0)
 
 
-class _ByRecovery(GlobalSecondaryIndex):
-    class Meta:
-        index_name = BY_RECOVERY.name
-        projection = KeysOnlyProjection()
-
-    recovery_due = UnicodeAttribute(hash_key=True)
-    deleted_at = NumberAttribute(range_key=True)
-
-
 class _Account(Model):
     class Meta:
         table_name = "unbound"
@@ -79,7 +69,7 @@ class _Account(Model):
     deleted_at = NumberAttribute(null=True)
     recovery_due = UnicodeAttribute(null=True)
     updated_at = NumberAttribute()
-    by_recovery = _ByRecovery()
+    by_recovery = index(BY_RECOVERY)
 
 
 class AccountStore(ModelStore):

@@ -20,7 +20,7 @@ from pynamodb.models import Model
 from jobfence.clock import Clock, ttl_seconds
 from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, error_code, get_row
 from jobfence.errors import StoreError
-from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
+from jobfence.expiry import expiry_index, expired, expiry_shard, is_live
 
 
 class InvitationStatus(str, enum.Enum):
@@ -41,7 +41,7 @@ class _Invitation(Model):
     expires_at = NumberAttribute()
     expiry_shard = UnicodeAttribute(null=True)
     ttl = NumberAttribute()
-    by_expiry = ExpiryIndex()
+    by_expiry = expiry_index()
 
 
 class AgentInvitationStore(ModelStore):

@@ -15,7 +15,7 @@ from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
 from jobfence.dynamo import ModelStore, aws_call, bind, each_row
-from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
+from jobfence.expiry import expiry_index, expired, expiry_shard, is_live
 
 ACTIVITY_RETENTION_MS = 30 * 24 * 3_600_000
 
@@ -31,7 +31,7 @@ class _Activity(Model):
     expires_at = NumberAttribute()
     expiry_shard = UnicodeAttribute()
     ttl = NumberAttribute()
-    by_expiry = ExpiryIndex()
+    by_expiry = expiry_index()
 
 
 class CustomerActivityStore(ModelStore):

@@ -36,11 +36,10 @@ import enum
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import ModelStore, aws_call, bind, get_row, one_page, update_if
+from jobfence.dynamo import ModelStore, aws_call, bind, get_row, index, one_page, update_if
 from jobfence.transaction import Write, update_write
 from jobs.commerce.catalog import DEFERRED_BY_STATUS_UPDATED as BY_STATUS_UPDATED
 
@@ -66,15 +65,6 @@ def capture_key(initiator: Initiator, intent_id: str) -> str:
     return f"{initiator.value}:{intent_id}"
 
 
-class _ByStatusUpdated(GlobalSecondaryIndex):
-    class Meta:
-        index_name = BY_STATUS_UPDATED.name
-        projection = AllProjection()
-
-    status = UnicodeAttribute(hash_key=True)
-    updated_at = NumberAttribute(range_key=True)
-
-
 class _Intent(Model):
     class Meta:
         table_name = "unbound"
@@ -93,7 +83,7 @@ class _Intent(Model):
     last_error = UnicodeAttribute(null=True)
     claimed_at = NumberAttribute(null=True)
     claimed_by = UnicodeAttribute(null=True)
-    by_status_updated = _ByStatusUpdated()
+    by_status_updated = index(BY_STATUS_UPDATED)
 
 
 class DeferredPaymentStore(ModelStore):

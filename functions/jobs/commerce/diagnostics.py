@@ -33,7 +33,7 @@ from jobfence.clock import Clock, ttl_seconds
 from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, each_row, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.transaction import Write, update_write
-from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
+from jobfence.expiry import expiry_index, expired, expiry_shard, is_live
 
 PARENT = "parent"
 HEADER = "header"
@@ -60,7 +60,7 @@ class _Diagnostic(Model):
     charge_released_at = NumberAttribute(null=True)
     retained_cents = NumberAttribute(null=True)
     ttl = NumberAttribute(null=True)
-    by_expiry = ExpiryIndex()
+    by_expiry = expiry_index()
 
 
 class DiagnosticStore(ModelStore):

@@ -16,7 +16,7 @@ from pynamodb.models import Model
 from jobfence.clock import Clock, ttl_seconds
 from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, error_code, get_row
 from jobfence.errors import StoreError
-from jobfence.expiry import ExpiryIndex, expired, expiry_shard, is_live
+from jobfence.expiry import expiry_index, expired, expiry_shard, is_live
 
 
 class _DpopProof(Model):
@@ -27,7 +27,7 @@ class _DpopProof(Model):
     expires_at = NumberAttribute()
     expiry_shard = UnicodeAttribute()
     ttl = NumberAttribute()
-    by_expiry = ExpiryIndex()
+    by_expiry = expiry_index()
 
 
 class DpopProofStore(ModelStore):

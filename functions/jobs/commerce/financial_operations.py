@@ -43,11 +43,10 @@ from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import PutError
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import ErrorKind, ModelStore, bind, classify, each_row, error_code, get_row, update_if
+from jobfence.dynamo import ErrorKind, ModelStore, bind, classify, each_row, error_code, get_row, index, update_if
 from jobfence.errors import StoreError
 from jobfence.transaction import Write, save_write, update_write
 from jobs.commerce.catalog import OPERATIONS_BY_ACCOUNT as BY_ACCOUNT, OPERATIONS_BY_DUE as BY_DUE
@@ -83,24 +82,6 @@ def retry_delay_ms(attempts: int) -> int:
     return min(RETRY_BASE_MS * 2 ** max(attempts - 1, 0), RETRY_MAX_MS)
 
 
-class _ByDue(GlobalSecondaryIndex):
-    class Meta:
-        index_name = BY_DUE.name
-        projection = AllProjection()
-
-    status = UnicodeAttribute(hash_key=True)
-    due_at = NumberAttribute(range_key=True)
-
-
-class _ByAccount(GlobalSecondaryIndex):
-    class Meta:
-        index_name = BY_ACCOUNT.name
-        projection = AllProjection()
-
-    account_id = UnicodeAttribute(hash_key=True)
-    created_at = NumberAttribute(range_key=True)
-
-
 class _Operation(Model):
     class Meta:
         table_name = "unbound"
@@ -123,8 +104,8 @@ class _Operation(Model):
     updated_at = NumberAttribute()
     claimed_at = NumberAttribute(null=True)
     claimed_by = UnicodeAttribute(null=True)
-    by_due = _ByDue()
-    by_account = _ByAccount()
+    by_due = index(BY_DUE)
+    by_account = index(BY_ACCOUNT)
 
 
 def idempotency_key(initiator: str, operation_id: str) -> str:

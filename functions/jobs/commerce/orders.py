@@ -17,11 +17,10 @@ from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import UpdateError
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, each_row, error_code, get_row
+from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, each_row, error_code, get_row, index
 from jobfence.errors import StoreError
 from jobfence.transaction import Write, update_write
 from jobs.commerce.catalog import ORDERS_BY_ACCOUNT as BY_ACCOUNT, ORDERS_BY_STATUS as BY_STATUS
@@ -46,24 +45,6 @@ class UnknownOrderState(StoreError):
     """An order row whose status is not an `OrderStatus` (bad data; the row is left as it is)."""
 
 
-class _ByStatus(GlobalSecondaryIndex):
-    class Meta:
-        index_name = BY_STATUS.name
-        projection = AllProjection()
-
-    status = UnicodeAttribute(hash_key=True)
-    updated_at = NumberAttribute(range_key=True)
-
-
-class _ByAccount(GlobalSecondaryIndex):
-    class Meta:
-        index_name = BY_ACCOUNT.name
-        projection = AllProjection()
-
-    account_id = UnicodeAttribute(hash_key=True)
-    created_at = NumberAttribute(range_key=True)
-
-
 class _Order(Model):
     class Meta:
         table_name = "unbound"
@@ -82,8 +63,8 @@ class _Order(Model):
     updated_at = NumberAttribute()
     cancelled_at = NumberAttribute(null=True)
     redacted_at = NumberAttribute(null=True)
-    by_status = _ByStatus()
-    by_account = _ByAccount()
+    by_status = index(BY_STATUS)
+    by_account = index(BY_ACCOUNT)
 
 
 def status_of(row: Any) -> OrderStatus:

@@ -18,17 +18,15 @@ import enum
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import ModelStore, aws_call, bind, get_row
+from jobfence.dynamo import ModelStore, aws_call, bind, get_row, index
 from jobfence.transaction import Write, update_write
 from jobs.club.email_auth import MISSING, MailVerdicts
 from jobs.club.catalog import RETRY_INDEX_SPEC
 from jobs.club.stores.due import due_rows, shard_of
 
-RETRY_INDEX = RETRY_INDEX_SPEC.name
 MAX_ERROR_CHARS = 300
 
 
@@ -39,15 +37,6 @@ class IntakeStatus(str, enum.Enum):
     DELIVERED = "delivered"  # set by retry_email_intake once its receipt is recorded; terminal
     DEAD = "dead"  # set by retry_email_intake when the attempts cap is reached; terminal, reason kept
     QUARANTINED = "quarantined"  # set by retry_email_intake when the email is not authentic; terminal, kept
-
-
-class _IntakeDue(GlobalSecondaryIndex):
-    class Meta:
-        index_name = RETRY_INDEX
-        projection = KeysOnlyProjection()
-
-    retry_shard = UnicodeAttribute(hash_key=True)
-    next_attempt_at = NumberAttribute(range_key=True)
 
 
 class _Intake(Model):
@@ -67,7 +56,7 @@ class _Intake(Model):
     receipt_id = UnicodeAttribute(null=True)
     received_at = NumberAttribute()
     finished_at = NumberAttribute(null=True)
-    retry_due = _IntakeDue()
+    retry_due = index(RETRY_INDEX_SPEC)
 
 
 class EmailIntakeStore(ModelStore):

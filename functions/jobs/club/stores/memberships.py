@@ -15,16 +15,13 @@ import enum
 from typing import Any, Iterable
 
 from pynamodb.attributes import ListAttribute, NumberAttribute, UnicodeAttribute
-from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import ModelStore, aws_call, bind, get_row, one_page
+from jobfence.dynamo import ModelStore, aws_call, bind, get_row, index, one_page
 from jobfence.transaction import Write, update_write
 from jobs.club.catalog import ACTIVE_INDEX_SPEC
 from jobs.club.stores.due import due_rows, shard_of
-
-ACTIVE_INDEX = ACTIVE_INDEX_SPEC.name
 
 
 class MembershipStatus(str, enum.Enum):
@@ -41,15 +38,6 @@ class Access(str, enum.Enum):
     NONE = "none"
 
 
-class _ActiveByEnd(GlobalSecondaryIndex):
-    class Meta:
-        index_name = ACTIVE_INDEX
-        projection = KeysOnlyProjection()
-
-    active_shard = UnicodeAttribute(hash_key=True)
-    ends_at = NumberAttribute(range_key=True)
-
-
 class _Membership(Model):
     class Meta:
         table_name = "unbound"
@@ -64,7 +52,7 @@ class _Membership(Model):
     roles_version = NumberAttribute(default=0)
     active_shard = UnicodeAttribute(null=True)
     expired_at = NumberAttribute(null=True)
-    active_by_end = _ActiveByEnd()
+    active_by_end = index(ACTIVE_INDEX_SPEC)
 
 
 class MembershipStore(ModelStore):

@@ -18,7 +18,7 @@ from pynamodb.models import Model
 
 from jobfence.clock import Clock
 from jobfence.dynamo import ModelStore, aws_call, bind, get_row
-from jobfence.expiry import ExpiryIndex, expired, expiry_shard
+from jobfence.expiry import expiry_index, expired, expiry_shard
 from jobfence.transaction import Write, update_write
 
 
@@ -54,7 +54,7 @@ class _Request(Model):
     channel_id = UnicodeAttribute()
     message_id = UnicodeAttribute()
     expired_at = NumberAttribute(null=True)
-    by_expiry = ExpiryIndex()
+    by_expiry = expiry_index()
 
 
 class PhotoRequestStore(ModelStore):

@@ -14,16 +14,13 @@ import enum
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.dynamo import ModelStore, aws_call, bind, get_row
+from jobfence.dynamo import ModelStore, aws_call, bind, get_row, index
 from jobfence.transaction import Write, update_write
 from jobs.club.catalog import DUE_INDEX_SPEC
 from jobs.club.stores.due import due_rows, shard_of
-
-DUE_INDEX = DUE_INDEX_SPEC.name
 
 
 class ReminderState(str, enum.Enum):
@@ -39,15 +36,6 @@ class Recipient(str, enum.Enum):
     STAFF = "staff"
 
 
-class _DueReminders(GlobalSecondaryIndex):
-    class Meta:
-        index_name = DUE_INDEX
-        projection = KeysOnlyProjection()
-
-    due_shard = UnicodeAttribute(hash_key=True)
-    due_at = NumberAttribute(range_key=True)
-
-
 class _Reminder(Model):
     class Meta:
         table_name = "unbound"
@@ -61,7 +49,7 @@ class _Reminder(Model):
     due_shard = UnicodeAttribute(null=True)
     sent_at = NumberAttribute(null=True)
     sent_by = UnicodeAttribute(null=True)
-    due_reminders = _DueReminders()
+    due_reminders = index(DUE_INDEX_SPEC)
 
 
 class ReminderStore(ModelStore):
