@@ -144,7 +144,7 @@ def _setup(metered: bool = True):
     from jobfence.clock import FrozenClock
     from jobs.catalog import CATALOG
     from ops.tables import create_catalog_tables
-    from tests.work_support import build_rig
+    from ops.harness import build_rig
 
     client = boto3.client("dynamodb")
     tables = create_catalog_tables(client, names=LISTING_TABLES)
@@ -176,7 +176,7 @@ def per_item_costs(n_items: int = 1_000, duplicates: float = 0.0, seed: int = 3)
         produce = (dict(meter.requests), dict(meter.item_writes), dict(meter.wcu), dict(meter.gsi_wcu))
         meter.reset()
         rnd = random.Random(seed)
-        from tests.work_support import record
+        from ops.harness import record
 
         while rig.queues["generation"].visible():
             taken = rig.queues["generation"].take(10)

@@ -13,7 +13,8 @@ import pytest
 
 from jobfence.work import BatchRef, BatchStatus, ItemKey, ItemStatus, QuotaHold, RetryResult, StaleVerdict, Tally
 from providers.items_fake import Behaviour
-from tests.work_support import MemoryQueue, build_rig, record
+from ops.harness import MemoryQueue, build_rig, record
+from tests.grants import within_grant
 
 B = BatchRef("acme", "b1")
 
@@ -28,7 +29,7 @@ def idem(i: int, ref: BatchRef = B) -> str:
 
 @pytest.fixture
 def rig(dynamodb, tables, clock):
-    r = build_rig(dynamodb, tables, clock)
+    r = build_rig(dynamodb, tables, clock, guard=within_grant)
     r.quota.grant("acme", 10_000)
     r.quota.grant("globex", 10_000)
     yield r
@@ -314,7 +315,7 @@ def test_a_slow_batch_is_swept_at_most_once_per_batch_stale_period(rig, clock):
 
 def test_a_hung_provider_call_times_out_and_only_the_row_records_it(dynamodb, tables, clock):
     # GIVEN a worker with a short per-item timeout and a provider that hangs on one item
-    rig = build_rig(dynamodb, tables, clock, per_item_timeout_s=0.3)
+    rig = build_rig(dynamodb, tables, clock, per_item_timeout_s=0.3, guard=within_grant)
     rig.quota.grant("acme", 100)
     try:
         rig.submit("acme", "b1", 3)

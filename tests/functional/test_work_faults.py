@@ -25,7 +25,8 @@ import pytest
 
 from jobfence.work import BatchRef, BatchStatus, ItemInput, ItemKey, ItemStatus, Tally
 from tests.aws_faults import Faults, throttled
-from tests.work_support import build_rig
+from ops.harness import build_rig
+from tests.grants import within_grant
 
 B = BatchRef("acme", "b1")
 
@@ -46,7 +47,7 @@ def store_clients(rig) -> list[Any]:
 
 @pytest.fixture
 def rig(dynamodb, tables, clock):
-    r = build_rig(dynamodb, tables, clock)
+    r = build_rig(dynamodb, tables, clock, guard=within_grant)
     r.quota.grant("acme", 1_000)
     yield r
     r.generator.calls.release()

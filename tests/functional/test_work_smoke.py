@@ -3,12 +3,13 @@
 import pytest
 
 from jobfence.work import BatchRef, BatchStatus, ItemStatus
-from tests.work_support import build_rig
+from ops.harness import build_rig
+from tests.grants import within_grant
 
 
 @pytest.fixture
 def rig(dynamodb, tables, clock):
-    r = build_rig(dynamodb, tables, clock)
+    r = build_rig(dynamodb, tables, clock, guard=within_grant)
     r.quota.grant("acme", 1000)
     yield r
     r.generator.calls.release()

@@ -15,7 +15,8 @@ from jobfence.clock import FrozenClock
 from jobfence.work import BatchRef, BatchStatus, ItemStatus, QuotaHold, parse_wakeup
 from providers.items_fake import Behaviour
 from tests.support import create_catalog_tables
-from tests.work_support import build_rig, record
+from ops.harness import build_rig, record
+from tests.grants import within_grant
 
 TENANTS = ("acme", "globex")
 BEHAVIOURS = st.sampled_from(
@@ -31,7 +32,7 @@ class DurableBatches(RuleBasedStateMachine):
         client = boto3.client("dynamodb", region_name=os.environ["AWS_DEFAULT_REGION"])
         tables = create_catalog_tables(client, names={"listing_batches", "listing_items", "listing_quota"})
         self.clock = FrozenClock()
-        self.rig = build_rig(client, tables, self.clock)
+        self.rig = build_rig(client, tables, self.clock, guard=within_grant)
         for tenant in TENANTS:
             self.rig.quota.grant(tenant, 40)
         self.batches: list[BatchRef] = []

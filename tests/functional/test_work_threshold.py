@@ -21,7 +21,8 @@ from providers.items_fake import Behaviour
 from tests.aws_faults import Faults
 from tests.functional.test_work import assert_books_balance, idem, key
 from tests.functional.test_work_faults import containing, store_clients
-from tests.work_support import build_rig
+from ops.harness import build_rig
+from tests.grants import within_grant
 
 B = BatchRef("acme", "b1")
 N = 20  # generation tolerates 25%: 5 failed items of 20, not 6
@@ -29,7 +30,7 @@ N = 20  # generation tolerates 25%: 5 failed items of 20, not 6
 
 @pytest.fixture
 def rig(dynamodb, tables, clock):
-    r = build_rig(dynamodb, tables, clock)
+    r = build_rig(dynamodb, tables, clock, guard=within_grant)
     r.quota.grant("acme", 1_000)
     r.producer = Producer(r.store, r.queues, r.logger, TOLERATED_FAILURE_PCT)  # the catalog's percentages
     yield r

@@ -1,11 +1,16 @@
-"""Test rig for durable batches: moto tables, an in-memory wake-up queue on the frozen clock,
-the fake providers, a producer, a worker per pipeline and the reclaimer."""
+"""The durable-batch rig: the real producer, a worker per pipeline and the reclaimer on moto tables,
+with an in-memory wake-up queue on a frozen clock and the fake item providers.
+
+The tests and the work bench build it with `build_rig`; a test passes its grant guard
+(`guard=tests.grants.within_grant`) so every worker and reclaimer call is checked
+against its catalog entry's table grant.
+"""
 
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable, ContextManager, Mapping
 
 from aws_lambda_powertools import Logger
 
@@ -27,7 +32,6 @@ from jobs.catalog import CATALOG
 from jobs.listings.pipelines import GENERATION, PIPELINES, PUBLISH, endpoint_of, perform_with
 from ops.sim.queue import Message
 from providers.items_fake import FakeItemProvider
-from tests.grants import within_grant
 
 
 class MemoryQueue:
@@ -108,11 +112,15 @@ class Rig:
         raise AssertionError("queue did not drain")
 
 
+Guard = Callable[[Mapping[str, str], Any, str], ContextManager[Any]]
+"""A grant guard: `guard(tables, declared grants, who)` is a context in which every AWS call is checked."""
+
+
 class _Granted:
     """A worker or the reclaimer whose every call must stay inside its catalog entry's table grant."""
 
-    def __init__(self, inner: Any, tables: dict[str, str], declared: Any, who: str) -> None:
-        self._inner, self._tables, self._declared, self._who = inner, tables, declared, who
+    def __init__(self, inner: Any, guard: Guard, tables: dict[str, str], declared: Any, who: str) -> None:
+        self._inner, self._guard, self._tables, self._declared, self._who = inner, guard, tables, declared, who
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._inner, name)
@@ -120,15 +128,20 @@ class _Granted:
             return attr
 
         def checked(*args: Any, **kwargs: Any) -> Any:
-            with within_grant(self._tables, self._declared, self._who):
+            with self._guard(self._tables, self._declared, self._who):
                 return attr(*args, **kwargs)
 
         return checked
 
 
 def build_rig(dynamodb, tables: dict[str, str], clock: FrozenClock, per_item_timeout_s: float | None = None,
-              in_flight_cap: int | None = None) -> Rig:
-    """The rig; `in_flight_cap` gives each worker a per-tenant in-flight cap (None: the workers have none)."""
+              in_flight_cap: int | None = None, guard: Guard | None = None) -> Rig:
+    """The rig; `in_flight_cap` gives each worker a per-tenant in-flight cap (None: the workers have none);
+    `guard` checks every worker and reclaimer call against its catalog grant (None: unchecked, as in the bench)."""
+
+    def granted(inner: Any, declared: Any, who: str) -> Any:
+        return inner if guard is None else _Granted(inner, guard, tables, declared, who)
+
     logger = Logger(service="test")
     quota = QuotaStore(tables["listing_quota"], clock)
     store = WorkStore(tables["listing_batches"], tables["listing_items"], quota, clock)
@@ -145,10 +158,10 @@ def build_rig(dynamodb, tables: dict[str, str], clock: FrozenClock, per_item_tim
             tables["listing_quota"], clock, kind, in_flight_cap, timing.item_stale_s * 1000)
         worker = Worker(store, kind, timing, performs[kind], queues[kind], logger, gate=gate,
                         defer_delay_s=pipeline.defer_delay_s)
-        workers[kind] = _Granted(worker, tables, CATALOG.queues[pipeline.queue].tables, f"{pipeline.queue} worker")
-    reclaimer = _Granted(Reclaimer(
+        workers[kind] = granted(worker, CATALOG.queues[pipeline.queue].tables, f"{pipeline.queue} worker")
+    reclaimer = granted(Reclaimer(
         store, {k: ReclaimPipeline(k, p.timing, queues[k]) for k, p in PIPELINES.items()}, clock, logger, page_size=25
-    ), tables, CATALOG.job("reclaim_listings").tables, "reclaim_listings")
+    ), CATALOG.job("reclaim_listings").tables, "reclaim_listings")
     return Rig(
         clock, store, quota, queues, generator, marketplace, Producer(store, queues, logger), workers, reclaimer,
         BatchOperations(store, queues, logger),
