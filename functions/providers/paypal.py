@@ -32,6 +32,7 @@ import urllib3
 
 from jobfence.clock import Clock
 from jobfence.config import Settings
+from jobs.commerce.catalog import PAYPAL, PAYPAL_SECRET  # the provider's and its secret's names, declared once
 from providers.payments import (
     AlreadyCaptured,
     CaptureResult,
@@ -260,10 +261,6 @@ def build_paypal(base_url: str, secret_name: str, session: Any, clock: Clock) ->
         http,
         time.sleep,  # back-off between retries only; never reads time
     )
-
-
-PAYPAL = "paypal"
-PAYPAL_SECRET = "paypal_credentials"
 
 
 def paypal_from_settings(settings: Settings, session: Any, clock: Clock) -> PayPalPayments:

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Sequence
 from jobfence.errors import ConditionFailed
 from jobfence.scheduled import JobDeps, RunContext
 from jobfence.transaction import MAX_ENTRIES, Write
+from jobs.club.catalog import NOTIFICATIONS_QUEUE
 
 if TYPE_CHECKING:  # `build_changelog` imports them: a job that only uses `commit_plain` never loads the signing
     from jobs.club.events import Event
     from jobs.club.notifications import Publisher
     from jobs.club.stores.outbox import OutboxStore
 
-NOTIFICATIONS_QUEUE = "club_notifications"
 FLUSH_PAGE = 25
 
 
