@@ -24,12 +24,13 @@ from jobfence.tracing import handler_tracer, traced
 from jobfence.config import Settings, metrics_namespace
 from jobfence.sqs_batch import split_records
 from jobs.club.catalog import DISCORD_TOKEN_SECRET, NOTIFICATIONS_QUEUE, SUBSYSTEM, VERIFY_KEY_SECRET
-from jobs.club.delivery import DiscordDelivery, SqsVisibility
+from jobs.club.delivery import DiscordDelivery
 from jobs.club.events import Verifier
 from jobs.club.signing import VerifyKeyring
 from jobs.club.stores.nonces import NonceStore
 from providers.discord import DiscordRest
 from providers.secrets import SecretsManagerValues
+from providers.sqs import SqsVisibility
 
 def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict]:
     """The worker's handler with its collaborators built once (the cold start)."""

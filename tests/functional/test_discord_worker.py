@@ -12,7 +12,8 @@ from aws_lambda_powertools import Metrics
 from jobfence.clock import FrozenClock, SystemClock
 from jobfence.config import provider_env, queue_env, secret_env, table_env
 from jobs.club.events import EventRejected, RejectReason, Signer, Verifier
-from jobs.club.notifications import Publisher, SqsNotificationQueue, send_manual_change
+from jobs.club.notifications import Publisher, send_manual_change
+from providers.sqs import SqsNotificationQueue
 from jobs.club.catalog import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
 from jobs.club.signing import SigningKeys
 from ops.stubs.discord import DiscordStub

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from jobfence.work import BatchRef, ItemKey, ItemStatus, SqsWakeups, Tally, TenantGate
+from jobfence.work import BatchRef, ItemKey, ItemStatus, Tally, TenantGate
+from providers.sqs import SqsWakeups
 from jobfence.work.fairness import new_owner
 from jobs.listings.catalog import GENERATION, PIPELINES, TENANT_IN_FLIGHT_CAP, Pipeline
 from tests.aws_faults import Faults

@@ -50,7 +50,8 @@ def _rejections(log_dir) -> list[dict]:
 def test_a_rotation_during_a_run_rejects_no_event_and_loses_no_delivery(runtime, target):
     from jobfence.config import secret_env
     from jobs.club.events import Event, EventType, Signer, nonce_for
-    from jobs.club.notifications import Publisher, SqsNotificationQueue
+    from jobs.club.notifications import Publisher
+    from providers.sqs import SqsNotificationQueue
     from jobs.club.catalog import SIGNING_KEY_SECRET
     from jobs.club.signing import SigningKey
     from jobs.club.stores.photo_requests import PhotoRequestStore

@@ -12,7 +12,7 @@ The package, by responsibility:
     schema        the private table schema: pynamodb models and the sparse indexes
     store         WorkStore: every DynamoDB expression of the batches and items tables
     transactions  the store's multi-item transactions: claim, reopen failed items
-    wakeups       Wakeups / SqsWakeups: where wake-up messages go
+    wakeups       Wakeups: where wake-up messages go (the SQS adapter is providers.sqs.SqsWakeups)
     producer      Producer: create a batch and wake a worker for each item
     worker        Worker: claim, run, record, roll up one SQS batch
     fairness      TenantGate: a pipeline's per-tenant in-flight cap (holds taken before the claim)
@@ -52,7 +52,7 @@ _MODULES = {
     "jobfence.work.operations": "BatchOperations RetryResult",
     "jobfence.work.producer": "Producer SubmitResult",
     "jobfence.work.store": "WorkStore",
-    "jobfence.work.wakeups": "SqsWakeups Wakeups",
+    "jobfence.work.wakeups": "Wakeups",
     "jobfence.work.fairness": "Admission TenantGate",
     "jobfence.work.worker": "Attempt MessageFailed MessageOutcome RoundResult Tally Worker",
 }

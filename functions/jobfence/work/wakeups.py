@@ -1,10 +1,13 @@
-"""Wake-ups: SQS messages that carry only an item's keys (the item row is the truth)."""
+"""Wake-ups: SQS messages that carry only an item's keys (the item row is the truth).
+
+This is the port; the SQS adapter is `providers.sqs.SqsWakeups`, the test fake `ops.harness.MemoryQueue`.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence
+from typing import Protocol, Sequence
 
-from jobfence.work.keys import SEND_CHUNK, ItemKey
+from jobfence.work.keys import ItemKey
 
 
 class Wakeups(Protocol):
@@ -13,34 +16,3 @@ class Wakeups(Protocol):
     def send(self, keys: Sequence[ItemKey], delay_s: int = 0) -> list[ItemKey]:
         """Send one wake-up per key; return the keys that could not be sent."""
         ...
-
-
-class SqsWakeups:
-    """Wake-ups on an SQS queue, 10 to a SendMessageBatch request.
-
-    Each carries its tenant as `MessageGroupId`. On a standard queue that makes
-    it a fair queue: when one tenant has a backlog, SQS delivers the other
-    tenants' messages ahead of it (ordering and deduplication stay those of a
-    standard queue). The per-tenant in-flight cap is `jobfence.work.fairness`.
-    """
-
-    def __init__(self, client: Any, queue_url: str) -> None:
-        self._client = client
-        self._url = queue_url
-
-    def send(self, keys: Sequence[ItemKey], delay_s: int = 0) -> list[ItemKey]:
-        failed: list[ItemKey] = []
-        for start in range(0, len(keys), SEND_CHUNK):
-            chunk = list(keys[start:start + SEND_CHUNK])
-            entries = [
-                {"Id": str(i), "MessageBody": key.body(), "MessageGroupId": key.tenant,
-                 "DelaySeconds": max(0, min(int(delay_s), 900))}
-                for i, key in enumerate(chunk)
-            ]
-            try:
-                out = self._client.send_message_batch(QueueUrl=self._url, Entries=entries)
-            except Exception:  # noqa: BLE001 - the caller decides; the rows stay the truth
-                failed += chunk
-                continue
-            failed += [chunk[int(f["Id"])] for f in out.get("Failed", [])]
-        return failed

@@ -35,9 +35,7 @@ from typing import Any, Protocol
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from botocore.exceptions import BotoCoreError, ClientError
 
-from jobfence.dynamo import classify, error_code
 from jobfence.errors import JobfenceError, StoreError
 from jobfence.runs import safe_error
 from jobs.club.events import EventRejected, EventType, SignedEvent, Verifier
@@ -51,21 +49,6 @@ class Visibility(Protocol):
     """Hides a received message for a while (the SQS visibility timeout)."""
 
     def delay(self, receipt_handle: str, seconds: int) -> None: ...
-
-
-class SqsVisibility:
-    """ChangeMessageVisibility on the notification queue."""
-
-    def __init__(self, client: Any, queue_url: str) -> None:
-        self._client = client
-        self._url = queue_url
-
-    def delay(self, receipt_handle: str, seconds: int) -> None:
-        try:
-            self._client.change_message_visibility(QueueUrl=self._url, ReceiptHandle=receipt_handle,
-                                                   VisibilityTimeout=seconds)
-        except (ClientError, BotoCoreError) as exc:
-            raise StoreError(f"changing message visibility failed: {error_code(exc)}", classify(exc)) from exc
 
 
 def visibility_for(retry_after_s: float) -> int:

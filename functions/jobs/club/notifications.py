@@ -1,6 +1,6 @@
 """The notification queue port: where signed Discord events go, and the one way to send one.
 
-Jobs send through `NotificationQueue` (never boto3 directly). `SqsNotificationQueue`
+Jobs send through `NotificationQueue` (never boto3 directly). `providers.sqs.SqsNotificationQueue`
 is the real one; `MemoryNotificationQueue` is the offline fake for unit tests.
 `send_manual_change` is the operators' path: the same contract as the jobs, with
 a fresh random nonce.
@@ -14,11 +14,11 @@ from typing import Any, Protocol
 
 from jobfence.clock import Clock
 from jobfence.config import Settings
-from jobfence.dynamo import raise_store_error
 from jobs.club.events import Event, EventType, Signer
 from jobs.club.catalog import SIGNING_KEY_SECRET
 from jobs.club.signing import SigningKeys
 from providers.secrets import SecretsManagerValues
+from providers.sqs import SqsNotificationQueue
 
 
 class NotificationQueue(Protocol):
@@ -27,20 +27,6 @@ class NotificationQueue(Protocol):
     def send(self, body: str) -> None:
         """Enqueue one signed event body."""
         ...
-
-
-class SqsNotificationQueue:
-    """The notification SQS queue."""
-
-    def __init__(self, client: Any, queue_url: str) -> None:
-        self._client = client
-        self._url = queue_url
-
-    def send(self, body: str) -> None:
-        try:
-            self._client.send_message(QueueUrl=self._url, MessageBody=body)
-        except Exception as exc:
-            raise_store_error(exc, "sending to the notification queue")
 
 
 class MemoryNotificationQueue:

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from jobfence.clock import Clock
 from jobfence.config import Settings
 from jobfence.quota import QuotaStore
-from jobfence.work import PermanentFailure, Perform, SqsWakeups, TenantGate, WorkRequest, WorkStore
+from jobfence.work import PermanentFailure, Perform, TenantGate, WorkRequest, WorkStore
 from jobs.listings.catalog import (  # noqa: F401 (the pipelines' data, re-exported for their builders' callers)
     BATCHES_TABLE,
     GENERATION,
@@ -27,6 +27,7 @@ from jobs.listings.catalog import (  # noqa: F401 (the pipelines' data, re-expor
 )
 from providers.errors import ProviderRejected
 from providers.items import GENERATOR, PUBLISHER, HttpItemProvider, ItemEndpoint, ItemProvider, ItemRequest
+from providers.sqs import SqsWakeups
 
 # The catalog names each pipeline's provider (data); the port's configuration for that name lives here.
 ENDPOINTS: Mapping[str, ItemEndpoint] = {e.name: e for e in (GENERATOR, PUBLISHER)}

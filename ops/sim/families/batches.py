@@ -39,7 +39,7 @@ from jobfence.quota import QuotaStore
 from jobfence.reclaim import ReclaimPipeline, Reclaimer
 from jobfence.scheduled import JobDeps
 from jobfence.triggers import Trigger
-from jobfence.work import BatchOperations, BatchRef, ItemInput, Producer, SqsWakeups, TenantGate, Worker, WorkStore
+from jobfence.work import BatchOperations, BatchRef, ItemInput, Producer, TenantGate, Worker, WorkStore
 from jobs.catalog import CATALOG
 from jobs.listings.catalog import TOLERATED_FAILURE_PCT
 from jobs.listings.pipelines import GENERATION, PIPELINES, PUBLISH, endpoint_of, perform_with
@@ -50,6 +50,7 @@ from ops.sim.kernel import START_MS, Actor, SkewedClock
 from ops.sim.queue import SimProvider, SimQueues
 from ops.sim.terms import TermWatch
 from ops.sim.world import World, clean_tick_after
+from providers.sqs import SqsWakeups
 
 HOUR_MS = 3_600_000
 RECLAIM_JOB = "reclaim_listings"

@@ -43,7 +43,7 @@ from jobs.club.changes import ChangeLog
 from jobs.club.delivery import DiscordDelivery, claim_token
 from jobs.club.equipment_jobs import send_equipment_reminders
 from jobs.club.events import Signer, Verifier, nonce_for
-from jobs.club.notifications import Publisher, SqsNotificationQueue
+from jobs.club.notifications import Publisher
 from jobs.club.signing import SigningKeys, VerifyKeyring, new_key_pair
 from jobs.club.stores.loans import LoanStore
 from jobs.club.stores.nonces import CLAIM_TTL_MS, NonceStore
@@ -57,6 +57,7 @@ from ops.sim.terms import TermWatch
 from ops.sim.world import MARGIN_MS, NullMetrics, World, clean_tick_after
 from providers.secrets import MemorySecrets
 from providers.discord import DiscordRateLimited, DiscordUnavailable
+from providers.sqs import SqsNotificationQueue
 
 JOB = "send_equipment_reminders"
 KEY_SEED = b"sim-club-event-signing-key-01234"  # 32 bytes: one fixed Ed25519 pair, so runs replay
