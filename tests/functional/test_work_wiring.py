@@ -16,7 +16,7 @@ from jobfence.runs import RunStore
 from jobfence.scheduled import JobDeps, Outcome, ScheduledRunner
 from jobfence.triggers import Trigger
 from jobfence.work import BatchRef, ItemInput, ItemStatus, Producer, parse_wakeup
-from providers.sqs import SqsWakeups
+from providers.sqs_wakeups import SqsWakeups
 from jobs.catalog import CATALOG
 from jobs.listings.pipelines import build_store, perform_with
 from providers.items import GENERATOR

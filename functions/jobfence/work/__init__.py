@@ -12,7 +12,7 @@ The package, by responsibility:
     schema        the private table schema: pynamodb models and the sparse indexes
     store         WorkStore: every DynamoDB expression of the batches and items tables
     transactions  the store's multi-item transactions: claim, reopen failed items
-    wakeups       Wakeups: where wake-up messages go (the SQS adapter is providers.sqs.SqsWakeups)
+    wakeups       Wakeups: where wake-up messages go (the SQS adapter is providers.sqs_wakeups.SqsWakeups)
     producer      Producer: create a batch and wake a worker for each item
     worker        Worker: claim, run, record, roll up one SQS batch
     fairness      TenantGate: a pipeline's per-tenant in-flight cap (holds taken before the claim)

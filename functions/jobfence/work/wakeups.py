@@ -1,6 +1,6 @@
 """Wake-ups: SQS messages that carry only an item's keys (the item row is the truth).
 
-This is the port; the SQS adapter is `providers.sqs.SqsWakeups`, the test fake `ops.harness.MemoryQueue`.
+This is the port; the SQS adapter is `providers.sqs_wakeups.SqsWakeups`, the test fake `ops.harness.MemoryQueue`.
 """
 
 from __future__ import annotations

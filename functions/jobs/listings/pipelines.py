@@ -27,7 +27,7 @@ from jobs.listings.catalog import (  # noqa: F401 (the pipelines' data, re-expor
 )
 from providers.errors import ProviderRejected
 from providers.items import GENERATOR, PUBLISHER, HttpItemProvider, ItemEndpoint, ItemProvider, ItemRequest
-from providers.sqs import SqsWakeups
+from providers.sqs_wakeups import SqsWakeups
 
 # The catalog names each pipeline's provider (data); the port's configuration for that name lives here.
 ENDPOINTS: Mapping[str, ItemEndpoint] = {e.name: e for e in (GENERATOR, PUBLISHER)}

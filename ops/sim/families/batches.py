@@ -50,7 +50,7 @@ from ops.sim.kernel import START_MS, Actor, SkewedClock
 from ops.sim.queue import SimProvider, SimQueues
 from ops.sim.terms import TermWatch
 from ops.sim.world import World, clean_tick_after
-from providers.sqs import SqsWakeups
+from providers.sqs_wakeups import SqsWakeups
 
 HOUR_MS = 3_600_000
 RECLAIM_JOB = "reclaim_listings"
