@@ -94,9 +94,10 @@ def test_a_scheduled_function_loads_no_other_jobs_module_nor_the_work_store(job,
     if not uses_work:
         assert {m for m in modules if m.startswith("jobfence.work.")} <= {"jobfence.work.timing"}
     # nor a provider, or the club's signing, unless the job declares a provider or a secret (the listings
-    # pipelines a work-store job builds through name the item provider's types: 3 ms, left as they are)
+    # pipelines a work-store job builds through name the item provider's types: 3 ms, left as they are;
+    # and it re-sends wake-ups through their SQS adapter)
     if not spec.providers and not spec.secrets:
-        pipeline_types = {"providers", "providers.errors", "providers.items"} if uses_work else set()
+        pipeline_types = {"providers", "providers.errors", "providers.items", "providers.sqs_wakeups"} if uses_work else set()
         assert {m for m in modules if m.startswith(("providers", "cryptography"))} <= pipeline_types
 
 
