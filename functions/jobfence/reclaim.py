@@ -10,7 +10,8 @@ job generator, so the runner renews the lease between pages. Per pipeline:
     pending items with updated_at < now - pending stale  (the wake-up was lost)
         -> updated_at bumped, wake-up re-sent (at most once per pending-stale period)
     open batches with updated_at < now - batch stale     (nobody rolled them up)
-        -> finalize from the item rows (recount), heartbeat if still live
+        -> a roll-up tally newer than that is the batch's heartbeat: copied to its row;
+           otherwise finalize from the item rows (recount), heartbeat if still live
 
 Everything is read through the sparse indexes (`by_reclaim`, `by_open`), so a
 sweep's reads grow with stale rows, not with the table. Every write re-checks
@@ -35,7 +36,8 @@ from aws_lambda_powertools import Logger
 from jobfence.clock import Clock
 from jobfence.errors import JobfenceError
 from jobfence.runs import safe_error
-from jobfence.work import BatchDelta, BatchRef, BatchStatus, ItemKey, ItemStatus, StaleVerdict, Timing, Wakeups, WorkStore
+from jobfence.work import (BatchDelta, BatchRef, BatchStatus, ItemKey, ItemStatus, StaleVerdict, Tallies, Timing, Wakeups,
+                           WorkStore)
 
 DEFAULT_PAGE_SIZE = 100
 DEFAULT_MAX_PAGES = 50  # per pipeline and status in one run; the next run continues
@@ -90,6 +92,7 @@ class Reclaimer:
         self._logger = logger
         self._page_size = page_size
         self._max_pages = max_pages
+        self._tallies = Tallies()  # the reclaimer rolls up the items it fails, as a writer of its own
 
     def run_once(self) -> ReclaimCounts:
         """One whole sweep; the summed counts of its pages."""
@@ -161,7 +164,7 @@ class Reclaimer:
             tally["unsent"] = len(pipeline.wakeups.send(wake))
         for ref, failed in failed_by_batch.items():
             try:
-                row = self._store.rollup(ref, BatchDelta(failed=failed))
+                row = self._store.rollup(ref, self._tallies.add(ref, BatchDelta(failed=failed)))
                 if row is not None and row.status is BatchStatus.OPEN and row.completed + row.failed >= row.total:
                     self._store.finalize(ref, seen=row)
             except JobfenceError as exc:
@@ -189,7 +192,7 @@ class Reclaimer:
             counts = ReclaimCounts(batches_swept=len(refs))
             for ref in refs:
                 try:
-                    row = self._store.finalize(ref, heartbeat=True)
+                    row = self._store.finalize(ref, heartbeat=True, stale_before=cutoff)
                 except JobfenceError as exc:
                     self._logger.warning("finalizing a batch failed", extra={"tenant": ref.tenant, "batch": ref.batch_id,
                                                                             "reason": safe_error(exc)})

@@ -140,7 +140,7 @@ def _index_key(item: dict | None, pk: str, sk: str | None):
 # -- rig ---------------------------------------------------------------------------------------
 
 
-def _setup(metered: bool = True):
+def _setup(metered: bool = True, meter_class: type[Meter] | None = None):
     from jobfence.clock import FrozenClock
     from jobs.catalog import CATALOG
     from ops.tables import create_catalog_tables
@@ -153,11 +153,14 @@ def _setup(metered: bool = True):
         spec = CATALOG.tables[logical]
         keys = [spec.partition_key[0]] + ([spec.sort_key[0]] if spec.sort_key else [])
         indexes = [(i.partition_key[0], i.sort_key[0] if i.sort_key else None) for i in spec.indexes]
-        schemas[physical] = {"keys": keys, "indexes": indexes, "logical": logical}
+        schemas[physical] = {"keys": keys, "indexes": indexes, "index_names": [i.name for i in spec.indexes],
+                           "logical": logical}
     clock = FrozenClock()
     rig = build_rig(client, tables, clock)
-    meter = Meter(boto3.client("dynamodb"), schemas)
-    for model in (() if not metered else (rig.store.items, rig.store.batches)):
+    meter = (meter_class or Meter)(boto3.client("dynamodb"), schemas)
+    tallies = getattr(rig.store, "rollups", None)  # the roll-up tallies' own model (beside the batch rows)
+    models = (rig.store.items, rig.store.batches) + ((tallies.model,) if tallies else ())
+    for model in (() if not metered else models):
         meter.attach(model._get_connection().connection.client)
     for client in (() if not metered else rig.quota.clients()):
         meter.attach(client)

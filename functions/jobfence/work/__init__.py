@@ -12,6 +12,7 @@ The package, by responsibility:
     schema        the private table schema: pynamodb models and the sparse indexes
     store         WorkStore: every DynamoDB expression of the batches and items tables
     transactions  the store's multi-item transactions: claim, reopen failed items
+    rollup        the store's roll-up tallies, recount and finalize
     wakeups       Wakeups: where wake-up messages go (the SQS adapter is providers.sqs_wakeups.SqsWakeups)
     producer      Producer: create a batch and wake a worker for each item
     worker        Worker: claim, run, record, roll up one SQS batch
@@ -27,14 +28,15 @@ Timeline of one item (generation: per-item 240 s < item stale 6 min < batch stal
               complete (condition token = T): running -> completed        | or
               release (token = T, attempts < 5): running -> pending + error, delayed wake-up | or
               fail (token = T): running -> failed + error, quota refunded in the same transaction
-              roll-up: one batch-row update per batch per SQS batch (counters + updated_at =
-              heartbeat); when the counters say "maybe done", finalize = recount item rows
+              roll-up: one write per batch per SQS batch of the worker's own tally row (its cumulative
+              counts + updated_at = heartbeat), spread over ROLLUP_SHARDS partition keys; when the
+              tallies say "maybe done", finalize = recount item rows
     reclaim   running and updated_at < now - item stale  -> pending (attempts < 5) or failed
               pending and updated_at < now - pending stale -> wake-up re-sent
               open batch and updated_at < now - batch stale -> finalize from rows
 
 A completed item costs two base-table item writes (claim, complete) plus its
-share of one quota update and one roll-up per SQS batch: 2.2 writes per item
+share of one quota update and one roll-up (tally) write per SQS batch: 2.2 writes per item
 with batches of 10 (see docs/benchmarks.md).
 """
 
@@ -43,8 +45,8 @@ from jobfence.exports import on_demand, public_names
 _MODULES = {
     "jobfence.work.keys": (
         "CLAIM_ROUNDS ID_PATTERN LIVE MAX_ERROR_CHARS MAX_ITEMS_PER_BATCH MAX_PAYLOAD_CHARS MAX_RESULT_REF_CHARS "
-        "RECLAIM_SHARDS SEND_CHUNK TERMINAL BatchConflict BatchDelta BatchRef BatchReport BatchRow BatchStatus Claim "
-        "ClaimState ItemInput ItemKey ItemRow ItemStatus PermanentFailure Perform QuotaHold StaleVerdict "
+        "RECLAIM_SHARDS ROLLUP_SHARDS SEND_CHUNK TERMINAL BatchConflict BatchDelta BatchRef BatchReport BatchRow BatchStatus Claim "
+        "ClaimState ItemInput ItemKey ItemRow ItemStatus PermanentFailure Perform QuotaHold RollupTally StaleVerdict Tallies "
         "WorkRequest bounded_error parse_wakeup reclaim_key threshold_error tolerated_failures"
     ),
     "jobfence.work.timing": "Timing",

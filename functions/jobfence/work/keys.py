@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import json
 import re
+import uuid
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -25,6 +26,7 @@ MAX_RESULT_REF_CHARS = 256
 SEND_CHUNK = 10  # SendMessageBatch takes at most 10 entries
 ITEMS_PER_TRANSACTION = 100  # TransactWriteItems takes at most 100 actions
 RECLAIM_SHARDS = 4  # spreads the index's write load; the reclaimer queries every shard
+ROLLUP_SHARDS = 8  # a batch's roll-up tallies spread over this many partition keys (docs/benchmarks.md, hottest key)
 CLAIM_ROUNDS = 3  # re-plan a claim transaction at most this often (races, conflicts)
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"  # no '#': it separates key parts
 
@@ -229,6 +231,54 @@ class BatchDelta:
 
     completed: int = 0
     failed: int = 0
+
+
+@dataclass(frozen=True)
+class RollupTally:
+    """One writer's cumulative roll-up of one batch: what it has settled so far, and how many roll-ups.
+
+    A writer (a worker container, a reclaimer) keeps it in memory and writes
+    it whole, never a delta: a re-sent or late write of an older tally is
+    refused by a newer `seq`, and a write whose reply was lost is carried
+    again by the next one, so nothing is counted twice or lost while the
+    writer lives.
+    """
+
+    writer: str
+    completed: int = 0
+    failed: int = 0
+    seq: int = 0
+
+    def plus(self, delta: BatchDelta) -> "RollupTally":
+        return RollupTally(self.writer, self.completed + delta.completed, self.failed + delta.failed, self.seq + 1)
+
+
+class Tallies:
+    """One writer's tallies of the batches it rolls up (a worker container's, a reclaimer's), bounded.
+
+    A forgotten batch (final, or the oldest past `MAX_BATCHES`) starts again
+    under a new writer id, so its new tally never competes with the old row.
+    """
+
+    MAX_BATCHES = 1_000
+
+    def __init__(self) -> None:
+        self._writer = uuid.uuid4().hex[:16]
+        self._forgotten = 0
+        self._by_batch: dict[BatchRef, RollupTally] = {}
+
+    def add(self, ref: BatchRef, delta: BatchDelta) -> RollupTally:
+        """The batch's tally with `delta` counted in (kept even if writing it fails: the next write carries it)."""
+        tally = self._by_batch.pop(ref, None) or RollupTally(f"{self._writer}.{self._forgotten}")
+        self._by_batch[ref] = tally = tally.plus(delta)
+        while len(self._by_batch) > self.MAX_BATCHES:
+            self._by_batch.pop(next(iter(self._by_batch)))
+            self._forgotten += 1
+        return tally
+
+    def forget(self, ref: BatchRef) -> None:
+        if self._by_batch.pop(ref, None) is not None:
+            self._forgotten += 1
 
 
 class StaleVerdict(str, enum.Enum):

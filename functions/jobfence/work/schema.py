@@ -3,7 +3,9 @@
     batches  tenant (key) | batch_id (sort) | kind | status | total | completed | failed
              | enqueued | rollups | recounts | created_by | created_at | updated_at
              | finalized_at | retries | retried_by | retried_at | reopened | tolerated_failures
-             | open_key (sparse GSI "by_open")
+             | swept | open_key (sparse GSI "by_open")
+    tallies  (rows of the batches table) tenant = tenant#batch#r<shard> (key) | batch_id = writer (sort)
+             | completed | failed | seq | updated_at: one writer's cumulative roll-up of one batch
     items    batch_key = tenant#batch (key) | item_id (sort) | tenant | batch_id | kind | seq
              | status | attempts | error | claim_token | payload | result_ref | quota
              | quota_reservations | quota_refunds | created_at | updated_at
@@ -71,8 +73,28 @@ class _Batch(Model):
     retried_at = NumberAttribute(null=True)
     reopened = NumberAttribute(null=True)  # items ever reopened by retry_failed (absent on old rows: 0)
     tolerated_failures = NumberAttribute(null=True)  # absent: no failure threshold
+    swept = NumberAttribute(null=True)  # pending items a recount failed past the threshold (never rolled up)
     open_key = UnicodeAttribute(null=True)
     by_open = _OpenIndex()
+
+
+class _Tally(Model):
+    """One writer's (a worker container's) cumulative roll-up of one batch, beside the batch rows.
+
+    Its partition key is the batch and a shard of the writer, never a tenant
+    alone, so the batch's roll-ups spread over `ROLLUP_SHARDS` partition keys;
+    `jobfence.work.rollup` owns every read and write of it.
+    """
+
+    class Meta:
+        table_name = "unbound"
+
+    partition = UnicodeAttribute(hash_key=True, attr_name="tenant")
+    writer = UnicodeAttribute(range_key=True, attr_name="batch_id")
+    completed = NumberAttribute(default=0)
+    failed = NumberAttribute(default=0)
+    seq = NumberAttribute(default=0)
+    updated_at = NumberAttribute()
 
 
 class _Item(Model):

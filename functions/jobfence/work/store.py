@@ -11,10 +11,10 @@ Timeline of one item (generation: per-item 240 s < item stale 6 min < batch stal
               complete  (holds T): running -> completed
               release   (holds T): running -> pending + error (another attempt)
               fail      (holds T): running -> failed + error, quota refunded in one transaction
-              rollup: one batch-row update per batch per SQS batch (counters + updated_at =
-              heartbeat); when the counters say "maybe done", recount and finalize in that write
+              rollup (jobfence.work.rollup): one write of the worker's own tally row per batch per
+              SQS batch; when the tallies say "maybe done", recount and finalize
     reclaim   requeue_stale / fail_stale: a live item exactly as the index read saw it
-              finalize (heartbeat): an open batch nobody rolled up, from its rows
+              finalize (heartbeat): an open batch with no fresh tally, from its rows
     operator  reopen_failed (jobfence.work.transactions) then reopen the batch row
 """
 
@@ -47,7 +47,6 @@ from jobfence.work.keys import (
     MAX_RESULT_REF_CHARS,
     RECLAIM_SHARDS,
     BatchConflict,
-    BatchDelta,
     BatchRef,
     BatchReport,
     BatchRow,
@@ -58,12 +57,13 @@ from jobfence.work.keys import (
     ItemRow,
     ItemStatus,
     QuotaHold,
+    RollupTally,
     StaleVerdict,
     bounded_error,
     reclaim_key,
-    threshold_error,
 )
 from jobfence.work.schema import _Batch, _Item, batch_row, item_row
+from jobfence.work.rollup import Rollups, batch_view, carry_heartbeat, recount_and_write
 from jobfence.work.transactions import ReopenResult, claim_items, reopen_failed
 
 
@@ -81,6 +81,7 @@ class WorkStore:
         self.items: Any = bind(_Item, items_table)
         self.quota = quota
         self._clock = clock
+        self.rollups = Rollups(batches_table)
         meta = self.items.Meta
         self._connection = Connection(region=getattr(meta, "region", None), host=getattr(meta, "host", None))
 
@@ -225,7 +226,8 @@ class WorkStore:
     def batch(self, ref: BatchRef) -> BatchRow | None:
         try:
             with aws_call(f"reading batch {ref}"):
-                return batch_row(self.batches.get(ref.tenant, ref.batch_id, consistent_read=True))
+                raw = self.batches.get(ref.tenant, ref.batch_id, consistent_read=True)
+            return batch_view(self, raw)
         except self.batches.DoesNotExist:
             return None
 
@@ -233,7 +235,8 @@ class WorkStore:
         """Up to `limit` batch rows: one tenant's (a query, by batch id) or any tenant's (a bounded scan)."""
         with aws_call("listing batches"):
             rows = self.batches.query(tenant, limit=limit) if tenant else self.batches.scan(limit=limit)
-            return [batch_row(row) for row in rows]
+            # a scan also meets roll-up tallies, whose partition key is no tenant id (it holds '#')
+            return [batch_view(self, row) for row in rows if "#" not in row.tenant]
 
     def item(self, key: ItemKey) -> ItemRow | None:
         try:
@@ -373,131 +376,34 @@ class WorkStore:
                 raise_store_error(exc, "writing an item outcome")
             return self._ours(old_image(exc), claim, outcome)
 
-    # -- roll-up, heartbeat and finalize ------------------------------------------------------
-    #
-    # Timeline of a batch row (the counters are a hint while it is open; the rows are the truth):
-    #
-    #   open_batch    status open, total N, rollups 0, reopened 0
-    #   rollup        ADD completed/failed, rollups+1, updated_at (heartbeat)   if still open
-    #   recount       rows counted; when they number N and none is live:
-    #   finalize      SET counters = recount, status finalized (failed_threshold  if still open and
-    #                 when more failed than it tolerates: its pending rows       nothing reopened since
-    #                 are failed first, each refunding its reservation once)
-    #   (finalized)   never written again, except by retry_failed, which reopens it explicitly
-    #                 in the same transaction as the items it reopens (reopened + k)
+    # -- roll-up, heartbeat and finalize (jobfence.work.rollup) ------------------------------
 
-    def rollup(self, ref: BatchRef, delta: BatchDelta) -> BatchRow | None:
-        """One write per batch per SQS batch: the counts and `updated_at` (the heartbeat).
+    def rollup(self, ref: BatchRef, tally: RollupTally) -> BatchRow | None:
+        """Write the writer's cumulative tally of the batch (its heartbeat); the batch with its tallies summed.
 
-        A consistent read of the batch row first tells whether these counts may
-        finish the batch; if so the item rows are recounted and the roll-up and
-        the finalize are one write (so finishing a batch costs no extra write).
-        Otherwise, or if another roll-up raced in between, it is a plain ADD,
-        refused once the batch is finalized: a finalized batch never changes.
-        The caller finalizes when a returned open row's counters say done.
+        Never writes the batch row (see `jobfence.work.rollup`). The caller
+        finalizes when a returned open row's counters say done.
         """
-        seen = self.batch(ref)
-        if seen is None or seen.status.final:
-            return seen
-        if seen.completed + seen.failed + delta.completed + delta.failed >= seen.total:
-            row = self._recount_and_write(ref, seen, rollup=True)
-            if row is not None:
-                return row
-        now = self._clock.now_ms()
-        b = self.batches
-        row = b(ref.tenant, ref.batch_id)
-        still_open = b.status == BatchStatus.OPEN.value
-        try:
-            row.update(
-                actions=[
-                    b.completed.add(delta.completed),
-                    b.failed.add(delta.failed),
-                    b.rollups.add(1),
-                    b.updated_at.set(now),
-                ],
-                condition=still_open,
-            )
-        except PynamoDBException as exc:
-            if classify(exc) is ErrorKind.CONDITION_FAILED:
-                return self.batch(ref)  # finalized meanwhile (or gone): nothing to add
-            raise_store_error(exc, f"rolling up batch {ref}")
-        return batch_row(row)
+        self.rollups.write(self, ref, tally)
+        return self.batch(ref)
 
-    def finalize(self, ref: BatchRef, seen: BatchRow | None = None, heartbeat: bool = False) -> BatchRow | None:
+    def finalize(self, ref: BatchRef, seen: BatchRow | None = None, heartbeat: bool = False,
+                 stale_before: int | None = None) -> BatchRow | None:
         """Recount the item rows and finalize the batch when they number `total` and none is live.
 
-        Idempotent. The counters written are the recount's, never in-memory
-        tallies. When the batch is not done, the counters are corrected only if
-        no roll-up happened since `seen` (so a racing roll-up is never
-        overwritten), and `heartbeat` (the reclaimer's case) bumps `updated_at`
-        so a batch that is merely slow (or whose producer has not written all
-        its rows yet) is looked at again one batch-stale period later.
+        Idempotent; the counters written are the recount's, never tallies.
+        `heartbeat` (the reclaimer's case) bumps `updated_at` when the batch
+        is not done, so a batch that is merely slow (or whose producer has not
+        written all its rows yet) is looked at again one batch-stale period
+        later; with `stale_before`, a batch with a tally newer than that is
+        alive: its newest tally becomes the batch row's heartbeat, no recount.
         """
         batch = seen or self.batch(ref)
         if batch is None or batch.status.final:
             return batch
-        return self._recount_and_write(ref, batch, heartbeat=heartbeat) or self.batch(ref)
-
-    def _recount_and_write(
-        self, ref: BatchRef, seen: BatchRow, rollup: bool = False, heartbeat: bool = False
-    ) -> BatchRow | None:
-        """Recount, then one conditional write; None if the batch moved on since `seen`.
-
-        `seen` is read before the recount, so an item reopened after it (which
-        moves `reopened` in the same transaction) refuses the finalize; items
-        only ever become terminal otherwise, so a recount that found every row
-        terminal is still true when the write lands. Past the batch's failure
-        threshold, its pending rows are failed first (`jobfence.work.keys.threshold_error`).
-        """
-        counts = {s: 0 for s in ItemStatus}
-        pending: list[ItemKey] = []
-        attrs = ["batch_key", "item_id", "status"]
-        with aws_call(f"recounting batch {ref}"):
-            for row in self.items.query(ref.batch_key, consistent_read=True, attributes_to_get=attrs):
-                counts[ItemStatus(row.status)] += 1
-                if row.status == ItemStatus.PENDING.value:
-                    pending.append(ItemKey(ref.tenant, ref.batch_id, row.item_id))
-        tolerated = seen.tolerated_failures
-        over = tolerated is not None and counts[ItemStatus.FAILED] > tolerated
-        if over and pending:  # past its failure threshold: fail what has not started (a claimed one is left alone)
-            reason = threshold_error(counts[ItemStatus.FAILED], seen.total, tolerated)
-            swept = sum(self._fail_terminally(key, self.items.status == ItemStatus.PENDING.value, reason)
-                        for key in pending)
-            counts[ItemStatus.PENDING] -= swept
-            counts[ItemStatus.FAILED] += swept
-        now = self._clock.now_ms()
-        live = counts[ItemStatus.PENDING] + counts[ItemStatus.RUNNING]
-        done = live == 0 and sum(counts.values()) == seen.total
-        final = BatchStatus.FAILED_THRESHOLD if over else BatchStatus.FINALIZED
-        b = self.batches
-        actions = [
-            b.completed.set(counts[ItemStatus.COMPLETED]),
-            b.failed.set(counts[ItemStatus.FAILED]),
-            b.recounts.add(1),
-        ]
-        if rollup:
-            actions.append(b.rollups.add(1))
-        if done:
-            actions += [b.status.set(final.value), b.finalized_at.set(now), b.open_key.remove()]
-        if done or heartbeat or rollup:
-            actions.append(b.updated_at.set(now))
-        still_open = b.status == BatchStatus.OPEN.value
-        no_reopen_since = (b.reopened == seen.reopened) if seen.reopened else (
-            b.reopened.does_not_exist() | (b.reopened == 0)
-        )
-        # nobody rolled up since `seen`: the recount includes everything the counters do
-        no_rollup_since = b.rollups == seen.rollups
-        condition = still_open & no_reopen_since
-        if not done:  # done: the recount is exact whatever rolled up meanwhile
-            condition = condition & no_rollup_since
-        row = b(ref.tenant, ref.batch_id)
-        try:
-            row.update(actions=actions, condition=condition)
-        except PynamoDBException as exc:
-            if classify(exc) is not ErrorKind.CONDITION_FAILED:
-                raise_store_error(exc, f"finalizing batch {ref}")
-            return None
-        return batch_row(row)
+        if stale_before is not None and batch.updated_at >= stale_before:
+            return carry_heartbeat(self, ref, batch)
+        return recount_and_write(self, ref, batch, heartbeat=heartbeat) or self.batch(ref)
 
     # -- reclaim (see jobfence.reclaim) -------------------------------------------------------
 

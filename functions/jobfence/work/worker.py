@@ -2,7 +2,8 @@
 
 claim all (one transaction) -> run every claimed item at once, each bounded
 by the per-item timeout -> write each outcome to its row as it lands ->
-one roll-up per batch (heartbeat) -> finalize when the counters say done.
+one roll-up per batch (this container's own tally row, its heartbeat) -> finalize
+when the tallies say done.
 
 A message is acknowledged when its item row settled it (or never will be
 settled by this message: a duplicate, a lost claim); it becomes a batch item
@@ -29,6 +30,7 @@ from jobfence.work.keys import (
     ItemKey,
     PermanentFailure,
     Perform,
+    Tallies,
     WorkRequest,
     parse_wakeup,
 )
@@ -127,6 +129,7 @@ class Worker:
         self._margin = deadline_margin_ms
         self._gate = gate  # the pipeline's per-tenant in-flight cap (None: no cap)
         self._defer_delay_s = defer_delay_s
+        self._tallies = Tallies()  # this container's roll-ups, kept across invocations
 
     def process(self, records: Sequence[Mapping[str, Any]], remaining_ms: int | None = None) -> RoundResult:
         """Claim, run and record every item the records wake; never raises for one bad message."""
@@ -280,13 +283,15 @@ class Worker:
 
     def _roll_up(self, ref: BatchRef, delta: BatchDelta, result: RoundResult) -> None:
         try:
-            row = self._store.rollup(ref, delta)
+            row = self._store.rollup(ref, self._tallies.add(ref, delta))
             result.count(Tally.ROLLUPS)
             if row is not None and row.status is BatchStatus.OPEN and (
                     row.completed + row.failed >= row.total or row.over_threshold):
-                # a roll-up raced ours, or the batch crossed its failure threshold (the recount decides and
-                # fails its pending items): recount once more
-                self._store.finalize(ref, seen=row)
+                # maybe done, or the batch crossed its failure threshold (the recount decides and fails its
+                # pending items): recount
+                row = self._store.finalize(ref, seen=row)
+            if row is None or row.status.final:
+                self._tallies.forget(ref)
         except JobfenceError as exc:
             # counters are only a hint: the reclaimer finalizes a quiet batch from its rows
             self._logger.warning("roll-up failed", extra={"tenant": ref.tenant, "batch": ref.batch_id,

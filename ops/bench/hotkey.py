@@ -1,0 +1,180 @@
+"""Benchmark: the hottest partition key of durable batches at 10,000 items/s through one batch.
+
+A worker fleet drains one generation batch against moto in process: `WORKERS`
+workers (each its own `Worker`, as each Lambda container is) take SQS batches
+of 10 in turn, and a simulated clock advances by the time one SQS batch takes
+at the fleet's rate (1 ms per batch of 10 at 10,000 items/s), so every
+heartbeat, roll-up and index move happens at the times it would in the fleet.
+Every DynamoDB request of the stores is seen by botocore hooks (as in
+`ops.bench.work`); each item write is charged to the partition key of the row
+it writes and, for each index, to the index partition its entry leaves and the
+one it enters (a key change is a delete and a put; an entry whose keys stay
+the same costs nothing), and each item read to its partition key. A key's rate
+is its count divided by the simulated seconds the drain took. The producer is
+not measured (it writes at its own pace, ahead of the fleet).
+
+The run fails (`GoalMissed`) when any key of any table or index takes more than
+`GOAL_WRITES_PER_S` writes per second.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from moto import mock_aws
+
+from ops.bench.coldstart import GoalMissed
+from ops.bench.work import Meter, _index_key, _setup
+
+COMMAND = "python -m ops.bench ops.bench.hotkey"
+GOAL_WRITES_PER_S = 500
+RATE_ITEMS_PER_S = 10_000
+SQS_BATCH = 10
+WORKERS = 50
+
+
+class HotKeyGoalMissed(GoalMissed):
+    """A partition key takes more writes per second than the goal."""
+
+    def __init__(self, section: str, missed: list[str]) -> None:
+        AssertionError.__init__(self, "hottest key past its goal: " + ", ".join(missed))
+        self.section = section
+
+
+class KeyMeter(Meter):
+    """`Meter` that also charges each item write and read to its partition key (base table and indexes)."""
+
+    def reset(self) -> None:
+        super().reset()
+        self.key_writes: Counter = Counter()  # (logical table, index or "base", partition key) -> item writes
+        self.key_reads: Counter = Counter()
+
+    def _pk(self, table: str) -> str:
+        return self.schemas[table]["keys"][0]
+
+    def _after(self, model, parsed, **kwargs):
+        pending, params = list(self._pending), self._params
+        for table, key, old, _ in pending:
+            logical = self.schemas[table]["logical"]
+            self.key_writes[(logical, "base", _value(key[self._pk(table)]))] += 1
+            new = self._image(table, key)
+            for name, (pk, sk) in zip(self.schemas[table]["index_names"], self.schemas[table]["indexes"]):
+                before, after = _index_key(old, pk, sk), _index_key(new, pk, sk)
+                if before == after:
+                    continue
+                for entry in (before, after):
+                    if entry:
+                        self.key_writes[(logical, name, _value(new[pk] if entry is after else old[pk]))] += 1
+        self._read_keys(model.name, params, parsed)
+        super()._after(model, parsed, **kwargs)
+
+    def _read_keys(self, name: str, params: dict, parsed: dict) -> None:
+        if name == "GetItem":
+            table = params["TableName"]
+            self.key_reads[(self._logical(table), "base", _value(params["Key"][self._pk(table)]))] += 1
+        elif name == "BatchGetItem":
+            for table, items in parsed.get("Responses", {}).items():
+                for item in items:
+                    self.key_reads[(self._logical(table), "base", _value(item[self._pk(table)]))] += 1
+        elif name == "Query":
+            table = params["TableName"]
+            where = params.get("IndexName") or "base"
+            # pynamodb names the partition key's value first (:0)
+            partition = _value(params.get("ExpressionAttributeValues", {}).get(":0", {"S": "?"}))
+            self.key_reads[(self._logical(table), where, partition)] += max(1, len(parsed.get("Items", [])))
+
+
+def _value(attribute: dict) -> str:
+    (_, raw), = attribute.items()
+    return str(raw)
+
+
+@dataclass(frozen=True)
+class HotKey:
+    """The hottest partition key of one table or index, per simulated second."""
+
+    table: str
+    where: str  # "base" or the index name
+    key: str
+    writes_per_s: float
+    reads_per_s: float
+
+
+def drain(n_items: int, workers: int = WORKERS, rate: int = RATE_ITEMS_PER_S) -> tuple[list[HotKey], float, dict]:
+    """Produce one batch of `n_items`, then drain it through `workers` workers at `rate` items/s."""
+    from jobfence.work import BatchRef, Worker
+    from jobs.listings.catalog import PIPELINES
+    from tests.work_support import record
+
+    with mock_aws():
+        rig, meter, tables, *_ = _setup(meter_class=KeyMeter)
+        rig.quota.grant("acme", n_items)
+        rig.submit("acme", "hot", n_items)
+        template = rig.workers["generation"]._inner
+        fleet = [Worker(rig.store, template.kind, PIPELINES["generation"].timing, template._perform,
+                        rig.queues["generation"], rig.logger) for _ in range(workers)]
+        meter.reset()
+        started = rig.clock.now_ms()
+        step_ms = 1000 * SQS_BATCH / rate
+        turn = 0
+        queue = rig.queues["generation"]
+        elapsed = 0.0
+        while queue.visible():
+            taken = queue.take(SQS_BATCH)
+            result = fleet[turn % workers].process([record(m) for m in taken])
+            queue.settle(taken, result)
+            turn += 1
+            elapsed += step_ms
+            rig.clock.advance(ms=int(elapsed) - (rig.clock.now_ms() - started))
+        batch = rig.store.batch(BatchRef("acme", "hot"))
+        assert batch is not None and batch.status.value == "finalized" and batch.completed == n_items, batch
+        seconds = max(elapsed, step_ms) / 1000
+        hottest: dict[tuple[str, str], HotKey] = {}
+        for (table, where, key), writes in meter.key_writes.items():
+            reads = meter.key_reads.get((table, where, key), 0)
+            cand = HotKey(table, where, key, writes / seconds, reads / seconds)
+            best = hottest.get((table, where))
+            if best is None or cand.writes_per_s > best.writes_per_s:
+                hottest[(table, where)] = cand
+        for (table, where, key), reads in meter.key_reads.items():
+            if (table, where) not in hottest:
+                hottest[(table, where)] = HotKey(table, where, key, 0.0, reads / seconds)
+        return sorted(hottest.values(), key=lambda h: -h.writes_per_s), seconds, dict(meter.requests)
+
+
+def run() -> str:
+    sys.path.insert(0, ".")
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    n_items = int(os.environ.get("BENCH_HOTKEY_ITEMS", "1000"))
+    keys, seconds, requests = drain(n_items)
+    lines = [
+        "## The hottest key (durable batches at 10,000 items/s)",
+        "",
+        f"Command: `{COMMAND}`",
+        "",
+        f"One generation batch of {n_items:,} items drained by {WORKERS} workers in SQS batches of {SQS_BATCH}, on a",
+        f"simulated clock at {RATE_ITEMS_PER_S:,} items/s ({seconds:g} simulated seconds), against moto; every",
+        "item write charged to the partition key it writes and to each index partition its entry leaves or",
+        "enters, every item read to its partition key (see `ops/bench/hotkey.py`). The producer is not",
+        f"measured. Goal: at most {GOAL_WRITES_PER_S} writes/s on any key of any table or index.",
+        "",
+        "| table | base or index | hottest partition key | writes/s | reads/s |",
+        "|---|---|---|---:|---:|",
+    ]
+    for h in keys:
+        lines.append(f"| {h.table} | {h.where} | `{h.key}` | {h.writes_per_s:,.0f} | {h.reads_per_s:,.0f} |")
+    lines += ["", "Requests: " + ", ".join(f"{k} {v}" for k, v in sorted(requests.items())) + "."]
+    section = "\n".join(lines)
+    missed = [f"{h.table} {h.where} `{h.key}` {h.writes_per_s:,.0f} writes/s" for h in keys
+              if h.writes_per_s > GOAL_WRITES_PER_S]
+    if missed:
+        raise HotKeyGoalMissed(section, missed)
+    return section
+
+
+if __name__ == "__main__":
+    print(run())
