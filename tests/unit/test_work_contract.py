@@ -72,7 +72,7 @@ def test_retry_delays_double_and_stay_within_sqs_limits():
 
 
 def test_reclaim_keys_spread_over_the_shards():
-    shards = {reclaim_key("generation", ItemStatus.PENDING, ItemKey("t", "b", f"i{i}")) for i in range(200)}
+    shards = {reclaim_key("generation", ItemStatus.PENDING, ItemKey("t", "b", f"i{i}")) for i in range(2000)}
     assert len(shards) == RECLAIM_SHARDS
 
 

@@ -25,7 +25,8 @@ MAX_PAYLOAD_CHARS = 4_000
 MAX_RESULT_REF_CHARS = 256
 SEND_CHUNK = 10  # SendMessageBatch takes at most 10 entries
 ITEMS_PER_TRANSACTION = 100  # TransactWriteItems takes at most 100 actions
-RECLAIM_SHARDS = 4  # spreads the index's write load; the reclaimer queries every shard
+RECLAIM_SHARDS = 64  # spreads the index's write load (docs/benchmarks.md, hottest key); the reclaimer queries every shard
+ITEM_SHARDS = 64  # a batch's item rows spread over this many partition keys (docs/benchmarks.md, hottest key)
 ROLLUP_SHARDS = 8  # a batch's roll-up tallies spread over this many partition keys (docs/benchmarks.md, hottest key)
 CLAIM_ROUNDS = 3  # re-plan a claim transaction at most this often (races, conflicts)
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"  # no '#': it separates key parts
@@ -78,6 +79,10 @@ class BatchRef:
     def batch_key(self) -> str:
         return f"{self.tenant}#{self.batch_id}"
 
+    def item_partitions(self) -> list[str]:
+        """Every partition key the batch's item rows may have (see `ItemKey.partition`)."""
+        return [f"{self.batch_key}#{shard}" for shard in range(ITEM_SHARDS)]
+
     @classmethod
     def parse(cls, text: str) -> "BatchRef":
         """`tenant/batch` (the operator CLI's spelling)."""
@@ -102,6 +107,22 @@ class ItemKey:
     @property
     def batch(self) -> BatchRef:
         return BatchRef(self.tenant, self.batch_id)
+
+    @property
+    def partition(self) -> str:
+        """The item row's partition key: its batch and a shard of its id (ids never hold '#').
+
+        One batch's rows spread over `ITEM_SHARDS` partition keys, so a batch
+        worked at 10,000 items/s puts at most a few hundred writes a second on
+        any of them; a wake-up needs nothing but the keys to find its row.
+        """
+        return f"{self.batch.batch_key}#{zlib.crc32(self.item_id.encode()) % ITEM_SHARDS}"
+
+    @classmethod
+    def of_row(cls, partition: str, item_id: str) -> "ItemKey":
+        """The key of an item row from its partition key and id (an index entry carries only those)."""
+        tenant, batch_id, _ = partition.split("#")
+        return cls(tenant, batch_id, item_id)
 
     def body(self) -> str:
         return json.dumps({"tenant": self.tenant, "batch": self.batch_id, "item": self.item_id}, separators=(",", ":"))

@@ -117,7 +117,7 @@ def recount_and_write(store: "WorkStore", ref: BatchRef, seen: BatchRow, heartbe
     pending: list[ItemKey] = []
     attrs = ["batch_key", "item_id", "status"]
     with aws_call(f"recounting batch {ref}"):
-        for row in store.items.query(ref.batch_key, consistent_read=True, attributes_to_get=attrs):
+        for row in store.batch_items(ref, attrs):
             counts[ItemStatus(row.status)] += 1
             if row.status == ItemStatus.PENDING.value:
                 pending.append(ItemKey(ref.tenant, ref.batch_id, row.item_id))

@@ -6,7 +6,7 @@
              | swept | open_key (sparse GSI "by_open")
     tallies  (rows of the batches table) tenant = tenant#batch#r<shard> (key) | batch_id = writer (sort)
              | completed | failed | seq | updated_at: one writer's cumulative roll-up of one batch
-    items    batch_key = tenant#batch (key) | item_id (sort) | tenant | batch_id | kind | seq
+    items    batch_key = tenant#batch#shard (key, `ItemKey.partition`) | item_id (sort) | tenant | batch_id | kind | seq
              | status | attempts | error | claim_token | payload | result_ref | quota
              | quota_reservations | quota_refunds | created_at | updated_at
              | reclaim_key (sparse GSI "by_reclaim")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from pynamodb.connection import Connection
 from pynamodb.exceptions import PynamoDBException
@@ -40,7 +40,7 @@ from jobfence.dynamo import (
     raise_store_error,
 )
 from jobfence.errors import StoreError
-from jobfence.quota import QuotaStore
+from jobfence.quota import QuotaStore, available_in
 from jobfence.work.keys import (
     CLAIM_ROUNDS,
     ITEMS_PER_TRANSACTION,
@@ -148,10 +148,7 @@ class WorkStore:
     def existing_item_ids(self, ref: BatchRef) -> set[str]:
         """Ids of the batch's item rows (keys only; used when a producer call is repeated)."""
         with aws_call(f"listing the items of batch {ref}"):
-            return {
-                row.item_id
-                for row in self.items.query(ref.batch_key, consistent_read=True, attributes_to_get=["item_id"])
-            }
+            return {row.item_id for row in self.batch_items(ref, ["item_id"])}
 
     def put_items(self, ref: BatchRef, kind: str, items: Sequence[tuple[int, ItemInput]]) -> int:
         """Write the missing pending item rows, never overwriting one; return how many this call wrote.
@@ -159,42 +156,58 @@ class WorkStore:
         A row, once written, is moved on only by its claims: a producer call
         that paused (or whose request was re-sent) must not put a completed
         item back to pending. So every put is conditional (the row is absent),
-        100 to a TransactWriteItems; a refusal names the rows that exist
+        99 to a TransactWriteItems; a refusal names the rows that exist
         already (a repeated call, or a re-sent request applied twice), which
         are dropped before the rest is tried again.
+
+        The same transaction reserves the tenant's quota for the rows it puts
+        (as many as are left: the refused reservation's old image says how
+        many), so a row is born holding its unit exactly when the counter
+        moved, and the tenant's quota row takes one write per 99 items
+        rather than one per SQS batch of 10 (docs/benchmarks.md, hottest
+        key). A row born without a unit reserves at its claim, as before.
         """
         now = self._clock.now_ms()
         absent = self.items.item_id.does_not_exist()
         written = 0
-        for start in range(0, len(items), ITEMS_PER_TRANSACTION):
-            chunk = list(items[start:start + ITEMS_PER_TRANSACTION])
+        left: int | None = None  # units the tenant has left (None: not known yet, try all)
+        per_tx = ITEMS_PER_TRANSACTION - 1  # and the quota row's reservation
+        for start in range(0, len(items), per_tx):
+            chunk = list(items[start:start + per_tx])
             for _ in range(CLAIM_ROUNDS):
                 if not chunk:
                     break
+                reserve = len(chunk) if left is None else max(min(left, len(chunk)), 0)
                 try:
                     with self.transaction(uuid.uuid4().hex) as tx:
-                        for seq, item in chunk:
-                            tx.save(self._new_item(ref, kind, seq, item, now), condition=absent)
+                        for i, (seq, item) in enumerate(chunk):
+                            tx.save(self._new_item(ref, kind, seq, item, now, reserved=i < reserve), condition=absent)
+                        if reserve:
+                            self.quota.reserve_in(tx, ref.tenant, reserve, now)
                 except PynamoDBException as exc:
                     error_kind = classify(exc)
                     if error_kind is ErrorKind.TRANSACTION_CANCELED:
                         reasons = cancellation_reasons(exc)
-                        exist = {i for i, r in enumerate(reasons) if r.get("Code") == REASON_CONDITION_FAILED}
+                        exist = {i for i, r in enumerate(reasons[:len(chunk)]) if r.get("Code") == REASON_CONDITION_FAILED}
+                        quota = reasons[len(chunk)] if reserve and len(reasons) > len(chunk) else {}
+                        if quota.get("Code") == REASON_CONDITION_FAILED:
+                            left = available_in(quota.get("Item"))
                         chunk = [c for i, c in enumerate(chunk) if i not in exist]
                         continue
                     if error_kind.transient:
                         continue  # not applied, or applied and refused next round as existing
                     raise_store_error(exc, f"writing the items of batch {ref}")
                 written += len(chunk)
+                left = None if left is None else left - reserve
                 chunk = []
             if chunk:
                 raise StoreError(f"writing the items of batch {ref} failed {CLAIM_ROUNDS} times; repeat the call")
         return written
 
-    def _new_item(self, ref: BatchRef, kind: str, seq: int, item: ItemInput, now: int) -> Any:
+    def _new_item(self, ref: BatchRef, kind: str, seq: int, item: ItemInput, now: int, reserved: bool) -> Any:
         key = ItemKey(ref.tenant, ref.batch_id, item.item_id)
         return self.items(
-            ref.batch_key,
+            key.partition,
             item.item_id,
             tenant=ref.tenant,
             batch_id=ref.batch_id,
@@ -203,7 +216,8 @@ class WorkStore:
             status=ItemStatus.PENDING.value,
             attempts=0,
             payload=json.dumps(dict(item.payload), separators=(",", ":"), sort_keys=True),
-            quota_reservations=0,
+            quota=QuotaHold.RESERVED.value if reserved else None,
+            quota_reservations=1 if reserved else 0,
             quota_refunds=0,
             created_at=now,
             updated_at=now,
@@ -241,14 +255,19 @@ class WorkStore:
     def item(self, key: ItemKey) -> ItemRow | None:
         try:
             with aws_call("reading an item"):
-                return item_row(self.items.get(key.batch.batch_key, key.item_id, consistent_read=True))
+                return item_row(self.items.get(key.partition, key.item_id, consistent_read=True))
         except self.items.DoesNotExist:
             return None
 
+    def batch_items(self, ref: BatchRef, attributes: list[str] | None = None) -> Iterator[Any]:
+        """Every item row of the batch (strongly consistent), partition by partition; the caller wraps it in aws_call."""
+        for partition in ref.item_partitions():
+            yield from self.items.query(partition, consistent_read=True, attributes_to_get=attributes)
+
     def item_rows(self, ref: BatchRef) -> list[ItemRow]:
-        """Every item row of the batch (one partition, strongly consistent), in seq order."""
+        """Every item row of the batch (strongly consistent), in seq order."""
         with aws_call(f"reading the items of batch {ref}"):
-            rows = [item_row(r) for r in self.items.query(ref.batch_key, consistent_read=True)]
+            rows = [item_row(r) for r in self.batch_items(ref)]
         return sorted(rows, key=lambda r: r.seq)
 
     def describe_batch(self, ref: BatchRef) -> BatchReport | None:
@@ -335,7 +354,7 @@ class WorkStore:
         reserved = m.quota == QuotaHold.RESERVED.value
         refunded = m.quota == QuotaHold.REFUNDED.value
         holds_nothing = m.quota.does_not_exist()
-        row = m(key.batch.batch_key, key.item_id)
+        row = m(key.partition, key.item_id)
         try:
             with self.transaction(uuid.uuid4().hex) as tx:
                 tx.update(
@@ -367,7 +386,7 @@ class WorkStore:
             return claim is not None and self._ours(old_image(exc), claim, ItemStatus.FAILED)
 
     def _update_claimed(self, claim: Claim, outcome: ItemStatus, actions: list[Any]) -> bool:
-        row = self.items(claim.key.batch.batch_key, claim.key.item_id)
+        row = self.items(claim.key.partition, claim.key.item_id)
         try:
             self._update_returning_old(row, actions, self._holds(claim))
             return True
@@ -426,8 +445,7 @@ class WorkStore:
                     last_evaluated_key=start,
                 )
                 for row in pages:
-                    tenant, _, batch_id = row.batch_key.partition("#")
-                    out.append((ItemKey(tenant, batch_id, row.item_id), int(row.updated_at)))
+                    out.append((ItemKey.of_row(row.batch_key, row.item_id), int(row.updated_at)))
                 start = pages.last_evaluated_key
                 if start is None:
                     shard += 1
@@ -465,7 +483,7 @@ class WorkStore:
         if status is ItemStatus.RUNNING:
             actions += [self.items.claim_token.remove(), self.items.error.set(bounded_error(error))]
         try:
-            self._update_returning_old(self.items(key.batch.batch_key, key.item_id), actions, condition)
+            self._update_returning_old(self.items(key.partition, key.item_id), actions, condition)
             return StaleVerdict.REQUEUED
         except Exception as exc:  # noqa: BLE001 - classified below, re-raised as a StoreError
             if classify(exc) is not ErrorKind.CONDITION_FAILED:

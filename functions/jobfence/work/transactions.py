@@ -102,7 +102,7 @@ class _ClaimPlan:
         ]
         if reserve:
             actions += [m.quota.set(QuotaHold.RESERVED.value), m.quota_reservations.add(1)]
-        target = m(key.batch.batch_key, key.item_id)
+        target = m(key.partition, key.item_id)
         self.ops.append(
             _ClaimOp(key, None, lambda tx: tx.update(target, actions=actions, condition=condition, return_values="ALL_OLD"))
         )
@@ -127,7 +127,7 @@ class _ClaimPlan:
             m.updated_at.set(now),
             m.reclaim_key.remove(),
         ]
-        target = m(key.batch.batch_key, key.item_id)
+        target = m(key.partition, key.item_id)
         self.ops.append(
             _ClaimOp(key, None, lambda tx: tx.update(target, actions=actions, condition=condition, return_values="ALL_OLD"))
         )
@@ -152,10 +152,10 @@ def claim_items(store: "WorkStore", keys: Sequence[ItemKey], kind: str, attempts
     rows: dict[ItemKey, Any] = {}
     if keys:
         with aws_call("reading items to claim"):
-            found = list(store.items.batch_get([(k.batch.batch_key, k.item_id) for k in keys], consistent_read=True))
+            found = list(store.items.batch_get([(k.partition, k.item_id) for k in keys], consistent_read=True))
         by_id = {(r.batch_key, r.item_id): r for r in found}
         for k in keys:
-            row = by_id.get((k.batch.batch_key, k.item_id))
+            row = by_id.get((k.partition, k.item_id))
             if row is not None and row.tenant == k.tenant:
                 rows[k] = row
     out: dict[ItemKey, Claim] = {}
@@ -268,7 +268,7 @@ def reopen_failed(store: "WorkStore", ref: BatchRef, kind: str, requested_by: st
     """
     m = store.items
     with aws_call(f"reading the failed items of batch {ref}"):
-        failed = [m.get(ref.batch_key, r.item_id, consistent_read=True)
+        failed = [m.get(ItemKey(ref.tenant, ref.batch_id, r.item_id).partition, r.item_id, consistent_read=True)
                   for r in store.item_rows(ref) if r.status is ItemStatus.FAILED]
     retried: list[ItemKey] = []
     skipped = 0
@@ -289,7 +289,7 @@ def reopen_failed(store: "WorkStore", ref: BatchRef, kind: str, requested_by: st
                         still_failed = m.status == ItemStatus.FAILED.value
                         same_update = m.updated_at == int(row.updated_at)
                         tx.update(
-                            m(ref.batch_key, row.item_id),
+                            m(key.partition, row.item_id),
                             actions=[
                                 m.status.set(ItemStatus.PENDING.value),
                                 m.attempts.set(0),

@@ -248,8 +248,7 @@ class BatchFamily:
             world.violate(8, f"{write.actor}: quota of {sorted(quota_tenants)} moved with items of {sorted(item_tenants)}")
 
     def _items_of(self, world: World, tenant: str, batch_id: str) -> list[dict[str, Any]]:
-        key = f"{tenant}#{batch_id}"
-        return [i for i in world.scan("listing_items") if i["batch_key"] == key]
+        return [i for i in world.scan("listing_items") if i["tenant"] == tenant and i["batch_id"] == batch_id]
 
     def _check_finalize(self, world: World, write: Any, batch: dict[str, Any]) -> None:
         items = self._items_of(world, batch["tenant"], batch["batch_id"])
