@@ -40,7 +40,7 @@ WORKERS = 50
 # Measured with this module on main at d16d7b8 (before the roll-up tallies, the item and reclaim shards and
 # the reservation at put), 500 items: every key of one batch on one partition key.
 BEFORE = [
-    "Before (main at d16d7b8, the same command, 500 items): each SQS batch made one consistent read and one",
+    "Before (this module run against main at d16d7b8, 500 items): each SQS batch made one consistent read and one",
     "roll-up write of the batch row (moving its open-index entry), one quota update on the tenant's row, and",
     "every item row of the batch shared one partition key.",
     "",
@@ -177,7 +177,15 @@ def run() -> str:
         f"simulated clock at {RATE_ITEMS_PER_S:,} items/s ({seconds:g} simulated seconds), against moto; every",
         "item write charged to the partition key it writes and to each index partition its entry leaves or",
         "enters, every item read to its partition key (see `ops/bench/hotkey.py`). The producer is not",
-        f"measured. Goal: at most {GOAL_WRITES_PER_S} writes/s on any key of any table or index.",
+        f"measured. Goal: at most {GOAL_WRITES_PER_S} writes/s on any key of any table or index. Reads/s",
+        "count item rows read (a Query's rows, each); the roll-up tallies are read by a consistent Query of",
+        "each of their 8 partitions per roll-up (about 1 RCU each at this fleet size).",
+        "",
+        "Not measured: the producer (one quota write per 99 rows, and the batch row's `enqueued` checkpoint",
+        "per 10 wake-ups: a producer writing 10,000 rows/s would checkpoint 1,000 times a second), and the",
+        "per-tenant in-flight cap (`jobfence.work.fairness`): the fleet runs without it. With the catalog's",
+        "cap one tenant cannot reach 10,000 items/s; with a cap high enough to, its holds row",
+        "(`T#in_flight#KIND`, quota table) takes an admit and a release per SQS batch, 2,000 writes/s.",
         "",
         *BEFORE,
         "",
