@@ -124,12 +124,12 @@ def test_the_checks_catch_a_finalize_that_trusts_its_counters(monkeypatch):
 
     real = WorkStore.finalize
 
-    def trusting(self, ref, seen=None, heartbeat=False):
+    def trusting(self, ref, seen=None, heartbeat=False, stale_before=None):
         batch = seen or self.batch(ref)
         if batch is not None and batch.status.value == "open":
             self.batches(ref.tenant, ref.batch_id).update(actions=[self.batches.status.set("finalized")])
             return self.batch(ref)
-        return real(self, ref, seen, heartbeat)
+        return real(self, ref, seen, heartbeat, stale_before)
 
     monkeypatch.setattr(WorkStore, "finalize", trusting)
     numbers = set()
@@ -151,14 +151,14 @@ def test_the_checks_catch_a_finalize_that_ignores_the_failure_threshold(monkeypa
     """A planted bug: the recount never applies the batch's tolerated failures (invariant 14)."""
     import dataclasses
 
-    from jobfence.work import WorkStore
+    from jobfence.work import store as work_store
 
-    real = WorkStore._recount_and_write
+    real = work_store.recount_and_write
 
-    def ignoring(self, ref, seen, rollup=False, heartbeat=False):
-        return real(self, ref, dataclasses.replace(seen, tolerated_failures=None), rollup, heartbeat)
+    def ignoring(store, ref, seen, heartbeat=False):
+        return real(store, ref, dataclasses.replace(seen, tolerated_failures=None), heartbeat)
 
-    monkeypatch.setattr(WorkStore, "_recount_and_write", ignoring)
+    monkeypatch.setattr(work_store, "recount_and_write", ignoring)
     numbers = set()
     for seed in range(0, 60):  # the rejected item and the short quota cross the threshold in about 1 run in 5
         numbers |= {v.number for v in run_one(seed, "work").violations}
