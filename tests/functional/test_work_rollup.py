@@ -112,14 +112,14 @@ def test_reclaim_takes_a_fresh_tally_as_the_heartbeat_and_does_not_recount(rig, 
     # WHEN reclaim sweeps
     counts = rig.reclaimer.run_once()
     # THEN the batch is seen, not recounted, and its row carries the tally's time (the index entry moved once)
-    assert counts["batches_swept"] == 1 and counts["batches_finalized"] == 0
+    assert counts.batches_swept == 1 and counts.batches_finalized == 0
     assert rig.store.batch(B).recounts == 0
     assert int(raw_batch_row(dynamodb, tables)["updated_at"]["N"]) == clock.now_ms() - 61_000
-    assert rig.reclaimer.run_once().get("batches_swept", 0) == 0
+    assert rig.reclaimer.run_once().batches_swept == 0
     # AND once every tally is older than batch-stale too, the sweep recounts (and heartbeats the live batch)
     clock.advance(minutes=15)
     counts = rig.reclaimer.run_once()
-    assert counts["batches_swept"] == 1 and rig.store.batch(B).recounts == 1
+    assert counts.batches_swept == 1 and rig.store.batch(B).recounts == 1
 
 
 def test_tally_partitions_spread_writers(rig):
