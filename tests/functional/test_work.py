@@ -103,6 +103,39 @@ def test_a_submit_interrupted_mid_enqueue_resumes_without_resending(rig):
     assert len(bodies) == len(set(bodies)) == 45
 
 
+def test_the_enqueue_checkpoint_is_written_per_hundred_wake_ups_and_a_producer_dying_between_resends_fewer(rig):
+    # GIVEN a producer whose checkpoints are recorded, and that dies after its 14th SendMessageBatch (130 wake-ups)
+    queue = rig.queues["generation"]
+    real_send, calls, marks = queue.send, {"n": 0}, []
+    real_mark = rig.store.checkpoint_enqueued
+
+    class Died(BaseException):
+        pass
+
+    def dying(keys, delay_s=0):
+        calls["n"] += 1
+        if calls["n"] > 13:
+            raise Died()
+        return real_send(keys, delay_s)
+
+    rig.store.checkpoint_enqueued = lambda ref, n: (marks.append(n), real_mark(ref, n))
+    queue.send = dying
+    with pytest.raises(Died):
+        rig.submit("acme", "b1", 250)
+    # THEN it had checkpointed once, at 100 (not after every SendMessageBatch of 10)
+    assert marks == [100]
+    # WHEN the call is repeated
+    queue.send = real_send
+    again = rig.submit("acme", "b1", 250)
+    # THEN it resumes at the checkpoint: the 30 wake-ups sent after it go out twice, and it checkpoints per 100 and at the end
+    assert again.enqueued == 150 and marks == [100, 200, 250]
+    # AND each item still completes exactly once
+    rig.drain()
+    assert rig.generator.calls.calls() == 250
+    batch = rig.store.batch(B)
+    assert (batch.status, batch.completed) == (BatchStatus.FINALIZED, 250)
+
+
 def test_a_batch_id_reused_with_another_size_is_refused(rig):
     rig.submit("acme", "b1", 3)
     with pytest.raises(Exception, match="exists"):

@@ -8,7 +8,8 @@ from typing import Mapping, Sequence
 
 from aws_lambda_powertools import Logger
 
-from jobfence.errors import StoreError
+from jobfence.errors import JobfenceError, StoreError
+from jobfence.runs import safe_error
 from jobfence.work.keys import (
     MAX_ITEMS_PER_BATCH,
     MAX_PAYLOAD_CHARS,
@@ -22,6 +23,12 @@ from jobfence.work.keys import (
 )
 from jobfence.work.store import WorkStore
 from jobfence.work.wakeups import Wakeups
+
+# Wake-ups sent between two `enqueued` checkpoints (a write of the batch row each): a producer at
+# 10,000 items/s writes its batch row 100 times a second rather than 1,000 (docs/benchmarks.md, "The
+# hottest key"). A call that dies between two re-sends at most this many wake-ups when repeated (a
+# duplicate wake-up loses the claim and is acknowledged); a call that fails checkpoints first.
+CHECKPOINT_EVERY = 100
 
 
 @dataclass(frozen=True)
@@ -41,8 +48,10 @@ class Producer:
     or died half-way: the batch row is created once (conditional put), only
     missing item rows are written (each put conditional, so a late or re-sent
     put never resets a row workers moved on), and wake-ups resume from the
-    batch's `enqueued` checkpoint (advanced after every SendMessageBatch), so a
-    call that completed enqueues nothing the second time. The batch cannot be
+    batch's `enqueued` checkpoint (advanced every `CHECKPOINT_EVERY` wake-ups, at
+    the end, and before a send failure is raised), so a call that completed
+    enqueues nothing the second time and one that died re-sends fewer than
+    `CHECKPOINT_EVERY`. The batch cannot be
     finalized before all `total` rows exist, so a batch opened by a call that
     died stays open until a repeated call completes it. A pipeline's tolerated
     failure percentage is recorded on the batch row when it is created: past
@@ -84,15 +93,25 @@ class Producer:
             return SubmitResult(ref, False, 0, 0)
         written = self._store.put_items(ref, kind, missing) if missing else 0
         sent = 0
+        marked = batch.enqueued  # the checkpoint as this call last wrote (or found) it
         for start in range(batch.enqueued, len(items), SEND_CHUNK):
             chunk = [ItemKey(ref.tenant, ref.batch_id, i.item_id) for i in items[start:start + SEND_CHUNK]]
             failed = self._wakeups[kind].send(chunk)
             if failed:
                 failed = self._wakeups[kind].send(failed)  # one more try for a partial failure
             if failed:
+                if start > marked:  # what went out before the failure is not sent again by the repeat
+                    try:
+                        self._store.checkpoint_enqueued(ref, start)
+                    except JobfenceError as exc:  # best effort: the repeat re-sends a few more; the send error is the news
+                        self._logger.warning("checkpointing wake-ups failed", extra={
+                            "tenant": ref.tenant, "batch": ref.batch_id, "reason": safe_error(exc)})
                 raise StoreError(f"{len(failed)} wake-ups of batch {ref} could not be sent; repeat the call to resume")
             sent += len(chunk)
-            self._store.checkpoint_enqueued(ref, start + len(chunk))
+            done = start + len(chunk)
+            if done - marked >= CHECKPOINT_EVERY or done == len(items):
+                self._store.checkpoint_enqueued(ref, done)
+                marked = done
         self._logger.info(
             "batch submitted",
             extra={"tenant": ref.tenant, "batch": ref.batch_id, "kind": kind, "batch_created": created,
