@@ -10,8 +10,10 @@ grow, so the books can be checked at any time (invariant 7, docs/guarantees.md):
     used = limit - available = reserved - refunded
 
 A reservation is never a write of its own: it is one `Update` inside the
-transaction that also claims the items it pays for (`jobfence.work`), so an
-item holds a reservation if and only if the counter moved. A refund is likewise
+transaction that also puts the item rows it pays for (the producer), or, for a
+row born without a unit, claims it, or `retry_failed` reopens it
+(`jobfence.work`), so an item holds a reservation if and only if the counter
+moved (docs/guarantees.md, "When quota is reserved"). A refund is likewise
 one `Update` in the transaction that fails the item terminally and marks its
 reservation refunded, so it happens exactly once.
 
