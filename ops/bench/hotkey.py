@@ -138,7 +138,7 @@ def drain(n_items: int, workers: int = WORKERS,
         meter.reset()
         rig.submit("acme", "hot", n_items)
         produced = _hottest(meter, n_items / rate)  # as if the producer put the batch at the fleet's rate
-        template = rig.workers["generation"]._inner
+        template = rig.workers["generation"]
         fleet = [Worker(rig.store, template.kind, PIPELINES["generation"].timing, template._perform,
                         rig.queues["generation"], rig.logger) for _ in range(workers)]
         meter.reset()
