@@ -130,7 +130,7 @@ def drain(n_items: int, workers: int = WORKERS,
     """
     from jobfence.work import BatchRef, Worker
     from jobs.listings.catalog import PIPELINES
-    from tests.work_support import record
+    from ops.harness import record
 
     with mock_aws():
         rig, meter, tables, *_ = _setup(meter_class=KeyMeter)

@@ -13,14 +13,15 @@ import pytest
 from jobfence.work import ROLLUP_SHARDS, BatchDelta, BatchRef, BatchStatus, ItemKey, RollupTally, Tallies, Worker
 from jobfence.work.rollup import shard_of, tally_partition
 from jobs.listings.catalog import PIPELINES
-from tests.work_support import build_rig, record
+from ops.harness import build_rig, record
+from tests.grants import within_grant
 
 B = BatchRef("acme", "b1")
 
 
 @pytest.fixture
 def rig(dynamodb, tables, clock):
-    r = build_rig(dynamodb, tables, clock)
+    r = build_rig(dynamodb, tables, clock, guard=within_grant)
     r.quota.grant("acme", 10_000)
     yield r
     r.generator.calls.release()
