@@ -26,11 +26,8 @@ node_modules/.installed: package.json package-lock.json
 demo: install
 	$(PY) -m ops demo
 
-# Two pytest workers (pytest-xdist), a test file to a worker: its module and session fixtures
-# (a moto server, a synthesized template, the local runtime) are built once per worker.
-PYTEST_WORKERS ?= 2
 test: install $(CHROMIUM)
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile
+	$(PY) -m pytest
 
 $(CHROMIUM):
 	$(SUDO) apt-get update
