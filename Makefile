@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: demo test sim synth deploy bench install clean
+.PHONY: demo test sim synth deploy bench install dist clean
 
 # The web console's browser tests drive Debian's chromium (never a downloaded browser build).
 CHROMIUM := /usr/bin/chromium
@@ -13,9 +13,11 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 install: $(VENV)/.installed node_modules/.installed
 
-$(VENV)/.installed: requirements.txt functions/requirements.txt
+$(VENV)/.installed: requirements.txt functions/requirements.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	# the CLI was the distribution `jobfence` before 0.2 (that name is the runtime's now): drop the old install
+	$(PY) -m pip uninstall --quiet --disable-pip-version-check -y jobfence
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .  # the `jobfence` command
 	touch $@
 
@@ -50,5 +52,14 @@ deploy: install
 bench: install
 	$(PY) -m ops.bench
 
+# The two distributions an outside app installs (packages/*: the runtime `jobfence`, the constructs
+# `jobfence-cdk`), as wheels in dist/, built offline from this venv.
+DIST_PACKAGES := packages/jobfence packages/jobfence-cdk
+dist: | $(VENV)/.installed  # order-only: building the wheels needs the venv, not a fresh install
+	rm -rf dist $(addsuffix /build,$(DIST_PACKAGES))
+	$(PY) -m pip wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation -w dist $(DIST_PACKAGES)
+	rm -rf $(addsuffix /build,$(DIST_PACKAGES)) $(addsuffix /*.egg-info,$(DIST_PACKAGES))
+	ls dist
+
 clean:
-	rm -rf cdk.out .build .jobfence/synth
+	rm -rf cdk.out .build .jobfence/synth dist

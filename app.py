@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """The jobfence CDK app: `npx cdk synth` / `npx cdk deploy` (see the Makefile).
 
+It consumes the `jobfence-cdk` package as any app does: its public `build_app`, given this
+repository's catalog (`jobs.catalog.CATALOG`) and code asset (`functions/`).
+
 Context:
 - `schedules=enabled|disabled` (default enabled): the state of every EventBridge rule (kill switch).
 - `prefix` (default "jobfence"): the name prefix of rules, functions, queues and tables.
@@ -13,14 +16,20 @@ import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT / "functions"))
+FUNCTIONS = ROOT / "functions"
+sys.path.insert(0, str(FUNCTIONS))
 
 from aws_cdk import App  # noqa: E402
 
-from infra.app import build_app  # noqa: E402
+from jobfence_cdk import build_app  # noqa: E402
 from jobs.catalog import CATALOG  # noqa: E402
+from jobs.club.catalog import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET  # noqa: E402
+
+# What this app passes with its catalog (the tests synthesize with the same): its code asset and the
+# club's event signing pair, which jobfence rotates on a schedule.
+OPTIONS = {"functions_dir": FUNCTIONS, "signing_keys": (SIGNING_KEY_SECRET, VERIFY_KEY_SECRET)}
 
 if __name__ == "__main__":
     app = App()
-    build_app(app, CATALOG)
+    build_app(app, CATALOG, **OPTIONS)
     app.synth()

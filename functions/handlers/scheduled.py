@@ -1,74 +1,25 @@
-"""The one handler of every scheduled Lambda.
+"""The one handler of every scheduled Lambda: the runtime's `scheduled_handler` over this app's catalog.
 
-Which job runs comes from the function's own `JOB_NAME`, validated against the
-catalog at cold start (an unknown name fails closed); no event field can pick
-another job. The event is only the reason to run: a Scheduled Event or a
-manual trigger, a catch-up, or a buffer_one hand-over (`jobfence.triggers`). A
-`buffer_one` job's function may async-invoke itself, and only itself (its own
-name, from the Lambda environment; infra grants exactly that ARN).
-`build(environ, clock)` composes it (the local runtime passes its
-simulated clock); `handler` is that with this process's environment and the wall clock.
+`jobfence.handler` says how a job is chosen (the function's own `JOB_NAME`, never an event field).
+`build(environ, clock)` composes it (the local runtime passes its simulated clock); `handler` is that
+with this process's environment and the wall clock.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Callable, Mapping
 
-import boto3
-from aws_lambda_powertools import Logger, Metrics
-
 from jobfence.clock import Clock, SystemClock
-from jobfence.tracing import handler_tracer, traced
-from jobfence.config import ScheduledSettings, metrics_namespace
-from jobfence.lease import LeaseStore
-from jobfence.registry import Overlap
-from jobfence.runs import RunStore
-from jobfence.scheduled import JobDeps, ScheduledRunner
-from jobfence.triggers import parse_trigger
+from jobfence.handler import scheduled_handler, self_invoker
 from jobs.catalog import CATALOG
+
+__all__ = ["build", "handler", "self_invoker"]
 
 
 def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict]:
     """The handler of the job `environ` names, with its collaborators built once (the cold start)."""
-    settings = ScheduledSettings.from_environ(environ)
-    spec = CATALOG.job(settings.job_name)
-    session = boto3.Session()
-    dynamodb = session.client("dynamodb")
-    logger = Logger(service=spec.subsystem)
-    tracer = handler_tracer(spec.subsystem)
-    logger.append_keys(worker=spec.subsystem, stage=spec.name)
-    namespace = metrics_namespace(environ)
-    metrics = Metrics(namespace=namespace, service=spec.subsystem)
-    metrics.set_default_dimensions(job=spec.name)
-    job = spec.load()(JobDeps(settings, spec, clock, session, dynamodb, logger, namespace))
-    runner = ScheduledRunner(
-        LeaseStore(dynamodb, settings.leases_table, clock), RunStore(dynamodb, settings.runs_table), clock, logger, metrics,
-        invoke_self=self_invoker(session, environ) if spec.overlap == Overlap.BUFFER_ONE else None,
-    )
-
-    @metrics.log_metrics
-    @logger.inject_lambda_context(log_event=False)
-    @traced(tracer)
-    def handler(event, context):
-        trigger = parse_trigger(event, clock)
-        return runner.run(spec, job, trigger, context).as_dict()
-
-    return handler
-
-
-def self_invoker(session: Any, environ: Mapping[str, str]) -> Callable[[Mapping[str, Any]], None] | None:
-    """An async invoke (Lambda's Event type) of this very function, or None outside Lambda."""
-    name = environ.get("AWS_LAMBDA_FUNCTION_NAME")
-    if not name:
-        return None
-    client = session.client("lambda")
-
-    def invoke(event: Mapping[str, Any]) -> None:
-        client.invoke(FunctionName=name, InvocationType="Event", Payload=json.dumps(dict(event)).encode())
-
-    return invoke
+    return scheduled_handler(CATALOG, environ, clock)
 
 
 handler = build(os.environ, SystemClock())

@@ -18,7 +18,9 @@ yielding one summary per batch; `JobDeps` is what its factory is given (its
 settings, clock, clients, logger). `RunContext.transaction()` is the fenced
 transaction (`FencedTransaction`): a pynamodb `TransactWrite` whose first
 entry is the lease check, to which stores add their conditional writes or a
-prepared `Write`. The tick's result is a `RunResult` with an `Outcome`.
+prepared `Write`. The tick's result is a `RunResult` with an `Outcome`. `scheduled_handler`
+(`jobfence.handler`) is the Lambda handler of a catalog's scheduled jobs: an
+app's `handlers/scheduled.py` builds it at cold start.
 
 **The catalog** (`jobfence.registry`). `Registry` holds the data every
 function and the CDK app read: `JobSpec` (schedule, lease TTL, overlap policy,
@@ -41,11 +43,14 @@ work package's modules) is internal and may change.
 
 from jobfence.exports import on_demand, public_names
 
+__version__ = "0.2.0"  # the `jobfence` distribution's (packages/jobfence/pyproject.toml, CHANGELOG.md)
+
 _MODULES = {
     "jobfence.clock": "Clock FrozenClock SystemClock",
     "jobfence.errors": (
         "ConditionFailed IntervalNotElapsed JobfenceError LeaseHeld LeaseLost RequestServed StoreError"
     ),
+    "jobfence.handler": "scheduled_handler",
     "jobfence.lease": "Lease LeaseStore",
     "jobfence.quota": "QuotaStore",
     "jobfence.reclaim": "ReclaimCounts Reclaimer",

@@ -27,11 +27,11 @@ from typing import Any, Mapping
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".jobfence" / "synth"  # one cloud assembly per hash of the app's inputs
 # what the synthesized assembly depends on: the app, its constructs, the function code it stages
-APP_INPUTS = ("app.py", "cdk.json", "infra", "functions")
+APP_INPUTS = ("app.py", "cdk.json", "jobfence_cdk", "functions")
 BOOTSTRAP_QUALIFIER = "hnb659fds"  # the CDK default; the synthesized template names it
 BOOTSTRAP_VERSION_PARAMETER = f"/cdk-bootstrap/{BOOTSTRAP_QUALIFIER}/version"
 BOOTSTRAP_VERSION = "30"
-# CDK's own switch for "bundle no stack" (the infra package exposes it as SKIP_BUNDLING_CONTEXT).
+# CDK's own switch for "bundle no stack" (the jobfence_cdk package exposes it as SKIP_BUNDLING_CONTEXT).
 SKIP_BUNDLING = {"aws:cdk:bundling-stacks": []}
 STACK_STATUS_DONE = {"CREATE_COMPLETE", "UPDATE_COMPLETE"}
 

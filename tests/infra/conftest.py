@@ -1,7 +1,7 @@
 """Synthesized templates, built once per test session (jsii synthesis is slow).
 
 - `synthesized`: the app exactly as `make synth` builds it from the real
-  catalog, cdk-nag packs included, minus dependency bundling.
+  catalog (app.py's `OPTIONS`), cdk-nag packs included, minus dependency bundling.
 - `probe`: the same app from the real catalog plus a few probe entries that
   exercise what the real catalog may not have yet (a work queue, secrets, a
   provider, a second subsystem's table) and the health API, so every
@@ -45,11 +45,11 @@ def synthesize(catalog, overrides=None, **context):
     from aws_cdk import App
     from aws_cdk.assertions import Template
 
-    from infra.app import build_app
-    from infra.code import SKIP_BUNDLING_CONTEXT
+    from app import OPTIONS
+    from jobfence_cdk import SKIP_BUNDLING_CONTEXT, build_app
 
     app = App(context={**SKIP_BUNDLING_CONTEXT, "nag": "false", **context}, outdir=tempfile.mkdtemp(prefix="cdk-"))
-    stack = build_app(app, catalog, **(overrides or {}))
+    stack = build_app(app, catalog, **{**OPTIONS, **(overrides or {})})
     return stack, Template.from_stack(stack)
 
 
@@ -58,12 +58,13 @@ def synthesize_with_nag(catalog, **overrides) -> Synthesis:
     from aws_cdk import App
     from aws_cdk.assertions import Template
 
-    from infra.app import STACK_NAME, build_app
-    from infra.code import SKIP_BUNDLING_CONTEXT
+    from app import OPTIONS
+    from jobfence_cdk import SKIP_BUNDLING_CONTEXT, build_app
+    from jobfence_cdk.app import STACK_NAME
 
     outdir = pathlib.Path(tempfile.mkdtemp(prefix="cdk-"))
     app = App(context={**SKIP_BUNDLING_CONTEXT, "nag": "true"}, outdir=str(outdir))
-    stack = build_app(app, catalog, **overrides)
+    stack = build_app(app, catalog, **{**OPTIONS, **overrides})
     report = outdir / "validation-report.json"
     try:
         app.synth()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from infra.schedule import tick_interval_s
+from jobfence_cdk.schedule import tick_interval_s
 from jobfence.registry import metric_dimensions
 from tests.infra.cfn import as_list, of_type, ref_id
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from infra.schedule import tick_interval_s
+from jobfence_cdk.schedule import tick_interval_s
 from jobfence.registry import CatalogError, JobSpec
 
 

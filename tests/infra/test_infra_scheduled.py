@@ -6,7 +6,8 @@ import re
 
 from aws_cdk.assertions import Match
 
-from infra.validation import handler_file, module_file
+from app import FUNCTIONS
+from jobfence_cdk.validation import handler_file, module_file
 from jobfence.config import ENV_JOB_NAME
 from jobfence.registry import LEASE_MARGIN_S
 from tests.infra.cfn import as_list, env, of_type, ref_id, role_statements
@@ -28,10 +29,10 @@ def test_every_rule_targets_a_function_of_a_registered_job_whose_handler_exists(
         (target,) = rule["Properties"]["Targets"]
         fn = functions[ref_id(target["Arn"])]
         # THEN the handler string imports from functions/ ...
-        assert handler_file(fn["Properties"]["Handler"]).is_file(), fn["Properties"]["Handler"]
+        assert handler_file(fn["Properties"]["Handler"], FUNCTIONS).is_file(), fn["Properties"]["Handler"]
         # ... the JOB_NAME is registered, its entry module exists, and the rule is that job's own
         job = each.catalog.job(env(fn)[ENV_JOB_NAME])
-        assert module_file(job.entry.partition(":")[0]).is_file()
+        assert module_file(job.entry.partition(":")[0], FUNCTIONS).is_file()
         assert rule["Properties"]["Name"] == f"jobfence-{job.name}"
         assert fn["Properties"]["Runtime"] == "python3.14"
         assert fn["Properties"]["Timeout"] == job.timeout_s and fn["Properties"]["MemorySize"] == job.memory_mb
@@ -142,7 +143,7 @@ def test_rule_names_share_the_project_prefix(each):
 
 def test_every_function_and_the_layer_are_arm64_and_the_layer_is_built_from_aarch64_wheels(each):
     # GIVEN the synthesized template WHEN every function and layer is read
-    from infra.code import ARCHITECTURE, WHEEL_PLATFORMS
+    from jobfence_cdk.code import ARCHITECTURE, WHEEL_PLATFORMS
 
     functions = of_type(each.resources, "AWS::Lambda::Function")
     layers = of_type(each.resources, "AWS::Lambda::LayerVersion")
@@ -155,9 +156,9 @@ def test_every_function_and_the_layer_are_arm64_and_the_layer_is_built_from_aarc
 
 def test_the_layers_asset_hash_names_its_wheel_platform():
     # an unchanged requirements file must not reuse (nor skip uploading) another architecture's bundle
-    from infra.code import WHEEL_PLATFORMS, layer_asset_hash
+    from jobfence_cdk.code import WHEEL_PLATFORMS, layer_asset_hash
 
-    hashes = {layer_asset_hash(platform) for platform in WHEEL_PLATFORMS.values()}
+    hashes = {layer_asset_hash(FUNCTIONS / "requirements.txt", platform) for platform in WHEEL_PLATFORMS.values()}
     assert len(hashes) == len(WHEEL_PLATFORMS)
 
 

@@ -5,7 +5,7 @@ loaded: a catalog entry that imported its job's module, a job module that
 imported another job's store, or a package `__init__` that imported all of its
 modules, shows up here as a foreign module. Every scheduled job of the catalog
 is checked with the environment its function gets in the template
-(`infra.access.CatalogResources.environment`, with stand-in table and queue
+(`jobfence_cdk.access.CatalogResources.environment`, with stand-in table and queue
 names: no synthesis), the interpreters started all at once so the file stays fast.
 """
 
@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from infra.access import CatalogResources
+from jobfence_cdk.access import CatalogResources
 from jobs.catalog import CATALOG
 from jobs.listings.catalog import BATCHES_TABLE, ITEMS_TABLE
 

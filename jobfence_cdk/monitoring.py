@@ -40,9 +40,9 @@ from constructs import Construct
 from jobfence.auditor import MISSED_METRIC
 from jobfence.registry import JobSpec, QueueSpec, metric_dimensions
 from jobfence.scheduled import Outcome
-from infra.schedule import tick_interval_s
-from infra.scheduled_job import ScheduledJob
-from infra.work_queue import WorkQueue
+from jobfence_cdk.schedule import tick_interval_s
+from jobfence_cdk.scheduled_job import ScheduledJob
+from jobfence_cdk.work_queue import WorkQueue
 
 ALARM_PERIOD = Duration.minutes(5)
 DAY_S = 86400

@@ -1,16 +1,17 @@
 """Builds the app from context: the stack, the kill switch, the cdk-nag packs.
 
-Shared by `app.py` and the tests so they synthesize the same thing.
+Shared by an app's `app.py` and its tests so they synthesize the same thing.
 """
 
 from __future__ import annotations
 
+import pathlib
 from typing import Any
 
 from aws_cdk import App, Validations
 
 from jobfence.config import DEFAULT_PREFIX
-from infra.stack import JobfenceStack
+from jobfence_cdk.stack import JobfenceStack
 
 STACK_NAME = DEFAULT_PREFIX  # the stack of the default stage; another stage's stack is named by its prefix
 SCHEDULES_CONTEXT = "schedules"
@@ -29,16 +30,19 @@ def schedules_enabled(app: App) -> bool:
     return value == "enabled"
 
 
-def build_app(app: App, catalog: Any, **overrides: Any) -> JobfenceStack:
-    """Add the stack (and, unless `-c nag=false`, the cdk-nag packs) to `app`.
+def build_app(app: App, catalog: Any, *, functions_dir: pathlib.Path, **overrides: Any) -> JobfenceStack:
+    """Add the stack of `catalog` (and, unless `-c nag=false`, the cdk-nag packs) to `app`.
 
-    `overrides` are extra stack arguments for tests (e.g. `health=True`).
+    `functions_dir` is the app's code asset (`handlers/`, its job packages, `requirements.txt`);
+    `overrides` are further `JobfenceStack` arguments (`signing_keys`, `health`). The stack is named by
+    the `prefix` context (default "jobfence"); `-c schedules=disabled` deploys every rule disabled.
     """
     prefix = str(app.node.try_get_context("prefix") or DEFAULT_PREFIX)
     stack = JobfenceStack(
         app,
         stack_name(prefix),
         catalog=catalog,
+        functions_dir=functions_dir,
         prefix=prefix,
         schedules_enabled=schedules_enabled(app),
         description="jobfence: durable scheduled jobs and background batches",

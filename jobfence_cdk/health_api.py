@@ -18,9 +18,9 @@ from aws_cdk import aws_apigatewayv2_integrations as integrations
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.code import FunctionCode
-from infra.function import LOG_RETENTION, ServiceFunction
-from infra.nag import acknowledge
+from jobfence_cdk.code import FunctionCode
+from jobfence_cdk.function import LOG_RETENTION, ServiceFunction
+from jobfence_cdk.nag import acknowledge
 
 HEALTH_HANDLER = "handlers.health.handler"
 RATE_PER_SECOND = 10 / 60  # 10 requests a minute

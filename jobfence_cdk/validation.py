@@ -4,7 +4,8 @@ The runtime registry already validates every entry at import; synthesis runs
 the same validation again on whatever catalog it is handed (so a catalog
 object that bypassed `Registry` is still refused), and adds the checks only
 infrastructure cares about: handler and entry modules exist in the code
-asset, names fit AWS resource names, providers have a known base URL.
+asset (the app's functions directory, which it passes in), names fit AWS
+resource names, providers have a known base URL.
 Every message names the offending entry.
 """
 
@@ -16,9 +17,8 @@ from typing import Any, Iterable
 
 from jobfence.config import PROVIDER_DEFAULT_URLS
 from jobfence.registry import CORE_TABLES, CatalogError, JobSpec, QueueSpec, Registry
-from infra.schedule import tick_interval_s
+from jobfence_cdk.schedule import tick_interval_s
 
-FUNCTIONS_DIR = pathlib.Path(__file__).resolve().parents[1] / "functions"
 SCHEDULED_HANDLER = "handlers.scheduled.handler"
 
 # Lambda function names allow 64 characters; the longest name we derive is "<prefix>-<name>-worker".
@@ -28,8 +28,10 @@ _MAX_DERIVED_NAME = 64
 _PREFIX = re.compile(r"^[a-z][a-z0-9-]{0,23}$")
 
 
-def deployable(catalog: Any, prefix: str) -> Registry:
+def deployable(catalog: Any, prefix: str, functions_dir: pathlib.Path) -> Registry:
     """Re-validate `catalog` (anything with tables/jobs/queues mappings) and return it as a Registry.
+
+    Every handler and job entry module must exist under `functions_dir` (the code asset).
 
     Raises `CatalogError` naming the entry when something cannot be deployed.
     """
@@ -43,13 +45,13 @@ def deployable(catalog: Any, prefix: str) -> Registry:
     )
     for job in registry.jobs.values():
         _check_names(f"catalog entry {job.name!r}", job.name, prefix)
-        _check_module(f"catalog entry {job.name!r}", "handler", SCHEDULED_HANDLER.rpartition(".")[0])
-        _check_module(f"catalog entry {job.name!r}", "entry", job.entry.partition(":")[0])
+        _check_module(functions_dir, f"catalog entry {job.name!r}", "handler", SCHEDULED_HANDLER.rpartition(".")[0])
+        _check_module(functions_dir, f"catalog entry {job.name!r}", "entry", job.entry.partition(":")[0])
         _check_providers(f"catalog entry {job.name!r}", job.providers)
         tick_interval_s(job)  # the schedule must be evaluable: monitoring derives its alarm window from it
     for queue in registry.queues.values():
         _check_names(f"queue entry {queue.name!r}", queue.name, prefix)
-        _check_module(f"queue entry {queue.name!r}", "handler", queue.handler.rpartition(".")[0])
+        _check_module(functions_dir, f"queue entry {queue.name!r}", "handler", queue.handler.rpartition(".")[0])
         _check_providers(f"queue entry {queue.name!r}", providers_of(queue))
     for table in registry.tables.values():
         _check_names(f"table {table.name!r}", table.name, prefix)
@@ -64,20 +66,20 @@ def providers_of(spec: JobSpec | QueueSpec) -> tuple[str, ...]:
     return tuple(getattr(spec, "providers", ()) or ())
 
 
-def handler_file(handler: str) -> pathlib.Path:
-    """The file under functions/ that defines a handler string like "handlers.scheduled.handler"."""
-    return module_file(handler.rpartition(".")[0])
+def handler_file(handler: str, functions_dir: pathlib.Path) -> pathlib.Path:
+    """The file under `functions_dir` that defines a handler string like "handlers.scheduled.handler"."""
+    return module_file(handler.rpartition(".")[0], functions_dir)
 
 
-def module_file(module: str) -> pathlib.Path:
-    """The file under functions/ of a dotted module name (module.py or package/__init__.py)."""
-    base = FUNCTIONS_DIR.joinpath(*module.split("."))
+def module_file(module: str, functions_dir: pathlib.Path) -> pathlib.Path:
+    """The file under `functions_dir` of a dotted module name (module.py or package/__init__.py)."""
+    base = pathlib.Path(functions_dir).joinpath(*module.split("."))
     return base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
 
 
-def _check_module(where: str, what: str, module: str) -> None:
-    if not module or not module_file(module).is_file():
-        raise CatalogError(f"{where}: {what} module {module!r} does not exist under functions/")
+def _check_module(functions_dir: pathlib.Path, where: str, what: str, module: str) -> None:
+    if not module or not module_file(module, functions_dir).is_file():
+        raise CatalogError(f"{where}: {what} module {module!r} does not exist under {pathlib.Path(functions_dir).name}/")
 
 
 def _check_names(where: str, name: str, prefix: str) -> None:

@@ -1,10 +1,11 @@
-"""The one code asset (`functions/`) and its dependency layer, built without Docker.
+"""The one code asset (the app's functions directory) and its dependency layer, built without Docker.
 
 The layer is `pip install`ed locally for the runtime (`RUNTIME`, python3.14) and the architecture
 (`ARCHITECTURE`, arm64: 20% cheaper per GB-s; docs/benchmarks.md, "Cold start", says why) from manylinux
-wheels only, so `cdk synth` needs no Docker: every native dependency (pydantic-core, cryptography,
+wheels only (from `<functions>/requirements.txt`; a local wheel such as the `jobfence` runtime's is found
+through a `--find-links` line there, which pip reads relative to that file), so `cdk synth` needs no Docker: every native dependency (pydantic-core, cryptography,
 cffi, wrapt) publishes aarch64 wheels for cp314. Its asset hash is the hash of
-`functions/requirements.txt` and the wheel platform (`layer_asset_hash`), so editing job code never
+the requirements file and the wheel platform (`layer_asset_hash`), so editing job code never
 rebuilds the layer, an unchanged requirements file reuses the bundle already in cdk.out, and a change
 of architecture never reuses (nor skips uploading) the other architecture's wheels.
 Tests skip bundling with CDK's own context `aws:cdk:bundling-stacks=[]`
@@ -23,27 +24,28 @@ from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from infra.validation import FUNCTIONS_DIR
-
 RUNTIME = lambda_.Runtime.PYTHON_3_14  # the newest Lambda Python runtime; the pinned wheels exist for cp314
 ARCHITECTURE = lambda_.Architecture.ARM_64
 # the wheel platform of each architecture (pip's --platform); the layer is built for ARCHITECTURE's
 WHEEL_PLATFORMS = {"arm64": "manylinux2014_aarch64", "x86_64": "manylinux2014_x86_64"}
-REQUIREMENTS = FUNCTIONS_DIR / "requirements.txt"
+REQUIREMENTS = "requirements.txt"  # the dependency list, at the top of the functions directory
 SKIP_BUNDLING_CONTEXT = {"aws:cdk:bundling-stacks": []}
 
 # Development leftovers never belong in the asset.
 _EXCLUDE = ["__pycache__", "*.pyc", ".pytest_cache", "requirements.txt"]
 
 
-def layer_asset_hash(platform: str) -> str:
+def layer_asset_hash(requirements: pathlib.Path, platform: str) -> str:
     """The layer's asset hash: what its bundle is built from (the pinned requirements and the wheel platform)."""
-    return hashlib.sha256(REQUIREMENTS.read_bytes() + b"\0" + platform.encode()).hexdigest()
+    return hashlib.sha256(requirements.read_bytes() + b"\0" + platform.encode()).hexdigest()
 
 
 @jsii.implements(ILocalBundling)
 class _PipLayerBundling:
-    """Installs functions/requirements.txt into <output>/python with manylinux wheels."""
+    """Installs a requirements file into <output>/python with manylinux wheels."""
+
+    def __init__(self, requirements: pathlib.Path) -> None:
+        self.requirements = requirements
 
     def try_bundle(self, output_dir: str, *_options, **_kw) -> bool:
         target = pathlib.Path(output_dir) / "python"
@@ -52,7 +54,7 @@ class _PipLayerBundling:
                 sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
                 "--platform", WHEEL_PLATFORMS[ARCHITECTURE.name], "--implementation", "cp",
                 "--python-version", RUNTIME.name.removeprefix("python"), "--only-binary=:all:",
-                "--target", str(target), "-r", str(REQUIREMENTS),
+                "--target", str(target), "-r", str(self.requirements),
             ],
             check=True,
         )
@@ -62,12 +64,15 @@ class _PipLayerBundling:
 class FunctionCode(Construct):
     """Code asset and dependency layer shared by every function of the stack.
 
-    Attributes: `code` (the functions/ asset), `layer` (the dependencies).
+    `functions_dir` is the code asset: handler and job packages, and the `requirements.txt` the layer is
+    built from. Attributes: `functions_dir`, `code` (the asset), `layer` (the dependencies).
     """
 
-    def __init__(self, scope: Construct, construct_id: str) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, functions_dir: pathlib.Path) -> None:
         super().__init__(scope, construct_id)
-        self.code = lambda_.Code.from_asset(str(FUNCTIONS_DIR), exclude=_EXCLUDE)
+        self.functions_dir = pathlib.Path(functions_dir).resolve()
+        requirements = self.functions_dir / REQUIREMENTS
+        self.code = lambda_.Code.from_asset(str(self.functions_dir), exclude=_EXCLUDE)
         self.layer = lambda_.LayerVersion(
             self,
             "Dependencies",
@@ -75,13 +80,13 @@ class FunctionCode(Construct):
             compatible_runtimes=[RUNTIME],
             compatible_architectures=[ARCHITECTURE],
             code=lambda_.Code.from_asset(
-                str(FUNCTIONS_DIR),
+                str(self.functions_dir),
                 asset_hash_type=AssetHashType.CUSTOM,
-                asset_hash=layer_asset_hash(WHEEL_PLATFORMS[ARCHITECTURE.name]),
+                asset_hash=layer_asset_hash(requirements, WHEEL_PLATFORMS[ARCHITECTURE.name]),
                 bundling=BundlingOptions(
                     # Never pulled: local bundling always succeeds or raises.
                     image=DockerImage.from_registry("jobfence-no-docker"),
-                    local=_PipLayerBundling(),
+                    local=_PipLayerBundling(requirements),
                 ),
             ),
         )

@@ -8,7 +8,7 @@ each step; the function writes the public half to the verify secret first
 owns. The function may read and stage the signing secret and read and put the
 verify secret, nothing else; only Secrets Manager of this account may invoke
 it. The verify secret (a public key, rewritten by this rotation) and the
-third-party credentials keep their acknowledgement (`infra/secrets.py`).
+third-party credentials keep their acknowledgement (`jobfence_cdk/secrets.py`).
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from jobfence.config import secret_env, secret_name
-from jobs.club.catalog import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
-from infra.code import FunctionCode
-from infra.function import ServiceFunction
-from infra.secrets import CatalogSecrets
+from jobfence_cdk.code import FunctionCode
+from jobfence_cdk.function import ServiceFunction
+from jobfence_cdk.secrets import CatalogSecrets
 
 ROTATION_DAYS = 30
 HANDLER = "handlers.rotate_signing_key.handler"
@@ -32,11 +31,12 @@ VERIFY_ACTIONS = ("secretsmanager:GetSecretValue", "secretsmanager:PutSecretValu
 
 
 class SigningKeyRotation(Construct):
-    """Attributes: `function`, `role`."""
+    """Rotates `signing_keys` (the signing secret, the verify secret). Attributes: `function`, `role`."""
 
     def __init__(self, scope: Construct, construct_id: str, *, code: FunctionCode, prefix: str,
-                 secrets: CatalogSecrets) -> None:
+                 secrets: CatalogSecrets, signing_keys: tuple[str, str]) -> None:
         super().__init__(scope, construct_id)
+        signing, verify = signing_keys
         service = ServiceFunction(
             self,
             "Function",
@@ -47,14 +47,14 @@ class SigningKeyRotation(Construct):
             memory_mb=256,
             environment={
                 "POWERTOOLS_SERVICE_NAME": "club",
-                secret_env(SIGNING_KEY_SECRET): secret_name(SIGNING_KEY_SECRET, prefix),
-                secret_env(VERIFY_KEY_SECRET): secret_name(VERIFY_KEY_SECRET, prefix),
+                secret_env(signing): secret_name(signing, prefix),
+                secret_env(verify): secret_name(verify, prefix),
             },
             description="rotates the club event signing pair (Secrets Manager's four steps, public half first)",
             caller="Secrets Manager's rotation, which marks a failed step and retries the rotation",
         )
         self.function, self.role = service.function, service.role
-        for name, actions in ((SIGNING_KEY_SECRET, SIGNING_ACTIONS), (VERIFY_KEY_SECRET, VERIFY_ACTIONS)):
+        for name, actions in ((signing, SIGNING_ACTIONS), (verify, VERIFY_ACTIONS)):
             # by its fixed name, as the catalog grants: the real ARN ends in "-" and six random characters
             self.role.add_to_policy(iam.PolicyStatement(actions=list(actions),
                                                         resources=[f"{secrets.grantable[name].secret_arn}-??????"]))
@@ -66,7 +66,7 @@ class SigningKeyRotation(Construct):
         schedule = secretsmanager.CfnRotationSchedule(
             self,
             "Schedule",
-            secret_id=secrets.secrets[SIGNING_KEY_SECRET].secret_arn,
+            secret_id=secrets.secrets[signing].secret_arn,
             rotation_lambda_arn=self.function.function_arn,
             rotation_rules=secretsmanager.CfnRotationSchedule.RotationRulesProperty(
                 automatically_after_days=ROTATION_DAYS

@@ -26,11 +26,11 @@ from constructs import Construct
 
 from jobfence.config import ENV_WORKER_QUEUE, queue_env
 from jobfence.registry import CatalogError, QueueSpec
-from infra.access import CatalogResources
-from infra.code import FunctionCode
-from infra.function import ServiceFunction
-from infra.nag import acknowledge
-from infra.scheduled_job import dead_letter_queue
+from jobfence_cdk.access import CatalogResources
+from jobfence_cdk.code import FunctionCode
+from jobfence_cdk.function import ServiceFunction
+from jobfence_cdk.nag import acknowledge
+from jobfence_cdk.scheduled_job import dead_letter_queue
 
 MESSAGE_RETENTION = Duration.days(4)
 MIN_MAX_RECEIVE_COUNT = 5

@@ -16,14 +16,14 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from infra.code import ARCHITECTURE, RUNTIME, FunctionCode
-from infra.nag import acknowledge
+from jobfence_cdk.code import ARCHITECTURE, RUNTIME, FunctionCode
+from jobfence_cdk.nag import acknowledge
 
 LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 
 
 class ServiceFunction(Construct):
-    """A function on the newest Python runtime (`infra.code.RUNTIME`) running `handler` from the shared code asset.
+    """A function on the newest Python runtime (`jobfence_cdk.code.RUNTIME`) running `handler` from the shared code asset.
 
     Attributes: `function`, `role`, `log_group`.
     """

@@ -6,29 +6,37 @@ tables, then every queue, then secrets, then the functions that use them.
 
 from __future__ import annotations
 
+import pathlib
 from typing import Any
 
 from aws_cdk import Stack
 from constructs import Construct
 
 from jobfence.registry import CatchUp
-from jobs.club.catalog import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
 
-from infra.access import CatalogResources
-from infra.code import FunctionCode
-from infra.health_api import HEALTH_HANDLER, HealthApi
-from infra.monitoring import Monitoring
-from infra.scheduled_job import ScheduledJob
-from infra.rotation import SigningKeyRotation
-from infra.secrets import CatalogSecrets
-from infra.tables import CatalogTables, pascal
-from infra.validation import deployable, handler_file
-from infra.work_queue import WorkQueue
+from jobfence_cdk.access import CatalogResources
+from jobfence_cdk.code import FunctionCode
+from jobfence_cdk.health_api import HEALTH_HANDLER, HealthApi
+from jobfence_cdk.monitoring import Monitoring
+from jobfence_cdk.scheduled_job import ScheduledJob
+from jobfence_cdk.rotation import SigningKeyRotation
+from jobfence_cdk.secrets import CatalogSecrets
+from jobfence_cdk.tables import CatalogTables, pascal
+from jobfence_cdk.validation import deployable, handler_file
+from jobfence_cdk.work_queue import WorkQueue
 
 
 class JobfenceStack(Stack):
-    """Attributes: `catalog`, `tables`, `queues`, `secrets`, `jobs`, `rotation` (or None), `health` (or None),
-    `monitoring`."""
+    """The whole app of one catalog: `catalog` is the app's `Registry`, `functions_dir` its code asset (the
+    directory holding `handlers/`, the job packages and `requirements.txt`).
+
+    `signing_keys` (signing, verify) names a secret pair of the catalog that jobfence rotates on a
+    schedule (`SigningKeyRotation`; the asset must hold `handlers/rotate_signing_key.py`); `health` adds
+    the health API (default: when the asset holds `handlers/health.py`).
+
+    Attributes: `catalog`, `tables`, `queues`, `secrets`, `jobs`, `rotation` (or None), `health` (or None),
+    `monitoring`.
+    """
 
     def __init__(
         self,
@@ -36,13 +44,15 @@ class JobfenceStack(Stack):
         construct_id: str,
         *,
         catalog: Any,
+        functions_dir: pathlib.Path,
         prefix: str = "jobfence",
         schedules_enabled: bool = True,
         health: bool | None = None,
+        signing_keys: tuple[str, str] | None = None,
         **kwargs: Any,
     ) -> None:
         # Refuse a bad catalog before any construct exists, with a message naming the entry.
-        self.catalog = deployable(catalog, prefix)
+        self.catalog = deployable(catalog, prefix, functions_dir)
         super().__init__(scope, construct_id, **kwargs)
         specs = [*self.catalog.jobs.values(), *self.catalog.queues.values()]
 
@@ -61,7 +71,7 @@ class JobfenceStack(Stack):
             prefix=prefix,
         )
 
-        code = FunctionCode(self, "Code")
+        code = FunctionCode(self, "Code", functions_dir=functions_dir)
         self.jobs = {
             name: ScheduledJob(
                 self,
@@ -82,14 +92,15 @@ class JobfenceStack(Stack):
             queue.attach_worker(code=code, resources=self.resources)
         # The signing pair jobfence owns is rotated on a schedule (SMG4 met, not acknowledged).
         self.rotation = None
-        if {SIGNING_KEY_SECRET, VERIFY_KEY_SECRET} <= set(self.secrets.secrets):
-            self.rotation = SigningKeyRotation(self, "SigningKeyRotation", code=code, prefix=prefix, secrets=self.secrets)
-            for name in (SIGNING_KEY_SECRET, VERIFY_KEY_SECRET):
+        if signing_keys is not None and set(signing_keys) <= set(self.secrets.secrets):
+            self.rotation = SigningKeyRotation(self, "SigningKeyRotation", code=code, prefix=prefix,
+                                               secrets=self.secrets, signing_keys=signing_keys)
+            for name in signing_keys:
                 self.resources.readers.setdefault(name, []).append(self.rotation.role)
         self.secrets.admit_only(self.resources.readers)
         # The health handler is optional: without handlers/health.py the app still deploys.
         if health is None:
-            health = handler_file(HEALTH_HANDLER).is_file()
+            health = handler_file(HEALTH_HANDLER, functions_dir).is_file()
         self.health = (
             HealthApi(self, "HealthApi", code=code, prefix=prefix) if health else None
         )

@@ -19,10 +19,10 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from jobfence.config import DEFAULT_PREFIX, secret_name
-from infra.nag import acknowledge
-from infra.tables import pascal
+from jobfence_cdk.nag import acknowledge
+from jobfence_cdk.tables import pascal
 
-# The signing key has a rotation schedule (infra/rotation.py): SMG4 is met there. The others keep an
+# The signing key has a rotation schedule (jobfence_cdk/rotation.py): SMG4 is met there. The others keep an
 # acknowledgement with the reason (docs/security.md).
 SCHEDULED = frozenset({"club_event_signing_key"})
 NOT_ROTATED_HERE = {

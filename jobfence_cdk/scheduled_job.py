@@ -29,11 +29,11 @@ from constructs import Construct
 
 from jobfence.config import function_env
 from jobfence.registry import JobSpec, Overlap
-from infra.access import CatalogResources
-from infra.code import FunctionCode
-from infra.function import ServiceFunction
-from infra.nag import acknowledge
-from infra.validation import SCHEDULED_HANDLER
+from jobfence_cdk.access import CatalogResources
+from jobfence_cdk.code import FunctionCode
+from jobfence_cdk.function import ServiceFunction
+from jobfence_cdk.nag import acknowledge
+from jobfence_cdk.validation import SCHEDULED_HANDLER
 
 TARGET_MAX_EVENT_AGE = Duration.minutes(15)
 TARGET_RETRY_ATTEMPTS = 2

@@ -1,0 +1,80 @@
+"""The scheduled Lambda handler of a catalog: what an app's `handlers/scheduled.py` builds at cold start.
+
+Which job runs comes from the function's own `JOB_NAME`, validated against the
+catalog at cold start (an unknown name fails closed); no event field can pick
+another job. The event is only the reason to run: a Scheduled Event or a
+manual trigger, a catch-up, or a buffer_one hand-over (`jobfence.triggers`). A
+`buffer_one` job's function may async-invoke itself, and only itself (its own
+name, from the Lambda environment; jobfence-cdk grants exactly that ARN).
+
+An app's handler module is two lines (the CDK constructs name it `handlers.scheduled.handler`):
+
+    from jobfence.clock import SystemClock
+    from jobfence.handler import scheduled_handler
+    from jobs.catalog import CATALOG
+
+    handler = scheduled_handler(CATALOG, os.environ, SystemClock())
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Mapping
+
+import boto3
+from aws_lambda_powertools import Logger, Metrics
+
+from jobfence.clock import Clock
+from jobfence.config import ScheduledSettings, metrics_namespace
+from jobfence.lease import LeaseStore
+from jobfence.registry import Overlap, Registry
+from jobfence.runs import RunStore
+from jobfence.scheduled import JobDeps, ScheduledRunner
+from jobfence.tracing import handler_tracer, traced
+from jobfence.triggers import parse_trigger
+
+
+def scheduled_handler(catalog: Registry, environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict]:
+    """The Lambda handler of the job of `catalog` that `environ` names, its collaborators built once.
+
+    Call it at import time of the handler module (the cold start): it validates the environment
+    (`ScheduledSettings`), looks the job up (an unknown `JOB_NAME` raises), builds the job from its
+    entry and a `ScheduledRunner`. The handler returns `RunResult.as_dict()`.
+    """
+    settings = ScheduledSettings.from_environ(environ)
+    spec = catalog.job(settings.job_name)
+    session = boto3.Session()
+    dynamodb = session.client("dynamodb")
+    logger = Logger(service=spec.subsystem)
+    tracer = handler_tracer(spec.subsystem)
+    logger.append_keys(worker=spec.subsystem, stage=spec.name)
+    namespace = metrics_namespace(environ)
+    metrics = Metrics(namespace=namespace, service=spec.subsystem)
+    metrics.set_default_dimensions(job=spec.name)
+    job = spec.load()(JobDeps(settings, spec, clock, session, dynamodb, logger, namespace))
+    runner = ScheduledRunner(
+        LeaseStore(dynamodb, settings.leases_table, clock), RunStore(dynamodb, settings.runs_table), clock, logger, metrics,
+        invoke_self=self_invoker(session, environ) if spec.overlap == Overlap.BUFFER_ONE else None,
+    )
+
+    @metrics.log_metrics
+    @logger.inject_lambda_context(log_event=False)
+    @traced(tracer)
+    def handler(event, context):
+        trigger = parse_trigger(event, clock)
+        return runner.run(spec, job, trigger, context).as_dict()
+
+    return handler
+
+
+def self_invoker(session: Any, environ: Mapping[str, str]) -> Callable[[Mapping[str, Any]], None] | None:
+    """An async invoke (Lambda's Event type) of this very function, or None outside Lambda."""
+    name = environ.get("AWS_LAMBDA_FUNCTION_NAME")
+    if not name:
+        return None
+    client = session.client("lambda")
+
+    def invoke(event: Mapping[str, Any]) -> None:
+        client.invoke(FunctionName=name, InvocationType="Event", Payload=json.dumps(dict(event)).encode())
+
+    return invoke

@@ -1,0 +1,115 @@
+"""The two distributions an outside app installs: `jobfence` (the runtime) and `jobfence-cdk` (the constructs).
+
+Each wheel is built here as `make dist` builds it (pip, offline, no isolation) and read back: it holds
+every module of its source package and nothing else (no job, handler or provider code of this
+repository), its version is the package's `__version__` and its CHANGELOG's newest entry, and the
+constructs require the runtime of their own version. This repository's app.py consumes the constructs
+by their public names only, passing its catalog in.
+"""
+
+from __future__ import annotations
+
+import ast
+import email
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SOURCES = {"jobfence": ROOT / "functions" / "jobfence", "jobfence-cdk": ROOT / "jobfence_cdk"}
+FOREIGN = ("jobs", "handlers", "providers", "ops", "tests", "infra")
+
+
+def source_modules(package_dir: pathlib.Path) -> set[str]:
+    top = package_dir.name
+    return {f"{top}/{p.relative_to(package_dir).as_posix()}" for p in package_dir.rglob("*.py")
+            if "__pycache__" not in p.parts}
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory) -> dict[str, zipfile.ZipFile]:
+    out = tmp_path_factory.mktemp("dist")
+    projects = [ROOT / "packages" / name for name in SOURCES]
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-deps",
+                    "--no-build-isolation", "-w", str(out), *map(str, projects)], check=True)
+    for project in projects:  # setuptools builds in the project directory: leave the tree as it was
+        shutil.rmtree(project / "build", ignore_errors=True)
+        for info in project.glob("*.egg-info"):
+            shutil.rmtree(info)
+    built = {}
+    for wheel in out.glob("*.whl"):
+        archive = zipfile.ZipFile(wheel)
+        meta = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        built[email.message_from_bytes(archive.read(meta))["Name"]] = archive
+    return built
+
+
+def metadata(archive: zipfile.ZipFile) -> email.message.Message:
+    meta = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+    return email.message_from_bytes(archive.read(meta))
+
+
+def newest_changelog_version(name: str) -> str:
+    text = (ROOT / "packages" / name / "CHANGELOG.md").read_text()
+    return re.search(r"^## (\d+\.\d+\.\d+)", text, re.MULTILINE).group(1)
+
+
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_a_wheel_holds_every_module_of_its_package_and_nothing_else(wheels, name):
+    # GIVEN the wheel `make dist` builds WHEN its files are listed
+    files = {n for n in wheels[name].namelist() if ".dist-info/" not in n}
+    # THEN they are exactly the source package's modules: no job, handler or provider code, no bytecode
+    assert files == source_modules(SOURCES[name])
+    assert not {f.split("/")[0] for f in files} & set(FOREIGN)
+
+
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_a_wheels_version_is_its_packages_and_its_changelogs_newest(wheels, name):
+    version = metadata(wheels[name])["Version"]
+    init = (SOURCES[name] / "__init__.py").read_text()
+    assert re.search(r'^__version__ = "(.+?)"', init, re.MULTILINE).group(1) == version
+    assert newest_changelog_version(name) == version
+
+
+def test_the_constructs_require_the_runtime_of_their_own_version(wheels):
+    requires = metadata(wheels["jobfence-cdk"]).get_all("Requires-Dist")
+    assert f"jobfence=={metadata(wheels['jobfence'])['Version']}" in requires
+    # and the runtime declares what its modules import (croniter: jobfence.schedule)
+    runtime = {re.split(r"[\[<>=;! ]", r)[0] for r in metadata(wheels["jobfence"]).get_all("Requires-Dist")}
+    assert {"aws-lambda-powertools", "pynamodb", "pydantic", "boto3", "croniter"} <= runtime
+
+
+def imported_modules(path: pathlib.Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    return names | {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
+
+
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_a_package_imports_nothing_of_this_repositorys_app(name):
+    for path in SOURCES[name].rglob("*.py"):
+        foreign = {m for m in imported_modules(path) if m.split(".")[0] in FOREIGN}
+        assert not foreign, f"{path.relative_to(ROOT)} imports {sorted(foreign)}"
+
+
+def test_app_py_uses_the_constructs_public_names_only_and_passes_its_catalog_in():
+    import jobfence_cdk
+
+    tree = ast.parse((ROOT / "app.py").read_text())
+    imports = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
+               and n.module.split(".")[0] in ("jobfence_cdk", "infra")]
+    assert [n.module for n in imports] == ["jobfence_cdk"]
+    assert {a.name for n in imports for a in n.names} <= set(jobfence_cdk.__all__)
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "build_app"]
+    assert [ast.unparse(c.args[1]) for c in calls] == ["CATALOG"]
+
+
+def test_every_public_name_of_the_constructs_exists():
+    import jobfence_cdk
+
+    assert all(hasattr(jobfence_cdk, name) for name in jobfence_cdk.__all__)
