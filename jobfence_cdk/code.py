@@ -30,6 +30,7 @@ ARCHITECTURE = lambda_.Architecture.ARM_64
 WHEEL_PLATFORMS = {"arm64": "manylinux2014_aarch64", "x86_64": "manylinux2014_x86_64"}
 REQUIREMENTS = "requirements.txt"  # the dependency list, at the top of the functions directory
 SKIP_BUNDLING_CONTEXT = {"aws:cdk:bundling-stacks": []}
+"""App context that bundles no stack: the layer is not built (tests synthesize with it; `cdk synth` does not)."""
 
 # Development leftovers never belong in the asset.
 _EXCLUDE = ["__pycache__", "*.pyc", ".pytest_cache", "requirements.txt"]

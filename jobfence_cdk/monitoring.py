@@ -101,7 +101,11 @@ def oldest_age_threshold_s(spec: QueueSpec) -> int:
 
 
 class Monitoring(Construct):
-    """Attributes: `topic` (alarm notifications), `dashboard`, `alarms` (name -> Alarm)."""
+    """The alarms of every job and queue (failed, lease lost, not running, dead letters, missed; a queue's
+    DLQ and oldest message) on one topic, and one dashboard (see the module docstring).
+
+    Attributes: `topic` (alarm notifications), `dashboard`, `alarms` (name -> Alarm).
+    """
 
     def __init__(
         self,

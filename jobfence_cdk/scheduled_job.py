@@ -56,7 +56,11 @@ def dead_letter_queue(scope: Construct, construct_id: str, queue_name: str) -> s
 
 
 class ScheduledJob(Construct):
-    """Attributes: `spec`, `function`, `rule`, `dead_letters`, `log_group`."""
+    """One catalog job: its EventBridge rule, its own function (`handlers.scheduled.handler` with the
+    job's `JOB_NAME`), its grants and its dead-letter queue (see the module docstring).
+
+    Attributes: `spec`, `function`, `rule`, `dead_letters`, `log_group`.
+    """
 
     def __init__(
         self,

@@ -57,7 +57,11 @@ def check_queue(spec: QueueSpec) -> None:
 
 
 class WorkQueue(Construct):
-    """Attributes: `spec`, `queue`, `dead_letters`, and after `attach_worker`: `function`, `log_group`."""
+    """One catalog queue: an encrypted SQS queue with its dead-letter queue; `attach_worker` adds the
+    function that consumes it (see the module docstring).
+
+    Attributes: `spec`, `queue`, `dead_letters`, and after `attach_worker`: `function`, `log_group`.
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, spec: QueueSpec, prefix: str) -> None:
         super().__init__(scope, construct_id)

@@ -37,6 +37,9 @@ reserves and refunds per-tenant units with conditional writes.
 (`jobfence.dynamo.ErrorKind`: whether a write may have been applied), and
 `ConditionFailed` the old image of a refused write.
 
+The reference of every name, generated from these docstrings, is docs/api.md
+(`python -m ops.apidoc`).
+
 Everything else (`jobfence.dynamo`, `jobfence.runs`, `jobfence.triggers`, the
 work package's modules) is internal and may change.
 """

@@ -24,6 +24,7 @@ class SystemClock:
     """The real wall clock."""
 
     def now_ms(self) -> int:
+        """Current time, epoch milliseconds (the system clock)."""
         return time.time_ns() // 1_000_000
 
 
@@ -35,6 +36,7 @@ class FrozenClock:
         self._lock = threading.Lock()
 
     def now_ms(self) -> int:
+        """The frozen time, epoch milliseconds: it moves only by `advance` or `set`."""
         with self._lock:
             return self._now
 

@@ -79,6 +79,7 @@ class QuotaStore(ModelStore):
 
     @property
     def table_name(self) -> str:
+        """The physical name of the quota table this store writes."""
         return self._model.Meta.table_name
 
     def grant(self, tenant: str, units: int) -> QuotaBalance:

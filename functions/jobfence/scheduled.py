@@ -99,7 +99,7 @@ class JobDeps:
 class RunContext:
     """What a running job sees: its live term, the clock, and fenced transactions."""
 
-    def __init__(self, spec: JobSpec, run_id: str, trigger: Trigger, lease: Lease, leases: LeaseStore, clock: Clock):
+    def __init__(self, spec: JobSpec, run_id: str, trigger: Trigger, lease: Lease, leases: LeaseStore, clock: Clock) -> None:
         self.spec = spec
         self.run_id = run_id
         self.trigger = trigger
@@ -109,9 +109,11 @@ class RunContext:
 
     @property
     def job(self) -> str:
+        """The running job's name (its catalog entry's)."""
         return self.spec.name
 
     def now_ms(self) -> int:
+        """Current time from the runner's clock, epoch milliseconds (never the wall clock in tests)."""
         return self.clock.now_ms()
 
     def transaction(self) -> FencedTransaction:
@@ -147,6 +149,7 @@ class RunResult:
     pending_tick: int | None = None  # a buffer_one request the release found on the item (not returned to callers)
 
     def as_dict(self) -> dict[str, Any]:
+        """What the handler returns: `job`, `outcome` (its value), `run_id`, `duration_ms`, `summary`."""
         return {
             "job": self.job,
             "outcome": self.outcome.value,
