@@ -2,7 +2,7 @@
 with an in-memory wake-up queue on a frozen clock and the fake item providers.
 
 The tests and the work bench build it with `build_rig`; a test passes its grant guard
-(`guard=tests.grants.within_grant`) so every worker and reclaimer call is checked
+(`guard=jobfence.testing.grants.within_grant`) so every worker and reclaimer call is checked
 against its catalog entry's table grant.
 """
 

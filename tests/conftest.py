@@ -1,13 +1,12 @@
-"""Shared fixtures: moto (in-process, no socket), the catalog tables, a frozen clock,
-a Lambda context stub, request counting, and a moto server for wire tests.
-Plain helpers live in `tests/support.py`."""
+"""Shared fixtures: the catalog tables, a Lambda context stub, request counting, and a moto
+server for wire tests. The test kit's plugin (`jobfence.testing.plugin`) gives `clock`, `aws`
+(in-process moto, no socket), `dynamodb` and `job_harness`. Plain helpers live in `tests/support.py`."""
 
 from __future__ import annotations
 
 import os
 import uuid
 
-import boto3
 import pytest
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
@@ -18,9 +17,6 @@ os.environ.pop("AWS_PROFILE", None)
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "jobfence")
 os.environ.setdefault("POWERTOOLS_DEV", "false")
 
-from moto import mock_aws  # noqa: E402
-
-from jobfence.clock import FrozenClock  # noqa: E402
 from tests.support import (  # noqa: E402,F401  (load_event re-exported for older imports)
     CatalogTables,
     LambdaContext,
@@ -31,22 +27,7 @@ from tests.support import (  # noqa: E402,F401  (load_event re-exported for olde
     load_event,
 )
 
-
-@pytest.fixture
-def clock() -> FrozenClock:
-    return FrozenClock()
-
-
-@pytest.fixture
-def aws():
-    """In-process moto: no socket is opened."""
-    with mock_aws():
-        yield boto3.Session(region_name=os.environ["AWS_DEFAULT_REGION"])
-
-
-@pytest.fixture
-def dynamodb(aws):
-    return aws.client("dynamodb")
+pytest_plugins = ["jobfence.testing.plugin"]
 
 
 @pytest.fixture

@@ -17,9 +17,9 @@ from pynamodb.signals import pre_dynamodb_send
 
 from jobfence.dynamo import plain
 from jobfence.registry import TableSpec
+from jobfence.testing.tables import CatalogTables as KitTables
+from jobfence.testing.tables import create_tables, table_request
 from jobs.catalog import CATALOG
-from ops import tables as ops_tables
-from ops.tables import table_request
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 EVENTS = ROOT / "events"
@@ -38,49 +38,14 @@ def create_table(client, physical_name: str, spec: TableSpec) -> str:
 
 def create_catalog_tables(client, names=None) -> dict[str, str]:
     """Create the catalog's tables (all, or the named ones); return logical -> physical."""
-    return ops_tables.create_catalog_tables(client, names)
+    return create_tables(client, CATALOG, names)
 
 
-class CatalogTables(Mapping[str, str]):
-    """The catalog's tables in moto, each created when first asked for: logical -> physical name.
-
-    `tables("leases", "runs")` creates those two and returns them; `tables["leases"]`
-    creates one on first use. Creating a table costs moto about 14 ms, so a test
-    that needs two does not pay for all 26; iterating (handing the whole catalog
-    to a handler's environment) creates every table.
-    """
+class CatalogTables(KitTables):
+    """This application's catalog tables in moto, each created when first asked for (`jobfence.testing.tables`)."""
 
     def __init__(self, client) -> None:
-        self._client = client
-        self._created: dict[str, str] = {}
-
-    def __call__(self, *names: str) -> dict[str, str]:
-        unknown = [n for n in names if n not in CATALOG.tables]
-        if unknown:
-            raise KeyError(f"not catalog tables: {unknown}")
-        missing = [n for n in names if n not in self._created]
-        if missing:
-            self._created.update(create_catalog_tables(self._client, missing))
-        return {n: self._created[n] for n in names}
-
-    def __getitem__(self, name: str) -> str:
-        if name not in CATALOG.tables:
-            raise KeyError(name)
-        return self(name)[name]
-
-    def created(self) -> dict[str, str]:
-        """The tables created so far (reading it creates none)."""
-        return dict(self._created)
-
-    def __iter__(self) -> Iterator[str]:
-        self(*CATALOG.tables)
-        return iter(CATALOG.tables)
-
-    def __len__(self) -> int:
-        return len(CATALOG.tables)
-
-    def __contains__(self, name: object) -> bool:
-        return name in CATALOG.tables
+        super().__init__(client, CATALOG)
 
 
 @dataclass

@@ -70,6 +70,7 @@ class Family(Protocol):
 
     name: str
     tables: tuple[str, ...]  # catalog tables it needs (created fresh per run)
+    # optional: registry, the catalog those tables are in (default this application's, `jobs.catalog`)
     kinds: tuple[FaultKind, ...]  # fault kinds that apply to it
     # optional: call_rates, the per-call fault rates a run draws from (default DEFAULT_CALL_RATES)
 
@@ -228,7 +229,8 @@ def run_seed(family: Family, seed: int, verbose: bool = False) -> RunReport:
         world_ref: list[World] = []
         wire = Wire(kernel, plan, lambda kind: family.pause_ms(world_ref[0], kind))
         with wire.active():
-            tables = create_catalog_tables(wire.dynamodb, family.tables, suffix=f"sim{seed}")
+            tables = create_catalog_tables(wire.dynamodb, family.tables, suffix=f"sim{seed}",
+                                           registry=getattr(family, "registry", None))
             wire.tables = {physical: logical for logical, physical in tables.items()}
             world = World(kernel, wire, plan, tables)
             world_ref.append(world)

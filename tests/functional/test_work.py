@@ -14,7 +14,7 @@ import pytest
 from jobfence.work import BatchRef, BatchStatus, ItemKey, ItemStatus, QuotaHold, RetryResult, StaleVerdict, Tally
 from providers.items_fake import Behaviour
 from ops.harness import MemoryQueue, build_rig, record
-from tests.grants import within_grant
+from jobfence.testing.grants import within_grant
 
 B = BatchRef("acme", "b1")
 

@@ -14,7 +14,7 @@ from jobs.listings.catalog import GENERATION, PIPELINES, TENANT_IN_FLIGHT_CAP, P
 from tests.aws_faults import Faults
 from tests.functional.test_work_faults import containing
 from ops.harness import build_rig, record
-from tests.grants import within_grant
+from jobfence.testing.grants import within_grant
 
 CAP = 3
 HOLD_MS = PIPELINES[GENERATION].timing.item_stale_s * 1000

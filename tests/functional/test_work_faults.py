@@ -26,7 +26,7 @@ import pytest
 from jobfence.work import BatchRef, BatchStatus, ItemInput, ItemKey, ItemStatus, Tally
 from tests.aws_faults import Faults, throttled
 from ops.harness import build_rig
-from tests.grants import within_grant
+from jobfence.testing.grants import within_grant
 
 B = BatchRef("acme", "b1")
 

@@ -14,7 +14,7 @@ from jobfence.work import ROLLUP_SHARDS, BatchDelta, BatchRef, BatchStatus, Item
 from jobfence.work.rollup import shard_of, tally_partition
 from jobs.listings.catalog import PIPELINES
 from ops.harness import build_rig, record
-from tests.grants import within_grant
+from jobfence.testing.grants import within_grant
 
 B = BatchRef("acme", "b1")
 

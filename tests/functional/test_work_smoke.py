@@ -4,7 +4,7 @@ import pytest
 
 from jobfence.work import BatchRef, BatchStatus, ItemStatus
 from ops.harness import build_rig
-from tests.grants import within_grant
+from jobfence.testing.grants import within_grant
 
 
 @pytest.fixture

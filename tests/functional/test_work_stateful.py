@@ -17,7 +17,7 @@ from jobfence.work.schema import item_row
 from providers.items_fake import Behaviour
 from tests.support import create_catalog_tables
 from ops.harness import build_rig, record
-from tests.grants import within_grant
+from jobfence.testing.grants import within_grant
 
 TENANTS = ("acme", "globex")
 BEHAVIOURS = st.sampled_from(

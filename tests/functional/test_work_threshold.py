@@ -22,7 +22,7 @@ from tests.aws_faults import Faults
 from tests.functional.test_work import assert_books_balance, idem, key
 from tests.functional.test_work_faults import containing, store_clients
 from ops.harness import build_rig
-from tests.grants import within_grant
+from jobfence.testing.grants import within_grant
 
 B = BatchRef("acme", "b1")
 N = 20  # generation tolerates 25%: 5 failed items of 20, not 6

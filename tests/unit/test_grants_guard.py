@@ -1,11 +1,11 @@
-"""The grant guard of the job harnesses (tests/grants.py) catches a call beyond the declared verbs."""
+"""The grant guard of the job harnesses (jobfence.testing.grants) catches a call beyond the declared verbs."""
 
 from __future__ import annotations
 
 import pytest
 
 from jobs.commerce.conversations import ConversationStore
-from tests.grants import within_grant
+from jobfence.testing.grants import within_grant
 
 MINUTE = 60_000
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from jobfence.config import ScheduledSettings
+from jobfence.config import ScheduledSettings, config_env, table_env
+from jobfence.registry import JobSpec
 from jobfence.scheduled import JobDeps
 from jobfence.triggers import Trigger
 from jobs.catalog import CATALOG
@@ -63,7 +64,7 @@ class LeaseFamily:
     def pause_ms(self, world: World, kind: FaultKind) -> int:
         """Past the TTL (and often past the interval, so a later tick takes over); the stale limits
         of the work pipelines are shorter pauses here."""
-        spec = CATALOG.job(JOB)
+        spec = world.data["spec"]
         if kind is FaultKind.PAUSE_TTL:
             return spec.lease_ttl_s * 1000 + world.rng.randrange((spec.interval_s or 3600) * 1000)
         timing = PIPELINES[GENERATION].timing
@@ -73,12 +74,7 @@ class LeaseFamily:
     # -- setup ----------------------------------------------------------------------------
 
     def setup(self, world: World) -> None:
-        import jobs.commerce.retention as retention
-
-        saved = retention.DPOP_BATCH
-        retention.DPOP_BATCH = SIM_BATCH
-        world.cleanups.append(lambda: setattr(retention, "DPOP_BATCH", saved))
-        spec = CATALOG.job(JOB)
+        spec = self._spec()
         world.data["spec"] = spec
         audit = f"sim-audit-{world.kernel.seed}"
         world.wire.dynamodb.create_table(
@@ -86,15 +82,48 @@ class LeaseFamily:
             AttributeDefinitions=[{"AttributeName": "slot", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST")
         world.tables["audit"] = audit
         world.wire.tables[audit] = "audit"
-        driver = SkewedClock(world.kernel.clock)
-        proofs = DpopProofStore(world.tables["dpop_proofs"], driver)
+        self._seed(world, SkewedClock(world.kernel.clock))
+        world.data["watch"] = TermWatch(world)
+        world.wire.on_write.append(lambda w: self._on_write(world, w))
+        self._spawn_ticks(world, (spec.interval_s or 3600) * 1000)
+
+    # -- what is particular to the job (`ops.sim.families.job` runs any catalog job through the same hooks) --
+
+    def _spec(self) -> JobSpec:
+        return CATALOG.job(JOB)
+
+    def _seed(self, world: World, clock: Any) -> None:
+        """The job's data before the first tick (written by the driver: no fault), at a scaled-down batch size."""
+        import jobs.commerce.retention as retention
+
+        saved = retention.DPOP_BATCH
+        retention.DPOP_BATCH = SIM_BATCH
+        world.cleanups.append(lambda: setattr(retention, "DPOP_BATCH", saved))
+        proofs = DpopProofStore(world.tables["dpop_proofs"], clock)
         for i in range(EXPIRED):
             proofs.record(f"old{i}", START_MS - 60_000 * (i + 1))
         for i in range(LIVE):
             proofs.record(f"new{i}", START_MS + 30 * 24 * 3_600_000)
-        world.data["watch"] = TermWatch(world)
-        world.wire.on_write.append(lambda w: self._on_write(world, w))
-        self._spawn_ticks(world, (spec.interval_s or 3600) * 1000)
+
+    def _deps(self, world: World, clock: Any) -> JobDeps:
+        """What the job's factory is given: the environment infra would set (its own tables) on `clock`."""
+        spec = world.data["spec"]
+        environ = {"JOB_NAME": spec.name, "LEASES_TABLE": world.tables["leases"], "RUNS_TABLE": world.tables["runs"]}
+        environ.update({table_env(name): world.tables[name] for name in spec.tables})
+        environ.update({config_env(name): value for name, value in spec.config.items()})
+        settings = ScheduledSettings.from_environ(environ)
+        return JobDeps(settings, spec, clock, world.wire.boto3, world.wire.dynamodb, world.logger)
+
+    def _build(self, deps: JobDeps) -> Any:
+        return deps.spec.load()(deps)
+
+    def _done(self, world: World) -> None:
+        """Liveness after the clean tick ran: the job's work is done."""
+        proofs = {p["jti"] for p in world.scan("dpop_proofs")}
+        if any(f"old{i}" in proofs for i in range(EXPIRED)) or len(proofs) != LIVE:
+            world.violate(0, f"liveness: after a clean run the proofs left are {sorted(proofs)}")
+
+    # -- ticks ----------------------------------------------------------------------------
 
     copies = 3  # deliveries of one tick at most
     fail_rate = 0.6  # share of ticks told to fail in a batch, where job failures are on
@@ -115,12 +144,7 @@ class LeaseFamily:
 
 
     def _job(self, world: World, clock: Any, actor: Actor | None, fail_at: int | None):
-        spec = world.data["spec"]
-        settings = ScheduledSettings.from_environ({
-            "JOB_NAME": JOB, "LEASES_TABLE": world.tables["leases"], "RUNS_TABLE": world.tables["runs"],
-            "TABLE_DPOP_PROOFS": world.tables["dpop_proofs"],
-        })
-        real = spec.load()(JobDeps(settings, spec, clock, world.wire.boto3, world.wire.dynamodb, world.logger))
+        real = self._build(self._deps(world, clock))
         audit = world.tables["audit"]
 
         def job(ctx) -> Iterator[dict[str, Any]]:
@@ -192,9 +216,7 @@ class LeaseFamily:
         if result.outcome.value != "ran":
             world.violate(0, f"liveness: the clean tick after every term ended came to {result.outcome.value}")
             return
-        proofs = {p["jti"] for p in world.scan("dpop_proofs")}
-        if any(f"old{i}" in proofs for i in range(EXPIRED)) or len(proofs) != LIVE:
-            world.violate(0, f"liveness: after a clean run the proofs left are {sorted(proofs)}")
+        self._done(world)
 
     # -- end checks -----------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from jobfence.triggers import Trigger
 from jobs.catalog import CATALOG
 from jobs.club.events import Verifier
 from jobs.club.catalog import SIGNING_KEY_SECRET
-from tests.grants import within_grant
+from jobfence.testing.grants import within_grant
 from tests.support import create_catalog_tables, signing_keys, signing_pair
 
 SIGNING_SEED = b"k" * 32

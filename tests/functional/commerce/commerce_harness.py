@@ -24,7 +24,7 @@ from jobs.commerce.diagnostics import DiagnosticStore
 from jobs.commerce.financial_recovery import FinancialRecovery, recover_financial_operations
 from jobs.commerce.financial_operations import FinancialOperationStore
 from jobs.commerce.orders import OrderStore
-from tests.grants import within_grant
+from jobfence.testing.grants import within_grant
 
 
 @dataclass

@@ -6,9 +6,9 @@ pynamodb both go through botocore's `BaseClient._make_api_call`) as
 IAM checks for each item (a TransactWriteItems `Put` needs `PutItem`, ...).
 `ungranted(...)` lists the pairs a job's grant does not cover: the access it
 declares per table (`jobfence.registry.access_actions`) plus the core stores'
-own items (`LEASE_ACCESS`, `RUN_ACCESS`). The club and commerce harnesses run
-every job under it, so a store that starts calling a verb its entry does not
-declare fails the job's functional tests instead of failing in AWS.
+own items (`LEASE_ACCESS`, `RUN_ACCESS`). `JobHarness` runs every tick under
+it, so a store that starts calling a verb its entry does not declare fails the
+job's tests instead of failing in AWS.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, Iterator, Mapping
 from botocore.client import BaseClient
 
 from jobfence.registry import LEASE_ACCESS, LEASES_TABLE, RUN_ACCESS, RUNS_TABLE, access_actions
-from tests.support import CatalogTables
+from jobfence.testing.tables import created_tables
 
 _TRANSACT_ACTIONS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
                      "ConditionCheck": "ConditionCheckItem", "Get": "GetItem"}
@@ -66,7 +66,7 @@ def ungranted(calls: set[tuple[str, str]], tables: Mapping[str, str], declared: 
     granted = {LEASES_TABLE.name: set(access_actions(LEASE_ACCESS)), RUNS_TABLE.name: set(access_actions(RUN_ACCESS))}
     granted |= {name: set(access_actions(access)) for name, access in declared.items()}
     # only tables that exist can have been called (and reading a lazy catalog's items would create the rest)
-    existing = tables.created() if isinstance(tables, CatalogTables) else tables
+    existing = created_tables(tables)
     logical = {physical: name for name, physical in existing.items()}
     return {(logical.get(table, table), action) for table, action in calls
             if action not in granted.get(logical.get(table, ""), set())}

@@ -1,0 +1,27 @@
+"""The test kit for job authors: run a job on moto under a frozen clock, and under the fault simulator.
+
+    from jobfence.testing import JobHarness, simulate
+
+`JobHarness(session, registry, job, clock)` creates only the tables the job's
+catalog entry names (with the leases and runs tables), builds the job with its
+own factory and runs ticks through the real `ScheduledRunner` inside the
+entry's grant; a `Tick` asserts the outcome, the run row and the summary agree.
+`simulate(registry, job, seeds, setup=..., invariant=...)` runs the job under
+the fault simulator for each seed and returns a `SimulationReport`.
+
+The pytest plugin (`jobfence.testing.plugin`; `pytest_plugins =
+["jobfence.testing.plugin"]` in a conftest) gives the fixtures `clock`, `aws`,
+`dynamodb`, `jobfence_catalog` and `job_harness`. Names load on first use, so
+importing the kit loads neither moto nor the simulator.
+"""
+
+from jobfence.exports import on_demand, public_names
+
+_MODULES = {
+    "jobfence.testing.faults": "SeedFailure SimulationReport simulate",
+    "jobfence.testing.grants": "within_grant",
+    "jobfence.testing.harness": "CountedMetrics JobHarness RunRow Tick",
+    "jobfence.testing.tables": "CatalogTables create_tables table_request",
+}
+__getattr__ = on_demand(__name__, _MODULES)
+__all__ = public_names(_MODULES)

@@ -1,0 +1,177 @@
+"""`JobHarness`: one catalog job run by the real runner on moto, on a frozen clock, inside its grant.
+
+    harness = JobHarness(session, CATALOG, "clean_reports", clock)   # leases, runs and the entry's own tables
+    tick = harness.tick()                                            # the job built by its factory, one tick
+    tick.assert_ran(deleted=3)                                       # outcome, run row and summary agree
+    clock.advance(hours=1); harness.tick().assert_outcome(Outcome.RAN)
+
+Only the tables the job's catalog entry names are created (with the leases
+and runs tables), the job's factory gets the environment infra would give its
+function, and every tick runs under the grant guard (`jobfence.testing.grants`):
+a store that calls DynamoDB beyond the entry's declared access fails the test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from aws_lambda_powertools import Logger
+
+from jobfence.clock import FrozenClock
+from jobfence.config import ScheduledSettings, config_env, queue_env, secret_env, table_env
+from jobfence.dynamo import plain
+from jobfence.lease import LeaseStore
+from jobfence.registry import JobSpec, Registry
+from jobfence.runs import RunState, RunStore
+from jobfence.scheduled import Job, JobDeps, Outcome, RunResult, ScheduledRunner
+from jobfence.testing.grants import within_grant
+from jobfence.testing.tables import create_tables
+from jobfence.triggers import Trigger
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """A run row as the runs table holds it (`jobfence.runs`), typed."""
+
+    job: str
+    run_id: str
+    outcome: RunState
+    trigger: str
+    fence: int
+    started_at: int
+    finished_at: int | None
+    summary: Mapping[str, Any]
+    error: str | None
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any]) -> "RunRow":
+        return cls(item["job"], item["run_id"], RunState(item["outcome"]), item.get("trigger", ""), int(item["fence"]),
+                   int(item["started_at"]), item.get("finished_at"), dict(item.get("summary") or {}), item.get("error"))
+
+
+@dataclass(frozen=True)
+class Tick:
+    """One tick's result and, when it took the lease, its run row."""
+
+    result: RunResult
+    row: RunRow | None
+
+    @property
+    def outcome(self) -> Outcome:
+        return self.result.outcome
+
+    @property
+    def summary(self) -> Mapping[str, Any]:
+        return self.result.summary
+
+    def assert_outcome(self, outcome: Outcome) -> "Tick":
+        """The tick came to `outcome`; a run that took the lease has a row that says the same; a skip has none."""
+        assert self.outcome is outcome, f"the tick came to {self.outcome.value}, expected {outcome.value}"
+        if outcome.value.startswith("skipped") or outcome is Outcome.BUFFERED:
+            assert self.row is None, f"a {outcome.value} tick wrote a run row: {self.row}"
+        else:
+            assert self.row is not None, f"a {outcome.value} run has no run row"
+            assert self.row.outcome.value == outcome.value, f"the run row says {self.row.outcome.value}, the tick {outcome.value}"
+        return self
+
+    def assert_ran(self, **summary: Any) -> "Tick":
+        """The tick ran, its row says `ran` with the same summary, which holds each of `summary`'s counts."""
+        self.assert_outcome(Outcome.RAN)
+        assert self.row is not None and dict(self.row.summary) == dict(self.result.summary), (
+            f"the run row's summary {dict(self.row.summary)} is not the tick's {dict(self.result.summary)}")
+        wrong = {k: self.summary.get(k) for k, v in summary.items() if self.summary.get(k) != v}
+        assert not wrong, f"summary {dict(self.summary)}: expected {summary}, these differ: {wrong}"
+        return self
+
+
+class CountedMetrics:
+    """Powertools `Metrics.add_metric`, counted per name in memory (what the run would publish)."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, list[float]] = {}
+
+    def add_metric(self, name: str, unit: Any, value: float, **_: Any) -> None:
+        self.values.setdefault(name, []).append(value)
+
+    def count(self, name: str) -> int:
+        """How many times `name` was emitted (an outcome's metric is emitted once per tick)."""
+        return len(self.values.get(name, []))
+
+
+@dataclass
+class JobHarness:
+    """One job of `registry` on moto: its tables, its factory's deps, the real runner, its run rows.
+
+    `session` is a boto3 session inside moto (the `aws` fixture of `jobfence.testing.plugin`).
+    """
+
+    session: Any
+    registry: Registry
+    job: str
+    clock: FrozenClock
+    logger: Logger = field(default_factory=lambda: Logger(service="jobfence-test"))
+
+    def __post_init__(self) -> None:
+        self.spec: JobSpec = self.registry.job(self.job)
+        self.dynamodb = self.session.client("dynamodb")
+        self.tables: dict[str, str] = create_tables(self.dynamodb, self.registry, {"leases", "runs", *self.spec.tables})
+        sqs = self.session.client("sqs") if self.spec.queues else None
+        self.queues: dict[str, str] = {
+            name: sqs.create_queue(QueueName=f"jobfence-{name}")["QueueUrl"] for name in self.spec.queues}
+        self.metrics = CountedMetrics()
+        self._runs = RunStore(self.dynamodb, self.tables["runs"])
+        self.runner = ScheduledRunner(LeaseStore(self.dynamodb, self.tables["leases"], self.clock), self._runs,
+                                      self.clock, self.logger, self.metrics)  # type: ignore[arg-type]
+
+    def environ(self) -> dict[str, str]:
+        """The environment infra gives the job's function: its name, the core tables, its own tables and queues."""
+        env = {"JOB_NAME": self.spec.name, "LEASES_TABLE": self.tables["leases"], "RUNS_TABLE": self.tables["runs"]}
+        env.update({table_env(name): self.tables[name] for name in self.spec.tables})
+        env.update({queue_env(name): url for name, url in self.queues.items()})
+        env.update({secret_env(name): f"jobfence/{name}" for name in self.spec.secrets})
+        env.update({config_env(name): value for name, value in self.spec.config.items()})
+        return env
+
+    def deps(self) -> JobDeps:
+        """What the job's factory is given at cold start."""
+        settings = ScheduledSettings.from_environ(self.environ())
+        return JobDeps(settings, self.spec, self.clock, self.session, self.dynamodb, self.logger)
+
+    def build(self) -> Job:
+        """The job, built by the factory its catalog entry names."""
+        return self.spec.load()(self.deps())
+
+    def tick(self, job: Job | None = None, *, trigger: Trigger | None = None, context: Any = None) -> Tick:
+        """One tick now (a scheduled trigger unless given) of `job` (default: built by its factory), in its grant.
+
+        The job's own error is re-raised, as in Lambda; its run row then says `failed` (see `runs`).
+        """
+        with within_grant(self.tables, self.spec.tables, self.spec.name):
+            built = job if job is not None else self.build()
+            result = self.runner.run(self.spec, built, trigger or Trigger("scheduled", self.clock.now_ms()), context)
+        return Tick(result, self._row(result.run_id))
+
+    def runs(self) -> list[RunRow]:
+        """The job's run rows, newest first."""
+        return [RunRow.from_item(item) for item in self._runs.recent(self.spec.name, limit=100)]
+
+    def rows(self, table: str) -> list[dict[str, Any]]:
+        """Every row of one of the job's tables (strongly consistent scan), values plain (numbers as int)."""
+        request: dict[str, Any] = {"TableName": self.tables[table], "ConsistentRead": True}
+        items: list[dict[str, Any]] = []
+        while True:
+            page = self.dynamodb.scan(**request)
+            items.extend(plain(item) for item in page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                return items
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _row(self, run_id: str | None) -> RunRow | None:
+        if run_id is None:
+            return None
+        found = [row for row in self.runs() if row.run_id == run_id]
+        return found[0] if found else None
+
+
+JobFactory = Callable[[JobDeps], Job]

@@ -1,0 +1,87 @@
+"""The pytest plugin of the test kit: `pytest_plugins = ["jobfence.testing.plugin"]` in a conftest.
+
+Fixtures:
+    clock              a `FrozenClock` (advance it; never sleep)
+    aws                a boto3 session inside in-process moto (no socket is opened)
+    dynamodb           that session's DynamoDB client
+    jobfence_catalog   the application's `Registry`: the ini option `jobfence_catalog` ("module:NAME",
+                       default "jobs.catalog:CATALOG"), or override the fixture in a conftest
+    job_harness        `job_harness("my_job")` -> a `JobHarness` of that catalog job on `aws` and `clock`
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from jobfence.clock import FrozenClock
+from jobfence.registry import Registry
+
+DEFAULT_CATALOG = "jobs.catalog:CATALOG"
+DEFAULT_REGION = "us-east-1"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini("jobfence_catalog", f"the catalog Registry as module:NAME (default {DEFAULT_CATALOG})",
+                  default=DEFAULT_CATALOG)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # moto's fake credentials and a region, before any client exists; a real profile must never be picked up
+    os.environ.setdefault("AWS_DEFAULT_REGION", DEFAULT_REGION)
+    os.environ.setdefault("AWS_REGION", os.environ["AWS_DEFAULT_REGION"])
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    os.environ.pop("AWS_PROFILE", None)
+
+
+def load_catalog(where: str) -> Registry:
+    """The `Registry` named "module:NAME"."""
+    module, _, name = where.partition(":")
+    registry = getattr(importlib.import_module(module), name or "CATALOG", None)
+    if not isinstance(registry, Registry):
+        raise pytest.UsageError(f"jobfence_catalog {where!r} does not name a jobfence Registry")
+    return registry
+
+
+@pytest.fixture
+def clock() -> FrozenClock:
+    return FrozenClock()
+
+
+@pytest.fixture
+def aws() -> Iterator[Any]:
+    """In-process moto: no socket is opened."""
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        yield boto3.Session(region_name=os.environ.get("AWS_DEFAULT_REGION", DEFAULT_REGION))
+
+
+@pytest.fixture
+def dynamodb(aws: Any) -> Any:
+    return aws.client("dynamodb")
+
+
+@pytest.fixture
+def jobfence_catalog(pytestconfig: pytest.Config) -> Registry:
+    return load_catalog(pytestconfig.getini("jobfence_catalog"))
+
+
+@pytest.fixture
+def job_harness(aws: Any, clock: FrozenClock, jobfence_catalog: Registry) -> Callable[[str], Any]:
+    """`job_harness(name)`: a `JobHarness` of the catalog job `name` (its tables created on first call)."""
+    from jobfence.testing.harness import JobHarness
+
+    made: dict[str, JobHarness] = {}
+
+    def harness(name: str) -> JobHarness:
+        if name not in made:
+            made[name] = JobHarness(aws, jobfence_catalog, name, clock)
+        return made[name]
+
+    return harness

@@ -1,0 +1,114 @@
+"""The test kit (`jobfence.testing`): a job author's harness and fault simulation, on a catalog of their own."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobfence.runs import RunState
+from jobfence.scheduled import Outcome
+from jobfence.testing import JobHarness, simulate
+from tests.kit_jobs import KIT_CATALOG, ROWS, each_row_once, seed_rows
+
+
+class Boom(Exception):
+    pass
+
+
+@pytest.fixture
+def jobfence_catalog():
+    """The plugin's catalog fixture, overridden as a job author's conftest would: their own `Registry`."""
+    return KIT_CATALOG
+
+
+def test_the_harness_creates_only_the_tables_its_entry_names_and_a_tick_runs_every_batch(job_harness, dynamodb):
+    # GIVEN the harness of mark_rows and five pending rows
+    harness: JobHarness = job_harness("mark_rows")
+    assert sorted(harness.tables) == ["kit_rows", "leases", "runs"]
+    assert len(dynamodb.list_tables()["TableNames"]) == 3
+    seed_rows(harness.deps())
+    # WHEN it ticks THEN three batches (2 + 2 + 1) ran, and the run row says so
+    tick = harness.tick().assert_ran(batches=3, done=ROWS, skipped=0)
+    assert tick.row.outcome is RunState.RAN and tick.row.fence == 1
+    assert all(row["times"] == 1 for row in harness.rows("kit_rows"))
+    assert harness.metrics.count("ran") == 1
+
+
+def test_a_second_tick_inside_the_interval_is_a_skip_with_no_row(job_harness, clock):
+    harness = job_harness("mark_rows")
+    harness.tick().assert_ran()
+    clock.advance(minutes=10)
+    harness.tick().assert_outcome(Outcome.SKIPPED_INTERVAL)
+    assert len(harness.runs()) == 1
+    clock.advance(hours=1)
+    harness.tick().assert_ran(batches=0)
+
+
+def test_assertions_fail_when_the_outcome_or_a_count_differs(job_harness):
+    harness = job_harness("mark_rows")
+    seed_rows(harness.deps(), n=1)
+    tick = harness.tick()
+    with pytest.raises(AssertionError, match="these differ"):
+        tick.assert_ran(done=2)
+    with pytest.raises(AssertionError, match="came to ran, expected skipped_leased"):
+        tick.assert_outcome(Outcome.SKIPPED_LEASED)
+
+
+def test_a_job_that_writes_beyond_its_grant_fails_its_tick(job_harness):
+    # GIVEN greedy, whose entry may only scan kit_rows, and which puts a row
+    harness = job_harness("greedy")
+    # WHEN it ticks THEN the grant guard names the table and the missing action
+    with pytest.raises(AssertionError, match=r"\('kit_rows', 'dynamodb:PutItem'\)"):
+        harness.tick()
+
+
+def test_a_job_that_raises_re_raises_and_its_row_says_failed(job_harness):
+    harness = job_harness("mark_rows")
+
+    def failing(ctx):
+        yield {"done": 0}
+        raise Boom("bad row")
+
+    with pytest.raises(Boom):
+        harness.tick(failing)
+    [row] = harness.runs()
+    assert row.outcome is RunState.FAILED and "Boom" in row.error
+
+
+def test_the_fenced_job_keeps_its_invariant_on_every_seed():
+    report = simulate(KIT_CATALOG, "mark_rows", seeds=range(12), setup=seed_rows, invariant=each_row_once)
+    report.assert_ok()
+    assert report.seeds == 12
+    assert {"pause_ttl", "reply_lost_resent", "crash_after"} <= report.faults  # the faults that break the unfenced one
+
+
+def test_an_unfenced_job_that_counts_twice_under_faults_is_caught():
+    # GIVEN the same job with a plain unconditional update (ADD times 1)
+    report = simulate(KIT_CATALOG, "mark_rows_unfenced", seeds=range(12), setup=seed_rows, invariant=each_row_once)
+    # THEN some seed counted a row twice, named with the seed that replays it
+    assert not report.ok
+    assert any("counted exactly once" in v for f in report.failures for v in f.violations)
+    with pytest.raises(AssertionError, match=r"seeds broke an invariant:\nseed \d+"):
+        report.assert_ok()
+
+
+def test_an_invariant_that_cannot_hold_fails_every_seed_and_setup_runs_first():
+    def never(snapshot):
+        assert len(snapshot.rows("kit_rows")) == ROWS  # setup wrote them before the first tick
+        raise AssertionError("never holds")
+
+    report = simulate(KIT_CATALOG, "mark_rows", seeds=range(2), setup=seed_rows, invariant=never)
+    assert [f.seed for f in report.failures] == [0, 1]
+    assert all("never holds" in f.violations[0] for f in report.failures)
+
+
+def test_importing_the_kit_and_its_plugin_loads_neither_moto_nor_the_simulator():
+    import pathlib
+    import subprocess
+    import sys
+
+    functions = pathlib.Path(__file__).resolve().parents[2] / "functions"
+    probe = ("import sys; import jobfence.testing, jobfence.testing.plugin; "
+             "print(sorted(m for m in ('moto', 'pynamodb', 'ops.sim', 'jobfence.scheduled') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                         env={"PYTHONPATH": str(functions), "PATH": ""}, check=True)
+    assert out.stdout.strip() == "[]"
