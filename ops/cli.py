@@ -21,6 +21,8 @@
     console [--port N] [--read-only]  the web console on localhost
     demo [--seed N]             the simulated day on a fresh embedded runtime, then the invariant check
     sim --seeds A:B | --replay N  the fault simulator (docs/guarantees.md): a campaign, or one traced seed
+    new job NAME --subsystem S --schedule EXPR [--root DIR]
+                                a new job: its module, catalog entry, test and sample event (docs/your-first-job.md)
 
 Targets: a real account (`--profile`, `--region`, `--stack`), the background
 local runtime (`--local`), or a fresh in-process one (`--embedded`). Arguments
@@ -243,7 +245,27 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--replay", type=int, default=None, metavar="SEED", help="run one seed, print its trace")
     s.add_argument("--family", default=None, help="one family (default: seed N runs family N mod #families)")
     s.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
+    n = sub.add_parser("new", help="scaffold a new job in this app (docs/your-first-job.md)")
+    nsub = n.add_subparsers(dest="new_command", required=True, metavar="WHAT")
+    j = nsub.add_parser("job", help="a job: its module, catalog entry and table, a test and a sample event")
+    j.add_argument("name", help="lower_snake_case job name")
+    j.add_argument("--subsystem", required=True, help="its subsystem (functions/jobs/SUBSYSTEM; created if new)")
+    j.add_argument("--schedule", required=True, help="an EventBridge expression: 'rate(1 hour)', 'cron(0 3 * * ? *)'")
+    j.add_argument("--root", type=pathlib.Path, default=pathlib.Path("."), help="the app's root (default: here)")
     return p
+
+
+def _new(args: argparse.Namespace, console: Console) -> int:
+    """Write the scaffold of a new job (every check first: a refusal writes nothing)."""
+    from ops.commands.scaffold import plan_job
+
+    written = plan_job(args.root, args.name, args.subsystem, args.schedule).write()
+    console.print(f"job {args.name} ({args.subsystem}, {args.schedule}) scaffolded:", markup=False)
+    for path in written:
+        console.print(f"  {path}", markup=False)
+    console.print(f"next: .venv/bin/python -m pytest tests/unit/test_job_{args.name}.py, then make synth",
+                  markup=False)
+    return 0
 
 
 def _sim(args: argparse.Namespace) -> int:
@@ -291,6 +313,8 @@ def main(argv: Sequence[str] | None = None, target: Any = None, console: Console
             return demo(seed=args.seed, hours=args.hours, live=not args.no_live, console=console)
         if args.command == "sim":
             return _sim(args)
+        if args.command == "new":
+            return _new(args, console)
         if args.command == "local":
             return out.local(args, _local_dir(), console)
         if target is None:

@@ -2,6 +2,7 @@
 
 `jobs` (status, runs, run, run-all), `batches` (list, rows first, submit,
 retry failed), `switches` (rules and queue workers), `invoke` (a function with
-a sample event). Each returns typed results; `ops.cli` and `ops.console`
+a sample event), `scaffold` (`new job`: a job's module, entry, test and event;
+it writes files in the app, no target). Each returns typed results; `ops.cli` and `ops.console`
 render them.
 """
