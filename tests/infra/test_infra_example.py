@@ -1,0 +1,59 @@
+"""The example outside-team app (examples/invoices/) passes its own tests and synthesizes, from the wheels.
+
+As a team elsewhere would: the two wheels `make dist` builds are installed (here into a throwaway
+directory on PYTHONPATH, offline, without dependencies: the venv has them), then, in the example's
+directory, its own test suite runs (its job under moto, its app under cdk-nag) and its `app.py`
+synthesizes as `cdk synth` runs it (cdk.json's context, the cdk-nag packs on, bundling skipped).
+Nothing of this repository but the wheels is on the path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "invoices"
+PACKAGES = [ROOT / "packages" / "jobfence", ROOT / "packages" / "jobfence-cdk"]
+
+pytestmark = pytest.mark.slow
+
+
+def run(args: list[str], cwd: pathlib.Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_the_example_app_passes_its_tests_and_synthesizes_from_the_wheels(tmp_path):
+    # GIVEN the two wheels, built as `make dist` builds them, installed where only they are
+    dist, site = tmp_path / "dist", tmp_path / "site"
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    subprocess.run([*pip, "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(dist),
+                    *map(str, PACKAGES)], check=True)
+    for project in PACKAGES:  # setuptools builds in the project directory: leave the tree as it was
+        subprocess.run(["rm", "-rf", str(project / "build"), *map(str, project.glob("*.egg-info"))], check=True)
+    subprocess.run([*pip, "install", "--quiet", "--no-deps", "--no-index", "--target", str(site),
+                    *map(str, sorted(dist.glob("*.whl")))], check=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
+    env.update(PYTHONPATH=str(site), JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20", AWS_DEFAULT_REGION="us-east-1")
+
+    # WHEN the example's own tests run in its directory
+    tests = run([sys.executable, "-m", "pytest"], EXAMPLE, env)
+    # THEN they pass, against the installed packages
+    assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-3000:]
+    assert " passed" in tests.stdout and "skipped" not in tests.stdout
+
+    # WHEN its app.py synthesizes as `cdk synth` runs it (cdk.json's context), the nag packs on
+    context = {**json.loads((EXAMPLE / "cdk.json").read_text())["context"], "aws:cdk:bundling-stacks": []}
+    out = tmp_path / "cdk.out"
+    synth = run([sys.executable, "app.py"], EXAMPLE,
+                {**env, "CDK_OUTDIR": str(out), "CDK_CONTEXT_JSON": json.dumps(context)})
+    # THEN it succeeds with no open finding, the stack named by its own prefix
+    assert synth.returncode == 0, synth.stderr[-3000:]
+    template = json.loads((out / "invoices.template.json").read_text())
+    functions = [r for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
+    assert [f["Properties"]["FunctionName"] for f in functions] == ["invoices-mark_overdue_invoices"]
