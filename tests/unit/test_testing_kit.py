@@ -112,3 +112,19 @@ def test_importing_the_kit_and_its_plugin_loads_neither_moto_nor_the_simulator()
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
                          env={"PYTHONPATH": str(functions), "PATH": ""}, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_simulating_a_job_loads_none_of_this_applications_jobs():
+    """An app with a `jobs` package of its own can simulate: the simulator's job scenario imports none of ours."""
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    probe = ("import sys; from jobfence.testing import simulate; from tests.kit_jobs import KIT_CATALOG, seed_rows; "
+             "simulate(KIT_CATALOG, 'mark_rows', seeds=range(1), setup=seed_rows).assert_ok(); "
+             "print(sorted(m for m in sys.modules if m == 'jobs' or m.startswith('jobs.')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=root,
+                         env={"PYTHONPATH": f"{root / 'functions'}:{root}", "PATH": "", "AWS_DEFAULT_REGION": "us-east-1"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -10,8 +10,9 @@ raises in a batch. The lease and run-row guarantees (docs/guarantees.md) are
 checked on every run; `invariant(snapshot)` checks the job's own tables once a
 clean tick after all of that has run (it raises AssertionError when they are wrong).
 
-The simulator is this repository's operator tooling (`ops.sim`), imported on
-the first call only, so importing the kit stays light.
+The simulator is this repository's operator tooling (`ops.sim`; `ops.sim.job`
+imports none of this application's jobs), imported on the first call only, so
+importing the kit stays light.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def simulate(registry: Registry, job: str, seeds: Iterable[int] = range(20), *,
     `factory`: builds the job instead of its catalog entry's (e.g. with a
     smaller batch, so a run has several batches and renewals).
     """
-    from ops.sim.families.job import CatalogJobFamily
+    from ops.sim.job import CatalogJobFamily
     from ops.sim.world import run_seed
 
     family = CatalogJobFamily(registry, job, setup=setup, invariant=invariant, factory=factory)

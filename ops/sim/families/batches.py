@@ -45,7 +45,7 @@ from jobs.listings.catalog import TOLERATED_FAILURE_PCT
 from jobs.listings.pipelines import GENERATION, PIPELINES, PUBLISH, endpoint_of, perform_with
 from ops.invariants import check_batches
 from ops.sim.faults import AWS_CALL_FAULTS, DELIVERY_FAULTS, PAUSES, PROVIDER_FAULTS, FaultKind
-from ops.sim.families.lease import LambdaContext
+from ops.sim.scheduled import LambdaContext
 from ops.sim.kernel import START_MS, Actor, SkewedClock
 from ops.sim.queue import SimProvider, SimQueues
 from ops.sim.terms import TermWatch

@@ -50,7 +50,7 @@ from jobs.club.stores.nonces import CLAIM_TTL_MS, NonceStore
 from jobs.club.stores.outbox import OutboxStore
 from jobs.club.stores.reminders import Recipient, ReminderStore
 from ops.sim.faults import AWS_CALL_FAULTS, PROVIDER_FAULTS, FaultKind
-from ops.sim.families.lease import LambdaContext
+from ops.sim.scheduled import LambdaContext
 from ops.sim.kernel import START_MS, Actor, Crash, SkewedClock
 from ops.sim.queue import SimQueues
 from ops.sim.terms import TermWatch

@@ -37,7 +37,7 @@ from jobs.commerce.checkout import capture_for_buyer
 from jobs.commerce.deferred_payments import DeferredPaymentStore
 from jobs.commerce.safety_net import CUTOFF_MS, capture_abandoned_deferred
 from ops.sim.faults import AWS_CALL_FAULTS, PROVIDER_FAULTS, FaultKind
-from ops.sim.families.lease import LambdaContext
+from ops.sim.scheduled import LambdaContext
 from ops.sim.kernel import START_MS, Actor, SkewedClock
 from ops.sim.terms import TermWatch
 from ops.sim.world import MARGIN_MS, World, clean_tick_after

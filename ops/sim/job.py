@@ -3,7 +3,7 @@
 `jobfence.testing.simulate` runs this family: the job named in a catalog (the
 application's or a job author's own `Registry`), built by its own factory (or
 the factory the test passes), on fresh tables of only what its entry names.
-Everything else is the lease family's (`ops.sim.families.lease`): three ticks,
+Everything else is the scheduled-job scenario's (`ops.sim.scheduled`): three ticks,
 each delivered one to three times at once, AWS call faults, pauses past the
 lease TTL, clock skew, the job told to fail in a batch; an audit row written
 through `RunContext.transaction()` around each batch; invariants 1-4, 12 and
@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from jobfence.registry import JobSpec, Registry
 from jobfence.scheduled import JobDeps
-from ops.sim.families.lease import LeaseFamily
+from ops.sim.scheduled import ScheduledJobScenario
 from ops.sim.world import World
 
 
@@ -38,7 +38,7 @@ class Snapshot:
         return self._world.scan(table)
 
 
-class CatalogJobFamily(LeaseFamily):
+class CatalogJobFamily(ScheduledJobScenario):
     """The lease family's scenario for `job` of `registry`, with the author's setup and invariant."""
 
     def __init__(self, registry: Registry, job: str, *, setup: Callable[[JobDeps], None] | None = None,
