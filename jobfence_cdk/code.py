@@ -3,10 +3,11 @@
 The layer is `pip install`ed locally for the runtime (`RUNTIME`, python3.14) and the architecture
 (`ARCHITECTURE`, arm64: 20% cheaper per GB-s; docs/benchmarks.md, "Cold start", says why) from manylinux
 wheels only (from `<functions>/requirements.txt`; a local wheel such as the `jobfence` runtime's is found
-through a `--find-links` line there, which pip reads relative to that file), so `cdk synth` needs no Docker: every native dependency (pydantic-core, cryptography,
-cffi, wrapt) publishes aarch64 wheels for cp314. Its asset hash is the hash of
-the requirements file and the wheel platform (`layer_asset_hash`), so editing job code never
-rebuilds the layer, an unchanged requirements file reuses the bundle already in cdk.out, and a change
+through a `--find-links` line there, which pip reads relative to that file), so `cdk synth` needs no
+Docker: every native dependency (pydantic-core, cryptography, cffi, wrapt) publishes aarch64 wheels for
+cp314. Its asset hash is the hash of the requirements file, the wheels in its local `--find-links`
+directories (a wheel rebuilt under the same version is a new layer) and the wheel platform
+(`layer_asset_hash`), so editing job code never rebuilds the layer, an unchanged requirements file reuses the bundle already in cdk.out, and a change
 of architecture never reuses (nor skips uploading) the other architecture's wheels.
 Tests skip bundling with CDK's own context `aws:cdk:bundling-stacks=[]`
 (`SKIP_BUNDLING_CONTEXT`); `make synth` does not set it.
@@ -37,8 +38,24 @@ _EXCLUDE = ["__pycache__", "*.pyc", ".pytest_cache", "requirements.txt"]
 
 
 def layer_asset_hash(requirements: pathlib.Path, platform: str) -> str:
-    """The layer's asset hash: what its bundle is built from (the pinned requirements and the wheel platform)."""
-    return hashlib.sha256(requirements.read_bytes() + b"\0" + platform.encode()).hexdigest()
+    """The layer's asset hash: what its bundle is built from (the pinned requirements, the local wheels
+    they may install, the wheel platform)."""
+    digest = hashlib.sha256(requirements.read_bytes() + b"\0" + platform.encode())
+    for wheel in local_wheels(requirements):
+        digest.update(b"\0" + wheel.name.encode() + b"\0" + wheel.read_bytes())
+    return digest.hexdigest()
+
+
+def local_wheels(requirements: pathlib.Path) -> list[pathlib.Path]:
+    """The wheels in the local directories of the file's `--find-links` lines (relative to it, as pip reads them)."""
+    wheels: list[pathlib.Path] = []
+    for line in requirements.read_text().splitlines():
+        option, _, value = line.split("#")[0].strip().partition(" ")
+        if option in ("--find-links", "-f") and value.strip():
+            directory = requirements.parent / value.strip()
+            if directory.is_dir():
+                wheels += sorted(directory.glob("*.whl"))
+    return wheels
 
 
 @jsii.implements(ILocalBundling)

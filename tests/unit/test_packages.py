@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import email
+import hashlib
 import pathlib
 import re
 import shutil
@@ -117,3 +118,23 @@ def test_every_public_name_of_the_constructs_exists():
     import jobfence_cdk
 
     assert all(hasattr(jobfence_cdk, name) for name in jobfence_cdk.__all__)
+
+
+def test_the_layer_hash_follows_the_local_wheels_a_find_links_line_names(tmp_path):
+    from jobfence_cdk.code import layer_asset_hash
+
+    # GIVEN a functions directory whose requirements install a wheel from a local directory
+    (tmp_path / "dist").mkdir()
+    (tmp_path / "functions").mkdir()
+    requirements = tmp_path / "functions" / "requirements.txt"
+    requirements.write_text("--find-links ../dist\njobfence==0.2.0\n")
+    wheel = tmp_path / "dist" / "jobfence-0.2.0-py3-none-any.whl"
+    wheel.write_bytes(b"first build")
+    before = layer_asset_hash(requirements, "manylinux2014_aarch64")
+    # WHEN the wheel is rebuilt under the same version THEN the layer is a new one
+    wheel.write_bytes(b"second build")
+    assert layer_asset_hash(requirements, "manylinux2014_aarch64") != before
+    # and a requirements file without local wheels hashes as it always did (the file and the platform)
+    plain = tmp_path / "functions" / "plain.txt"
+    plain.write_text("pynamodb==6.1.0\n")
+    assert layer_asset_hash(plain, "p") == hashlib.sha256(b"pynamodb==6.1.0\n\0p").hexdigest()
