@@ -158,14 +158,8 @@ def _setup(metered: bool = True, meter_class: type[Meter] | None = None):
     clock = FrozenClock()
     rig = build_rig(client, tables, clock)
     meter = (meter_class or Meter)(boto3.client("dynamodb"), schemas)
-    tallies = getattr(rig.store, "rollups", None)  # the roll-up tallies' own model (beside the batch rows)
-    models = (rig.store.items, rig.store.batches) + ((tallies.model,) if tallies else ())
-    for model in (() if not metered else models):
-        meter.attach(model._get_connection().connection.client)
-    for client in (() if not metered else rig.quota.clients()):
+    for client in (() if not metered else [*rig.store.clients(), *rig.quota.clients()]):
         meter.attach(client)
-    if metered:
-        meter.attach(rig.store._connection.client)
     return rig, meter, tables, client, clock
 
 

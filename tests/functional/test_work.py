@@ -46,7 +46,7 @@ def assert_books_balance(rig, tenant="acme"):
     """Invariant 7: used = reserved - refunded, and the item rows account for every unit."""
     bal = rig.quota.balance(tenant)
     assert bal.used == bal.reserved - bal.refunded
-    rows = [i for b in rig.store.batches.query(tenant) for i in rig.store.item_rows(BatchRef(tenant, b.batch_id))]
+    rows = [i for b in rig.store.list_batches(tenant) for i in rig.store.item_rows(BatchRef(tenant, b.batch_id))]
     assert sum(i.quota_reservations for i in rows) == bal.reserved
     assert sum(i.quota_refunds for i in rows) == bal.refunded
     for i in rows:

@@ -41,8 +41,7 @@ def containing(*strings: str) -> Callable[[Mapping[str, Any]], bool]:
 
 
 def store_clients(rig) -> list[Any]:
-    models = (rig.store.items, rig.store.batches)
-    return [m._get_connection().connection.client for m in models] + [rig.store._connection.client, *rig.quota.clients()]
+    return [*rig.store.clients(), *rig.quota.clients()]
 
 
 @pytest.fixture

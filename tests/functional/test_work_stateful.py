@@ -13,7 +13,6 @@ from moto import mock_aws
 
 from jobfence.clock import FrozenClock
 from jobfence.work import BatchRef, BatchStatus, ItemStatus, QuotaHold, parse_wakeup
-from jobfence.work.schema import item_row
 from providers.items_fake import Behaviour
 from tests.support import create_catalog_tables
 from ops.harness import build_rig, record
@@ -62,7 +61,7 @@ class DurableBatches(RuleBasedStateMachine):
     def _items(self, ref: BatchRef | None = None):
         # one scan of the (small) test table, not a batch's 64 item partitions queried per invariant and step:
         # the invariants run after every step
-        rows = [item_row(r) for r in self.rig.store.items.scan(consistent_read=True)]
+        rows = self.rig.store.all_item_rows()
         return [r for r in rows if BatchRef(r.tenant, r.batch_id) in ([ref] if ref else self.batches)]
 
     def _deliver(self, messages):

@@ -127,7 +127,7 @@ def test_the_checks_catch_a_finalize_that_trusts_its_counters(monkeypatch):
     def trusting(self, ref, seen=None, heartbeat=False, stale_before=None):
         batch = seen or self.batch(ref)
         if batch is not None and batch.status.value == "open":
-            self.batches(ref.tenant, ref.batch_id).update(actions=[self.batches.status.set("finalized")])
+            self._batches(ref.tenant, ref.batch_id).update(actions=[self._batches.status.set("finalized")])  # the store's own model: this is the store
             return self.batch(ref)
         return real(self, ref, seen, heartbeat, stale_before)
 

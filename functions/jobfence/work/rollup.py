@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from pynamodb.exceptions import PynamoDBException
 
-from jobfence.dynamo import ErrorKind, aws_call, bind, classify, raise_store_error
+from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, raise_store_error
 from jobfence.work.keys import ROLLUP_SHARDS, BatchRef, BatchRow, BatchStatus, ItemKey, ItemStatus, RollupTally, threshold_error
 from jobfence.work.schema import _Tally, batch_row
 
@@ -55,15 +55,15 @@ def shard_of(writer: str) -> int:
     return zlib.crc32(writer.encode()) % ROLLUP_SHARDS
 
 
-class Rollups:
+class Rollups(ModelStore):
     """Read and write the tally rows of the batches table."""
 
     def __init__(self, batches_table: str) -> None:
-        self.model: Any = bind(_Tally, batches_table)
+        self._model: Any = bind(_Tally, batches_table)
 
     def write(self, store: "WorkStore", ref: BatchRef, tally: RollupTally) -> None:
         """Write the writer's whole tally; a refusal means this tally (or a newer one) is there already."""
-        t = self.model
+        t = self._model
         row = t(tally_partition(ref, shard_of(tally.writer)), tally.writer)
         newer = t.seq.does_not_exist() | (t.seq < tally.seq)
         actions = [t.completed.set(tally.completed), t.failed.set(tally.failed), t.seq.set(tally.seq),
@@ -80,7 +80,7 @@ class Rollups:
         completed = failed = rollups = newest = 0
         with aws_call(f"reading the roll-ups of batch {ref}"):
             for shard in range(ROLLUP_SHARDS):
-                for row in self.model.query(tally_partition(ref, shard), consistent_read=True):
+                for row in self._model.query(tally_partition(ref, shard), consistent_read=True):
                     completed += int(row.completed or 0)
                     failed += int(row.failed or 0)
                     rollups += int(row.seq or 0)
@@ -98,7 +98,7 @@ def batch_view(store: "WorkStore", raw: Any) -> BatchRow:
     row = batch_row(raw)
     if row.status.final:
         return row
-    completed, failed, rollups, newest = store.rollups.sums(row.ref)
+    completed, failed, rollups, newest = store._rollups.sums(row.ref)
     failed = max(failed + int(raw.swept or 0) - row.reopened, 0)
     return dataclasses.replace(row, completed=completed, failed=failed, rollups=rollups,
                                updated_at=max(row.updated_at, newest))
@@ -126,7 +126,7 @@ def recount_and_write(store: "WorkStore", ref: BatchRef, seen: BatchRow, heartbe
     swept = 0
     if over and pending:  # past its failure threshold: fail what has not started (a claimed one is left alone)
         reason = threshold_error(counts[ItemStatus.FAILED], seen.total, tolerated)
-        swept = sum(store._fail_terminally(key, store.items.status == ItemStatus.PENDING.value, reason)
+        swept = sum(store._fail_terminally(key, store._items.status == ItemStatus.PENDING.value, reason)
                     for key in pending)
         counts[ItemStatus.PENDING] -= swept
         counts[ItemStatus.FAILED] += swept
@@ -134,7 +134,7 @@ def recount_and_write(store: "WorkStore", ref: BatchRef, seen: BatchRow, heartbe
     live = counts[ItemStatus.PENDING] + counts[ItemStatus.RUNNING]
     done = live == 0 and sum(counts.values()) == seen.total
     final = BatchStatus.FAILED_THRESHOLD if over else BatchStatus.FINALIZED
-    b = store.batches
+    b = store._batches
     actions = [b.recounts.add(1)]
     if swept:
         actions.append(b.swept.add(swept))
@@ -159,7 +159,7 @@ def recount_and_write(store: "WorkStore", ref: BatchRef, seen: BatchRow, heartbe
 
 def carry_heartbeat(store: "WorkStore", ref: BatchRef, seen: BatchRow) -> BatchRow:
     """Copy the newest tally's time to the open batch row (moves its open-index entry once a stale period)."""
-    b = store.batches
+    b = store._batches
     try:
         b(ref.tenant, ref.batch_id).update(
             actions=[b.updated_at.set(seen.updated_at)],

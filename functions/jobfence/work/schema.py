@@ -25,29 +25,11 @@ from __future__ import annotations
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
-from jobfence.indexes import OPEN_INDEX, RECLAIM_INDEX
+from jobfence.dynamo import index
+from jobfence.indexes import OPEN_INDEX_SPEC, RECLAIM_INDEX_SPEC
 from jobfence.work.keys import BatchRow, BatchStatus, ItemRow, ItemStatus, QuotaHold
-
-
-class _ReclaimIndex(GlobalSecondaryIndex):
-    class Meta:
-        index_name = RECLAIM_INDEX
-        projection = KeysOnlyProjection()
-
-    reclaim_key = UnicodeAttribute(hash_key=True)
-    updated_at = NumberAttribute(range_key=True)
-
-
-class _OpenIndex(GlobalSecondaryIndex):
-    class Meta:
-        index_name = OPEN_INDEX
-        projection = KeysOnlyProjection()
-
-    open_key = UnicodeAttribute(hash_key=True)
-    updated_at = NumberAttribute(range_key=True)
 
 
 class _Batch(Model):
@@ -75,7 +57,7 @@ class _Batch(Model):
     tolerated_failures = NumberAttribute(null=True)  # absent: no failure threshold
     swept = NumberAttribute(null=True)  # pending items a recount failed past the threshold (never rolled up)
     open_key = UnicodeAttribute(null=True)
-    by_open = _OpenIndex()
+    by_open = index(OPEN_INDEX_SPEC)  # generated from the catalog's spec: declared once
 
 
 class _Tally(Model):
@@ -119,7 +101,7 @@ class _Item(Model):
     created_at = NumberAttribute()
     updated_at = NumberAttribute()
     reclaim_key = UnicodeAttribute(null=True)
-    by_reclaim = _ReclaimIndex()
+    by_reclaim = index(RECLAIM_INDEX_SPEC)
 
 
 def item_row(row: Any) -> ItemRow:

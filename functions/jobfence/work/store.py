@@ -77,13 +77,18 @@ class WorkStore:
     """Every read and write of the batches and items tables."""
 
     def __init__(self, batches_table: str, items_table: str, quota: QuotaStore, clock: Clock) -> None:
-        self.batches: Any = bind(_Batch, batches_table)
-        self.items: Any = bind(_Item, items_table)
+        self._batches: Any = bind(_Batch, batches_table)
+        self._items: Any = bind(_Item, items_table)
         self.quota = quota
         self._clock = clock
-        self.rollups = Rollups(batches_table)
-        meta = self.items.Meta
+        self._rollups = Rollups(batches_table)
+        meta = self._items.Meta
         self._connection = Connection(region=getattr(meta, "region", None), host=getattr(meta, "host", None))
+
+    def clients(self) -> list[Any]:
+        """The botocore clients this store sends its requests through (for a meter or a fault injector, never a write)."""
+        models = (self._items, self._batches)
+        return [m._get_connection().connection.client for m in models] + self._rollups.clients() + [self._connection.client]
 
     def transaction(self, token: str | None = None) -> TransactWrite:
         """A TransactWriteItems; `token` (ClientRequestToken) makes botocore's re-send of it idempotent."""
@@ -111,7 +116,7 @@ class WorkStore:
                    tolerated_failures: int | None = None) -> tuple[BatchRow, bool]:
         """Create the batch row (with the failed items it tolerates), or return the existing one. True if created now."""
         now = self._clock.now_ms()
-        row = self.batches(
+        row = self._batches(
             ref.tenant,
             ref.batch_id,
             kind=kind,
@@ -130,7 +135,7 @@ class WorkStore:
             open_key=kind,
             tolerated_failures=tolerated_failures,
         )
-        absent = self.batches.tenant.does_not_exist()
+        absent = self._batches.tenant.does_not_exist()
         try:
             row.save(condition=absent)
             return batch_row(row), True
@@ -168,7 +173,7 @@ class WorkStore:
         key). A row born without a unit reserves at its claim, as before.
         """
         now = self._clock.now_ms()
-        absent = self.items.item_id.does_not_exist()
+        absent = self._items.item_id.does_not_exist()
         written = 0
         left: int | None = None  # units the tenant has left (None: not known yet, try all)
         per_tx = ITEMS_PER_TRANSACTION - 1  # and the quota row's reservation
@@ -206,7 +211,7 @@ class WorkStore:
 
     def _new_item(self, ref: BatchRef, kind: str, seq: int, item: ItemInput, now: int, reserved: bool) -> Any:
         key = ItemKey(ref.tenant, ref.batch_id, item.item_id)
-        return self.items(
+        return self._items(
             key.partition,
             item.item_id,
             tenant=ref.tenant,
@@ -226,7 +231,7 @@ class WorkStore:
 
     def checkpoint_enqueued(self, ref: BatchRef, enqueued: int) -> None:
         """Record that the first `enqueued` items (by seq) have had their wake-up sent."""
-        b = self.batches
+        b = self._batches
         behind = b.enqueued < enqueued  # a repeated or late checkpoint never moves it back
         still_open = b.status == BatchStatus.OPEN.value  # a finalized batch never changes again
         try:
@@ -240,35 +245,40 @@ class WorkStore:
     def batch(self, ref: BatchRef) -> BatchRow | None:
         try:
             with aws_call(f"reading batch {ref}"):
-                raw = self.batches.get(ref.tenant, ref.batch_id, consistent_read=True)
+                raw = self._batches.get(ref.tenant, ref.batch_id, consistent_read=True)
             return batch_view(self, raw)
-        except self.batches.DoesNotExist:
+        except self._batches.DoesNotExist:
             return None
 
     def list_batches(self, tenant: str | None = None, limit: int = 50) -> list[BatchRow]:
         """Up to `limit` batch rows: one tenant's (a query, by batch id) or any tenant's (a bounded scan)."""
         with aws_call("listing batches"):
-            rows = self.batches.query(tenant, limit=limit) if tenant else self.batches.scan(limit=limit)
+            rows = self._batches.query(tenant, limit=limit) if tenant else self._batches.scan(limit=limit)
             # a scan also meets roll-up tallies, whose partition key is no tenant id (it holds '#')
             return [batch_view(self, row) for row in rows if "#" not in row.tenant]
 
     def item(self, key: ItemKey) -> ItemRow | None:
         try:
             with aws_call("reading an item"):
-                return item_row(self.items.get(key.partition, key.item_id, consistent_read=True))
-        except self.items.DoesNotExist:
+                return item_row(self._items.get(key.partition, key.item_id, consistent_read=True))
+        except self._items.DoesNotExist:
             return None
 
     def batch_items(self, ref: BatchRef, attributes: list[str] | None = None) -> Iterator[Any]:
         """Every item row of the batch (strongly consistent), partition by partition; the caller wraps it in aws_call."""
         for partition in ref.item_partitions():
-            yield from self.items.query(partition, consistent_read=True, attributes_to_get=attributes)
+            yield from self._items.query(partition, consistent_read=True, attributes_to_get=attributes)
 
     def item_rows(self, ref: BatchRef) -> list[ItemRow]:
         """Every item row of the batch (strongly consistent), in seq order."""
         with aws_call(f"reading the items of batch {ref}"):
             rows = [item_row(r) for r in self.batch_items(ref)]
         return sorted(rows, key=lambda r: r.seq)
+
+    def all_item_rows(self) -> list[ItemRow]:
+        """Every item row of the table, of every batch (a strongly consistent scan: small tables, tests and checks only)."""
+        with aws_call("scanning the items"):
+            return [item_row(r) for r in self._items.scan(consistent_read=True)]
 
     def describe_batch(self, ref: BatchRef) -> BatchReport | None:
         """Rows first: the batch, then its items (status, attempts, error) ordered by `updated_at`."""
@@ -292,7 +302,7 @@ class WorkStore:
 
     def _holds(self, claim: Claim) -> Any:
         """The claim is still ours: the row is running under our token."""
-        return (self.items.claim_token == claim.token) & (self.items.status == ItemStatus.RUNNING.value)
+        return (self._items.claim_token == claim.token) & (self._items.status == ItemStatus.RUNNING.value)
 
     @staticmethod
     def _ours(image: Mapping[str, Any] | None, claim: Claim, status: ItemStatus) -> bool:
@@ -306,11 +316,11 @@ class WorkStore:
             claim,
             ItemStatus.COMPLETED,
             [
-                self.items.status.set(ItemStatus.COMPLETED.value),
-                self.items.result_ref.set(result_ref[:MAX_RESULT_REF_CHARS]),
-                self.items.updated_at.set(now),
-                self.items.error.remove(),
-                self.items.reclaim_key.remove(),
+                self._items.status.set(ItemStatus.COMPLETED.value),
+                self._items.result_ref.set(result_ref[:MAX_RESULT_REF_CHARS]),
+                self._items.updated_at.set(now),
+                self._items.error.remove(),
+                self._items.reclaim_key.remove(),
             ],
         )
 
@@ -321,10 +331,10 @@ class WorkStore:
             claim,
             ItemStatus.PENDING,
             [
-                self.items.status.set(ItemStatus.PENDING.value),
-                self.items.error.set(bounded_error(error)),
-                self.items.updated_at.set(now),
-                self.items.reclaim_key.set(reclaim_key(kind, ItemStatus.PENDING, claim.key)),
+                self._items.status.set(ItemStatus.PENDING.value),
+                self._items.error.set(bounded_error(error)),
+                self._items.updated_at.set(now),
+                self._items.reclaim_key.set(reclaim_key(kind, ItemStatus.PENDING, claim.key)),
             ],
         )
 
@@ -341,7 +351,7 @@ class WorkStore:
         The worker's failure (`claim`) keeps its token on the row, so a re-sent
         transaction refused by its own first application is recognised.
         """
-        m = self.items
+        m = self._items
         now = self._clock.now_ms()
         actions = [
             m.status.set(ItemStatus.FAILED.value),
@@ -386,7 +396,7 @@ class WorkStore:
             return claim is not None and self._ours(old_image(exc), claim, ItemStatus.FAILED)
 
     def _update_claimed(self, claim: Claim, outcome: ItemStatus, actions: list[Any]) -> bool:
-        row = self.items(claim.key.partition, claim.key.item_id)
+        row = self._items(claim.key.partition, claim.key.item_id)
         try:
             self._update_returning_old(row, actions, self._holds(claim))
             return True
@@ -403,7 +413,7 @@ class WorkStore:
         Never writes the batch row (see `jobfence.work.rollup`). The caller
         finalizes when a returned open row's counters say done.
         """
-        self.rollups.write(self, ref, tally)
+        self._rollups.write(self, ref, tally)
         return self.batch(ref)
 
     def finalize(self, ref: BatchRef, seen: BatchRow | None = None, heartbeat: bool = False,
@@ -438,9 +448,9 @@ class WorkStore:
         out: list[tuple[ItemKey, int]] = []
         with aws_call(f"reading stale {status.value} items"):
             while shard < RECLAIM_SHARDS and len(out) < limit:
-                pages = self.items.by_reclaim.query(
+                pages = self._items.by_reclaim.query(
                     f"{kind}#{status.value}#{shard}",
-                    self.items.updated_at < cutoff,
+                    self._items.updated_at < cutoff,
                     limit=limit - len(out),
                     last_evaluated_key=start,
                 )
@@ -456,12 +466,12 @@ class WorkStore:
         with aws_call("reading stale batches"):
             return [
                 BatchRef(row.tenant, row.batch_id)
-                for row in self.batches.by_open.query(kind, self.batches.updated_at < cutoff, limit=limit)
+                for row in self._batches.by_open.query(kind, self._batches.updated_at < cutoff, limit=limit)
             ]
 
     def _as_seen(self, status: ItemStatus, seen_updated_at: int) -> Any:
         """The row is exactly as the reclaimer's index read saw it."""
-        return (self.items.status == status.value) & (self.items.updated_at == seen_updated_at)
+        return (self._items.status == status.value) & (self._items.updated_at == seen_updated_at)
 
     def requeue_stale(self, key: ItemKey, kind: str, status: ItemStatus, seen_updated_at: int, attempts_cap: int,
                       error: str) -> StaleVerdict:
@@ -473,17 +483,17 @@ class WorkStore:
         (no second read): at the cap, or moved on.
         """
         now = self._clock.now_ms()
-        attempts_left = self.items.attempts < attempts_cap
+        attempts_left = self._items.attempts < attempts_cap
         condition = self._as_seen(status, seen_updated_at) & attempts_left
         actions = [
-            self.items.status.set(ItemStatus.PENDING.value),
-            self.items.updated_at.set(now),
-            self.items.reclaim_key.set(reclaim_key(kind, ItemStatus.PENDING, key)),
+            self._items.status.set(ItemStatus.PENDING.value),
+            self._items.updated_at.set(now),
+            self._items.reclaim_key.set(reclaim_key(kind, ItemStatus.PENDING, key)),
         ]
         if status is ItemStatus.RUNNING:
-            actions += [self.items.claim_token.remove(), self.items.error.set(bounded_error(error))]
+            actions += [self._items.claim_token.remove(), self._items.error.set(bounded_error(error))]
         try:
-            self._update_returning_old(self.items(key.partition, key.item_id), actions, condition)
+            self._update_returning_old(self._items(key.partition, key.item_id), actions, condition)
             return StaleVerdict.REQUEUED
         except Exception as exc:  # noqa: BLE001 - classified below, re-raised as a StoreError
             if classify(exc) is not ErrorKind.CONDITION_FAILED:
@@ -513,7 +523,7 @@ class WorkStore:
         result = reopen_failed(self, ref, batch.kind, requested_by, chunk)
         if result.retried:
             now = self._clock.now_ms()
-            b = self.batches
+            b = self._batches
             try:
                 b(ref.tenant, ref.batch_id).update(
                     actions=[b.retries.add(1), b.retried_by.set(requested_by), b.retried_at.set(now)],

@@ -85,7 +85,7 @@ class _ClaimPlan:
         return False
 
     def claim(self, store: "WorkStore", key: ItemKey, row: Any, kind: str, reserve: bool, now: int) -> None:
-        m = store.items
+        m = store._items
         token = uuid.uuid4().hex
         still_pending = m.status == ItemStatus.PENDING.value
         same_attempts = m.attempts == int(row.attempts or 0)
@@ -115,7 +115,7 @@ class _ClaimPlan:
         )
 
     def exhaust(self, store: "WorkStore", key: ItemKey, row: Any, now: int) -> None:
-        m = store.items
+        m = store._items
         still_pending = m.status == ItemStatus.PENDING.value
         same_update = m.updated_at == int(row.updated_at)
         same_tenant = m.tenant == key.tenant
@@ -152,7 +152,7 @@ def claim_items(store: "WorkStore", keys: Sequence[ItemKey], kind: str, attempts
     rows: dict[ItemKey, Any] = {}
     if keys:
         with aws_call("reading items to claim"):
-            found = list(store.items.batch_get([(k.partition, k.item_id) for k in keys], consistent_read=True))
+            found = list(store._items.batch_get([(k.partition, k.item_id) for k in keys], consistent_read=True))
         by_id = {(r.batch_key, r.item_id): r for r in found}
         for k in keys:
             row = by_id.get((k.partition, k.item_id))
@@ -252,7 +252,7 @@ def _read_refusals(
             if not image:
                 rows.pop(op.key, None)  # deleted meanwhile: reported as not found next round
                 continue
-            rows[op.key] = store.items.from_raw_data(image)
+            rows[op.key] = store._items.from_raw_data(image)
 
 
 def reopen_failed(store: "WorkStore", ref: BatchRef, kind: str, requested_by: str, chunk: int = 48) -> ReopenResult:
@@ -266,7 +266,7 @@ def reopen_failed(store: "WorkStore", ref: BatchRef, kind: str, requested_by: st
     Items the quota cannot cover stay failed. Only this operator action ever
     resets a budget.
     """
-    m = store.items
+    m = store._items
     with aws_call(f"reading the failed items of batch {ref}"):
         failed = [m.get(ItemKey(ref.tenant, ref.batch_id, r.item_id).partition, r.item_id, consistent_read=True)
                   for r in store.item_rows(ref) if r.status is ItemStatus.FAILED]
@@ -333,7 +333,7 @@ def reopen_failed(store: "WorkStore", ref: BatchRef, kind: str, requested_by: st
 
 def _reopen_batch_in(store: "WorkStore", tx: Any, ref: BatchRef, kind: str, items: int, now: int) -> None:
     """Add "reopen the batch for `items` reopened failed items" to the caller's transaction."""
-    b = store.batches
+    b = store._batches
     tx.update(
         b(ref.tenant, ref.batch_id),
         actions=[
