@@ -366,7 +366,7 @@ def probe_term(store: LeaseStore, client: Any, leases_table: str, write_table: s
 
     def fenced_write() -> None:
         with store.transaction(lease) as tx:
-            write(tx)
+            tx.add(write)
     for action, call in (
         ("renew", lambda: store.renew(lease)),
         ("release", lambda: store.release(lease)),

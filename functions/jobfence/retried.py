@@ -44,7 +44,7 @@ def fenced_write_retried(
     for _ in range(attempts):
         try:
             with ctx.transaction() as tx:
-                write(tx)
+                tx.add(write)
         except ConditionFailed as refused:
             return WriteResult.APPLIED if mine(refused.item) else WriteResult.REFUSED
         except Exception as exc:

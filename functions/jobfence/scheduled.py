@@ -120,7 +120,7 @@ class RunContext:
         """A pynamodb transaction that commits only while this term is live (its first entry is the lease check).
 
             with ctx.transaction() as tx:
-                write(tx)            # a store's prepared `Write`, or tx.update / tx.save / tx.delete
+                tx.add(write)        # a store's prepared `Write`s, or tx.update / tx.save / tx.delete
             # committed here; LeaseLost, ConditionFailed(index, old image) or StoreError on a refusal
 
         See `jobfence.transaction`.

@@ -81,6 +81,11 @@ class FencedTransaction(TransactWrite):
         self._note("update", len(self._update_items))
         super().update(model, actions, condition, return_values, add_version_condition=add_version_condition)
 
+    def add(self, *writes: "Write") -> None:
+        """Add prepared `Write`s in the caller's order (a refusal's `ConditionFailed.index` counts in this order)."""
+        for write in writes:
+            write(self)
+
     def _note(self, kind: str, position: int) -> None:
         if len(self._added) >= MAX_ENTRIES:
             raise ValueError(f"a fenced transaction takes at most {MAX_ENTRIES} entries (one slot is the lease check)")

@@ -85,7 +85,7 @@ def lease_costs() -> list[tuple[str, tuple[int, int, float, float]]]:
 
         def fenced_write():
             with store.transaction(lease_box["lease"]) as tx:
-                write(tx)
+                tx.add(write)
 
         rows.append(("fenced write of one small item", meter.measure(fenced_write)))
 

@@ -31,8 +31,7 @@ def put_marker(tables, name, only_if_absent=False):
 
 def fenced_write(leases, lease, *writes):
     with leases.transaction(lease) as tx:
-        for write in writes:
-            write(tx)
+        tx.add(*writes)
 
 
 def test_acquire_takes_a_free_lease_and_bumps_the_fence(leases, clock):

@@ -96,7 +96,7 @@ class LeaseMachine(RuleBasedStateMachine):
         write = marker_write(self.tables["runs"], job="w", run_key=str(self.writes))
         try:
             with self.store.transaction(lease) as tx:
-                write(tx)
+                tx.add(write)
         except LeaseLost:
             assert not allowed, "the live owner's write was rejected"
             return

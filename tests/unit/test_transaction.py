@@ -10,7 +10,7 @@ from jobfence.dynamo import bind
 from jobfence.errors import ConditionFailed, LeaseLost
 from jobfence.lease import LeaseStore
 from jobfence.scheduled import RunContext
-from jobfence.transaction import MAX_ENTRIES
+from jobfence.transaction import MAX_ENTRIES, delete_write, save_write, update_write
 from jobfence.triggers import Trigger
 from jobs.catalog import CATALOG
 
@@ -63,6 +63,29 @@ def test_a_refused_condition_names_the_callers_entry_in_the_order_added(rows, co
     # THEN the error names caller entry 1 with its old image, and nothing was applied
     assert refused.value.index == 1 and refused.value.item["n"] == 5
     assert (rows.get("j", "existing").n, rows.get("j", "taken").n) == (1, 5)
+
+
+def test_prepared_writes_added_together_keep_the_callers_order(rows, context):
+    # GIVEN prepared writes of three kinds, added in one call: an update, a delete, then a put
+    rows("j", "existing", n=1).save()
+    rows("j", "doomed", n=2).save()
+    rows("j", "taken", n=5).save()
+    writes = (
+        update_write(rows("j", "existing"), [rows.n.add(1)], rows.n == 1),
+        delete_write(rows("j", "doomed"), rows.n == 2),
+        save_write(rows("j", "taken", n=9), rows.job.does_not_exist()),
+    )
+    # WHEN only the last one's condition fails THEN it is entry 2 (pynamodb sends puts first), nothing applied
+    ctx = context()
+    with pytest.raises(ConditionFailed) as refused:
+        with ctx.transaction() as tx:
+            tx.add(*writes)
+    assert refused.value.index == 2 and refused.value.item["n"] == 5
+    assert (rows.get("j", "existing").n, rows.count("j")) == (1, 3)
+    # AND without the refused one the others commit together
+    with ctx.transaction() as tx:
+        tx.add(*writes[:2])
+    assert (rows.get("j", "existing").n, rows.count("j")) == (2, 2)
 
 
 def test_after_a_takeover_the_old_term_writes_nothing(rows, context, clock):

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from jobfence.errors import ConditionFailed
 from jobfence.scheduled import JobDeps, RunContext
-from jobfence.transaction import MAX_ENTRIES, Write
+from jobfence.transaction import Write
 from jobs.club.catalog import NOTIFICATIONS_QUEUE
 
 if TYPE_CHECKING:  # `build_changelog` imports them: a job that only uses `commit_plain` never loads the signing
@@ -38,10 +38,8 @@ class ChangeLog:
 
     def commit(self, ctx: RunContext, operations: Sequence[Write], events: Sequence[Event] = ()) -> bool:
         """Apply the record operations and save their events atomically; False if a record condition failed."""
-        writes = [*operations, *(self._outbox.put_op(ctx.job, e) for e in events)]
-        if len(writes) > MAX_ENTRIES:
-            raise ValueError(f"one change may carry at most {MAX_ENTRIES} operations and events, got {len(writes)}")
-        return commit_plain(ctx, writes)
+        # the transaction bounds the size: past it, a ValueError and nothing is sent
+        return commit_plain(ctx, [*operations, *(self._outbox.put_op(ctx.job, e) for e in events)])
 
     def flush(self, ctx: RunContext) -> int:
         """Send every saved event of this job; return how many were sent."""
@@ -71,8 +69,7 @@ def commit_plain(ctx: RunContext, operations: Sequence[Write]) -> bool:
     """A fenced transaction of record operations without events; False if a record condition failed."""
     try:
         with ctx.transaction() as tx:
-            for write in operations:
-                write(tx)
+            tx.add(*operations)
     except ConditionFailed:
         # Another run (or an earlier attempt of this one) already made this change.
         return False

@@ -39,8 +39,7 @@ def retention_batches(
             if diagnostics.needs_release(parent):
                 try:
                     with ctx.transaction() as tx:
-                        for write in diagnostics.release_ops(parent):
-                            write(tx)
+                        tx.add(*diagnostics.release_ops(parent))
                     released += 1
                 except ConditionFailed as exc:
                     if exc.index != 0:

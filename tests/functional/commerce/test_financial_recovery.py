@@ -406,5 +406,4 @@ def test_documented_bounds():
 def release(ctx, stores, parent):
     """The retention job's fenced release of one parent's retained charge."""
     with ctx.transaction() as tx:
-        for write in stores.diagnostics.release_ops(parent):
-            write(tx)
+        tx.add(*stores.diagnostics.release_ops(parent))
