@@ -125,7 +125,7 @@ class FencedTransaction(TransactWrite):
 
 
 Write = Callable[[TransactWrite], None]
-"""A conditional write a store prepared, added to a transaction later (`write(tx)`).
+"""A conditional write a store prepared, added to a transaction later (`tx.add(write)`).
 
 A job that commits several stores' changes and their events together collects
 `Write`s, then adds them all inside one `ctx.transaction()`.
