@@ -1,5 +1,6 @@
-"""`jobfence new job` end to end, as a new user would run it: in a copy of this repository, the scaffold,
-then the generated test, then the app synthesized as `make synth` does it (cdk-nag packs on, no bundling).
+"""`jobfence new job` end to end, as a new user would run it: in a copy of this repository's tracked files, the scaffold,
+then the generated test, then the app synthesized as `make synth` does it (cdk-nag packs on, cfn-lint on the
+template; the dependency layer is not built).
 
 Slow (a synthesis): one test.
 """
@@ -16,7 +17,6 @@ import sys
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-COPIED = ("functions", "tests", "ops", "events", "jobfence_cdk", "app.py", "cdk.json", "pyproject.toml")
 SYNTH = """
 import json, pathlib, sys
 sys.path[:0] = ["functions", "."]
@@ -43,13 +43,11 @@ def run(args: list[str], cwd: pathlib.Path, timeout: int = 900) -> subprocess.Co
 @pytest.mark.slow
 def test_a_scaffolded_job_passes_its_own_test_and_synthesizes_with_its_function_rule_and_alarms(tmp_path):
     app = tmp_path / "app"
-    app.mkdir()
-    for name in COPIED:
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, app / name, ignore=shutil.ignore_patterns("__pycache__", "cdk.out"))
-        else:
-            shutil.copy2(source, app / name)
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True)
+    for name in filter(None, tracked.stdout.split("\0")):  # what a fresh clone holds (as this tree has it)
+        if (ROOT / name).is_file():
+            (app / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, app / name)
     # GIVEN a fresh copy of the app WHEN a new user scaffolds a job in a new subsystem
     out = run([sys.executable, "-m", "ops", "new", "job", "nightly_digest", "--subsystem", "reports",
                "--schedule", "rate(1 day)"], app)
@@ -59,6 +57,7 @@ def test_a_scaffolded_job_passes_its_own_test_and_synthesizes_with_its_function_
     assert "2 passed" in tested.stdout
     # AND the app synthesizes (nag packs on) with the job's function, its rule, its table and its alarms
     path = run([sys.executable, "-c", SYNTH], app).stdout.strip().splitlines()[-1]
+    run([str(pathlib.Path(sys.executable).parent / "cfn-lint"), path], app)  # as `make synth` checks it
     resources = json.loads((app / path).read_text())["Resources"]
 
     def of_type(kind: str) -> list[dict]:

@@ -128,3 +128,9 @@ def test_simulating_a_job_loads_none_of_this_applications_jobs():
                          env={"PYTHONPATH": f"{root / 'functions'}:{root}", "PATH": "", "AWS_DEFAULT_REGION": "us-east-1"})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_without_the_simulator_installed_simulate_says_where_it_comes_from(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "ops.sim.job", None)  # as if `ops` were not installed
+    with pytest.raises(ModuleNotFoundError, match="jobfence-ops distribution"):
+        simulate(KIT_CATALOG, "mark_rows", seeds=range(1))

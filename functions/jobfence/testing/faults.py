@@ -24,6 +24,10 @@ from jobfence.registry import Registry
 from jobfence.scheduled import JobDeps
 
 
+SIMULATOR_MISSING = ("simulate() runs jobfence's fault simulator, `ops.sim`, which ships with the operator tooling "
+                     "(the jobfence-ops distribution: this repository's root pyproject.toml), not in the jobfence wheel")
+
+
 @dataclass(frozen=True)
 class SeedFailure:
     """A seed whose run broke an invariant: replay it with the same arguments and `seeds=[seed]`."""
@@ -66,8 +70,13 @@ def simulate(registry: Registry, job: str, seeds: Iterable[int] = range(20), *,
     `factory`: builds the job instead of its catalog entry's (e.g. with a
     smaller batch, so a run has several batches and renewals).
     """
-    from ops.sim.job import CatalogJobFamily
-    from ops.sim.world import run_seed
+    try:
+        from ops.sim.job import CatalogJobFamily
+        from ops.sim.world import run_seed
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith("ops"):
+            raise
+        raise ModuleNotFoundError(SIMULATOR_MISSING, name=exc.name) from exc
 
     family = CatalogJobFamily(registry, job, setup=setup, invariant=invariant, factory=factory)
     ran, failures, faults = 0, [], set()
