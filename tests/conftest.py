@@ -1,11 +1,10 @@
 """Shared fixtures: the catalog tables, a Lambda context stub, request counting, and a moto
 server for wire tests. The test kit's plugin (`jobfence.testing.plugin`) gives `clock`, `aws`
-(in-process moto, no socket), `dynamodb` and `job_harness`. Plain helpers live in `tests/support.py`."""
+(in-process moto, no socket), `dynamodb`, `lambda_context` and `job_harness`. Plain helpers live in `tests/support.py`."""
 
 from __future__ import annotations
 
 import os
-import uuid
 
 import pytest
 
@@ -19,7 +18,6 @@ os.environ.setdefault("POWERTOOLS_DEV", "false")
 
 from tests.support import (  # noqa: E402,F401  (load_event re-exported for older imports)
     CatalogTables,
-    LambdaContext,
     RequestCounter,
     Rows,
     ServerSession,
@@ -40,11 +38,6 @@ def tables(dynamodb) -> CatalogTables:
 def rows(dynamodb, tables) -> Rows:
     """Rows of the catalog tables on the wire (`tests.support.Rows`)."""
     return Rows(dynamodb, tables)
-
-
-@pytest.fixture
-def lambda_context() -> LambdaContext:
-    return LambdaContext(aws_request_id=uuid.uuid4().hex)
 
 
 @pytest.fixture

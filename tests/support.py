@@ -17,6 +17,7 @@ from pynamodb.signals import pre_dynamodb_send
 
 from jobfence.dynamo import plain
 from jobfence.registry import TableSpec
+from jobfence.testing.harness import LambdaContext  # noqa: F401 (the kit's, imported from here by older tests)
 from jobfence.testing.tables import CatalogTables as KitTables
 from jobfence.testing.tables import create_tables, table_request
 from jobs.catalog import CATALOG
@@ -46,20 +47,6 @@ class CatalogTables(KitTables):
 
     def __init__(self, client) -> None:
         super().__init__(client, CATALOG)
-
-
-@dataclass
-class LambdaContext:
-    """Enough of the Lambda context for Powertools and the runner."""
-
-    function_name: str = "jobfence-test"
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:jobfence-test"
-    aws_request_id: str = "req-0"
-    remaining_ms: int = 300_000
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.remaining_ms
 
 
 class ServerSession:

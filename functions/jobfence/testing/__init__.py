@@ -11,7 +11,7 @@ the fault simulator for each seed and returns a `SimulationReport`.
 
 The pytest plugin (`jobfence.testing.plugin`; `pytest_plugins =
 ["jobfence.testing.plugin"]` in a conftest) gives the fixtures `clock`, `aws`,
-`dynamodb`, `jobfence_catalog` and `job_harness`. Names load on first use, so
+`dynamodb`, `lambda_context`, `jobfence_catalog` and `job_harness`. Names load on first use, so
 importing the kit loads neither moto nor the simulator.
 """
 
@@ -20,7 +20,7 @@ from jobfence.exports import on_demand, public_names
 _MODULES = {
     "jobfence.testing.faults": "SeedFailure SimulationReport simulate",
     "jobfence.testing.grants": "within_grant",
-    "jobfence.testing.harness": "CountedMetrics JobHarness RunRow Tick",
+    "jobfence.testing.harness": "CountedMetrics JobHarness LambdaContext RunRow Tick",
     "jobfence.testing.tables": "CatalogTables create_tables table_request",
 }
 __getattr__ = on_demand(__name__, _MODULES)

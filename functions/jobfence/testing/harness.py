@@ -85,6 +85,20 @@ class Tick:
         return self
 
 
+@dataclass
+class LambdaContext:
+    """Enough of Lambda's context object for Powertools and the runner (a handler test passes it)."""
+
+    function_name: str = "jobfence-test"
+    memory_limit_in_mb: int = 256
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:jobfence-test"
+    aws_request_id: str = "req-0"
+    remaining_ms: int = 300_000
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
 class CountedMetrics:
     """Powertools `Metrics.add_metric`, counted per name in memory (what the run would publish)."""
 

@@ -4,6 +4,7 @@ Fixtures:
     clock              a `FrozenClock` (advance it; never sleep)
     aws                a boto3 session inside in-process moto (no socket is opened)
     dynamodb           that session's DynamoDB client
+    lambda_context     a stub of Lambda's context (a fresh request id), for a handler under test
     jobfence_catalog   the application's `Registry`: the ini option `jobfence_catalog` ("module:NAME",
                        default "jobs.catalog:CATALOG"), or override the fixture in a conftest
     job_harness        `job_harness("my_job")` -> a `JobHarness` of that catalog job on `aws` and `clock`
@@ -65,6 +66,15 @@ def aws() -> Iterator[Any]:
 @pytest.fixture
 def dynamodb(aws: Any) -> Any:
     return aws.client("dynamodb")
+
+
+@pytest.fixture
+def lambda_context() -> Any:
+    import uuid
+
+    from jobfence.testing.harness import LambdaContext
+
+    return LambdaContext(aws_request_id=uuid.uuid4().hex)
 
 
 @pytest.fixture
