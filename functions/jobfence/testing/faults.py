@@ -48,6 +48,7 @@ class SimulationReport:
 
     @property
     def ok(self) -> bool:
+        """No seed broke an invariant."""
         return not self.failures
 
     def assert_ok(self) -> "SimulationReport":

@@ -46,6 +46,7 @@ class RunRow:
 
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> "RunRow":
+        """The row of a runs-table item (plain values, as `JobHarness.rows` returns them)."""
         return cls(item["job"], item["run_id"], RunState(item["outcome"]), item.get("trigger", ""), int(item["fence"]),
                    int(item["started_at"]), item.get("finished_at"), dict(item.get("summary") or {}), item.get("error"))
 
@@ -59,10 +60,12 @@ class Tick:
 
     @property
     def outcome(self) -> Outcome:
+        """What the tick came to."""
         return self.result.outcome
 
     @property
     def summary(self) -> Mapping[str, Any]:
+        """The tick's summed batch counts (`batches` and the job's own), as its run row holds them."""
         return self.result.summary
 
     def assert_outcome(self, outcome: Outcome) -> "Tick":
@@ -96,6 +99,7 @@ class LambdaContext:
     remaining_ms: int = 300_000
 
     def get_remaining_time_in_millis(self) -> int:
+        """The time left, fixed at `remaining_ms`."""
         return self.remaining_ms
 
 
@@ -106,6 +110,7 @@ class CountedMetrics:
         self.values: dict[str, list[float]] = {}
 
     def add_metric(self, name: str, unit: Any, value: float, **_: Any) -> None:
+        """Record one value of metric `name`."""
         self.values.setdefault(name, []).append(value)
 
     def count(self, name: str) -> int:
