@@ -2,7 +2,8 @@
 """The jobfence CDK app: `npx cdk synth` / `npx cdk deploy` (see the Makefile).
 
 It consumes the `jobfence-cdk` package as any app does: its public `build_app`, given this
-repository's catalog (`jobs.catalog.CATALOG`) and code asset (`functions/`).
+repository's catalog (`jobs.catalog.CATALOG`) and code asset (`functions/`). The constructs' source is
+`infra/jobfence_cdk/`, as the runtime's is `functions/jobfence/`.
 
 Context:
 - `schedules=enabled|disabled` (default enabled): the state of every EventBridge rule (kill switch).
@@ -17,7 +18,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent
 FUNCTIONS = ROOT / "functions"
-sys.path.insert(0, str(FUNCTIONS))
+sys.path[:0] = [str(FUNCTIONS), str(ROOT / "infra")]  # the code asset, and the constructs' source (infra/jobfence_cdk)
 
 from aws_cdk import App  # noqa: E402
 

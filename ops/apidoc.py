@@ -3,7 +3,7 @@
 `python -m ops.apidoc` rewrites the page; `--check` exits 1 when the committed page is stale or a
 public name lacks a docstring or a type hint (`tests/unit/test_apidoc.py` runs it). The public API is
 what the packages' `__init__` declare: the runtime's `_MODULES` (`jobfence/__init__.py`) and the
-constructs' `__all__` (`jobfence_cdk/__init__.py`); nothing else is documented, because nothing else
+constructs' `__all__` (`infra/jobfence_cdk/__init__.py`); nothing else is documented, because nothing else
 is promised.
 
 A class is rendered with its constructor's signature, its docstring, its public attributes (dataclass

@@ -4,7 +4,7 @@ Each run reads, for every job its catalog entry `audits`, the job's run rows
 over a window (one range query on its partition, never a scan) and its rule
 toggles (one read of its lease item), builds the job's ledger over the window
 (`jobfence.ledger`), and emits one `missed` metric per job with the job's own
-dimensions (`registry.metric_dimensions`: the alarms of `jobfence_cdk/monitoring.py`
+dimensions (`registry.metric_dimensions`: the alarms of `infra/jobfence_cdk/monitoring.py`
 match them exactly), zero included so a graph is never empty.
 
 The window is (since, until] with `until` = the audit's tick minus

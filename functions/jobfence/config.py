@@ -1,6 +1,6 @@
 """Environment contract of every function, validated once at cold start.
 
-The variable names are constants shared by `jobfence_cdk/` (which sets them) and the
+The variable names are constants shared by `infra/jobfence_cdk/` (which sets them) and the
 runtime (which reads them), so the two cannot drift apart. A missing or bad
 variable raises `SettingsError` naming the variable.
 """

@@ -2,7 +2,7 @@
 
 The catalog itself lives in `jobs/catalog.py`. It is read by two parties: the
 runtime (a function's `JOB_NAME` must name a registered job, else it fails
-closed) and `jobfence_cdk/` (which derives every rule, function, environment variable
+closed) and `infra/jobfence_cdk/` (which derives every rule, function, environment variable
 and grant from it). Validation happens here, so a bad entry is refused both at
 synthesis and at cold start, with a message naming the entry.
 """

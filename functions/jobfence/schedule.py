@@ -1,7 +1,7 @@
 """EventBridge schedule expressions, with croniter doing the cron work: the one evaluator.
 
 The local runtime fires its rules by it, the run ledger (`jobfence.ledger`)
-derives a job's expected ticks from it, and monitoring (`jobfence_cdk/schedule.py`)
+derives a job's expected ticks from it, and monitoring (`infra/jobfence_cdk/schedule.py`)
 takes the longest gap between ticks from it. Times are epoch ms, UTC.
 
 EventBridge cron has six fields, `cron(minutes hours day-of-month month

@@ -14,7 +14,7 @@ from jobs.listings import catalog as listings
 JOBS = (*commerce.JOBS, *backoffice.JOBS, *listings.JOBS, *club.JOBS)
 
 # The missed-run auditor (issue 12): every 15 minutes it builds each job's ledger since its last audit and
-# emits a `missed` metric per job (an alarm per job in jobfence_cdk/monitoring.py). It only reads: each job's run
+# emits a `missed` metric per job (an alarm per job in infra/jobfence_cdk/monitoring.py). It only reads: each job's run
 # rows (one range query) and lease item (its rule toggles), under LeadingKeys = the audited jobs.
 AUDITOR = JobSpec(
     name="audit_missed_runs",

@@ -119,11 +119,11 @@ PLACEMENT = """### Architecture and memory per function kind
 dependency layer bundles for it without Docker: `pip install --platform manylinux2014_aarch64
 --implementation cp --python-version 3.14 --only-binary=:all: --target DIR -r functions/requirements.txt`
 resolves every pin, the four native ones included (pydantic-core, cryptography, cffi, wrapt), in 17 s
-on this machine; `jobfence_cdk/code.py` builds the layer that way. What a cold start costs is the CPU column
+on this machine; `infra/jobfence_cdk/code.py` builds the layer that way. What a cold start costs is the CPU column
 above: pure-Python imports and botocore's JSON models, nothing tied to x86. arm64 is cheaper as long as
 a Graviton core is at most 25% slower on that work (0.8 x 1.25 = 1); it could not be timed on Graviton
 here (no arm64 machine), so after a deploy compare the `Init Duration` of the REPORT lines with the
-CPU seconds above; going back is one line (`ARCHITECTURE` in `jobfence_cdk/code.py`).
+CPU seconds above; going back is one line (`ARCHITECTURE` in `infra/jobfence_cdk/code.py`).
 
 **256 MB for scheduled functions and workers (unchanged), by the peak RSS column.** Lambda's CPU share
 grows with memory up to 1,769 MB, so a CPU-bound phase (the init above, pynamodb decoding a page of

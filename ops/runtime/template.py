@@ -27,7 +27,7 @@ from typing import Any, Mapping
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".jobfence" / "synth"  # one cloud assembly per hash of the app's inputs
 # what the synthesized assembly depends on: the app, its constructs, the function code it stages
-APP_INPUTS = ("app.py", "cdk.json", "jobfence_cdk", "functions")
+APP_INPUTS = ("app.py", "cdk.json", "infra", "functions")
 BOOTSTRAP_QUALIFIER = "hnb659fds"  # the CDK default; the synthesized template names it
 BOOTSTRAP_VERSION_PARAMETER = f"/cdk-bootstrap/{BOOTSTRAP_QUALIFIER}/version"
 BOOTSTRAP_VERSION = "30"

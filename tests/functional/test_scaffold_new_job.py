@@ -19,7 +19,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SYNTH = """
 import json, pathlib, sys
-sys.path[:0] = ["functions", "."]
+sys.path[:0] = ["functions", "infra", "."]
 from aws_cdk import App
 from app import OPTIONS
 from jobfence_cdk import SKIP_BUNDLING_CONTEXT, build_app

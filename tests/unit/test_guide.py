@@ -69,7 +69,7 @@ def site(where: pathlib.Path) -> pathlib.Path:
     this repository's functions on the path)."""
     where.mkdir()
     (where / "jobfence").symlink_to(ROOT / "functions" / "jobfence")
-    (where / "jobfence_cdk").symlink_to(ROOT / "jobfence_cdk")
+    (where / "jobfence_cdk").symlink_to(ROOT / "infra" / "jobfence_cdk")
     shutil.copytree(ROOT / "ops", where / "ops", ignore=shutil.ignore_patterns("__pycache__"))
     return where
 

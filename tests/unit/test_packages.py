@@ -22,7 +22,7 @@ import zipfile
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SOURCES = {"jobfence": ROOT / "functions" / "jobfence", "jobfence-cdk": ROOT / "jobfence_cdk"}
+SOURCES = {"jobfence": ROOT / "functions" / "jobfence", "jobfence-cdk": ROOT / "infra" / "jobfence_cdk"}
 FOREIGN = ("jobs", "handlers", "providers", "ops", "tests", "infra")
 # Known and reported: the test kit's `simulate` runs this repository's fault simulator (`ops.sim`, imported
 # when called), which no distribution ships yet, so from the wheel `jobfence.testing.simulate` fails.

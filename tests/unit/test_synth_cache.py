@@ -7,7 +7,7 @@ from ops.runtime.template import inputs_hash
 
 def test_the_hash_follows_the_app_its_code_and_the_context_but_not_bytecode(tmp_path):
     # GIVEN an app folder with the app, its constructs and its function code
-    for name, text in {"app.py": "app", "cdk.json": "{}", "jobfence_cdk/stack.py": "stack", "functions/jobs/a.py": "a"}.items():
+    for name, text in {"app.py": "app", "cdk.json": "{}", "infra/jobfence_cdk/stack.py": "stack", "functions/jobs/a.py": "a"}.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     first = inputs_hash(tmp_path, {})
@@ -21,7 +21,7 @@ def test_the_hash_follows_the_app_its_code_and_the_context_but_not_bytecode(tmp_
     (tmp_path / "functions/jobs/a.py").write_text("a2")
     changed_code = inputs_hash(tmp_path, {})
     assert changed_code != first
-    (tmp_path / "jobfence_cdk/stack.py").write_text("stack2")
+    (tmp_path / "infra/jobfence_cdk/stack.py").write_text("stack2")
     assert inputs_hash(tmp_path, {}) != changed_code
     assert inputs_hash(tmp_path, {"schedules": "disabled"}) != inputs_hash(tmp_path, {})
     # AND a file moved to another name is another input

@@ -8,7 +8,7 @@ each step; the function writes the public half to the verify secret first
 owns. The function may read and stage the signing secret and read and put the
 verify secret, nothing else; only Secrets Manager of this account may invoke
 it. The verify secret (a public key, rewritten by this rotation) and the
-third-party credentials keep their acknowledgement (`jobfence_cdk/secrets.py`).
+third-party credentials keep their acknowledgement (`infra/jobfence_cdk/secrets.py`).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from jobfence.config import DEFAULT_PREFIX, secret_name
 from jobfence_cdk.nag import acknowledge
 from jobfence_cdk.tables import pascal
 
-# The signing key has a rotation schedule (jobfence_cdk/rotation.py): SMG4 is met there. The others keep an
+# The signing key has a rotation schedule (infra/jobfence_cdk/rotation.py): SMG4 is met there. The others keep an
 # acknowledgement with the reason (docs/security.md).
 SCHEDULED = frozenset({"club_event_signing_key"})
 NOT_ROTATED_HERE = {

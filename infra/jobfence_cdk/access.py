@@ -16,7 +16,7 @@ are `jobfence.config` constants, shared with the runtime) and the grants:
   `dynamodb:LeadingKeys` = the job's own name, so a job reads and writes only its own rows;
 - queues: send only, and a worker never gets send on its own queue unless it lists it;
   secrets: read only, and only for the entries that list them (each secret's resource
-  policy also denies every other principal: `jobfence_cdk/secrets.py`).
+  policy also denies every other principal: `infra/jobfence_cdk/secrets.py`).
 
 Secrets are passed as their fixed names (literals, never references), so a
 deploy into an emulator that skips Secret resources keeps the variables.
