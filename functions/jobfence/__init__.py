@@ -20,7 +20,8 @@ transaction (`FencedTransaction`): a pynamodb `TransactWrite` whose first
 entry is the lease check, to which stores add their conditional writes or a
 prepared `Write`. The tick's result is a `RunResult` with an `Outcome`. `scheduled_handler`
 (`jobfence.handler`) is the Lambda handler of a catalog's scheduled jobs: an
-app's `handlers/scheduled.py` builds it at cold start.
+app's `handlers/scheduled.py` builds it at cold start; `worker_handler` is a
+queue worker's, over the `WorkerPipeline` the app gives for each queue.
 
 **The catalog** (`jobfence.registry`). `Registry` holds the data every
 function and the CDK app read: `JobSpec` (schedule, lease TTL, overlap policy,
@@ -53,13 +54,15 @@ _MODULES = {
     "jobfence.errors": (
         "ConditionFailed IntervalNotElapsed JobfenceError LeaseHeld LeaseLost RequestServed StoreError"
     ),
-    "jobfence.handler": "scheduled_handler",
+    "jobfence.handler.scheduled": "scheduled_handler",
+    "jobfence.handler.worker": "worker_handler",
     "jobfence.lease": "Lease LeaseStore",
     "jobfence.quota": "QuotaStore",
     "jobfence.reclaim": "ReclaimCounts Reclaimer",
     "jobfence.registry": "IndexSpec JobSpec QueueSpec Registry TableSpec",
     "jobfence.scheduled": "JobDeps Outcome RunContext RunResult ScheduledRunner",
     "jobfence.transaction": "FencedTransaction Write",
+    "jobfence.work.pipeline": "WorkerPipeline",
 }
 # Importing `jobfence.clock` runs this file first: it must load nothing (docs/benchmarks.md, cold start).
 __getattr__ = on_demand(__name__, _MODULES)

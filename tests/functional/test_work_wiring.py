@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 
 import pytest
 from aws_lambda_powertools import Logger, Metrics
 
 from jobfence.clock import FrozenClock
-from jobfence.config import ScheduledSettings, queue_env, table_env
+from jobfence.config import ScheduledSettings, WorkerSettings, queue_env, table_env
+from jobfence.handler import worker_handler
 from jobfence.lease import LeaseStore
 from jobfence.runs import RunStore
 from jobfence.scheduled import JobDeps, Outcome, ScheduledRunner
@@ -18,7 +17,7 @@ from jobfence.triggers import Trigger
 from jobfence.work import BatchRef, ItemInput, ItemStatus, Producer, parse_wakeup
 from providers.sqs_wakeups import SqsWakeups
 from jobs.catalog import CATALOG
-from jobs.listings.pipelines import build_store, perform_with
+from jobs.listings.pipelines import build_store, perform_with, worker_pipeline
 from providers.items import GENERATOR
 from providers.items_fake import FakeItemProvider
 from tests.support import load_event
@@ -35,42 +34,39 @@ def queues(aws):
 
 
 @pytest.fixture
-def worker_env(monkeypatch, tables, queues):
+def worker_env(tables, queues):
+    """The environment jobfence-cdk gives the generation worker's function."""
     _, urls = queues
-    for name in LISTING_TABLES:
-        monkeypatch.setenv(table_env(name), tables[name])
-    monkeypatch.setenv(queue_env("listing_generation"), urls["listing_generation"])
-    monkeypatch.setenv("WORKER_QUEUE", "listing_generation")
-    monkeypatch.setenv("PROVIDER_GENERATOR_URL", "http://127.0.0.1:9")  # replaced by the fake below
-    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "listings")
-    return urls
+    env = {table_env(name): tables[name] for name in LISTING_TABLES}
+    env.update({queue_env("listing_generation"): urls["listing_generation"], "WORKER_QUEUE": "listing_generation",
+                "PROVIDER_GENERATOR_URL": "http://127.0.0.1:9",  # never called: the tests pass the fake's step
+                "POWERTOOLS_SERVICE_NAME": "listings"})
+    return env
 
 
-def load_worker_module(monkeypatch, fake):
-    sys.modules.pop("handlers.worker", None)
-    module = importlib.import_module("handlers.worker")
-    monkeypatch.setattr(module.worker, "_perform", perform_with(fake))  # offline: no socket
-    return module
+def worker(environ, clock, fake):
+    """The worker function's handler as its cold start builds it, with the fake provider's step (offline)."""
+    return worker_handler(CATALOG, environ, clock, worker_pipeline, perform=perform_with(fake))
 
 
-def test_the_handler_turns_the_sample_batch_into_a_partial_response(monkeypatch, worker_env, tables, lambda_context):
+def test_the_handler_turns_the_sample_batch_into_a_partial_response(worker_env, clock, lambda_context):
     # GIVEN the generation worker function and the batch named in the sample event
-    fake = FakeItemProvider(GENERATOR)
-    module = load_worker_module(monkeypatch, fake)
-    module.worker._store.quota.grant("acme", 10)
-    Producer(module.worker._store, {"generation": _Null()}, Logger(service="t")).submit(
+    handler = worker(worker_env, clock, FakeItemProvider(GENERATOR))
+    store = build_store(WorkerSettings.from_environ(worker_env), clock)
+    store.quota.grant("acme", 10)
+    Producer(store, {"generation": _Null()}, Logger(service="t")).submit(
         BatchRef("acme", "gen-2026-01-01"), "generation",
         [ItemInput("sku-0001", {"t": 1}), ItemInput("sku-0002", {"t": 2})], "tester",
     )
     # WHEN the sample SQS batch is handled
-    response = module.handler(load_event("sqs_generation_batch"), lambda_context)
+    response = handler(load_event("sqs_generation_batch"), lambda_context)
     # THEN no message comes back and both items completed
     assert response == {"batchItemFailures": []}
-    report = module.worker._store.describe_batch(BatchRef("acme", "gen-2026-01-01"))
+    report = store.describe_batch(BatchRef("acme", "gen-2026-01-01"))
     assert [i.status for i in report.items] == [ItemStatus.COMPLETED] * 2
     # AND the malformed sample comes back whole, naming both messages
     bad = load_event("malformed_sqs_generation_batch")
-    response = module.handler(bad, lambda_context)
+    response = handler(bad, lambda_context)
     assert sorted(f["itemIdentifier"] for f in response["batchItemFailures"]) == sorted(
         r["messageId"] for r in bad["Records"]
     )
@@ -78,24 +74,24 @@ def test_the_handler_turns_the_sample_batch_into_a_partial_response(monkeypatch,
 
 @pytest.mark.parametrize("event", [{"Records": [{}]}, {"Records": [None, 3]}, {"Records": [{"messageId": "m", "body": 1}]},
                                    {"Records": []}])
-def test_records_without_an_id_or_body_are_dropped_and_counted_never_a_key_error(monkeypatch, worker_env,
+def test_records_without_an_id_or_body_are_dropped_and_counted_never_a_key_error(monkeypatch, worker_env, clock,
                                                                                 lambda_context, event):
     # GIVEN a hand-made event whose records Lambda would never send WHEN handled
-    module = load_worker_module(monkeypatch, FakeItemProvider(GENERATOR))
+    handler = worker(worker_env, clock, FakeItemProvider(GENERATOR))
     counted: list[str] = []
-    add_metric = Metrics.add_metric  # the handler's Metrics is built inside build(): count through the class
+    add_metric = Metrics.add_metric  # the handler's Metrics is built inside the factory: count through the class
     monkeypatch.setattr(Metrics, "add_metric", lambda self, **kw: (counted.append(kw["name"]), add_metric(self, **kw))[1])
     # THEN an empty partial response (nothing can be named back), and the dropped records are counted
-    assert module.handler(event, lambda_context) == {"batchItemFailures": []}
+    assert handler(event, lambda_context) == {"batchItemFailures": []}
     assert counted.count("malformed_records") == (1 if event["Records"] else 0)
 
 
-def test_a_non_sqs_event_is_a_clear_error(monkeypatch, worker_env, lambda_context):
+def test_a_non_sqs_event_is_a_clear_error(worker_env, clock, lambda_context):
     from jobfence.errors import InvalidEvent
 
-    module = load_worker_module(monkeypatch, FakeItemProvider(GENERATOR))
+    handler = worker(worker_env, clock, FakeItemProvider(GENERATOR))
     with pytest.raises(InvalidEvent, match="SQS batch"):
-        module.handler({"detail": "x"}, lambda_context)
+        handler({"detail": "x"}, lambda_context)
 
 
 def test_the_publish_samples_parse_as_expected():
@@ -108,28 +104,45 @@ def test_the_publish_samples_parse_as_expected():
             parse_wakeup(r["body"])
 
 
-def test_a_worker_function_without_its_queue_fails_closed(monkeypatch, worker_env, queues):
+def test_a_worker_function_without_its_queue_fails_closed(worker_env, queues, clock):
     # GIVEN a worker whose configured queue is not in the catalog WHEN it cold-starts THEN it refuses
-    monkeypatch.setenv("WORKER_QUEUE", "no_such_queue")
-    sys.modules.pop("handlers.worker", None)
+    fake = FakeItemProvider(GENERATOR)
     with pytest.raises(KeyError):
-        importlib.import_module("handlers.worker")
+        worker({**worker_env, "WORKER_QUEUE": "no_such_queue"}, clock, fake)
     # AND without WORKER_QUEUE, two granted queues are ambiguous: it refuses rather than guess
-    from jobfence.config import WorkerSettings
     from jobfence.errors import SettingsError
 
-    monkeypatch.delenv("WORKER_QUEUE")
-    monkeypatch.setenv(queue_env("listing_publish"), queues[1]["listing_publish"])
-    sys.modules.pop("handlers.worker", None)
+    env = {k: v for k, v in worker_env.items() if k != "WORKER_QUEUE"}
+    env[queue_env("listing_publish")] = queues[1]["listing_publish"]
     with pytest.raises(SettingsError):
-        importlib.import_module("handlers.worker")
+        worker(env, clock, fake)
 
 
-def test_a_worker_granted_only_its_own_queue_runs_that_queues_pipeline(monkeypatch, worker_env):
-    monkeypatch.delenv("WORKER_QUEUE")
-    fake = FakeItemProvider(GENERATOR)
-    module = load_worker_module(monkeypatch, fake)
-    assert (module.spec.name, module.pipeline.kind) == ("listing_generation", "generation")
+def test_a_worker_granted_only_its_own_queue_runs_that_queues_pipeline(worker_env, clock, lambda_context):
+    # GIVEN a generation worker function without WORKER_QUEUE (its own queue is the one it was granted)
+    env = {k: v for k, v in worker_env.items() if k != "WORKER_QUEUE"}
+    kinds: list[str] = []
+    step = perform_with(FakeItemProvider(GENERATOR))
+
+    def recording(request, timeout_s):
+        kinds.append(request.kind)
+        return step(request, timeout_s)
+
+    queues_asked: list[str] = []
+
+    def pipelines(queue):
+        queues_asked.append(queue)
+        return worker_pipeline(queue)
+
+    handler = worker_handler(CATALOG, env, clock, pipelines, perform=recording)
+    assert queues_asked == ["listing_generation"]
+    store = build_store(WorkerSettings.from_environ(env), clock)
+    store.quota.grant("acme", 10)
+    Producer(store, {"generation": _Null()}, Logger(service="t")).submit(
+        BatchRef("acme", "gen-2026-01-01"), "generation", [ItemInput("sku-0001", {}), ItemInput("sku-0002", {})], "t")
+    # WHEN the sample generation batch is handled THEN the generation pipeline ran both items
+    assert handler(load_event("sqs_generation_batch"), lambda_context) == {"batchItemFailures": []}
+    assert kinds == ["generation", "generation"]
 
 
 def test_sqs_wakeups_carry_only_the_keys(queues, tables, clock):

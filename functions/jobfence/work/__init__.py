@@ -16,6 +16,7 @@ The package, by responsibility:
     wakeups       Wakeups: where wake-up messages go (the SQS adapter is providers.sqs_wakeups.SqsWakeups)
     producer      Producer: create a batch and wake a worker for each item
     worker        Worker: claim, run, record, roll up one SQS batch
+    pipeline      WorkerPipeline: what an app gives for a queue's worker (jobfence.handler.worker_handler)
     fairness      TenantGate: a pipeline's per-tenant in-flight cap (holds taken before the claim)
     operations    BatchOperations: an operator's describe and retry-failed
 
@@ -52,6 +53,7 @@ _MODULES = {
     "jobfence.work.timing": "Timing",
     "jobfence.indexes": "OPEN_INDEX OPEN_INDEX_SPEC RECLAIM_INDEX RECLAIM_INDEX_SPEC",
     "jobfence.work.operations": "BatchOperations RetryResult",
+    "jobfence.work.pipeline": "WorkerPipeline",
     "jobfence.work.producer": "Producer SubmitResult",
     "jobfence.work.store": "WorkStore",
     "jobfence.work.wakeups": "Wakeups",

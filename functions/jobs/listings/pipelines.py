@@ -7,12 +7,14 @@ from its function's own configuration (`WORKER_QUEUE`), never from a message.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Mapping
 
 from jobfence.clock import Clock
 from jobfence.config import Settings
 from jobfence.quota import QuotaStore
 from jobfence.work import PermanentFailure, Perform, TenantGate, WorkRequest, WorkStore
+from jobfence.work.pipeline import WorkerPipeline
 from jobs.listings.catalog import (  # noqa: F401 (the pipelines' data, re-exported for their builders' callers)
     BATCHES_TABLE,
     GENERATION,
@@ -75,3 +77,17 @@ def build_gate(pipeline: Pipeline, settings: Settings, clock: Clock) -> TenantGa
         return None
     return TenantGate(settings.table(QUOTA_TABLE), clock, pipeline.kind, pipeline.tenant_in_flight_cap,
                       hold_ms=pipeline.timing.item_stale_s * 1000)
+
+
+def worker_pipeline(queue: str) -> WorkerPipeline:
+    """What the worker of catalog queue `queue` runs (`jobfence.handler.worker_handler`): its listings pipeline."""
+    pipeline = pipeline_of_queue(queue)
+    return WorkerPipeline(
+        kind=pipeline.kind,
+        timing=pipeline.timing,
+        store=build_store,
+        perform=partial(real_perform, pipeline),
+        wakeups=SqsWakeups,
+        gate=partial(build_gate, pipeline),
+        defer_delay_s=pipeline.defer_delay_s,
+    )

@@ -9,8 +9,7 @@ name, from the Lambda environment; jobfence-cdk grants exactly that ARN).
 
 An app's handler module is two lines (the CDK constructs name it `handlers.scheduled.handler`):
 
-    from jobfence.clock import SystemClock
-    from jobfence.handler import scheduled_handler
+    from jobfence import SystemClock, scheduled_handler
     from jobs.catalog import CATALOG
 
     handler = scheduled_handler(CATALOG, os.environ, SystemClock())
