@@ -2,9 +2,9 @@
 
 `python -m ops.apidoc` rewrites the page; `--check` exits 1 when the committed page is stale or a
 public name lacks a docstring or a type hint (`tests/unit/test_apidoc.py` runs it). The public API is
-what the packages' `__init__` declare: the runtime's `_MODULES` (`jobfence/__init__.py`) and the
-constructs' `__all__` (`infra/jobfence_cdk/__init__.py`); nothing else is documented, because nothing else
-is promised.
+what the packages' `__init__` declare: the runtime's `_MODULES` (`jobfence/__init__.py`), the test kit's
+(`jobfence/testing/__init__.py`) and the constructs' `__all__` (`infra/jobfence_cdk/__init__.py`); nothing
+else is documented, because nothing else is promised.
 
 A class is rendered with its constructor's signature, its docstring, its public attributes (dataclass
 fields) and each public method or property it defines itself; an enum with its members; an alias
@@ -47,14 +47,17 @@ class Package:
 
 
 def packages() -> list[Package]:
-    """The runtime's names (`_MODULES`) and the constructs' (`__all__`), grouped by defining module."""
+    """The runtime's and the test kit's names (`_MODULES`) and the constructs' (`__all__`), by defining module."""
     runtime = importlib.import_module("jobfence")
+    kit = importlib.import_module("jobfence.testing")
     constructs = importlib.import_module("jobfence_cdk")
     by_module: dict[str, list[str]] = {}
     for name in constructs.__all__:
         by_module.setdefault(defining_module(constructs, name), []).append(name)
     return [
         Package("jobfence", "`jobfence`: the runtime", {m: names.split() for m, names in sorted(runtime._MODULES.items())}),
+        Package("jobfence.testing", "`jobfence.testing`: the test kit (the extra `jobfence[testing]`; its pytest "
+                "plugin is `jobfence.testing.plugin`)", {m: names.split() for m, names in sorted(kit._MODULES.items())}),
         Package("jobfence_cdk", "`jobfence_cdk`: the CDK constructs (distribution `jobfence-cdk`)",
                 {m: sorted(n) for m, n in sorted(by_module.items())}),
     ]

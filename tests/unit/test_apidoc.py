@@ -33,13 +33,23 @@ def test_every_public_name_has_a_docstring_and_type_hints(packages):
 
 def test_the_page_documents_every_name_of_the_runtime_contract(packages):
     import jobfence
+    import jobfence.testing
     import jobfence_cdk
 
     page = apidoc.PAGE.read_text()
     for name in jobfence.__all__:
         assert f"#### `jobfence.{name}`" in page
+    for name in jobfence.testing.__all__:  # the test kit's names too (simulate, JobHarness, LambdaContext, ...)
+        assert f"#### `jobfence.testing.{name}`" in page
     for name in jobfence_cdk.__all__:
         assert f"#### `jobfence_cdk.{name}`" in page
+
+
+def test_an_undocumented_kit_name_is_reported(monkeypatch, packages):
+    import jobfence.testing
+
+    monkeypatch.setattr(jobfence.testing.Tick.assert_ran, "__doc__", None)
+    assert "jobfence.testing.Tick.assert_ran: no docstring" in apidoc.missing(packages)
 
 
 def test_an_undocumented_public_method_is_reported(monkeypatch, packages):
