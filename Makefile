@@ -52,9 +52,10 @@ deploy: install
 bench: install
 	$(PY) -m ops.bench
 
-# The two distributions an outside app installs (packages/*: the runtime `jobfence`, the constructs
-# `jobfence-cdk`), as wheels in dist/, built offline from this venv.
-DIST_PACKAGES := packages/jobfence packages/jobfence-cdk
+# The distributions an outside app installs (packages/*: the runtime `jobfence`, the constructs
+# `jobfence-cdk`; and `jobfence-ops`, this root, whose fault simulator the `jobfence[testing]` extra
+# brings for `jobfence.testing.simulate`), as wheels in dist/, built offline from this venv.
+DIST_PACKAGES := packages/jobfence packages/jobfence-cdk .
 dist: | $(VENV)/.installed  # order-only: building the wheels needs the venv, not a fresh install
 	rm -rf dist $(addsuffix /build,$(DIST_PACKAGES))
 	$(PY) -m pip wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation -w dist $(DIST_PACKAGES)

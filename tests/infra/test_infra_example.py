@@ -1,8 +1,9 @@
 """The example outside-team app (examples/invoices/) passes its own tests and synthesizes, from the wheels.
 
-As a team elsewhere would: the two wheels `make dist` builds are installed (here into a throwaway
-directory on PYTHONPATH, offline, without dependencies: the venv has them), then, in the example's
-directory, its own test suite runs (its job under moto, its app under cdk-nag) and its `app.py`
+As a team elsewhere would: the wheels `make dist` builds (the runtime, the constructs, and jobfence-ops,
+whose fault simulator the `jobfence[testing]` extra brings) are installed (here into a throwaway directory
+on PYTHONPATH, offline, without dependencies: the venv has them), then, in the example's directory, its own
+test suite runs (its job under moto and under the fault simulator, its app under cdk-nag) and its `app.py`
 synthesizes as `cdk synth` runs it (cdk.json's context, the cdk-nag packs on, bundling skipped).
 Nothing of this repository but the wheels is on the path.
 """
@@ -19,7 +20,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "invoices"
-PACKAGES = [ROOT / "packages" / "jobfence", ROOT / "packages" / "jobfence-cdk"]
+PACKAGES = [ROOT / "packages" / "jobfence", ROOT / "packages" / "jobfence-cdk", ROOT]  # ROOT: jobfence-ops
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +30,7 @@ def run(args: list[str], cwd: pathlib.Path, env: dict[str, str]) -> subprocess.C
 
 
 def test_the_example_app_passes_its_tests_and_synthesizes_from_the_wheels(tmp_path):
-    # GIVEN the two wheels, built as `make dist` builds them, installed where only they are
+    # GIVEN the three wheels, built as `make dist` builds them, installed where only they are
     dist, site = tmp_path / "dist", tmp_path / "site"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
     subprocess.run([*pip, "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(dist),
@@ -42,10 +43,14 @@ def test_the_example_app_passes_its_tests_and_synthesizes_from_the_wheels(tmp_pa
     env.update(PYTHONPATH=str(site), JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20", AWS_DEFAULT_REGION="us-east-1")
 
     # WHEN the example's own tests run in its directory
-    tests = run([sys.executable, "-m", "pytest"], EXAMPLE, env)
-    # THEN they pass, against the installed packages
+    tests = run([sys.executable, "-m", "pytest", "-rp"], EXAMPLE, env)  # -rp: a PASSED line per test
+    # THEN they pass, against the installed packages, the fault simulator's seeds among them
     assert tests.returncode == 0, tests.stdout[-3000:] + tests.stderr[-3000:]
     assert " passed" in tests.stdout and "skipped" not in tests.stdout
+    assert "PASSED tests/test_faults.py::test_under_faults_the_past_due_invoices_and_only_they_become_overdue" \
+        in tests.stdout, tests.stdout[-3000:]
+    assert f"{site}/ops/sim" in run([sys.executable, "-c", "import ops.sim.job; print(ops.sim.job.__file__)"],
+                                    EXAMPLE, env).stdout  # the simulator came from the installed wheel
 
     # WHEN its app.py synthesizes as `cdk synth` runs it (cdk.json's context), the nag packs on
     context = {**json.loads((EXAMPLE / "cdk.json").read_text())["context"], "aws:cdk:bundling-stacks": []}

@@ -1,10 +1,13 @@
-"""The two distributions an outside app installs: `jobfence` (the runtime) and `jobfence-cdk` (the constructs).
+"""The distributions an outside app installs: `jobfence` (the runtime) and `jobfence-cdk` (the constructs),
+and `jobfence-ops`, whose fault simulator the runtime's `testing` extra brings for `jobfence.testing.simulate`.
 
-Each wheel is built here as `make dist` builds it (pip, offline, no isolation) and read back: it holds
-every module of its source package and nothing else (no job, handler or provider code of this
-repository), its version is the package's `__version__` and its CHANGELOG's newest entry, and the
-constructs require the runtime of their own version. This repository's app.py consumes the constructs
-by their public names only, passing its catalog in.
+Each wheel is built here as `make dist` builds it (pip, offline, no isolation) and read back: the runtime's
+and the constructs' hold every module of their source package and nothing else (no job, handler or
+provider code of this repository), their version is the package's `__version__` and its CHANGELOG's newest
+entry, and the constructs require the runtime of their own version. The one module of this repository's
+tooling the runtime imports (the kit's simulator) ships in the jobfence-ops wheel, which the `testing`
+extra requires at the same version. This repository's app.py consumes the constructs by their public
+names only, passing its catalog in.
 """
 
 from __future__ import annotations
@@ -24,9 +27,9 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SOURCES = {"jobfence": ROOT / "functions" / "jobfence", "jobfence-cdk": ROOT / "infra" / "jobfence_cdk"}
 FOREIGN = ("jobs", "handlers", "providers", "ops", "tests", "infra")
-# Known and reported: the test kit's `simulate` runs this repository's fault simulator (`ops.sim`, imported
-# when called), which no distribution ships yet, so from the wheel `jobfence.testing.simulate` fails.
-NOT_YET_PACKAGED = {"functions/jobfence/testing/faults.py": "ops.sim."}  # file -> the module prefix it may import
+# The test kit's `simulate` runs the fault simulator (`ops.sim`, imported when called), which the jobfence-ops
+# wheel ships and the `jobfence[testing]` extra requires (both checked below): file -> the prefix it may import.
+FROM_THE_TESTING_EXTRA = {"functions/jobfence/testing/faults.py": "ops.sim."}
 
 
 def source_modules(package_dir: pathlib.Path) -> set[str]:
@@ -38,7 +41,7 @@ def source_modules(package_dir: pathlib.Path) -> set[str]:
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory) -> dict[str, zipfile.ZipFile]:
     out = tmp_path_factory.mktemp("dist")
-    projects = [ROOT / "packages" / name for name in SOURCES]
+    projects = [ROOT / "packages" / name for name in SOURCES] + [ROOT]  # ROOT: jobfence-ops (pyproject.toml)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-deps",
                     "--no-build-isolation", "-w", str(out), *map(str, projects)], check=True)
     for project in projects:  # setuptools builds in the project directory: leave the tree as it was
@@ -98,9 +101,28 @@ def imported_modules(path: pathlib.Path) -> set[str]:
 def test_a_package_imports_nothing_of_this_repositorys_app(name):
     for path in SOURCES[name].rglob("*.py"):
         foreign = {m for m in imported_modules(path) if m.split(".")[0] in FOREIGN}
-        allowed = NOT_YET_PACKAGED.get(path.relative_to(ROOT).as_posix())
+        allowed = FROM_THE_TESTING_EXTRA.get(path.relative_to(ROOT).as_posix())
         foreign = {m for m in foreign if not (allowed and m.startswith(allowed))}
         assert not foreign, f"{path.relative_to(ROOT)} imports {sorted(foreign)}"
+
+
+def test_the_simulator_the_kit_imports_ships_in_jobfence_ops_which_the_testing_extra_requires(wheels):
+    # GIVEN the jobfence-ops wheel `make dist` builds WHEN its files are listed
+    files = {n for n in wheels["jobfence-ops"].namelist() if ".dist-info/" not in n}
+    # THEN it holds the whole operator tooling, the simulator the kit runs among it
+    assert files == {f"ops/{p.relative_to(ROOT / 'ops').as_posix()}" for p in (ROOT / "ops").rglob("*.py")
+                     if "__pycache__" not in p.parts}
+    for source, prefix in FROM_THE_TESTING_EXTRA.items():
+        imported = {m for m in imported_modules(ROOT / source) if m.startswith(prefix)}
+        assert imported and all(f"{m.replace('.', '/')}.py" in files for m in imported), (source, imported)
+    # AND the runtime's `testing` extra requires it at the runtime's version, which it requires in turn
+    version = metadata(wheels["jobfence"])["Version"]
+    testing = [r for r in metadata(wheels["jobfence"]).get_all("Requires-Dist") if 'extra == "testing"' in r]
+    assert any(r.startswith(f"jobfence-ops=={version}") for r in testing), testing
+    ops_meta = metadata(wheels["jobfence-ops"])
+    assert ops_meta["Version"] == version
+    assert f"jobfence=={version}" in ops_meta.get_all("Requires-Dist")
+    assert any(r.startswith("moto[dynamodb]") for r in ops_meta.get_all("Requires-Dist"))
 
 
 def test_app_py_uses_the_constructs_public_names_only_and_passes_its_catalog_in():

@@ -11,8 +11,9 @@ checked on every run; `invariant(snapshot)` checks the job's own tables once a
 clean tick after all of that has run (it raises AssertionError when they are wrong).
 
 The simulator is this repository's operator tooling (`ops.sim`; `ops.sim.job`
-imports none of this application's jobs), imported on the first call only, so
-importing the kit stays light.
+imports none of this application's jobs), from the jobfence-ops distribution
+that the `jobfence[testing]` extra requires; it is imported on the first call
+only, so importing the kit stays light.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from jobfence.scheduled import JobDeps
 
 
 SIMULATOR_MISSING = ("simulate() runs jobfence's fault simulator, `ops.sim`, which ships with the operator tooling "
-                     "(the jobfence-ops distribution: this repository's root pyproject.toml), not in the jobfence wheel")
+                     "(the jobfence-ops distribution, not the jobfence wheel): install the extra jobfence[testing], "
+                     "which requires it (`make dist` builds its wheel into dist/)")
 
 
 @dataclass(frozen=True)
