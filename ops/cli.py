@@ -263,8 +263,9 @@ def _new(args: argparse.Namespace, console: Console) -> int:
     console.print(f"job {args.name} ({args.subsystem}, {args.schedule}) scaffolded:", markup=False)
     for path in written:
         console.print(f"  {path}", markup=False)
-    console.print(f"next: .venv/bin/python -m pytest tests/unit/test_job_{args.name}.py, then make synth",
-                  markup=False)
+    # soft_wrap: a command to copy is never broken at the terminal's width
+    console.print(f"next: .venv/bin/python -m pytest tests/unit/test_job_{args.name}.py", markup=False, soft_wrap=True)
+    console.print("then: make synth", markup=False, soft_wrap=True)
     return 0
 
 

@@ -97,6 +97,11 @@ def test_the_cli_prints_what_it_wrote_and_exits_2_with_one_line_on_a_refusal(app
                 console=console) == 0
     assert "functions/jobs/reports/digest.py" in out.getvalue()
     assert (app / "functions/jobs/reports/digest.py").is_file()
+    # the next step is a command to copy: whole on its line, even on a console narrower than it
+    narrow = io.StringIO()
+    assert main(["new", "job", "weekly_digest_of_everything", "--subsystem", "reports", "--schedule", "rate(1 day)",
+                 "--root", str(app)], console=Console(file=narrow, width=40, highlight=False)) == 0
+    assert "next: .venv/bin/python -m pytest tests/unit/test_job_weekly_digest_of_everything.py\n" in narrow.getvalue()
     out.truncate(0)
     before = tree(app)
     assert main(["new", "job", "digest", "--subsystem", "reports", "--schedule", "rate(1 hour)", "--root", str(app)],
