@@ -13,9 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from boto3.dynamodb.types import TypeDeserializer
-
-_deserializer = TypeDeserializer()
+from jobfence.dynamo import deserialized
 
 
 @dataclass
@@ -64,21 +62,7 @@ class Check:
 
 def plain_items(items: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Low-level DynamoDB items as plain Python values (whole numbers as int)."""
-    out = []
-    for item in items:
-        row = {k: _deserializer.deserialize(v) for k, v in item.items()}
-        out.append({k: _number(v) for k, v in row.items()})
-    return out
-
-
-def _number(value: Any) -> Any:
-    from decimal import Decimal
-
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, dict):
-        return {k: _number(v) for k, v in value.items()}
-    return value
+    return [deserialized(item) for item in items]
 
 
 def scan_all(client: Any, table: str) -> list[dict[str, Any]]:

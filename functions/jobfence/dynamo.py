@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import enum
 from contextlib import contextmanager
+from decimal import Decimal
 from typing import Any, Callable, Iterable, Iterator, Mapping, NoReturn, Sequence, TypeVar
 
+from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -292,6 +294,25 @@ def plain(item: Mapping[str, Any] | None) -> dict[str, Any]:
         (kind, raw), = value.items()
         out[name] = int(raw) if kind == "N" else raw
     return out
+
+
+_deserializer = TypeDeserializer()
+
+
+def deserialized(item: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A low-level DynamoDB item deserialized in full: whole numbers as int, others as float, maps recursively.
+
+    The one reading of a wire item for the run rows and the operator tooling (`plain` keeps values as sent).
+    """
+    return {k: _plain_number(_deserializer.deserialize(v)) for k, v in (item or {}).items()}
+
+
+def _plain_number(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _plain_number(v) for k, v in value.items()}
+    return value
 
 
 def cancellation_reasons(exc: BaseException) -> list[dict[str, Any]]:

@@ -31,10 +31,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Callable, Mapping
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from boto3.dynamodb.types import TypeSerializer
 
 from jobfence.dynamo import (
     ErrorKind,
+    deserialized,
     error_code,
     is_aws_error,
     raise_store_error,
@@ -53,7 +54,6 @@ MAX_SUMMARY_VALUE_CHARS = 80
 UNKNOWN_TRIGGER = "unknown"  # a `died` row created without its `start` (the runner died in between)
 
 _serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
 
 
 class RunState(str, enum.Enum):
@@ -162,7 +162,7 @@ class RunStore:
             retry_transient(lambda: self._client.put_item(**request))
         except Exception as exc:
             raise_unless_refused(exc, f"starting the run row of {run.job!r}")
-            seen = _plain(refused_item(exc, lambda: self._consistent_row(run.job, run.run_key)))
+            seen = deserialized(refused_item(exc, lambda: self._consistent_row(run.job, run.run_key)))
             return seen.get("outcome") == RunState.RUNNING.value  # our own put, applied before its reply was lost
         return True
 
@@ -246,7 +246,7 @@ class RunStore:
             item = self._consistent_row(job, run_key(started_at, run_id))
         except Exception as exc:
             raise_store_error(exc, f"reading a run row of {job!r}")
-        return _plain(item) if item else None
+        return deserialized(item) if item else None
 
     def recent(self, job: str, limit: int = 20) -> list[dict[str, Any]]:
         """The job's latest runs, newest first."""
@@ -260,7 +260,7 @@ class RunStore:
             )
         except Exception as exc:
             raise_store_error(exc, f"reading runs of {job!r}")
-        return [_plain(i) for i in page.get("Items", [])]
+        return [deserialized(i) for i in page.get("Items", [])]
 
     def started_between(self, job: str, since_ms: int, until_ms: int) -> list[dict[str, Any]]:
         """The job's runs started in [since, until], oldest first: one range query on the sort key, every page."""
@@ -277,7 +277,7 @@ class RunStore:
                 page = retry_transient(lambda: self._client.query(**kwargs))  # a read: safe to repeat
             except Exception as exc:
                 raise_store_error(exc, f"reading runs of {job!r}")
-            rows.extend(_plain(i) for i in page.get("Items", []))
+            rows.extend(deserialized(i) for i in page.get("Items", []))
             if "LastEvaluatedKey" not in page:
                 return rows
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
@@ -359,21 +359,9 @@ def _serialize(item: Mapping[str, Any]) -> dict[str, Any]:
     return {k: _serializer.serialize(_decimal_safe(v)) for k, v in item.items()}
 
 
-def _plain(item: Mapping[str, Any] | None) -> dict[str, Any]:
-    return {k: _plain_number(_deserializer.deserialize(v)) for k, v in (item or {}).items()}
-
-
 def _decimal_safe(value: Any) -> Any:
     if isinstance(value, float):
         return Decimal(str(value))
     if isinstance(value, dict):
         return {k: _decimal_safe(v) for k, v in value.items()}
-    return value
-
-
-def _plain_number(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, dict):
-        return {k: _plain_number(v) for k, v in value.items()}
     return value
