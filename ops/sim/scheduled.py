@@ -52,6 +52,23 @@ class LambdaContext:
         return max(0, self._deadline - self._clock.now_ms())
 
 
+def clean_tick(world: World, runner: Any, spec: Any, job: Any, clock: Any, what: str = "the clean tick") -> Any:
+    """One fault-free scheduled tick of `job` on `clock`: the liveness check a scheduled family ends with.
+
+    A raise, or an outcome other than `ran`, is violation 0 naming `what`. Returns the run's result,
+    or None when the tick raised.
+    """
+    try:
+        result = runner.run(spec, job, Trigger("scheduled", clock.now_ms()),
+                            LambdaContext("clean-tick", clock, spec.timeout_s * 1000))
+    except Exception as exc:  # noqa: BLE001 - judged, not raised
+        world.violate(0, f"liveness: {what} raised {type(exc).__name__}: {exc}")
+        return None
+    if result.outcome.value != "ran":
+        world.violate(0, f"liveness: {what} came to {result.outcome.value}")
+    return result
+
+
 class ScheduledJobScenario:
     """The scenario of one scheduled job under faults; a subclass says which job, its data and its liveness."""
 
@@ -193,17 +210,10 @@ class ScheduledJobScenario:
         ready = max(int(lease.get("expires_at", 0)), int(lease.get("last_started_at", 0)) + interval_ms) + 1_000
         world.kernel.clock.set(max(world.kernel.clock.now_ms(), ready + MARGIN_MS))
         clock = SkewedClock(world.kernel.clock)
-        context = LambdaContext("clean-tick", clock, spec.timeout_s * 1000)
-        try:
-            result = self._runner(world, clock).run(spec, self._job(world, clock, None, None),
-                                                    Trigger("scheduled", clock.now_ms()), context)
-        except Exception as exc:  # noqa: BLE001
-            world.violate(0, f"liveness: the clean tick raised {type(exc).__name__}: {exc}")
-            return
-        if result.outcome.value != "ran":
-            world.violate(0, f"liveness: the clean tick after every term ended came to {result.outcome.value}")
-            return
-        self._done(world)
+        result = clean_tick(world, self._runner(world, clock), spec, self._job(world, clock, None, None), clock,
+                            "the clean tick after every term ended")
+        if result is not None and result.outcome.value == "ran":
+            self._done(world)
 
     # -- end checks -----------------------------------------------------------------------
 

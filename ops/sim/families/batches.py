@@ -87,7 +87,7 @@ class BatchFamily:
         }[kind]
         return base * 1000 + world.rng.randrange(1, 300_000)
 
-    # -- builders (the listings family overrides them) ----------------------------------------
+    # -- builders (the listings family overrides all but `gate`) -----------------------------
 
     def store(self, world: World, clock: Any) -> WorkStore:
         quota = QuotaStore(world.tables["listing_quota"], clock)
@@ -394,13 +394,6 @@ class ListingsFamily(BatchFamily):
         from jobs.listings.pipelines import build_store
 
         return build_store(self._settings(world), clock)
-
-    def gate(self, world: World, kind: str, clock: Any) -> TenantGate:
-        """The pipeline's in-flight cap; half the worlds run a cap of 2 so that deferrals happen under faults."""
-        if "in_flight_cap" not in world.data:
-            world.data["in_flight_cap"] = world.rng.choice((2, PIPELINES[kind].tenant_in_flight_cap))
-        cap = world.data["in_flight_cap"]
-        return TenantGate(world.tables["listing_quota"], clock, kind, cap, PIPELINES[kind].timing.item_stale_s * 1000)
 
     def wakeups(self, world: World) -> dict[str, Any]:
         from jobs.listings.pipelines import build_wakeups

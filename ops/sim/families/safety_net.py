@@ -37,7 +37,7 @@ from jobs.commerce.checkout import capture_for_buyer
 from jobs.commerce.deferred_payments import DeferredPaymentStore
 from jobs.commerce.safety_net import CUTOFF_MS, capture_abandoned_deferred
 from ops.sim.faults import AWS_CALL_FAULTS, PROVIDER_FAULTS, FaultKind
-from ops.sim.scheduled import LambdaContext
+from ops.sim.scheduled import LambdaContext, clean_tick
 from ops.sim.kernel import START_MS, Actor, SkewedClock
 from ops.sim.terms import TermWatch
 from ops.sim.world import MARGIN_MS, World, clean_tick_after
@@ -223,15 +223,9 @@ class SafetyNetFamily:
         kernel.clock.set(clean_tick_after(spec, max(kernel.clock.now_ms(), START_MS + WINDOW_MS)))
         for _ in range(SETTLE_TICKS):
             kernel.clock.advance(ms=TICK_MS)
-            try:
-                result = world.runner(clock).run(spec, self._job(world, clock, None),
-                                                        Trigger("scheduled", clock.now_ms()),
-                                                        LambdaContext("clean-tick", clock, spec.timeout_s * 1000))
-            except Exception as exc:  # noqa: BLE001 - judged, not raised
-                world.violate(0, f"liveness: a clean safety-net tick raised {type(exc).__name__}: {exc}")
-                return
-            if result.outcome.value != "ran":
-                world.violate(0, f"liveness: a clean safety-net tick came to {result.outcome.value}")
+            result = clean_tick(world, world.runner(clock), spec, self._job(world, clock, None), clock,
+                                "a clean safety-net tick")
+            if result is None or result.outcome.value != "ran":
                 return
 
     # -- end checks -----------------------------------------------------------------------
