@@ -321,12 +321,9 @@ class LeaseStore:
             ReturnValues="ALL_NEW",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
-        try:
-            out = retry_transient(lambda: self._client.update_item(**request))
-        except Exception as exc:
-            raise_unless_refused(exc, f"renewing the lease of {lease.job!r}")
-            seen = plain(refused_item(exc, lambda: self._consistent_item(lease.job)))
-            raise LeaseLost(lease.job, lease.lease_id, seen) from None
+        out, seen = self._update(lease.job, request, "renewing the lease of")
+        if seen is not None:
+            raise LeaseLost(lease.job, lease.lease_id, seen)
         return _lease(plain(out["Attributes"]))
 
     def release(self, lease: Lease) -> int | None:
@@ -343,15 +340,12 @@ class LeaseStore:
             ReturnValues="ALL_OLD",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
-        try:
-            out = retry_transient(lambda: self._client.update_item(**request))
-        except Exception as exc:
-            raise_unless_refused(exc, f"releasing the lease of {lease.job!r}")
-            seen = plain(refused_item(exc, lambda: self._consistent_item(lease.job)))
-            if not _release_landed(lease, seen):
-                raise LeaseLost(lease.job, lease.lease_id, seen) from None
-            return seen.get(PENDING)  # our own release landed earlier: the item as it is now
-        return plain(out.get("Attributes")).get(PENDING)
+        out, seen = self._update(lease.job, request, "releasing the lease of")
+        if seen is None:
+            return plain(out.get("Attributes")).get(PENDING)
+        if not _release_landed(lease, seen):
+            raise LeaseLost(lease.job, lease.lease_id, seen)
+        return seen.get(PENDING)  # our own release landed earlier: the item as it is now
 
     def request_pending(self, job: str, tick_ms: int, interval_ms: int | None) -> Pending:
         """A `buffer_one` tick met a live holder: record one pending request on the lease item.
@@ -376,13 +370,8 @@ class LeaseStore:
             ExpressionAttributeValues=values,
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
-        try:
-            retry_transient(lambda: self._client.update_item(**request))
-        except Exception as exc:
-            raise_unless_refused(exc, f"recording a pending request on {job!r}")
-            seen = plain(refused_item(exc, lambda: self._consistent_item(job)))
-            return _pending_refusal(seen, tick_ms, now)
-        return Pending.RECORDED
+        _, seen = self._update(job, request, "recording a pending request on")
+        return Pending.RECORDED if seen is None else _pending_refusal(seen, tick_ms, now)
 
     def settle(self, term: Term) -> None:
         """Mark the `prev_*` copy of `term` settled: its run is recorded (`died`, or finished).
@@ -442,6 +431,15 @@ class LeaseStore:
             if "LastEvaluatedKey" not in page:
                 return sorted(items, key=lambda i: i["job"])
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _update(self, job: str, request: Mapping[str, Any], doing: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """One conditional update of `job`'s item: (the reply, None); on a refusal ({}, the item as it was seen:
+        the ALL_OLD image, else a consistent read). Any other error is classified and raised."""
+        try:
+            return retry_transient(lambda: self._client.update_item(**request)), None
+        except Exception as exc:
+            raise_unless_refused(exc, f"{doing} {job!r}")
+            return {}, plain(refused_item(exc, lambda: self._consistent_item(job)))
 
     def _consistent_item(self, job: str) -> Mapping[str, Any] | None:
         return self._client.get_item(TableName=self._table, Key=_key(job), ConsistentRead=True).get("Item")
