@@ -66,6 +66,13 @@ class Harness:
         return RunContext(spec, f"run-{holder}", Trigger("manual", self.clock.now_ms(), holder), lease, self.leases, self.clock)
 
 
+def request_cancellations(stores: Stores, n: int) -> None:
+    """`n` placed orders `o0`… with a cancellation requested (past the grace once the clock moves 20 minutes)."""
+    for i in range(n):
+        stores.orders.create(f"o{i}", "acc", 100, "EUR", status="placed")
+        stores.orders.request_cancellation(f"o{i}")
+
+
 class StealingContext:
     """A Lambda context whose remaining-time probe (between batches, before renewal) lets another holder take over."""
 

@@ -8,6 +8,9 @@ from jobs.commerce import cancellations, invitations
 from jobs.commerce.cancellations import recover_pending_cancellations
 from jobs.commerce.financial_operations import OperationKind
 from jobs.commerce.invitations import expire_agent_invitations
+from tests.support import ROOT
+
+from commerce_harness import request_cancellations
 
 
 HOUR = 3_600_000
@@ -70,9 +73,7 @@ def test_a_return_already_recorded_by_the_request_path_is_not_duplicated(stores,
 
 def test_cancellation_batches_are_bounded_and_renewed(stores, harness, clock, monkeypatch):
     monkeypatch.setattr(cancellations, "CANCEL_BATCH", 2)
-    for i in range(5):
-        stores.orders.create(f"o{i}", "acc", 100, "EUR", status="placed")
-        stores.orders.request_cancellation(f"o{i}")
+    request_cancellations(stores, 5)
     clock.advance(minutes=20)
     renewals = []
     original = harness.leases.renew
@@ -80,7 +81,19 @@ def test_cancellation_batches_are_bounded_and_renewed(stores, harness, clock, mo
     result = harness.run("recover_pending_cancellations", cancel_job(stores, harness))
     assert result.summary["batches"] == 3 and result.summary["cancelled"] == 5
     assert renewals == ["recover_pending_cancellations"] * 3  # before batches 2, 3 and the final next()
-    assert cancellations.CANCEL_MAX_BATCHES == 20
+
+
+def test_cancellation_batches_stop_at_the_batch_bound(stores, harness, clock, monkeypatch):
+    # GIVEN 5 cancellations due, batches of 2 and at most 2 batches a run
+    monkeypatch.setattr(cancellations, "CANCEL_BATCH", 2)
+    monkeypatch.setattr(cancellations, "CANCEL_MAX_BATCHES", 2)
+    request_cancellations(stores, 5)
+    clock.advance(minutes=20)
+    # WHEN the job runs
+    result = harness.run("recover_pending_cancellations", cancel_job(stores, harness))
+    # THEN it stops after 2 batches of 2: the fifth waits for the next run
+    assert (result.summary["batches"], result.summary["cancelled"]) == (2, 4)
+    assert sum(stores.orders.get(f"o{i}").status == "cancelled" for i in range(5)) == 4
 
 
 def test_invitations_expire_only_when_expired_and_pending(stores, harness, clock, rows):
@@ -114,6 +127,11 @@ def test_invitation_batches_are_bounded(stores, harness, clock, monkeypatch):
     assert (result.summary["batches"], result.summary["invitations_deleted"]) == (2, 6)
 
 
-def test_documented_bounds():
-    assert (invitations.INVITATION_BATCH, invitations.INVITATION_MAX_BATCHES) == (500, 20)
-    assert (cancellations.CANCEL_BATCH, cancellations.CANCEL_MAX_BATCHES) == (100, 20)
+def test_the_job_table_states_the_bounds_the_code_runs():
+    # the operator's table in docs/jobs.md says each job's batch bounds: it must say the code's
+    rows = {line.split("|")[1].strip(" `"): line for line in (ROOT / "docs" / "jobs.md").read_text().splitlines()
+            if line.startswith("| `")}
+    assert (f"{invitations.INVITATION_BATCH} a batch, ≤ {invitations.INVITATION_MAX_BATCHES} batches"
+            in rows["expire_agent_invitations"])
+    assert (f"{cancellations.CANCEL_BATCH} orders a batch, ≤ {cancellations.CANCEL_MAX_BATCHES} batches"
+            in rows["recover_pending_cancellations"])

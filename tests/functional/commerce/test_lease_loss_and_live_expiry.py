@@ -8,7 +8,7 @@ from jobs.commerce.cancellations import recover_pending_cancellations
 from jobs.commerce.invitations import expire_agent_invitations
 from jobs.commerce.safety_net import capture_abandoned_deferred
 
-from commerce_harness import StealingContext
+from commerce_harness import StealingContext, request_cancellations
 
 HOUR = 3_600_000
 
@@ -27,9 +27,7 @@ def test_safety_net_stops_after_the_batch_in_which_its_lease_was_lost(stores, pa
 
 def test_cancellations_stop_after_the_batch_in_which_the_lease_was_lost(stores, harness, clock, monkeypatch):
     monkeypatch.setattr(cancellations, "CANCEL_BATCH", 2)
-    for i in range(5):
-        stores.orders.create(f"o{i}", "acc", 100, "EUR", status="placed")
-        stores.orders.request_cancellation(f"o{i}")
+    request_cancellations(stores, 5)
     clock.advance(minutes=20)
     job = lambda ctx: recover_pending_cancellations(stores.orders, stores.operations, ctx, harness.logger)  # noqa: E731
     result = harness.run("recover_pending_cancellations", job, context=StealingContext(harness, "recover_pending_cancellations"))
