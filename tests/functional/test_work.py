@@ -28,13 +28,8 @@ def idem(i: int, ref: BatchRef = B) -> str:
 
 
 @pytest.fixture
-def rig(dynamodb, tables, clock):
-    r = build_rig(dynamodb, tables, clock, guard=within_grant)
-    r.quota.grant("acme", 10_000)
-    r.quota.grant("globex", 10_000)
-    yield r
-    r.generator.calls.release()
-    r.marketplace.calls.release()
+def rig(work_rig):
+    return work_rig({"acme": 10_000, "globex": 10_000})
 
 
 def scan(dynamodb, table):

@@ -13,20 +13,15 @@ from jobfence.work.fairness import new_owner
 from jobs.listings.catalog import GENERATION, PIPELINES, TENANT_IN_FLIGHT_CAP, Pipeline
 from tests.aws_faults import Faults
 from tests.functional.test_work_faults import containing
-from ops.harness import build_rig, record
-from jobfence.testing.grants import within_grant
+from ops.harness import record
 
 CAP = 3
 HOLD_MS = PIPELINES[GENERATION].timing.item_stale_s * 1000
 
 
 @pytest.fixture
-def rig(dynamodb, tables, clock):
-    r = build_rig(dynamodb, tables, clock, in_flight_cap=CAP, guard=within_grant)
-    for tenant in ("acme", "quiet"):
-        r.quota.grant(tenant, 1_000)
-    yield r
-    r.generator.calls.release()
+def rig(work_rig):
+    return work_rig({"acme": 1_000, "quiet": 1_000}, in_flight_cap=CAP)
 
 
 @pytest.fixture

@@ -25,8 +25,6 @@ import pytest
 
 from jobfence.work import BatchRef, BatchStatus, ItemInput, ItemKey, ItemStatus, Tally
 from tests.aws_faults import Faults, throttled
-from ops.harness import build_rig
-from jobfence.testing.grants import within_grant
 
 B = BatchRef("acme", "b1")
 
@@ -45,12 +43,8 @@ def store_clients(rig) -> list[Any]:
 
 
 @pytest.fixture
-def rig(dynamodb, tables, clock):
-    r = build_rig(dynamodb, tables, clock, guard=within_grant)
-    r.quota.grant("acme", 1_000)
-    yield r
-    r.generator.calls.release()
-    r.marketplace.calls.release()
+def rig(work_rig):
+    return work_rig({"acme": 1_000})
 
 
 @pytest.fixture

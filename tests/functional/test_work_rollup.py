@@ -13,18 +13,14 @@ import pytest
 from jobfence.work import ROLLUP_SHARDS, BatchDelta, BatchRef, BatchStatus, ItemKey, RollupTally, Tallies, Worker
 from jobfence.work.rollup import shard_of, tally_partition
 from jobs.listings.catalog import PIPELINES
-from ops.harness import build_rig, record
-from jobfence.testing.grants import within_grant
+from ops.harness import record
 
 B = BatchRef("acme", "b1")
 
 
 @pytest.fixture
-def rig(dynamodb, tables, clock):
-    r = build_rig(dynamodb, tables, clock, guard=within_grant)
-    r.quota.grant("acme", 10_000)
-    yield r
-    r.generator.calls.release()
+def rig(work_rig):
+    return work_rig({"acme": 10_000})
 
 
 def raw_batch_row(dynamodb, tables, ref=B):

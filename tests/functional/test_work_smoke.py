@@ -3,16 +3,11 @@
 import pytest
 
 from jobfence.work import BatchRef, BatchStatus, ItemStatus
-from ops.harness import build_rig
-from jobfence.testing.grants import within_grant
 
 
 @pytest.fixture
-def rig(dynamodb, tables, clock):
-    r = build_rig(dynamodb, tables, clock, guard=within_grant)
-    r.quota.grant("acme", 1000)
-    yield r
-    r.generator.calls.release()
+def rig(work_rig):
+    return work_rig({"acme": 1000})
 
 
 def test_a_batch_completes_and_finalizes_once(rig):

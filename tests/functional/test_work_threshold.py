@@ -21,20 +21,16 @@ from providers.items_fake import Behaviour
 from tests.aws_faults import Faults
 from tests.functional.test_work import assert_books_balance, idem, key
 from tests.functional.test_work_faults import containing, store_clients
-from ops.harness import build_rig
-from jobfence.testing.grants import within_grant
 
 B = BatchRef("acme", "b1")
 N = 20  # generation tolerates 25%: 5 failed items of 20, not 6
 
 
 @pytest.fixture
-def rig(dynamodb, tables, clock):
-    r = build_rig(dynamodb, tables, clock, guard=within_grant)
-    r.quota.grant("acme", 1_000)
+def rig(work_rig):
+    r = work_rig({"acme": 1_000})
     r.producer = Producer(r.store, r.queues, r.logger, TOLERATED_FAILURE_PCT)  # the catalog's percentages
-    yield r
-    r.generator.calls.release()
+    return r
 
 
 def submit(rig, n: int = N):
