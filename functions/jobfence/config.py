@@ -81,6 +81,14 @@ def secret_name(logical_name: str, prefix: str = DEFAULT_PREFIX) -> str:
     return f"{prefix}/{logical_name}"
 
 
+def _granted(names: Mapping[str, str], name: str, env: str, lacks: str) -> str:
+    """`names[name]`, or a `SettingsError` naming the unset variable (`lacks`: what the function then has not)."""
+    try:
+        return names[name]
+    except KeyError:
+        raise SettingsError(f"{env} is not set: this function {lacks}") from None
+
+
 def _prefixed(environ: Mapping[str, str], prefix: str) -> dict[str, str]:
     return {k[len(prefix):].lower(): v for k, v in environ.items() if k.startswith(prefix) and v}
 
@@ -122,45 +130,27 @@ class Settings(BaseModel):
 
     def table(self, logical_name: str) -> str:
         """Physical name of a logical table this function was granted."""
-        try:
-            return self.tables[logical_name]
-        except KeyError:
-            raise SettingsError(f"{table_env(logical_name)} is not set: this function has no table {logical_name!r}") from None
+        return _granted(self.tables, logical_name, table_env(logical_name), f"has no table {logical_name!r}")
 
     def queue(self, logical_name: str) -> str:
         """URL of a logical queue this function was granted."""
-        try:
-            return self.queues[logical_name]
-        except KeyError:
-            raise SettingsError(f"{queue_env(logical_name)} is not set: this function has no queue {logical_name!r}") from None
+        return _granted(self.queues, logical_name, queue_env(logical_name), f"has no queue {logical_name!r}")
 
     def secret(self, logical_name: str) -> str:
         """Name of a logical secret this function may read."""
-        try:
-            return self.secrets[logical_name]
-        except KeyError:
-            raise SettingsError(f"{secret_env(logical_name)} is not set: this function has no secret {logical_name!r}") from None
+        return _granted(self.secrets, logical_name, secret_env(logical_name), f"has no secret {logical_name!r}")
 
     def setting(self, name: str) -> str:
         """One of the entry's static settings (`JobSpec.config`)."""
-        try:
-            return self.config[name]
-        except KeyError:
-            raise SettingsError(f"{config_env(name)} is not set: this function has no setting {name!r}") from None
+        return _granted(self.config, name, config_env(name), f"has no setting {name!r}")
 
     def function(self, job: str) -> str:
         """Name of another job's function this function may invoke."""
-        try:
-            return self.functions[job]
-        except KeyError:
-            raise SettingsError(f"{function_env(job)} is not set: this function may not invoke job {job!r}") from None
+        return _granted(self.functions, job, function_env(job), f"may not invoke job {job!r}")
 
     def provider_url(self, name: str) -> str:
         """Base URL of an external provider this function calls."""
-        try:
-            return self.providers[name]
-        except KeyError:
-            raise SettingsError(f"{provider_env(name)} is not set: this function calls no provider {name!r}") from None
+        return _granted(self.providers, name, provider_env(name), f"calls no provider {name!r}")
 
 
 class ScheduledSettings(Settings):

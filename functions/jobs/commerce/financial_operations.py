@@ -121,12 +121,13 @@ class FinancialOperationStore(ModelStore):
         self.table_name = table_name
         self._clock = clock
 
-    def _item(
+    def _new_row(
         self, operation_id: str, account_id: str, kind: OperationKind, target_ref: str | None, amount_cents: int,
         currency: str, initiator: str, order_id: str | None,
-    ) -> dict[str, Any]:
+    ) -> Any:
+        """The row of a new pending operation (absent attributes left out)."""
         now = self._clock.now_ms()
-        return {
+        item = {
             "operation_id": operation_id,
             "account_id": account_id,
             "order_id": order_id,
@@ -142,14 +143,14 @@ class FinancialOperationStore(ModelStore):
             "created_at": now,
             "updated_at": now,
         }
+        return self._model(**{k: v for k, v in item.items() if v is not None})
 
     def create(
         self, operation_id: str, account_id: str, kind: OperationKind, target_ref: str | None, amount_cents: int,
         currency: str, initiator: str, order_id: str | None = None,
     ) -> bool:
         """Record a new pending operation; False if that id already exists (idempotent)."""
-        item = self._item(operation_id, account_id, kind, target_ref, amount_cents, currency, initiator, order_id)
-        row = self._model(**{k: v for k, v in item.items() if v is not None})
+        row = self._new_row(operation_id, account_id, kind, target_ref, amount_cents, currency, initiator, order_id)
         try:
             row.save(condition=self._model.operation_id.does_not_exist())
         except PutError as exc:
@@ -163,8 +164,7 @@ class FinancialOperationStore(ModelStore):
         currency: str, initiator: str, order_id: str | None = None,
     ) -> Write:
         """A fenced `Write` creating a pending operation unless that id exists."""
-        item = self._item(operation_id, account_id, kind, target_ref, amount_cents, currency, initiator, order_id)
-        row = self._model(**{k: v for k, v in item.items() if v is not None})
+        row = self._new_row(operation_id, account_id, kind, target_ref, amount_cents, currency, initiator, order_id)
         return save_write(row, self._model.operation_id.does_not_exist())
 
     def get(self, operation_id: str) -> Any | None:
