@@ -31,6 +31,14 @@ def load_event(name: str) -> dict:
     return json.loads((EVENTS / f"{name}.json").read_text())
 
 
+def documented_bounds(job: str) -> str:
+    """The row of the job tables in docs/jobs.md that names `job` (its schedule, grants and batch bounds)."""
+    for line in (ROOT / "docs" / "jobs.md").read_text().splitlines():
+        if line.startswith(f"| `{job}` |"):
+            return line
+    raise AssertionError(f"docs/jobs.md has no row for {job}")
+
+
 def create_table(client, physical_name: str, spec: TableSpec) -> str:
     """Create a table exactly as the catalog describes it (keys and indexes)."""
     client.create_table(**table_request(physical_name, spec))

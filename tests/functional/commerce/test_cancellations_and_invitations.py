@@ -8,7 +8,7 @@ from jobs.commerce import cancellations, invitations
 from jobs.commerce.cancellations import recover_pending_cancellations
 from jobs.commerce.financial_operations import OperationKind
 from jobs.commerce.invitations import expire_agent_invitations
-from tests.support import ROOT
+from tests.support import documented_bounds
 
 from commerce_harness import request_cancellations
 
@@ -129,9 +129,7 @@ def test_invitation_batches_are_bounded(stores, harness, clock, monkeypatch):
 
 def test_the_job_table_states_the_bounds_the_code_runs():
     # the operator's table in docs/jobs.md says each job's batch bounds: it must say the code's
-    rows = {line.split("|")[1].strip(" `"): line for line in (ROOT / "docs" / "jobs.md").read_text().splitlines()
-            if line.startswith("| `")}
     assert (f"{invitations.INVITATION_BATCH} a batch, ≤ {invitations.INVITATION_MAX_BATCHES} batches"
-            in rows["expire_agent_invitations"])
+            in documented_bounds("expire_agent_invitations"))
     assert (f"{cancellations.CANCEL_BATCH} orders a batch, ≤ {cancellations.CANCEL_MAX_BATCHES} batches"
-            in rows["recover_pending_cancellations"])
+            in documented_bounds("recover_pending_cancellations"))

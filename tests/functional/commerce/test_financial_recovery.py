@@ -15,6 +15,7 @@ from jobs.commerce.diagnostic_retention import retention_batches
 from jobs.commerce.financial_operations import OperationKind
 from jobs.commerce.financial_recovery import recover_financial_operations
 from providers.payments import PaymentAuthError
+from tests.support import documented_bounds
 
 from commerce_harness import StealingContext, recovery_job
 
@@ -397,10 +398,15 @@ def test_a_lost_lease_stops_the_job_before_its_next_batch(stores, payments, harn
     assert harness.leases.peek(JOB).holder == "intruder"
 
 
-def test_documented_bounds():
-    assert diagnostic_retention.DIAGNOSTIC_CHUNK == 1_000
-    assert diagnostic_retention.ACTIVITY_BATCH == 1_000
-    assert financial_recovery.OPERATION_BATCH == 50
+def test_the_job_table_states_the_bounds_the_code_runs():
+    # the operator's table in docs/jobs.md says the job's batch bounds: it must say the code's
+    row = documented_bounds(JOB)
+    assert f"due operations {financial_recovery.OPERATION_BATCH} a batch" in row
+    assert f"diagnostics ≤ {diagnostic_retention.DIAGNOSTIC_CHUNK:,} expired parents a chunk" in row
+    assert f"activity {diagnostic_retention.ACTIVITY_BATCH:,} a batch" in row
+    assert f"intents {financial_recovery.INTENT_BATCH} a batch" in row
+    assert f"deleted accounts {financial_recovery.ACCOUNT_BATCH} a batch" in row
+    assert f"≤ {financial_recovery.MAX_BATCHES_PER_STEP} batches per step" in row
 
 
 def release(ctx, stores, parent):
