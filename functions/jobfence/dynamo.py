@@ -48,6 +48,7 @@ from pynamodb.exceptions import DoesNotExist, PynamoDBException
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, Index, KeysOnlyProjection
 from pynamodb.models import Model
 
+from jobfence.clock import Clock
 from jobfence.errors import StoreError
 from jobfence.registry import IndexSpec
 
@@ -362,11 +363,17 @@ def index(spec: IndexSpec) -> GlobalSecondaryIndex:
 class ModelStore:
     """A store over pynamodb models bound to its tables; the models stay private to the store (`_model`).
 
+    A store of one table names its model class `_model_class`; the constructor binds it to the physical table.
     Callers use the store's methods. `clients()` is for the benches and tests
     that meter a store's requests or inject faults into them, never for a write.
     """
 
+    _model_class: type[Model]
     _model: Any
+
+    def __init__(self, table_name: str, clock: Clock) -> None:
+        self._model = bind(self._model_class, table_name)
+        self._clock = clock
 
     def clients(self) -> list[Any]:
         """The botocore clients this store sends its requests through."""

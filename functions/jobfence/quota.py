@@ -38,8 +38,7 @@ from pynamodb.exceptions import PynamoDBException
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
-from jobfence.clock import Clock
-from jobfence.dynamo import ErrorKind, ModelStore, bind, classify, get_row, raise_store_error
+from jobfence.dynamo import ErrorKind, ModelStore, classify, get_row, raise_store_error
 
 
 class _Quota(Model):
@@ -73,9 +72,7 @@ class QuotaBalance:
 class QuotaStore(ModelStore):
     """Grant, reserve (inside a caller's transaction), refund and read quota."""
 
-    def __init__(self, table_name: str, clock: Clock) -> None:
-        self._model: Any = bind(_Quota, table_name)
-        self._clock = clock
+    _model_class = _Quota
 
     @property
     def table_name(self) -> str:

@@ -15,8 +15,8 @@ from typing import Any
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import ModelStore, aws_call, bind, get_row
+from jobfence.clock import ttl_seconds
+from jobfence.dynamo import ModelStore, aws_call, get_row
 from jobfence.expiry import expiry_index, expired, expiry_shard, is_live
 
 
@@ -38,9 +38,7 @@ class _Entry(Model):
 class OperatorLedgerStore(ModelStore):
     """Record operator access, read live entries (without digests), delete expired ones."""
 
-    def __init__(self, table_name: str, clock: Clock) -> None:
-        self._model: Any = bind(_Entry, table_name)
-        self._clock = clock
+    _model_class = _Entry
 
     def record(self, entry_id: str, operator_id: str, action: str, session: str, expires_at: int) -> None:
         row = self._model(

@@ -12,14 +12,13 @@ marks it, also for rows restored from a backup.
 from __future__ import annotations
 
 import enum
-from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import UpdateError
 from pynamodb.models import Model
 
-from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, error_code, get_row
+from jobfence.clock import ttl_seconds
+from jobfence.dynamo import ErrorKind, ModelStore, aws_call, classify, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.expiry import expiry_index, expired, expiry_shard, is_live
 
@@ -51,9 +50,7 @@ class _Intent(Model):
 class AccountIntentStore(ModelStore):
     """Create, read (live), confirm and expire account intents."""
 
-    def __init__(self, table_name: str, clock: Clock) -> None:
-        self._model: Any = bind(_Intent, table_name)
-        self._clock = clock
+    _model_class = _Intent
 
     def create(self, intent_id: str, account_id: str, kind: str, expires_at: int) -> None:
         with aws_call(f"creating intent {intent_id}"):

@@ -22,8 +22,7 @@ from pynamodb.attributes import MapAttribute, NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import UpdateError
 from pynamodb.models import Model
 
-from jobfence.clock import Clock
-from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, each_row, error_code, get_row, index, one_page
+from jobfence.dynamo import ErrorKind, ModelStore, aws_call, classify, each_row, error_code, get_row, index, one_page
 from jobfence.errors import StoreError
 from jobs.commerce.catalog import ACCOUNTS_BY_RECOVERY as BY_RECOVERY
 
@@ -75,9 +74,7 @@ class _Account(Model):
 class AccountStore(ModelStore):
     """Accounts: read, request and complete account operations, track deleted-account recovery."""
 
-    def __init__(self, table_name: str, clock: Clock) -> None:
-        self._model: Any = bind(_Account, table_name)
-        self._clock = clock
+    _model_class = _Account
 
     def create(self, account_id: str, email: str, display_name: str = "") -> None:
         with aws_call(f"creating account {account_id}"):

@@ -17,8 +17,8 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DeleteError, UpdateError
 from pynamodb.models import Model
 
-from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, error_code, get_row
+from jobfence.clock import ttl_seconds
+from jobfence.dynamo import ErrorKind, ModelStore, aws_call, classify, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.expiry import expiry_index, expired, expiry_shard, is_live
 
@@ -47,9 +47,7 @@ class _Invitation(Model):
 class AgentInvitationStore(ModelStore):
     """Create, read (live), accept and delete expired invitations."""
 
-    def __init__(self, table_name: str, clock: Clock) -> None:
-        self._model: Any = bind(_Invitation, table_name)
-        self._clock = clock
+    _model_class = _Invitation
 
     def create(self, invitation_id: str, account_id: str, agent_email: str, expires_at: int) -> None:
         with aws_call(f"creating invitation {invitation_id}"):

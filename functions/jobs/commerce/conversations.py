@@ -8,8 +8,8 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DeleteError
 from pynamodb.models import Model
 
-from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, error_code, get_row
+from jobfence.clock import ttl_seconds
+from jobfence.dynamo import ErrorKind, ModelStore, aws_call, classify, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.expiry import expiry_index, expired, expiry_shard, is_live
 
@@ -29,9 +29,7 @@ class _Conversation(Model):
 class ConversationStore(ModelStore):
     """Open, read (live only) and delete expired conversations."""
 
-    def __init__(self, table_name: str, clock: Clock) -> None:
-        self._model: Any = bind(_Conversation, table_name)
-        self._clock = clock
+    _model_class = _Conversation
 
     def open(self, conversation_id: str, account_id: str, expires_at: int) -> None:
         """Create or extend a conversation."""

@@ -13,8 +13,8 @@ from typing import Any
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import ModelStore, aws_call, bind, each_row
+from jobfence.clock import ttl_seconds
+from jobfence.dynamo import ModelStore, aws_call, each_row
 from jobfence.expiry import expiry_index, expired, expiry_shard, is_live
 
 ACTIVITY_RETENTION_MS = 30 * 24 * 3_600_000
@@ -37,9 +37,7 @@ class _Activity(Model):
 class CustomerActivityStore(ModelStore):
     """Record activity, read the live part, delete what is older than 30 days."""
 
-    def __init__(self, table_name: str, clock: Clock) -> None:
-        self._model: Any = bind(_Activity, table_name)
-        self._clock = clock
+    _model_class = _Activity
 
     def record(self, account_id: str, event_id: str, kind: str, at: int) -> None:
         expires_at = at + ACTIVITY_RETENTION_MS

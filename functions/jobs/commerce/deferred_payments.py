@@ -38,8 +38,7 @@ from typing import Any
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from jobfence.clock import Clock
-from jobfence.dynamo import ModelStore, aws_call, bind, get_row, index, one_page, update_if
+from jobfence.dynamo import ModelStore, aws_call, get_row, index, one_page, update_if
 from jobfence.transaction import Write, update_write
 from jobs.commerce.catalog import DEFERRED_BY_STATUS_UPDATED as BY_STATUS_UPDATED
 
@@ -89,10 +88,7 @@ class _Intent(Model):
 class DeferredPaymentStore(ModelStore):
     """Deferred intents: create, patch upsells, find stale ones, record captures."""
 
-    def __init__(self, table_name: str, clock: Clock) -> None:
-        self._model: Any = bind(_Intent, table_name)
-        self.table_name = table_name
-        self._clock = clock
+    _model_class = _Intent
 
     def create(self, intent_id: str, sale_ref: str | None, amount_cents: int, currency: str = "EUR", account_id: str | None = None) -> None:
         """Checkout approved the order and deferred its capture."""

@@ -29,8 +29,8 @@ from pynamodb.exceptions import DeleteError
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
-from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, each_row, error_code, get_row
+from jobfence.clock import ttl_seconds
+from jobfence.dynamo import ErrorKind, ModelStore, aws_call, classify, each_row, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.transaction import Write, update_write
 from jobfence.expiry import expiry_index, expired, expiry_shard, is_live
@@ -66,10 +66,7 @@ class _Diagnostic(Model):
 class DiagnosticStore(ModelStore):
     """Record captures, read them (live only), and retire expired ones."""
 
-    def __init__(self, table_name: str, clock: Clock) -> None:
-        self._model: Any = bind(_Diagnostic, table_name)
-        self.table_name = table_name
-        self._clock = clock
+    _model_class = _Diagnostic
 
     # -- the API side -----------------------------------------------------------------------
 

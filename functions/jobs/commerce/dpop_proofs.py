@@ -13,8 +13,8 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import PutError
 from pynamodb.models import Model
 
-from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, error_code, get_row
+from jobfence.clock import ttl_seconds
+from jobfence.dynamo import ErrorKind, ModelStore, aws_call, classify, error_code, get_row
 from jobfence.errors import StoreError
 from jobfence.expiry import expiry_index, expired, expiry_shard, is_live
 
@@ -33,9 +33,7 @@ class _DpopProof(Model):
 class DpopProofStore(ModelStore):
     """Record proofs, detect replays (live rows only), delete expired rows."""
 
-    def __init__(self, table_name: str, clock: Clock) -> None:
-        self._model: Any = bind(_DpopProof, table_name)
-        self._clock = clock
+    _model_class = _DpopProof
 
     def record(self, jti: str, expires_at: int) -> bool:
         """Record a first sight of `jti`; False if a live row says it is a replay."""

@@ -45,8 +45,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import PutError
 from pynamodb.models import Model
 
-from jobfence.clock import Clock
-from jobfence.dynamo import ErrorKind, ModelStore, bind, classify, each_row, error_code, get_row, index, update_if
+from jobfence.dynamo import ErrorKind, ModelStore, classify, each_row, error_code, get_row, index, update_if
 from jobfence.errors import StoreError
 from jobfence.transaction import Write, save_write, update_write
 from jobs.commerce.catalog import OPERATIONS_BY_ACCOUNT as BY_ACCOUNT, OPERATIONS_BY_DUE as BY_DUE
@@ -116,10 +115,7 @@ def idempotency_key(initiator: str, operation_id: str) -> str:
 class FinancialOperationStore(ModelStore):
     """Create operations, find due ones, settle them conditionally."""
 
-    def __init__(self, table_name: str, clock: Clock) -> None:
-        self._model: Any = bind(_Operation, table_name)
-        self.table_name = table_name
-        self._clock = clock
+    _model_class = _Operation
 
     def _new_row(
         self, operation_id: str, account_id: str, kind: OperationKind, target_ref: str | None, amount_cents: int,

@@ -19,8 +19,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import UpdateError
 from pynamodb.models import Model
 
-from jobfence.clock import Clock
-from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, each_row, error_code, get_row, index
+from jobfence.dynamo import ErrorKind, ModelStore, aws_call, classify, each_row, error_code, get_row, index
 from jobfence.errors import StoreError
 from jobfence.transaction import Write, update_write
 from jobs.commerce.catalog import ORDERS_BY_ACCOUNT as BY_ACCOUNT, ORDERS_BY_STATUS as BY_STATUS
@@ -78,10 +77,7 @@ def status_of(row: Any) -> OrderStatus:
 class OrderStore(ModelStore):
     """Orders: create, read, find pending cancellations, cancel (fenced), redact."""
 
-    def __init__(self, table_name: str, clock: Clock) -> None:
-        self._model: Any = bind(_Order, table_name)
-        self.table_name = table_name
-        self._clock = clock
+    _model_class = _Order
 
     def create(self, order_id: str, account_id: str, amount_cents: int, currency: str, status: str = "placed", **fields: Any) -> None:
         """Write an order (the API's checkout path; also test and demo seeding)."""

@@ -19,8 +19,7 @@ from typing import Any, Mapping
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from jobfence.clock import Clock
-from jobfence.dynamo import ModelStore, aws_call, bind, get_row
+from jobfence.dynamo import ModelStore, aws_call, get_row
 from jobfence.transaction import Write, update_write
 
 DARKROOM_SCHEDULE = "darkroom_schedule"
@@ -48,9 +47,7 @@ class _Board(Model):
 class BoardStore(ModelStore):
     """Read boards and build their conditional publish updates."""
 
-    def __init__(self, table_name: str, clock: Clock) -> None:
-        self._model: Any = bind(_Board, table_name)
-        self._clock = clock
+    _model_class = _Board
 
     def put(self, board_id: str, channel_id: str, message_id: str | None = None) -> None:
         """Register a board (seed data, operators)."""

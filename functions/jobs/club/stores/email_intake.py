@@ -20,8 +20,7 @@ from typing import Any
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from jobfence.clock import Clock
-from jobfence.dynamo import ModelStore, aws_call, bind, get_row, index
+from jobfence.dynamo import ModelStore, aws_call, get_row, index
 from jobfence.transaction import Write, update_write
 from jobs.club.email_auth import MISSING, MailVerdicts
 from jobs.club.catalog import RETRY_INDEX_SPEC
@@ -62,9 +61,7 @@ class _Intake(Model):
 class EmailIntakeStore(ModelStore):
     """Store intake records, find due ones, build their transitions."""
 
-    def __init__(self, table_name: str, clock: Clock) -> None:
-        self._model: Any = bind(_Intake, table_name)
-        self._clock = clock
+    _model_class = _Intake
 
     def put(self, intake_id: str, raw: str, verdicts: MailVerdicts) -> None:
         """Store a received email and its authentication verdicts for its first attempt now."""

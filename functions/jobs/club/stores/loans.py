@@ -10,8 +10,7 @@ from typing import Any
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from jobfence.clock import Clock
-from jobfence.dynamo import ModelStore, aws_call, bind, get_row
+from jobfence.dynamo import ModelStore, aws_call, get_row
 
 
 class _Loan(Model):
@@ -28,9 +27,7 @@ class _Loan(Model):
 class LoanStore(ModelStore):
     """Record and read loans."""
 
-    def __init__(self, table_name: str, clock: Clock) -> None:
-        self._model: Any = bind(_Loan, table_name)
-        self._clock = clock
+    _model_class = _Loan
 
     def put(self, loan_id: str, member_id: str, item: str, due_back_at: int) -> None:
         with aws_call(f"recording loan {loan_id}"):

@@ -17,8 +17,7 @@ from typing import Any, Iterable
 from pynamodb.attributes import ListAttribute, NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from jobfence.clock import Clock
-from jobfence.dynamo import ModelStore, aws_call, bind, get_row, index, one_page
+from jobfence.dynamo import ModelStore, aws_call, get_row, index, one_page
 from jobfence.transaction import Write, update_write
 from jobs.club.catalog import ACTIVE_INDEX_SPEC
 from jobs.club.stores.due import due_rows, shard_of
@@ -58,9 +57,7 @@ class _Membership(Model):
 class MembershipStore(ModelStore):
     """Read memberships and build their conditional updates (applied in fenced transactions)."""
 
-    def __init__(self, table_name: str, clock: Clock) -> None:
-        self._model: Any = bind(_Membership, table_name)
-        self._clock = clock
+    _model_class = _Membership
 
     def put(self, member_id: str, guild_id: str, discord_user_id: str, ends_at: int, roles: Iterable[str] = ()) -> None:
         """Create or renew an active membership (seed data and operators)."""

@@ -33,7 +33,7 @@ from pynamodb.exceptions import DeleteError, PutError, UpdateError
 from pynamodb.models import Model
 
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import ErrorKind, ModelStore, bind, classify, error_code, get_row
+from jobfence.dynamo import ErrorKind, ModelStore, classify, error_code, get_row
 from jobfence.errors import StoreError
 
 NONCE_TTL_MS = 24 * 3_600_000
@@ -72,9 +72,10 @@ class _Nonce(Model):
 class NonceStore(ModelStore):
     """Claim, release and complete nonces with conditional writes."""
 
+    _model_class = _Nonce
+
     def __init__(self, table_name: str, clock: Clock, claim_ttl_ms: int = CLAIM_TTL_MS) -> None:
-        self._model: Any = bind(_Nonce, table_name)
-        self._clock = clock
+        super().__init__(table_name, clock)
         self._claim_ttl_ms = claim_ttl_ms
 
     def claim(self, nonce: str, token: str, message_id: str | None = None) -> Claim:

@@ -11,13 +11,13 @@ drops the second copy as a replay.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Iterator
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import ModelStore, aws_call, bind, each_row
+from jobfence.clock import ttl_seconds
+from jobfence.dynamo import ModelStore, aws_call, each_row
 from jobfence.transaction import Write, save_write
 from jobs.club.events import Event
 
@@ -38,9 +38,7 @@ class _OutboxRow(Model):
 class OutboxStore(ModelStore):
     """Transaction entries that save events, and the drain that sends them."""
 
-    def __init__(self, table_name: str, clock: Clock) -> None:
-        self._model: Any = bind(_OutboxRow, table_name)
-        self._clock = clock
+    _model_class = _OutboxRow
 
     def put_op(self, job: str, event: Event) -> Write:
         """A fenced `Write` saving one event. Idempotent: the same change has the same nonce."""

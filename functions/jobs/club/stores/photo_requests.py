@@ -16,8 +16,7 @@ from typing import Any
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from jobfence.clock import Clock
-from jobfence.dynamo import ModelStore, aws_call, bind, get_row
+from jobfence.dynamo import ModelStore, aws_call, get_row
 from jobfence.expiry import expiry_index, expired, expiry_shard
 from jobfence.transaction import Write, update_write
 
@@ -60,9 +59,7 @@ class _Request(Model):
 class PhotoRequestStore(ModelStore):
     """Find requests that can expire and build the expiry update."""
 
-    def __init__(self, table_name: str, clock: Clock) -> None:
-        self._model: Any = bind(_Request, table_name)
-        self._clock = clock
+    _model_class = _Request
 
     def put(self, request_id: str, title: str, expires_at: int, channel_id: str, message_id: str) -> None:
         with aws_call(f"recording photo request {request_id}"):

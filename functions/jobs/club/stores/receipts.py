@@ -13,8 +13,7 @@ from typing import Any
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from jobfence.clock import Clock
-from jobfence.dynamo import ModelStore, aws_call, bind, each_row
+from jobfence.dynamo import ModelStore, aws_call, each_row
 from jobfence.transaction import Write, save_write
 
 
@@ -45,9 +44,7 @@ class _Receipt(Model):
 class ReceiptStore(ModelStore):
     """Record receipts and read the roles they grant."""
 
-    def __init__(self, table_name: str, clock: Clock) -> None:
-        self._model: Any = bind(_Receipt, table_name)
-        self._clock = clock
+    _model_class = _Receipt
 
     def _row(self, receipt: Receipt, intake_id: str | None) -> Any:
         return self._model(

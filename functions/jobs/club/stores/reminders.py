@@ -16,8 +16,7 @@ from typing import Any
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from jobfence.clock import Clock
-from jobfence.dynamo import ModelStore, aws_call, bind, get_row, index
+from jobfence.dynamo import ModelStore, aws_call, get_row, index
 from jobfence.transaction import Write, update_write
 from jobs.club.catalog import DUE_INDEX_SPEC
 from jobs.club.stores.due import due_rows, shard_of
@@ -55,9 +54,7 @@ class _Reminder(Model):
 class ReminderStore(ModelStore):
     """Find due reminders and build the claim of each send."""
 
-    def __init__(self, table_name: str, clock: Clock) -> None:
-        self._model: Any = bind(_Reminder, table_name)
-        self._clock = clock
+    _model_class = _Reminder
 
     def put(self, reminder_id: str, loan_id: str, due_at: int, recipient: Recipient, recipient_user_id: str) -> None:
         with aws_call(f"recording reminder {reminder_id}"):

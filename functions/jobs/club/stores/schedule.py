@@ -17,8 +17,7 @@ from typing import Any, Iterator
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from jobfence.clock import Clock
-from jobfence.dynamo import ModelStore, aws_call, bind, each_row
+from jobfence.dynamo import ModelStore, aws_call, each_row
 from jobfence.transaction import Write, update_write
 
 DARKROOM = "darkroom"
@@ -63,9 +62,7 @@ class _Entry(Model):
 class ScheduleStore(ModelStore):
     """Read schedule entries by start time and build their conditional transitions."""
 
-    def __init__(self, table_name: str, clock: Clock) -> None:
-        self._model: Any = bind(_Entry, table_name)
-        self._clock = clock
+    _model_class = _Entry
 
     def add(self, space: str, entry_id: str, starts_at: int, label: str, *, ends_at: int | None = None,
             member_id: str | None = None, hours: float | None = None) -> None:
