@@ -14,12 +14,10 @@ from __future__ import annotations
 import enum
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import UpdateError
 from pynamodb.models import Model
 
 from jobfence.clock import ttl_seconds
-from jobfence.dynamo import ErrorKind, ModelStore, aws_call, classify, error_code, get_row
-from jobfence.errors import StoreError
+from jobfence.dynamo import ModelStore, aws_call, get_row, update_if
 from jobfence.expiry import expiry_index, expired, expiry_shard, is_live
 
 KEEP_EXPIRED_MS = 30 * 24 * 3_600_000  # DynamoDB TTL removes the row this long after it expired
@@ -77,16 +75,12 @@ class AccountIntentStore(ModelStore):
     def confirm(self, intent_id: str) -> bool:
         """The customer confirms: only an unconfirmed intent that has not expired."""
         model = self._model
-        try:
-            model(intent_id).update(
-                actions=[model.status.set(IntentStatus.CONFIRMED.value), model.expiry_shard.remove()],
-                condition=(model.status == IntentStatus.UNCONFIRMED.value) & (model.expires_at > self._clock.now_ms()),
-            )
-        except UpdateError as exc:
-            if classify(exc) is ErrorKind.CONDITION_FAILED:
-                return False
-            raise StoreError(f"confirming intent {intent_id} failed: {error_code(exc)}", classify(exc)) from exc
-        return True
+        return update_if(
+            model(intent_id),
+            [model.status.set(IntentStatus.CONFIRMED.value), model.expiry_shard.remove()],
+            (model.status == IntentStatus.UNCONFIRMED.value) & (model.expires_at > self._clock.now_ms()),
+            f"confirming intent {intent_id}",
+        )
 
     def expire_due(self, limit: int) -> tuple[int, int]:
         """Mark up to `limit` expired unconfirmed intents expired; return (expired, scanned).
@@ -99,13 +93,10 @@ class AccountIntentStore(ModelStore):
         rows = list(expired(model, now, limit))
         changed = 0
         for row in rows:
-            try:
-                model(row.intent_id).update(
-                    actions=[model.status.set(IntentStatus.EXPIRED.value), model.expiry_shard.remove()],
-                    condition=(model.status == IntentStatus.UNCONFIRMED.value) & (model.expires_at <= now),
-                )
-                changed += 1
-            except UpdateError as exc:
-                if classify(exc) is not ErrorKind.CONDITION_FAILED:
-                    raise StoreError(f"expiring intent {row.intent_id} failed: {error_code(exc)}", classify(exc)) from exc
+            changed += update_if(
+                model(row.intent_id),
+                [model.status.set(IntentStatus.EXPIRED.value), model.expiry_shard.remove()],
+                (model.status == IntentStatus.UNCONFIRMED.value) & (model.expires_at <= now),
+                f"expiring intent {row.intent_id}",
+            )
         return changed, len(rows)

@@ -22,7 +22,18 @@ from pynamodb.attributes import MapAttribute, NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import UpdateError
 from pynamodb.models import Model
 
-from jobfence.dynamo import ErrorKind, ModelStore, aws_call, classify, each_row, error_code, get_row, index, one_page
+from jobfence.dynamo import (
+    ErrorKind,
+    ModelStore,
+    aws_call,
+    classify,
+    each_row,
+    error_code,
+    get_row,
+    index,
+    one_page,
+    update_if,
+)
 from jobfence.errors import StoreError
 from jobs.commerce.catalog import ACCOUNTS_BY_RECOVERY as BY_RECOVERY
 
@@ -163,16 +174,12 @@ class AccountStore(ModelStore):
     def clear_recovery(self, account_id: str) -> bool:
         """Deleted-account recovery is complete: leave the index (False if already cleared)."""
         model = self._model
-        try:
-            model(account_id).update(
-                actions=[model.recovery_due.remove()],
-                condition=model.recovery_due.exists() & (model.status == AccountStatus.DELETED.value),
-            )
-        except UpdateError as exc:
-            if classify(exc) is ErrorKind.CONDITION_FAILED:
-                return False
-            raise StoreError(f"clearing recovery of account {account_id} failed: {error_code(exc)}", classify(exc)) from exc
-        return True
+        return update_if(
+            model(account_id),
+            [model.recovery_due.remove()],
+            model.recovery_due.exists() & (model.status == AccountStatus.DELETED.value),
+            f"clearing recovery of account {account_id}",
+        )
 
 
 def _gone_or_store(exc: UpdateError, account_id: str) -> StoreError:

@@ -14,11 +14,11 @@ import enum
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import DeleteError, UpdateError
+from pynamodb.exceptions import DeleteError
 from pynamodb.models import Model
 
 from jobfence.clock import ttl_seconds
-from jobfence.dynamo import ErrorKind, ModelStore, aws_call, classify, error_code, get_row
+from jobfence.dynamo import ErrorKind, ModelStore, aws_call, classify, error_code, get_row, update_if
 from jobfence.errors import StoreError
 from jobfence.expiry import expiry_index, expired, expiry_shard, is_live
 
@@ -72,16 +72,12 @@ class AgentInvitationStore(ModelStore):
 
     def accept(self, invitation_id: str) -> bool:
         model = self._model
-        try:
-            model(invitation_id).update(
-                actions=[model.status.set(InvitationStatus.ACCEPTED.value), model.expiry_shard.remove()],
-                condition=(model.status == InvitationStatus.PENDING.value) & (model.expires_at > self._clock.now_ms()),
-            )
-        except UpdateError as exc:
-            if classify(exc) is ErrorKind.CONDITION_FAILED:
-                return False
-            raise StoreError(f"accepting invitation {invitation_id} failed: {error_code(exc)}", classify(exc)) from exc
-        return True
+        return update_if(
+            model(invitation_id),
+            [model.status.set(InvitationStatus.ACCEPTED.value), model.expiry_shard.remove()],
+            (model.status == InvitationStatus.PENDING.value) & (model.expires_at > self._clock.now_ms()),
+            f"accepting invitation {invitation_id}",
+        )
 
     def delete_expired(self, limit: int) -> tuple[int, int]:
         """Delete up to `limit` expired pending invitations; return (deleted, scanned).

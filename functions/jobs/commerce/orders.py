@@ -16,10 +16,9 @@ import enum
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import UpdateError
 from pynamodb.models import Model
 
-from jobfence.dynamo import ErrorKind, ModelStore, aws_call, classify, each_row, error_code, get_row, index
+from jobfence.dynamo import ModelStore, aws_call, each_row, get_row, index, update_if
 from jobfence.errors import StoreError
 from jobfence.transaction import Write, update_write
 from jobs.commerce.catalog import ORDERS_BY_ACCOUNT as BY_ACCOUNT, ORDERS_BY_STATUS as BY_STATUS
@@ -124,16 +123,12 @@ class OrderStore(ModelStore):
         if status not in TERMINAL:
             return False
         model = self._model
-        try:
-            model(row.order_id).update(
-                actions=[model.redacted_at.set(self._clock.now_ms()), *(getattr(model, f).remove() for f in PERSONAL_FIELDS)],
-                condition=model.status.is_in(*(s.value for s in TERMINAL)) & model.redacted_at.does_not_exist(),
-            )
-        except UpdateError as exc:
-            if classify(exc) is ErrorKind.CONDITION_FAILED:
-                return False
-            raise StoreError(f"redacting order {row.order_id} failed: {error_code(exc)}", classify(exc)) from exc
-        return True
+        return update_if(
+            model(row.order_id),
+            [model.redacted_at.set(self._clock.now_ms()), *(getattr(model, f).remove() for f in PERSONAL_FIELDS)],
+            model.status.is_in(*(s.value for s in TERMINAL)) & model.redacted_at.does_not_exist(),
+            f"redacting order {row.order_id}",
+        )
 
     def request_cancellation(self, order_id: str) -> None:
         """The API's cancel request: paid/placed -> cancellation_pending (refreshes updated_at)."""
