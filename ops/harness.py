@@ -84,6 +84,7 @@ class Rig:
     marketplace: FakeItemProvider
     producer: Producer
     workers: dict[str, Worker]
+    performs: dict[str, Callable[..., Any]]  # each pipeline's provider step, as its worker runs it
     reclaimer: Reclaimer
     ops: BatchOperations
     logger: Logger = field(default_factory=lambda: Logger(service="test"))
@@ -168,6 +169,6 @@ def build_rig(dynamodb, tables: dict[str, str], clock: FrozenClock, per_item_tim
         store, {k: ReclaimPipeline(k, p.timing, queues[k]) for k, p in PIPELINES.items()}, clock, logger, page_size=25
     ), CATALOG.job("reclaim_listings").tables, "reclaim_listings")
     return Rig(
-        clock, store, quota, queues, generator, marketplace, Producer(store, queues, logger), workers, reclaimer,
-        BatchOperations(store, queues, logger),
+        clock, store, quota, queues, generator, marketplace, Producer(store, queues, logger), workers, performs,
+        reclaimer, BatchOperations(store, queues, logger),
     )

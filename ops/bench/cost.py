@@ -116,8 +116,8 @@ def _drain(n_items: int, metered: bool) -> dict[str, Any]:
         url = sqs.create_queue(QueueName="generation")["QueueUrl"]
         wakeups = SqsWakeups(sqs, url)
         producer = Producer(rig.store, {"generation": wakeups}, rig.logger)
-        template = rig.workers["generation"]
-        worker = Worker(rig.store, template.kind, PIPELINES["generation"].timing, template._perform, wakeups, rig.logger)
+        worker = Worker(rig.store, "generation", PIPELINES["generation"].timing, rig.performs["generation"], wakeups,
+                        rig.logger)
         rig.quota.grant("acme", n_items)
         meter.reset()
         sqs_counter.requests.clear()

@@ -138,8 +138,7 @@ def drain(n_items: int, workers: int = WORKERS,
         meter.reset()
         rig.submit("acme", "hot", n_items)
         produced = _hottest(meter, n_items / rate)  # as if the producer put the batch at the fleet's rate
-        template = rig.workers["generation"]
-        fleet = [Worker(rig.store, template.kind, PIPELINES["generation"].timing, template._perform,
+        fleet = [Worker(rig.store, "generation", PIPELINES["generation"].timing, rig.performs["generation"],
                         rig.queues["generation"], rig.logger) for _ in range(workers)]
         meter.reset()
         started = rig.clock.now_ms()

@@ -212,7 +212,7 @@ def test_a_publish_retried_after_a_crash_is_not_published_twice(rig, clock):
     claim = rig.store.claim([key(0, ref)], "publish", 5)[key(0, ref)]
     from jobfence.work import WorkRequest
 
-    perform_listing = rig.workers["publish"]._perform  # the same step the worker runs
+    perform_listing = rig.performs["publish"]  # the same step the worker runs
     first_id = perform_listing(WorkRequest(key(0, ref), "publish", claim.attempts, claim.payload), 10)
     # WHEN reclaim re-drives it and a worker runs it again
     clock.advance(minutes=5, seconds=1)

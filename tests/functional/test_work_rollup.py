@@ -29,9 +29,8 @@ def raw_batch_row(dynamodb, tables, ref=B):
 
 
 def fleet(rig, n):
-    inner = rig.workers["generation"]._inner
-    return [Worker(rig.store, "generation", PIPELINES["generation"].timing, inner._perform, rig.queues["generation"],
-                   rig.logger) for _ in range(n)]
+    return [Worker(rig.store, "generation", PIPELINES["generation"].timing, rig.performs["generation"],
+                   rig.queues["generation"], rig.logger) for _ in range(n)]
 
 
 def test_roll_ups_never_write_the_batch_row_until_it_finalizes(rig, dynamodb, tables, clock):
