@@ -32,7 +32,20 @@ def test_schedule_is_a_short_rate_behind_an_interval_gate():
     assert spec.schedule == "rate(5 minutes)"
     assert spec.interval_s == 300
     assert spec.providers == ("paypal",) and spec.secrets == ("paypal_credentials",)
-    assert safety_net.CUTOFF_MS == 20 * 60_000
+
+
+def test_an_intent_is_captured_only_after_twenty_minutes_without_buyer_activity(stores, payments, harness, clock):
+    # GIVEN a deferred intent whose buyer was last active 19 minutes ago (seed 001: the cutoff is 20 minutes)
+    seed(stores, payments, 1)
+    clock.advance(minutes=19)
+    # WHEN the safety net runs THEN it leaves the intent and calls nothing
+    first = harness.run("capture_abandoned_deferred", job(stores, payments, harness))
+    assert first.outcome is Outcome.RAN and first.summary["captured"] == 0 and not payments.calls
+    assert stores.deferred.get("i000").status == "deferred"
+    # AND the next tick, 24 minutes after the buyer's last activity, captures it
+    clock.advance(minutes=5)
+    second = harness.run("capture_abandoned_deferred", job(stores, payments, harness))
+    assert second.summary["captured"] == 1 and stores.deferred.get("i000").status == "captured"
 
 
 def test_fifty_intents_some_fail_some_race_the_buyer_some_still_upselling(stores, payments, harness, clock):
