@@ -28,8 +28,11 @@ node_modules/.installed: package.json package-lock.json
 demo: install
 	$(PY) -m ops demo
 
+# The suite on every core (pytest-xdist): tests that share a session resource (the deployed local
+# runtime, the synthesized app) stay on one worker in file order (tests/conftest.py); TEST_WORKERS=0 runs it serially.
+TEST_WORKERS ?= auto
 test: install $(CHROMIUM)
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 $(CHROMIUM):
 	$(SUDO) apt-get update

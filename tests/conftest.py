@@ -78,3 +78,18 @@ def dynalite():
 
     with Dynalite() as server:
         yield server.endpoint
+
+
+_SHARED = (  # (group, does the test use it): tests sharing one session-scoped resource run on one worker
+    ("runtime", lambda item: "runtime" in item.fixturenames),  # tests/sim: one deployed LocalRuntime, in file order
+    ("synth", lambda item: "tests/infra/" in item.path.as_posix()),  # tests/infra: the app synthesized once per session
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`make test` runs `-n auto --dist loadgroup`) the rest is spread over the workers."""
+    for item in items:
+        for group, uses in _SHARED:
+            if uses(item):
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
