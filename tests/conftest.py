@@ -80,8 +80,11 @@ def dynalite():
         yield server.endpoint
 
 
-_SHARED = (  # (group, does the test use it): tests sharing one session-scoped resource run on one worker
-    ("runtime", lambda item: "runtime" in item.fixturenames),  # tests/sim: one deployed LocalRuntime, in file order
+_SHARED = (  # (group, does the test use it): tests sharing one session-scoped resource run on one worker, in order.
+    # The deployed LocalRuntime (tests/sim) is one per worker: the CLI's tests on one, the other users on another,
+    # so the two halves of the runtime's work run side by side, each file's tests in its order.
+    ("runtime-cli", lambda item: "runtime" in item.fixturenames and item.path.name == "test_cli.py"),
+    ("runtime", lambda item: "runtime" in item.fixturenames),
     ("synth", lambda item: "tests/infra/" in item.path.as_posix()),  # tests/infra: the app synthesized once per session
 )
 
