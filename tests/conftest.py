@@ -80,19 +80,24 @@ def dynalite():
         yield server.endpoint
 
 
-_SHARED = (  # (group, does the test use it): tests sharing one session-scoped resource run on one worker, in order.
-    # The deployed LocalRuntime (tests/sim) is one per worker: the CLI's tests on one, the other users on another,
-    # so the two halves of the runtime's work run side by side, each file's tests in its order.
-    ("runtime-cli", lambda item: "runtime" in item.fixturenames and item.path.name == "test_cli.py"),
-    ("runtime", lambda item: "runtime" in item.fixturenames),
+
+_SHARED = (  # (group, does the test use it): tests sharing one session-scoped resource run on one worker, in order
+    ("runtime", lambda item: "runtime" in item.fixturenames),  # tests/sim: the one deployed LocalRuntime
     ("synth", lambda item: "tests/infra/" in item.path.as_posix()),  # tests/infra: the app synthesized once per session
 )
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the node ids
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`make test` runs `-n auto --dist loadgroup`) the rest is spread over the workers."""
+    """Under pytest-xdist (`make test` runs `-n auto --dist loadgroup`) the rest is spread over the workers.
+
+    The runtime's tests go first, in their file order: they are the longest group, so one worker
+    starts on them while the others take everything else.
+    """
+    groups = {}
     for item in items:
-        for group, uses in _SHARED:
-            if uses(item):
-                item.add_marker(pytest.mark.xdist_group(group))
-                break
+        group = next((name for name, uses in _SHARED if uses(item)), None)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))
+            groups[item.nodeid] = group
+    items.sort(key=lambda item: groups.get(item.nodeid) != "runtime")  # stable: every other order is kept
