@@ -29,10 +29,11 @@ demo: install
 	$(PY) -m ops demo
 
 # The suite on every core (pytest-xdist): tests that share a session resource (the deployed local
-# runtime, the synthesized app) stay on one worker in file order (tests/conftest.py); TEST_WORKERS=0 runs it serially.
+# runtime in tests/sim, the synthesized app in tests/infra) stay on one worker in file order
+# (tests/conftest.py); TEST_WORKERS=0 runs it serially.
 TEST_WORKERS ?= auto
 test: install $(CHROMIUM)
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -n $(TEST_WORKERS)
 
 $(CHROMIUM):
 	$(SUDO) apt-get update

@@ -81,23 +81,26 @@ def dynalite():
 
 
 
-_SHARED = (  # (group, does the test use it): tests sharing one session-scoped resource run on one worker, in order
-    ("runtime", lambda item: "runtime" in item.fixturenames),  # tests/sim: the one deployed LocalRuntime
-    ("synth", lambda item: "tests/infra/" in item.path.as_posix()),  # tests/infra: the app synthesized once per session
+
+# Under pytest-xdist (`make test` runs `-n auto`), directories whose tests share a session-scoped resource
+# run on one worker, in file order; every other test goes wherever a worker is free. (xdist's own
+# `--dist loadgroup` marks do not reach its scheduler under pytest 9, whose node ids it can no longer suffix.)
+_SHARED_DIRS = (
+    "tests/sim/",  # one deployed LocalRuntime, its files in order (and the simulator's budget beside it)
+    "tests/infra/",  # the app synthesized once per session
 )
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the node ids
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`make test` runs `-n auto --dist loadgroup`) the rest is spread over the workers.
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
 
-    The runtime's tests go first, in their file order: they are the longest group, so one worker
-    starts on them while the others take everything else.
-    """
-    groups = {}
-    for item in items:
-        group = next((name for name, uses in _SHARED if uses(item)), None)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
-            groups[item.nodeid] = group
-    items.sort(key=lambda item: groups.get(item.nodeid) != "runtime")  # stable: every other order is kept
+    class SharedResourceScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return next((d for d in _SHARED_DIRS if nodeid.startswith(d)), nodeid)
+
+    return SharedResourceScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config, items):
+    """tests/sim first: the longest group, so its worker starts on it while the others take the rest."""
+    items.sort(key=lambda item: not item.nodeid.startswith(_SHARED_DIRS[0]))  # stable: every other order kept
