@@ -244,6 +244,36 @@ def update_if(row: Any, actions: Sequence[Any], condition: Any, what: str) -> bo
     return True
 
 
+def update_or_refusal(row: Any, actions: Sequence[Any], condition: Any, what: str) -> dict[str, Any] | None:
+    """One conditional pynamodb update: None if applied, else the item that refused it (deserialized).
+
+    For an unfenced write whose refusal must be read (was it our own earlier
+    copy?): the update asks for the old image, which pynamodb's `Model.update`
+    cannot, so the expression pynamodb builds is sent on the model's own
+    botocore client. Without an image (dynalite), one consistent read
+    (`refused_item`); `{}` when there is no item. Any other error is a
+    `StoreError` (`raise_store_error`).
+    """
+    model = type(row)
+    kwargs = row.get_update_kwargs_from_instance(
+        actions=list(actions), condition=condition, return_values_on_condition_failure="ALL_OLD"
+    )
+    try:
+        model._get_connection().connection.client.update_item(**kwargs)
+    except Exception as exc:
+        raise_unless_refused(exc, what)
+        key = kwargs["Key"]
+
+        def read() -> Mapping[str, Any] | None:
+            with aws_call(what):
+                return model._get_connection().connection.client.get_item(
+                    TableName=kwargs["TableName"], Key=key, ConsistentRead=True
+                ).get("Item")
+
+        return deserialized(refused_item(exc, read))
+    return None
+
+
 @contextmanager
 def aws_call(what: str) -> Iterator[None]:
     """Turn any boto3/botocore/pynamodb error raised inside into `raise_store_error(exc, what)`.

@@ -68,7 +68,7 @@ class AccountOperations:
             raise NothingPending(f"account {account} has no pending operation")
         kind = OperationKind(pending.kind)
         op_id = pending.operation_id
-        self._accounts.note_attempt(account, op_id)
+        self._accounts.note_attempt(account, op_id, int(pending.attempts or 0))
         try:
             if kind is OperationKind.DELETION:
                 self._provider.delete_account(account, idempotency_key=op_id)

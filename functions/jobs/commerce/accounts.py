@@ -33,6 +33,7 @@ from jobfence.dynamo import (
     index,
     one_page,
     update_if,
+    update_or_refusal,
 )
 from jobfence.errors import StoreError
 from jobs.commerce.catalog import ACCOUNTS_BY_RECOVERY as BY_RECOVERY
@@ -123,16 +124,24 @@ class AccountStore(ModelStore):
                 actions=actions, condition=model.status.is_in(AccountStatus.ACTIVE.value, AccountStatus.DELETION_PENDING.value)
             )
 
-    def note_attempt(self, account_id: str, operation_id: str) -> None:
-        """Count one provider attempt of the pending operation (idempotent on a replaced operation)."""
+    def note_attempt(self, account_id: str, operation_id: str, attempts_read: int) -> None:
+        """Count one provider attempt of the pending operation, over the count read (`attempts_read`).
+
+        Conditioned on that count, not added: a copy re-sent after a lost reply is
+        refused by its own first application and read as counted from the old
+        image (so is a concurrent resume of the same operation that counted it
+        first); a replaced operation raises `AccountOperationGone`.
+        """
         model = self._model
-        try:
-            model(account_id).update(
-                actions=[model.pending_operation.attempts.add(1)],
-                condition=model.pending_operation.operation_id == operation_id,
-            )
-        except UpdateError as exc:
-            raise _gone_or_store(exc, account_id) from exc
+        refused = update_or_refusal(
+            model(account_id),
+            [model.pending_operation.attempts.set(attempts_read + 1)],
+            (model.pending_operation.operation_id == operation_id) & (model.pending_operation.attempts == attempts_read),
+            f"counting an attempt on account {account_id}",
+        )
+        pending = (refused or {}).get("pending_operation") or {}
+        if refused is not None and not (pending.get("operation_id") == operation_id and int(pending.get("attempts", 0)) > attempts_read):
+            raise AccountOperationGone(f"account {account_id}: the pending operation is no longer the one requested")
 
     def complete_email_change(self, account_id: str, operation_id: str, new_email: str) -> None:
         model = self._model

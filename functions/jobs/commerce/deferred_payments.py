@@ -3,9 +3,14 @@
     intent_id (key) | sale_ref (PayPal order id) | account_id | amount_cents | currency | status
     | updated_at | created_at | captured_by | capture_ref | capture_attempts | last_error
     | claimed_at | claimed_by (run id of the safety net run that claimed it)
+    | upsell_ids (the request ids of the upsells added, a string set)
 
 Checkout leaves an intent `deferred` so a post-purchase upsell can be added
 before anything is charged; every accepted upsell patch refreshes `updated_at`.
+An upsell adds to the amount, so it carries its own request id: the patch is
+refused once that id is in `upsell_ids`, and a re-sent copy (a lost reply that
+botocore re-sends, or the buyer's client asking again) is read as applied from
+the refusal's old image instead of adding twice.
 So "not updated for 20 minutes" means "this buyer is not in the upsell flow any
 more", and the safety net finds those through the index `by_status_updated`
 (status, updated_at): `status = deferred AND updated_at < cutoff`, a bounded
@@ -35,10 +40,10 @@ from __future__ import annotations
 import enum
 from typing import Any
 
-from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.models import Model
 
-from jobfence.dynamo import ModelStore, aws_call, get_row, index, one_page, update_if
+from jobfence.dynamo import ModelStore, aws_call, get_row, index, one_page, update_if, update_or_refusal
 from jobfence.transaction import Write, update_write
 from jobs.commerce.catalog import DEFERRED_BY_STATUS_UPDATED as BY_STATUS_UPDATED
 
@@ -82,6 +87,7 @@ class _Intent(Model):
     last_error = UnicodeAttribute(null=True)
     claimed_at = NumberAttribute(null=True)
     claimed_by = UnicodeAttribute(null=True)
+    upsell_ids = UnicodeSetAttribute(null=True)
     by_status_updated = index(BY_STATUS_UPDATED)
 
 
@@ -109,13 +115,23 @@ class DeferredPaymentStore(ModelStore):
     def get(self, intent_id: str) -> Any | None:
         return get_row(self._model, intent_id, what="reading a row of deferred_payments")
 
-    def patch_upsell(self, intent_id: str, add_cents: int) -> bool:
-        """An accepted upsell: add to the amount and refresh `updated_at` (only while deferred)."""
+    def patch_upsell(self, intent_id: str, add_cents: int, upsell_id: str) -> bool:
+        """An accepted upsell: add to the amount and refresh `updated_at` (only while deferred), once per `upsell_id`.
+
+        `upsell_id` names this upsell (the buyer's request id): a copy of the
+        same request, re-sent after a lost reply or retried by the buyer's
+        client, is refused by its own first application and returns True
+        without adding again. False: the intent is no longer deferred (claimed
+        or captured) and this upsell was never added.
+        """
         model = self._model
-        return update_if(
-            model(intent_id), [model.amount_cents.add(add_cents), model.updated_at.set(self._clock.now_ms())],
-            model.status == DeferredStatus.DEFERRED.value, f"patching intent {intent_id}",
+        refused = update_or_refusal(
+            model(intent_id),
+            [model.amount_cents.add(add_cents), model.upsell_ids.add({upsell_id}), model.updated_at.set(self._clock.now_ms())],
+            (model.status == DeferredStatus.DEFERRED.value) & ~model.upsell_ids.contains(upsell_id),
+            f"patching intent {intent_id}",
         )
+        return refused is None or upsell_id in (refused.get("upsell_ids") or ())
 
     def stale_deferred(
         self, cutoff: int, limit: int, after: dict[str, Any] | None = None

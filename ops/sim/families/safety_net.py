@@ -166,9 +166,9 @@ class SafetyNetFamily:
             order = world.data["orders"][intent]
             times = sorted(START_MS + world.rng.randrange(WINDOW_MS) for _ in range(world.rng.randint(1, 3)))
             accepted = 0
-            for at in times:
+            for n, at in enumerate(times):
                 world.kernel.park(actor, max(0, at - world.kernel.clock.now_ms()))
-                if store.patch_upsell(intent, 250):  # the intent first: refused once it is claimed
+                if store.patch_upsell(intent, 250, f"{actor.name}.{n}"):  # the intent first: refused once it is claimed
                     world.data["patches"].setdefault(intent, []).append(world.kernel.clock.now_ms())
                     payments.fake.patch_amount(order, 250)
                     accepted += 1

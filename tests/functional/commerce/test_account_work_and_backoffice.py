@@ -25,7 +25,7 @@ from jobs.commerce.account_operations import (
     Requester,
     RequesterKind,
 )
-from jobs.commerce.accounts import OperationKind
+from jobs.commerce.accounts import AccountOperationGone, OperationKind
 from jobs.commerce.cancellations import recover_pending_cancellations
 from jobs.commerce.diagnostic_retention import retention_batches
 from jobs.commerce.financial_recovery import FinancialRecovery, recover_financial_operations
@@ -131,6 +131,27 @@ def test_a_provider_failure_leaves_the_operation_pending_for_another_explicit_re
     ops.resume_account_operation("acc", CUSTOMER)
     assert [c[2] for c in account_provider.calls] == ["del-1", "del-1"]  # same idempotency key
     assert int(stores.accounts.get("acc").deleted_at) > 0 and stores.accounts.get("acc").recovery_due == "due"
+
+
+def test_an_attempt_count_re_sent_after_its_lost_reply_is_counted_once(stores, account_provider, notifier):
+    # GIVEN a pending operation, and a provider that fails, so the operation stays pending with its count
+    from tests.aws_faults import Faults
+
+    stores.accounts.create("acc", "c@example.com")
+    stores.accounts.request_operation("acc", "del-1", OperationKind.DELETION)
+    account_provider.fail_next()
+    faults = Faults(*stores.accounts.clients())
+    faults.resent("UpdateItem", when=lambda params: "attempts" in str(params.get("ExpressionAttributeNames", {}).values()))
+    # WHEN the count's UpdateItem is applied, its reply lost and re-sent by botocore
+    with pytest.raises(AccountOperationFailed):
+        operations(stores, account_provider, notifier).resume_account_operation("acc", CUSTOMER)
+    # THEN the copy is refused by the first and read as counted: one attempt, not two
+    assert faults.count("resend") == 1
+    assert int(stores.accounts.get("acc").pending_operation.attempts) == 1
+    # and a replaced operation is still told apart from a counted one
+    stores.accounts.request_operation("acc", "del-2", OperationKind.DELETION)
+    with pytest.raises(AccountOperationGone):
+        stores.accounts.note_attempt("acc", "del-1", 0)
 
 
 # -- backoffice -----------------------------------------------------------------------------

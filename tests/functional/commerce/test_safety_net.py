@@ -61,7 +61,7 @@ def test_fifty_intents_some_fail_some_race_the_buyer_some_still_upselling(stores
         payments.capture_elsewhere(f"O-{i}", f"buyer:{i}")
     clock.advance(minutes=16)
     for i in patched:  # these buyers accepted an upsell 5 minutes before the run
-        assert stores.deferred.patch_upsell(i, 500)
+        assert stores.deferred.patch_upsell(i, 500, f"u-{i}")
     clock.advance(minutes=5)
 
     # WHEN the safety net runs
@@ -85,7 +85,7 @@ def test_fifty_intents_some_fail_some_race_the_buyer_some_still_upselling(stores
     for i in timed_out:  # claimed: the amount is frozen, the next tick settles it with the same key
         row = stores.deferred.get(i)
         assert (row.status, int(row.capture_attempts)) == ("capturing", 1)
-        assert not stores.deferred.patch_upsell(i, 100)
+        assert not stores.deferred.patch_upsell(i, 100, f"late-{i}")
     for i in patched:
         row = stores.deferred.get(i)
         assert row.status == "deferred" and int(row.amount_cents) == 1_000 + int(i[1:]) + 500

@@ -48,10 +48,10 @@ def one_stale_intent(stores, payments, clock, amount=1_000):
     clock.advance(minutes=21)
 
 
-def upsell(stores, payments, add):
+def upsell(stores, payments, add, upsell_id="u1"):
     """The buyer accepts an upsell: PayPal's order is patched, then the intent (refreshing updated_at)."""
     patched = payments.patch_amount("O-1", add)
-    return patched and stores.deferred.patch_upsell("i1", add)
+    return patched and stores.deferred.patch_upsell("i1", add, upsell_id)
 
 
 def test_a_buyer_upsell_between_the_query_and_the_capture_wins_and_nothing_is_captured(stores, payments, harness, clock):
@@ -72,7 +72,7 @@ def test_an_upsell_after_the_claim_is_refused_and_the_claimed_amount_is_captured
     # GIVEN an intent the run has already claimed, and a buyer who comes back just before the capture
     one_stale_intent(stores, payments, clock)
     accepted = []
-    hooked = HookedPayments(payments, before=lambda order: accepted.append(stores.deferred.patch_upsell("i1", 500)))
+    hooked = HookedPayments(payments, before=lambda order: accepted.append(stores.deferred.patch_upsell("i1", 500, "late")))
     # WHEN the run captures
     result = run(harness, stores.deferred, hooked)
     # THEN the late upsell was refused (the amount was frozen by the claim) and the claimed amount was captured
