@@ -201,6 +201,16 @@ def may_have_applied(final: BaseException, retried: Sequence[ErrorKind]) -> bool
     return int((response.get("ResponseMetadata") or {}).get("RetryAttempts") or 0) > 0
 
 
+def went_unanswered(final: BaseException, retried: Sequence[ErrorKind]) -> bool:
+    """Whether a write's every try ended in a transient error while one of them may have been applied.
+
+    Its outcome is unknown: only a read of the item tells (`retry_transient`'s `retried`).
+    """
+    if not is_aws_error(final) or not classify(final).transient:
+        return False
+    return classify(final).maybe_applied or may_have_applied(final, retried)
+
+
 def refused_item(exc: BaseException, read: Callable[[], Mapping[str, Any] | None]) -> dict[str, Any]:
     """The item a refused condition saw: the old image DynamoDB returned, else one consistent read.
 

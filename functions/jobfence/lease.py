@@ -29,7 +29,9 @@ harmless and its refusal is read from the item it saw:
               sent after a later acquire is refused (acquired_at only grows). A
               refusal after an earlier try may have been applied names the term
               that try would have made (`LeaseRefused.unanswered`), or raises
-              `TermOvertaken` when the item's copy shows it was taken over.
+              `TermOvertaken` when the item's copy shows it was taken over. When
+              every try ends unanswered (lost replies, 5xx), one consistent read
+              finds the term if one of them was applied.
     renew     conditioned on lease_id only: the re-sent copy succeeds again.
     release   refused and the item shows our fence with no holder, or the next
               fence taken while our term was still live (only possible after our
@@ -83,6 +85,7 @@ from jobfence.dynamo import (
     raise_unless_refused,
     refused_item,
     retry_transient,
+    went_unanswered,
 )
 from jobfence.errors import (
     IntervalNotElapsed,
@@ -291,14 +294,23 @@ class LeaseStore:
         try:
             out = retry_transient(lambda: self._client.update_item(**request), retried=retried)
         except Exception as exc:
-            raise_unless_refused(exc, f"acquiring the lease of {job!r}")
-            seen = plain(refused_item(exc, lambda: self._consistent_item(job)))
+            unanswered = went_unanswered(exc, retried)
+            if unanswered:  # no answer, and a try may have been applied: one consistent read says if it was
+                try:
+                    seen = plain(self._consistent_item(job))
+                except Exception:  # noqa: BLE001 - the acquire's own error is the one to report
+                    raise_store_error(exc, f"acquiring the lease of {job!r}")
+            else:
+                raise_unless_refused(exc, f"acquiring the lease of {job!r}")
+                seen = plain(refused_item(exc, lambda: self._consistent_item(job)))
             if seen.get("lease_id") == lease_id:
                 return _lease(seen)  # our own acquire, applied before its reply was lost
             sent = Term(job, run_id or NONE, holder, 0, now, now + ttl_ms)
             if run_id and seen.get("prev_run_id") == run_id:
                 # our own acquire was applied, and taken over (expired) before this retry saw it
                 raise TermOvertaken(job, replace(sent, fence=int(seen["fence"]) - 1)) from None
+            if unanswered:
+                raise_store_error(exc, f"acquiring the lease of {job!r}")  # no term of ours is held
             refusal = _refusal(job, seen, now, interval_ms, since_tick, pending_tick)
             if run_id and may_have_applied(exc, retried):
                 refusal.unanswered = sent  # it may also have been taken over and recorded since: the runner looks

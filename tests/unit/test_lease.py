@@ -14,6 +14,7 @@ from jobfence.errors import ConditionFailed, IntervalNotElapsed, LeaseHeld, Leas
 from jobfence.lease import LeaseStore, Term
 from ops.markers import marker_write
 from tests.aws_faults import Faults, acquires, read_timeout, releases, renewals, throttled
+from tests.fault_hooks import Fault, ScriptedFaults
 from tests.backends import backend, dynamodb, peer_client, pytest_generate_tests, tables  # noqa: F401
 
 TTL = 30 * 60_000
@@ -204,6 +205,28 @@ def test_an_acquire_whose_reply_timed_out_is_sent_again_with_the_same_term(lease
     lease = leases.acquire("job", "a", TTL)
     assert faults.count("after") == 1 and lease.fence == 1
     leases.release(lease)
+
+
+def test_an_acquire_whose_every_try_went_unanswered_finds_its_term_with_one_read(leases, dynamodb, request_counter):
+    # GIVEN an acquire applied, then its reply and both retries' replies lost (no answer at all)
+    faults = ScriptedFaults(dynamodb).script("UpdateItem", 1, Fault.LOST_REPLY, times=3)
+    request_counter.attach(dynamodb)
+    # WHEN the store gives up retrying THEN one consistent read shows our lease_id: the term is ours
+    lease = leases.acquire("job", "a", TTL, run_id="run-1")
+    faults.detach()
+    assert len(faults.fired) == 3 and request_counter.count("GetItem") == 1
+    assert (lease.holder, lease.fence, lease.run_id) == ("a", 1, "run-1")
+    leases.release(lease)
+
+
+def test_an_acquire_throttled_on_every_try_is_not_read_back(leases, dynamodb, request_counter):
+    # GIVEN every try refused before it was applied: nothing of ours can be on the item
+    Faults(dynamodb).refused_before("UpdateItem", throttled, when=acquires, times=3)
+    request_counter.attach(dynamodb)
+    with pytest.raises(StoreError) as failed:
+        leases.acquire("job", "a", TTL, run_id="run-1")
+    # THEN the error stands without a read
+    assert failed.value.kind is ErrorKind.THROTTLED and request_counter.count("GetItem") == 0
 
 
 def test_a_release_whose_reply_was_lost_after_a_successor_acquired_is_not_a_lost_lease(leases, dynamodb, tables, clock):
