@@ -11,6 +11,14 @@ import threading
 import time
 from typing import Protocol
 
+# The time budget (docs/guarantees.md, "The time budget"): two actors' clocks differ by at most
+# SKEW_BUDGET_MS (the runner's safety margin), and a request is applied at most
+# REQUEST_AGE_BUDGET_MS after it read the time it carries. A comparison of two client-computed
+# times is off by at most their sum, so a promise kept in true time waits TIME_BUDGET_MS longer.
+SKEW_BUDGET_MS = 60_000
+REQUEST_AGE_BUDGET_MS = 10_000
+TIME_BUDGET_MS = SKEW_BUDGET_MS + REQUEST_AGE_BUDGET_MS
+
 
 class Clock(Protocol):
     """A source of wall-clock time in epoch milliseconds."""

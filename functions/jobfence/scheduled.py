@@ -14,6 +14,7 @@ batch needs.
                  │ took over a term that was never released ─► its row: died
                  ▼
             row: running (fence, holder)
+                 │ acquire answered past the request-age budget ─► row: lease_lost ─► release (not run)
                  ▼
             batch 1 ─► [window ok? time ok? renew] ─► batch 2 ─► ... ─► row: ran ─► release
                  │                                   (release refused: the term was over) ─► row: lease_lost
@@ -48,7 +49,7 @@ from typing import Any, Callable, Iterator, Mapping, Protocol
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from jobfence.clock import Clock
+from jobfence.clock import REQUEST_AGE_BUDGET_MS, SKEW_BUDGET_MS, Clock
 from jobfence.config import METRICS_NAMESPACE, ScheduledSettings
 from jobfence.errors import (
     IntervalNotElapsed,
@@ -67,7 +68,7 @@ from jobfence.runs import RunStart, RunState, RunStore, bounded_summary, safe_er
 from jobfence.transaction import FencedTransaction
 from jobfence.triggers import Trigger, buffered_event, who_fields
 
-DEFAULT_SAFETY_MARGIN_MS = 60_000
+DEFAULT_SAFETY_MARGIN_MS = SKEW_BUDGET_MS  # clocks differ by at most this (the time budget's skew)
 SETTLE_ATTEMPTS = 3  # unsettled earlier terms recorded per tick before it yields (each is one crashed runner)
 
 
@@ -77,7 +78,7 @@ class Outcome(str, enum.Enum):
     RAN = "ran"  # took the lease, ran its batches (maybe stopped early), released
     SKIPPED_LEASED = "skipped_leased"  # another holder's term is live; nothing written
     SKIPPED_INTERVAL = "skipped_interval"  # the gate stamp is too recent; nothing written
-    LEASE_LOST = "lease_lost"  # the term was taken over or expired mid-run; the job stopped
+    LEASE_LOST = "lease_lost"  # the term was taken over or expired mid-run, or its acquire answered too late; the job stopped
     FAILED = "failed"  # the job raised; row written, lease released, error re-raised
     SKIPPED_SERVED = "skipped_served"  # a catch-up or buffered request a run since its tick served; nothing written
     BUFFERED = "buffered"  # buffer_one: met a live holder, one pending request written on the lease item
@@ -224,6 +225,7 @@ class ScheduledRunner:
             return decided or self._skipped(spec, trigger, type(exc), started, stage="acquire")
         except (IntervalNotElapsed, RequestServed) as exc:
             return self._skipped(spec, trigger, type(exc), started, stage="acquire")
+        late = self._clock.now_ms() - lease.acquired_at  # the acquire's stamp is the time it was sent
         # the term this acquire replaced unreleased: its run died; tried again at the end if this fails
         unmarked = lease.predecessor if lease.predecessor and not self._record_died(lease.predecessor) else None
 
@@ -241,6 +243,11 @@ class ScheduledRunner:
             # an observer already recorded this term as died: it ended before the run could begin
             error = "the term ended before the run began"
             return self._close(spec, run, Outcome.LEASE_LOST, summary, error, release=None, unmarked=unmarked)
+        if late > REQUEST_AGE_BUDGET_MS:
+            # answered past the request-age budget: it may have been applied that much after its stamp,
+            # so the gate's promise cannot be kept from it. The tick is unknown: recorded and released, not run
+            error = f"the acquire was answered {late // 1000} s after it was sent (budget {REQUEST_AGE_BUDGET_MS // 1000} s)"
+            return self._close(spec, run, Outcome.LEASE_LOST, summary, error, release=ctx.lease, unmarked=unmarked)
         try:
             self._run_batches(spec, job, ctx, summary, context)
         except LeaseLost as exc:

@@ -396,3 +396,25 @@ def test_an_acquire_refused_whose_three_replies_were_all_lost_raises_and_holds_n
     assert len(scripted.fired) == 3
     assert h.rows() == [] and h.leases.read("job_a")["run_id"] == "other-run"
 
+
+# -- an acquire answered past the request-age budget -----------------------------------------------
+
+
+@pytest.mark.parametrize("delay_s, runs", [(9, True), (15, False)])
+def test_an_acquire_applied_late_runs_only_inside_the_request_age_budget(h, dynamodb, clock, delay_s, runs):
+    # GIVEN the acquire is stamped when it is sent, then delayed (a stalled process, botocore's
+    # retries) and applied `delay_s` later: its gate stamp is that much earlier than its term's start
+    stamped = clock.now_ms()
+    Faults(dynamodb).paused("UpdateItem", lambda: clock.advance(seconds=delay_s), when=acquires)
+    seen = []
+    # WHEN the tick runs
+    result = h.tick(spec(), counting_job(1, seen))
+    row, = h.rows()
+    lease = h.leases.read("job_a")
+    # THEN inside the 10 s budget it runs; past it the tick is unknown: recorded lease_lost and released,
+    # never run on the stale stamp (before: it ran, and the next run could start that much sooner)
+    assert (result.outcome is Outcome.RAN) is runs and (seen != []) is runs
+    assert row["outcome"] == ("ran" if runs else "lease_lost")
+    if not runs:
+        assert "answered 15 s after it was sent" in row["error"]
+    assert "holder" not in lease and lease["last_started_at"] == stamped  # released; the stamp stays

@@ -2,7 +2,8 @@
 
 A buyer who abandons mid-upsell leaves the PayPal order APPROVED but uncaptured.
 Every intent still `deferred` and untouched for 20 minutes (each accepted upsell
-refreshes `updated_at`, so this excludes buyers still upselling) is captured
+refreshes `updated_at`, so this excludes buyers still upselling; the stamp is
+compared a time budget early, so the 20 minutes hold in true time) is captured
 with idempotency key `safetynet:<intent id>`, distinct from the buyer's own
 `buyer:<intent id>`: if the two race, the provider sees two keys for one order
 and the second fails cleanly as already captured, which we reconcile as
@@ -49,6 +50,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from aws_lambda_powertools import Logger
 
+from jobfence.clock import TIME_BUDGET_MS
 from jobfence.retried import WriteResult, fenced_write_retried
 from jobfence.runs import safe_error
 from jobfence.scheduled import JobDeps, RunContext
@@ -85,7 +87,10 @@ def capture_abandoned_deferred(
 ) -> Iterator[dict[str, Any]]:
     """Resume claimed intents, then claim and capture stale ones: 50 a batch, at most 20 batches a run."""
     net = _SafetyNet(intents, payments, ctx, logger)
-    cutoff = ctx.now_ms() - CUTOFF_MS  # fixed for the run: intents patched during it are not ours
+    # fixed for the run (intents patched during it are not ours), and a time budget early: the buyer's stamp
+    # and our clock may differ by the skew budget, and the buyer's write land up to the request-age budget
+    # after its stamp, so 20 minutes since the buyer's last applied write hold in true time
+    cutoff = ctx.now_ms() - CUTOFF_MS - TIME_BUDGET_MS
     batches = 0
     cursor = None
     while batches < SAFETY_NET_MAX_BATCHES:  # first: intents an earlier attempt left capturing

@@ -18,7 +18,7 @@ def test_safety_net_stops_after_the_batch_in_which_its_lease_was_lost(stores, pa
     for i in range(5):
         payments.approve(f"O{i}", 100)
         stores.deferred.create(f"i{i}", f"O{i}", 100)
-    clock.advance(minutes=21)
+    clock.advance(minutes=22)
     job = lambda ctx: capture_abandoned_deferred(stores.deferred, payments, ctx, harness.logger)  # noqa: E731
     result = harness.run("capture_abandoned_deferred", job, context=StealingContext(harness, "capture_abandoned_deferred"))
     assert result.outcome is Outcome.LEASE_LOST and result.summary["captured"] == 2
@@ -51,7 +51,7 @@ def test_a_fenced_write_after_the_term_ended_is_refused_mid_batch(stores, paymen
     for i in range(3):
         payments.approve(f"O{i}", 100)
         stores.deferred.create(f"i{i}", f"O{i}", 100)
-    clock.advance(minutes=21)
+    clock.advance(minutes=22)
 
     class PausingPayments:
         def capture(self, order_id, key):

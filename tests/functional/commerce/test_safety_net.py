@@ -59,7 +59,7 @@ def test_fifty_intents_some_fail_some_race_the_buyer_some_still_upselling(stores
         payments.time_out_order(f"O-{i}")
     for i in raced:  # the buyer's own capture reached PayPal, its intent row not updated yet
         payments.capture_elsewhere(f"O-{i}", f"buyer:{i}")
-    clock.advance(minutes=16)
+    clock.advance(minutes=17)
     for i in patched:  # these buyers accepted an upsell 5 minutes before the run
         assert stores.deferred.patch_upsell(i, 500, f"u-{i}")
     clock.advance(minutes=5)
@@ -107,7 +107,7 @@ def test_fifty_intents_some_fail_some_race_the_buyer_some_still_upselling(stores
 def test_a_tick_inside_the_interval_is_skipped_without_touching_anything(stores, payments, harness, clock):
     # GIVEN a run that just happened, and an intent that is stale by the next tick
     seed(stores, payments, 3)
-    clock.advance(minutes=21)
+    clock.advance(minutes=22)
     assert harness.run("capture_abandoned_deferred", job(stores, payments, harness)).outcome is Outcome.RAN
     payments.approve("O-late", 100)
     stores.deferred.create("late", "O-late", 100)
@@ -128,7 +128,7 @@ def test_an_intent_without_a_sale_reference_fails_alone(stores, payments, harnes
     seed(stores, payments, 1, prefix="a")
     stores.deferred.create("b000", None, 700)
     seed(stores, payments, 1, prefix="c")
-    clock.advance(minutes=21)
+    clock.advance(minutes=22)
     # WHEN the safety net runs
     result = harness.run("capture_abandoned_deferred", job(stores, payments, harness))
     # THEN that record gets a clear terminal error and the others are captured
@@ -140,7 +140,7 @@ def test_an_intent_without_a_sale_reference_fails_alone(stores, payments, harnes
 
 def test_an_unexpected_provider_error_on_one_intent_never_stops_the_others(stores, payments, harness, clock):
     ids = seed(stores, payments, 3)
-    clock.advance(minutes=21)
+    clock.advance(minutes=22)
 
     class Exploding:
         def capture(self, order_id, key):
@@ -156,7 +156,7 @@ def test_an_unexpected_provider_error_on_one_intent_never_stops_the_others(store
 
 def test_the_buyer_losing_the_race_is_reconciled_as_the_safety_nets_capture(stores, payments, harness, clock):
     seed(stores, payments, 1)
-    clock.advance(minutes=21)
+    clock.advance(minutes=22)
     harness.run("capture_abandoned_deferred", job(stores, payments, harness))
     # WHEN the buyer's own final capture arrives afterwards
     stores.deferred.create("j", "O-i000", 1)  # a second intent row pointing at the captured order
@@ -171,7 +171,7 @@ def test_batches_are_bounded_and_paged_and_never_scan(stores, payments, harness,
     ids = seed(stores, payments, 7)
     for i in ids[:2]:
         payments.time_out_order(f"O-{i}")
-    clock.advance(minutes=21)
+    clock.advance(minutes=22)
     with dynamodb_operations() as operations:
         result = harness.run("capture_abandoned_deferred", job(stores, payments, harness))
     assert "Query" in operations and "Scan" not in operations  # it reads through its index, never a scan

@@ -45,7 +45,7 @@ def counts(result):
 def one_stale_intent(stores, payments, clock, amount=1_000):
     payments.approve("O-1", amount)
     stores.deferred.create("i1", "O-1", amount)
-    clock.advance(minutes=21)
+    clock.advance(minutes=22)
 
 
 def upsell(stores, payments, add, upsell_id="u1"):
@@ -55,7 +55,7 @@ def upsell(stores, payments, add, upsell_id="u1"):
 
 
 def test_a_buyer_upsell_between_the_query_and_the_capture_wins_and_nothing_is_captured(stores, payments, harness, clock):
-    # GIVEN an intent untouched for 21 minutes
+    # GIVEN an intent untouched for 22 minutes (past the cutoff and its time budget)
     one_stale_intent(stores, payments, clock)
     # WHEN the buyer's upsell is accepted right after the run read it as stale (no fault: just timing)
     intents = HookedIntents(stores.deferred, lambda: upsell(stores, payments, 500))
@@ -208,7 +208,7 @@ def test_on_the_wire_a_capture_whose_every_reply_was_lost_is_unknown_then_settle
                                 urllib3.PoolManager(retries=False), lambda _s: None, attempts=1)
         order = stub.create_order("10.00")
         stores.deferred.create("i1", order, 1_000)
-        clock.advance(minutes=21)
+        clock.advance(minutes=22)
         stub.fail_next(1, 503, after_commit=True)
         first = run(harness, stores.deferred, paypal)
         # THEN the run counts it unknown, not failed: PayPal did capture
@@ -219,3 +219,45 @@ def test_on_the_wire_a_capture_whose_every_reply_was_lost_is_unknown_then_settle
         assert counts(run(harness, stores.deferred, paypal))["captured"] == 1
         assert stores.deferred.get("i1").capture_ref == stub.orders[order].capture_id
         assert stub.count("POST", f"/v2/checkout/orders/{order}/capture") == 2
+
+
+class Skewed:
+    """An actor's clock: the true clock plus a fixed offset."""
+
+    def __init__(self, true_clock, offset_ms):
+        self._true, self._offset = true_clock, offset_ms
+
+    def now_ms(self):
+        return self._true.now_ms() + self._offset
+
+
+def test_a_delayed_buyer_write_from_a_clock_behind_is_not_captured_within_20_true_minutes(
+    stores, payments, dynamodb, tables, clock
+):
+    # GIVEN a buyer whose clock runs 30 s behind, a safety net whose clock runs 30 s ahead (60 s apart:
+    # the skew budget), and the buyer's upsell applied 9 s after it stamped `updated_at` (inside the
+    # request-age budget: its request was delayed)
+    from commerce_harness import Harness
+    from jobs.commerce.deferred_payments import DeferredPaymentStore
+    from tests.aws_faults import Faults
+
+    buyer = DeferredPaymentStore(tables["payment_intents"], Skewed(clock, -30_000))
+    net = Harness(dynamodb, tables, Skewed(clock, 30_000))
+    payments.approve("O-1", 1_000)
+    buyer.create("i1", "O-1", 1_000)
+    clock.advance(minutes=5)
+    Faults(*buyer.clients()).paused("UpdateItem", lambda: clock.advance(seconds=9))
+    assert buyer.patch_upsell("i1", 500, "u1") and payments.patch_amount("O-1", 500)
+    applied = clock.now_ms()
+    # WHEN the safety net runs 19 minutes after that write was applied (true time), when its stamp
+    # already looks 20 minutes and 30 s old to the net's clock
+    clock.set(applied + 19 * 60_000)
+    first = run(net, stores.deferred, payments)
+    # THEN nothing is captured: the cutoff waits the time budget longer (before: captured 19 minutes
+    # after the buyer's write)
+    assert payments.calls == [] and counts(first)["captured"] == 0
+    # WHEN the next tick comes, more than 20 true minutes after the write THEN it is captured, once
+    clock.advance(minutes=5)
+    second = run(net, stores.deferred, payments)
+    assert counts(second)["captured"] == 1 and payments.orders["O-1"].amount_cents == 1_500
+    assert payments.captures_of("O-1") == 1

@@ -39,8 +39,8 @@ def test_an_upsell_re_sent_after_its_lost_reply_is_added_once_and_captured_once(
     assert faults.count("resend") == 1
     assert accepted
     assert amount(stores) == 1_500
-    # WHEN the buyer leaves and the safety net runs 21 minutes later
-    clock.advance(minutes=21)
+    # WHEN the buyer leaves and the safety net runs 22 minutes later
+    clock.advance(minutes=22)
     result = harness.run("capture_abandoned_deferred", lambda ctx: capture_abandoned_deferred(stores.deferred, payments, ctx, harness.logger))
     # THEN it captures the 1500 the buyer agreed to, once
     assert result.summary["captured"] == 1
@@ -75,9 +75,9 @@ def test_a_copy_refused_without_an_old_image_is_read_from_the_item(stores, inten
 def test_after_the_claim_a_late_copy_of_an_earlier_upsell_reads_as_applied_and_a_new_one_is_refused(
     stores, payments, harness, clock, intent
 ):
-    # GIVEN an upsell added, and a safety net run 21 minutes later that has claimed the intent (the amount is frozen)
+    # GIVEN an upsell added, and a safety net run 22 minutes later that has claimed the intent (the amount is frozen)
     assert stores.deferred.patch_upsell(intent, 500, "u1") and payments.patch_amount("O-1", 500)
-    clock.advance(minutes=21)
+    clock.advance(minutes=22)
     answers = []
 
     def buyer_comes_back(order):  # runs after the claim, just before the provider call
