@@ -50,6 +50,7 @@ class CampaignResult:
     injected_by_family: Counter = field(default_factory=Counter)  # (family, kind) -> runs
     steps: int = 0
     writes: int = 0
+    limited: list[RunReport] = field(default_factory=list)  # runs with a breach beyond the time budget
 
     def add(self, report: RunReport) -> None:
         self.runs += 1
@@ -61,6 +62,8 @@ class CampaignResult:
             self.injected_by_family[(report.family, kind)] += 1
         if not report.ok:
             self.failed.append(report)
+        if report.limits:
+            self.limited.append(report)
 
     @property
     def runs_per_second(self) -> float:
@@ -79,6 +82,10 @@ class CampaignResult:
             first = report.violations[0]
             out.append(f"  seed {report.seed} ({report.family}): invariant {first.number}: {first.text[:160]}"
                        + (f" (+{len(report.violations) - 1} more)" if len(report.violations) > 1 else ""))
+        out.append(f"beyond the time budget (the fault model's limit, not violations): {len(self.limited)} run(s)")
+        for report in self.limited[:show]:
+            first = report.limits[0]
+            out.append(f"  seed {report.seed} ({report.family}): invariant {first.number}: {first.text[:160]}")
         out.append("fault kind               share of runs injected (all families; per family)")
         for kind in FaultKind:
             per = ", ".join(
@@ -95,7 +102,8 @@ def _slice(args: tuple[Sequence[int], str | None]) -> list[RunReport]:
 
 def _without_trace(report: RunReport) -> RunReport:
     if report.ok:
-        return RunReport(report.family, report.seed, report.violations, report.injected, report.steps, report.writes)
+        return RunReport(report.family, report.seed, report.violations, report.injected, report.steps, report.writes,
+                         limits=report.limits)
     return report
 
 
@@ -114,6 +122,7 @@ def campaign(seeds: Iterable[int], family: str | None = None, jobs: int = 1) -> 
                 for report in reports:
                     result.add(report)
         result.failed.sort(key=lambda r: r.seed)
+        result.limited.sort(key=lambda r: r.seed)
     result.seconds = time.perf_counter() - started
     return result
 

@@ -35,6 +35,9 @@ class FaultKind(str, enum.Enum):
     PROVIDER_CRASH_AFTER = "provider_crash_after"  # the provider acts, then the call fails
     PROVIDER_TIMEOUT = "provider_timeout"  # the provider acts (or not) past the per-item timeout
     JOB_FAILURE = "job_failure"  # the scheduled job itself raises in one of its batches
+    REQUEST_LATE = "request_late"  # built (its times read) now, applied up to the request-age budget later
+    REQUEST_LATE_BEYOND = "request_late_beyond"  # ... applied later than the request-age budget (outside it)
+    REPLY_LOST_STREAK = "reply_lost_streak"  # this call and the caller's own next retries of it: every reply lost
 
 
 AWS_CALL_FAULTS = (
@@ -46,6 +49,11 @@ AWS_CALL_FAULTS = (
     FaultKind.UNAVAILABLE,
     FaultKind.TRANSACTION_CONFLICT,
 )
+# A request applied later than it was built, inside the time budget and beyond it (docs/guarantees.md,
+# "The time budget"); several lost replies in a row on one write (the caller's retries included).
+LATE_REQUESTS = (FaultKind.REQUEST_LATE, FaultKind.REQUEST_LATE_BEYOND)
+TIME_FAULTS = (*LATE_REQUESTS, FaultKind.REPLY_LOST_STREAK)
+CRASHES = (FaultKind.CRASH_BEFORE, FaultKind.CRASH_AFTER)
 PAUSES = (FaultKind.PAUSE_TTL, FaultKind.PAUSE_ITEM_STALE, FaultKind.PAUSE_BATCH_STALE)
 DELIVERY_FAULTS = (FaultKind.DUPLICATE_DELIVERY, FaultKind.LATE_DELIVERY, FaultKind.FORGED_DELIVERY)
 PROVIDER_FAULTS = (FaultKind.PROVIDER_CRASH_BEFORE, FaultKind.PROVIDER_CRASH_AFTER, FaultKind.PROVIDER_TIMEOUT)
@@ -89,11 +97,14 @@ class FaultPlan:
     def on(self, kind: FaultKind) -> bool:
         return kind in self.enabled
 
-    def call_fault(self, rng: random.Random, op: str, service: str) -> FaultKind | None:
-        """At most one fault for one AWS call (drawn in the calling actor's turn)."""
+    def call_fault(self, rng: random.Random, op: str, service: str,
+                   spared: frozenset[FaultKind] = frozenset()) -> FaultKind | None:
+        """At most one fault for one AWS call (drawn in the calling actor's turn), none of `spared`."""
         if not self.enabled or rng.random() >= self.call_rate:
             return None
-        choices = [k for k in (*AWS_CALL_FAULTS, *PAUSES) if k in self.enabled]
+        choices = [k for k in (*AWS_CALL_FAULTS, *TIME_FAULTS, *PAUSES) if k in self.enabled and k not in spared]
+        if service != "dynamodb":
+            choices = [k for k in choices if k not in TIME_FAULTS]
         if service != "dynamodb" or op not in CONFLICT_OPS:
             choices = [k for k in choices if k is not FaultKind.TRANSACTION_CONFLICT]
         elif FaultKind.TRANSACTION_CONFLICT in choices and rng.random() < 0.4:

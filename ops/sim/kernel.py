@@ -86,6 +86,9 @@ class Actor:
     thread: threading.Thread | None = None
     attempt: int = 0  # attempt number of the AWS call in flight (botocore retries)
     call_fault: Any = None  # the fault drawn for the call in flight
+    call_started: int = 0  # true time the call in flight was built (its times read): a write's age is from here
+    streak: dict[str, int] = field(default_factory=dict)  # operation -> its next calls whose replies are all lost
+    spared: frozenset = frozenset()  # fault kinds this actor never draws
 
 
 class Kernel:
@@ -105,9 +108,10 @@ class Kernel:
     # -- actors ---------------------------------------------------------------------------
 
     def spawn(self, name: str, fn: Callable[[Actor], Any], *, at: int | None = None, skew_ms: int = 0,
-              faulty: bool = True) -> Actor:
-        """An actor that starts at true time `at` (default: now)."""
-        actor = Actor(name, fn, SkewedClock(self.clock, skew_ms), faulty, self.clock.now_ms() if at is None else at)
+              faulty: bool = True, spared: frozenset = frozenset()) -> Actor:
+        """An actor that starts at true time `at` (default: now); it never draws the fault kinds `spared`."""
+        actor = Actor(name, fn, SkewedClock(self.clock, skew_ms), faulty, self.clock.now_ms() if at is None else at,
+                      spared=spared)
         self.actors.append(actor)
         return actor
 

@@ -30,7 +30,7 @@ from jobfence.scheduled import JobDeps
 from jobfence.triggers import Trigger
 from jobfence.work.timing import Timing
 from ops.markers import marker_write
-from ops.sim.faults import AWS_CALL_FAULTS, PAUSES, FaultKind
+from ops.sim.faults import AWS_CALL_FAULTS, PAUSES, TIME_FAULTS, FaultKind
 from ops.sim.kernel import START_MS, Actor, SkewedClock
 from ops.sim.terms import TermWatch
 from ops.sim.world import MARGIN_MS, World
@@ -74,7 +74,7 @@ class ScheduledJobScenario:
 
     name: str
     tables: tuple[str, ...]
-    kinds = (*AWS_CALL_FAULTS, *PAUSES, FaultKind.CLOCK_SKEW, FaultKind.JOB_FAILURE)
+    kinds = (*AWS_CALL_FAULTS, *TIME_FAULTS, *PAUSES, FaultKind.CLOCK_SKEW, FaultKind.JOB_FAILURE)
     call_rates = (0.1, 0.15, 0.2)  # a run makes about 50 calls
 
     def pause_ms(self, world: World, kind: FaultKind) -> int:

@@ -20,13 +20,19 @@ Judged at the end, per tick (an actor that ran `ScheduledRunner.run`):
        tick's later term (a buffer_one holder's run once more) reports nothing of
        its own: its row must only be final once a later term started
     13 nothing but a jobfence error (or the job's own error) escapes a tick
+    15 two terms of a gated job whose runs began the job start (their acquires applied) at least
+       interval x 0.9 - skew budget - request-age budget apart in true time (docs/guarantees.md,
+       "The time budget"), however late an acquire was applied: the runner measures its own
+       acquire's age and does not run one answered past the request-age budget
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterator
 
+from jobfence.clock import REQUEST_AGE_BUDGET_MS, SKEW_BUDGET_MS
 from jobfence.errors import JobfenceError, LeaseLost
+from jobfence.registry import INTERVAL_TOLERANCE
 from ops.sim.kernel import Actor
 from ops.sim.world import MARGIN_MS, World
 
@@ -42,6 +48,7 @@ class TermWatch:
         self.job_errors: dict[str, BaseException] = {}
         self.recorded: dict[str, int] = {}  # actor -> writes that recorded an earlier term (died row, settle)
         self.finished: set[tuple[str, int]] = set()  # (job, fence) of rows their own tick finished
+        self.worked: set[str] = set()  # actors whose job began its first batch ("driver": the clean ticks)
         world.wire.on_write.append(self._on_write)
 
     def tick(self, actor: Actor) -> Actor:
@@ -50,6 +57,7 @@ class TermWatch:
 
     def guard(self, actor: Actor | None, batches: Iterator[Any]) -> Iterator[Any]:
         """Wrap a job's batches to remember the job's own error (LeaseLost is the runner's)."""
+        self.worked.add(actor.name if actor is not None else "driver")  # runs at the first batch
         try:
             yield from batches
         except LeaseLost:
@@ -77,7 +85,8 @@ class TermWatch:
                 if before.get("holder") and int(before.get("expires_at", 0)) >= write.at + MARGIN_MS // 2:
                     world.violate(1, f"{job}: fence {fence} taken by {write.actor} while {before['holder']} held an "
                                      f"unexpired term (expires {before['expires_at']}, now {write.at})")
-                self.terms[(job, fence)] = {"lease_id": after.get("lease_id"), "actor": write.actor, "at": write.at}
+                self.terms[(job, fence)] = {"lease_id": after.get("lease_id"), "actor": write.actor, "at": write.at,
+                                            "age": write.age_ms}
                 self.holders.setdefault(write.actor, set()).add(after.get("lease_id"))
             elif _requests(before, after):
                 self.recorded[write.actor] = self.recorded.get(write.actor, 0) + 1
@@ -113,6 +122,7 @@ class TermWatch:
             if own is not None and not actor.crashed and actor.error is not own:
                 world.violate(4, f"{actor.name}: the job raised {type(own).__name__} but the tick "
                                  f"{'raised ' + type(actor.error).__name__ if actor.error else 'returned'}")
+        self._check_gate()
         latest: dict[str, int] = {}
         last_of: dict[str, int] = {}  # actor -> the last fence it took (a buffer_one holder may take two)
         for (job, fence), term in self.terms.items():
@@ -157,6 +167,22 @@ class TermWatch:
             elif outcome is not None and row["outcome"] != outcome.value:
                 world.violate(12, f"{job} fence {fence}: {actor.name} reported {outcome.value}, "
                                   f"row says {row['outcome']}")
+
+
+    def _check_gate(self) -> None:
+        """15: runs of a gated job start the stated bound apart in true time (terms whose job began)."""
+        spec = self.world.data.get("spec")
+        if spec is None or not spec.interval_s:
+            return
+        bound = int(spec.interval_s * 1000 * INTERVAL_TOLERANCE) - SKEW_BUDGET_MS - REQUEST_AGE_BUDGET_MS
+        ran = [(job, fence, t) for (job, fence), t in sorted(self.terms.items()) if t["actor"] in self.worked]
+        for (job, fence, earlier), (job2, fence2, later) in zip(ran, ran[1:]):
+            gap = later["at"] - earlier["at"]
+            if job != job2 or gap >= bound:
+                continue
+            self.world.violate(15, f"{job}: fence {fence2} ({later['actor']}) started {gap // 1000} s after fence "
+                                   f"{fence} ({earlier['actor']}, its acquire applied {earlier['age'] // 1000} s after "
+                                   f"it was built); the bound is {bound // 1000} s")
 
 
 def outcome_is_skip(actor: Actor) -> bool:

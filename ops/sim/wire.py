@@ -50,10 +50,12 @@ from pynamodb.connection.base import Connection
 from pynamodb.settings import get_settings_value
 
 from ops.invariants import plain_items
-from ops.sim.faults import PAUSES, WRITE_OPS, FaultKind, FaultPlan
+from jobfence.clock import REQUEST_AGE_BUDGET_MS
+from ops.sim.faults import LATE_REQUESTS, PAUSES, WRITE_OPS, FaultKind, FaultPlan
 from ops.sim.kernel import Actor, Crash, Kernel
 
 REGION = "us-east-1"
+STREAK = 3  # replies lost in a row by a REPLY_LOST_STREAK: one call and the caller's two retries of it
 TOKEN_WINDOW_MS = 10 * 60_000
 _TYPE_PREFIX = "com.amazonaws.dynamodb.v20120810#"
 
@@ -77,6 +79,7 @@ class AppliedWrite:
     actor: str
     op: str
     changes: tuple[Change, ...]
+    age_ms: int = 0  # true time from building the request (its times read) to applying it
 
 
 class _NoSleep(types.ModuleType):
@@ -194,6 +197,7 @@ class Wire:
             actor.attempt = 0
             actor.call_fault = None
             actor.calls += 1
+            actor.call_started = self.kernel.clock.now_ms()
         if model.service_model.service_name != "sqs":
             return None
         return self._sqs(actor, model.name, self._params.pop(id(actor), {}))
@@ -210,10 +214,11 @@ class Wire:
         actor.attempt += 1
         fault = actor.call_fault
         if attempt == 0:
-            fault = actor.call_fault = self.plan.call_fault(self.kernel.rng, op, "dynamodb")
-            if fault in PAUSES:
-                ms = self.pause_ms(fault)
-                self.count(fault, actor, f"paused {ms / 1000:.0f} s before {op}")
+            fault = actor.call_fault = self._draw(actor, op)
+            if fault in PAUSES or fault in LATE_REQUESTS:
+                ms = self.pause_ms(fault) if fault in PAUSES else self._late_ms(fault)
+                self.count(fault, actor, f"{'paused' if fault in PAUSES else 'applied'} {ms / 1000:.0f} s "
+                                         f"{'before' if fault in PAUSES else 'late:'} {op}")
                 self.kernel.park(actor, ms)
                 fault = actor.call_fault = None
             elif fault is not None:
@@ -232,7 +237,7 @@ class Wire:
                 self._dispatch(actor, op, request)
                 raise ReadTimeoutError(endpoint_url=request.url)
             return self._dispatch(actor, op, request)
-        if fault is FaultKind.REPLY_LOST_SURFACED:
+        if fault in (FaultKind.REPLY_LOST_SURFACED, FaultKind.REPLY_LOST_STREAK):
             if attempt == 0:
                 self._dispatch(actor, op, request)
             raise ReadTimeoutError(endpoint_url=request.url)
@@ -252,6 +257,22 @@ class Wire:
                               CancellationReasons=reasons)
             return _error(request, 400, "TransactionConflictException", "simulated conflict")
         return self._dispatch(actor, op, request)
+
+    def _draw(self, actor: Actor, op: str) -> FaultKind | None:
+        """The fault of a new call: the next of a streak of lost replies on `op`, else a fresh draw."""
+        if actor.streak.get(op, 0) > 0:
+            actor.streak[op] -= 1
+            return FaultKind.REPLY_LOST_STREAK
+        fault = self.plan.call_fault(self.kernel.rng, op, "dynamodb", actor.spared)
+        if fault is FaultKind.REPLY_LOST_STREAK:
+            actor.streak[op] = STREAK - 1  # the caller's own retries of this write lose theirs too
+        return fault
+
+    def _late_ms(self, kind: FaultKind) -> int:
+        """How late a request is applied: within the request-age budget, or beyond it (up to 12 times)."""
+        if kind is FaultKind.REQUEST_LATE:
+            return self.kernel.rng.randrange(1_000, REQUEST_AGE_BUDGET_MS // 2 + 1)
+        return self.kernel.rng.randrange(REQUEST_AGE_BUDGET_MS + 1, 12 * REQUEST_AGE_BUDGET_MS)
 
     def _turn(self, actor: Actor) -> None:
         if actor.crashed:
@@ -289,7 +310,9 @@ class Wire:
             if changes:
                 if actor is not None:
                     actor.writes += 1
-                write = AppliedWrite(len(self.writes), self.kernel.clock.now_ms(), who, op, tuple(changes))
+                now = self.kernel.clock.now_ms()
+                age = now - actor.call_started if actor is not None and actor.call_started else 0
+                write = AppliedWrite(len(self.writes), now, who, op, tuple(changes), age)
                 self.writes.append(write)
                 for check in self.on_write:
                     check(write)
@@ -356,7 +379,7 @@ class Wire:
         if actor is not None:
             self._turn(actor)
             if actor.faulty:
-                fault = self.plan.call_fault(self.kernel.rng, op, "sqs")
+                fault = self.plan.call_fault(self.kernel.rng, op, "sqs", actor.spared)
                 if fault in PAUSES:
                     ms = self.pause_ms(fault)
                     self.count(fault, actor, f"paused {ms / 1000:.0f} s before {op}")

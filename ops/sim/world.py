@@ -59,6 +59,7 @@ class RunReport:
     steps: int
     writes: int
     trace: tuple[str, ...] = ()
+    limits: tuple[Violation, ...] = ()  # breaches only a fault beyond the time budget can cause
 
     @property
     def ok(self) -> bool:
@@ -104,6 +105,7 @@ class World:
     plan: FaultPlan
     tables: dict[str, str]
     violations: list[Violation] = field(default_factory=list)
+    limits: list[Violation] = field(default_factory=list)  # breaches beyond the time budget (`limit`)
     data: dict[str, Any] = field(default_factory=dict)
     cleanups: list[Callable[[], None]] = field(default_factory=list)
 
@@ -128,8 +130,15 @@ class World:
             self.wire.injected[FaultKind.CLOCK_SKEW] = self.wire.injected.get(FaultKind.CLOCK_SKEW, 0) + 1
         return skew
 
-    def spawn(self, name: str, fn: Callable[[Actor], Any], at: int | None = None, faulty: bool = True) -> Actor:
-        return self.kernel.spawn(name, fn, at=at, skew_ms=self.skew(), faulty=faulty)
+    def spawn(self, name: str, fn: Callable[[Actor], Any], at: int | None = None, faulty: bool = True,
+              spared: frozenset = frozenset()) -> Actor:
+        return self.kernel.spawn(name, fn, at=at, skew_ms=self.skew(), faulty=faulty, spared=spared)
+
+    def limit(self, number: int, text: str) -> None:
+        """A breach of invariant `number` that only a fault beyond the stated time budget can cause:
+        reported as the fault model's limit (docs/guarantees.md, "The time budget"), not a violation."""
+        self.limits.append(Violation(number, text))
+        self.kernel.note(None, f"LIMIT {number}: {text}")
 
     def provider_fault(self, actor: Actor | None, what: str, rate: float | None = None) -> FaultKind | None:
         """The provider fault drawn for `actor`'s call (`what` names it in the trace), or None.
@@ -255,7 +264,7 @@ def run_seed(family: Family, seed: int, verbose: bool = False) -> RunReport:
                         pass
     injected = frozenset(wire.injected)
     return RunReport(family.name, seed, tuple(world.violations), injected, kernel.steps, len(wire.writes),
-                     tuple(kernel.trace))
+                     tuple(kernel.trace), tuple(world.limits))
 
 
 __all__ = ["Family", "NullMetrics", "RunReport", "START_MS", "SimTimeout", "Violation", "World", "run_seed", "REGION"]

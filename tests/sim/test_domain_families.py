@@ -69,3 +69,27 @@ def test_the_checks_catch_a_claim_that_any_receive_of_the_message_reenters(monke
 
     monkeypatch.setattr(delivery, "claim_token", lambda handle: handle.split("#", 1)[0])
     assert 33 in _numbers("club", range(0, 12))
+
+
+def test_the_checks_catch_a_capture_cutoff_without_the_time_budget(monkeypatch):
+    # GIVEN the defect of issue 28 planted back: the cutoff compares stamps without the time budget
+    from jobs.commerce import safety_net
+
+    monkeypatch.setattr(safety_net, "TIME_BUDGET_MS", 0)
+    # THEN a claim within 20 true minutes of a buyer's applied upsell is caught (seed 66: 1,192 s);
+    # with the budget the seed is clean
+    assert 21 in _numbers("safety_net", range(66, 67))
+    monkeypatch.undo()
+    assert _numbers("safety_net", range(66, 67)) == set()
+
+
+def test_the_checks_catch_a_runner_that_runs_on_a_stale_acquire(monkeypatch):
+    # GIVEN the defect of issue 28 planted back: an acquire answered however late still runs the job
+    import jobfence.scheduled as scheduled
+
+    monkeypatch.setattr(scheduled, "REQUEST_AGE_BUDGET_MS", 10**12)
+    # THEN two runs closer than interval x 0.9 - 70 s in true time are caught (seed 13: an acquire
+    # applied 500 s late, the next run 3,105 s after it on an hourly job); with the check it is clean
+    assert 15 in _numbers("lease", range(13, 14))
+    monkeypatch.undo()
+    assert _numbers("lease", range(13, 14)) == set()

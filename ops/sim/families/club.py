@@ -35,7 +35,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from jobfence.errors import JobfenceError
+from jobfence.errors import JobfenceError, StoreError
 from jobfence.triggers import Trigger
 from jobs.catalog import CATALOG
 from jobs.club.catalog import NOTIFICATIONS_QUEUE, QUEUES
@@ -49,7 +49,7 @@ from jobs.club.stores.loans import LoanStore
 from jobs.club.stores.nonces import CLAIM_TTL_MS, NonceStore
 from jobs.club.stores.outbox import OutboxStore
 from jobs.club.stores.reminders import Recipient, ReminderStore
-from ops.sim.faults import AWS_CALL_FAULTS, PROVIDER_FAULTS, FaultKind
+from ops.sim.faults import AWS_CALL_FAULTS, CRASHES, PROVIDER_FAULTS, TIME_FAULTS, FaultKind
 from ops.sim.scheduled import LambdaContext, clean_tick
 from ops.sim.kernel import START_MS, Actor, Crash, SkewedClock
 from ops.sim.queue import SimQueues
@@ -141,7 +141,7 @@ class QueueVisibility:
 class ClubFamily:
     name = "club"
     tables = ("leases", "runs", "club_equipment_reminders", "club_equipment_loans", "club_outbox", "club_event_nonces")
-    kinds = (*AWS_CALL_FAULTS, FaultKind.PAUSE_TTL, FaultKind.CLOCK_SKEW, FaultKind.DUPLICATE_DELIVERY,
+    kinds = (*AWS_CALL_FAULTS, *TIME_FAULTS, FaultKind.PAUSE_TTL, FaultKind.CLOCK_SKEW, FaultKind.DUPLICATE_DELIVERY,
              FaultKind.LATE_DELIVERY, *PROVIDER_FAULTS)  # forged bodies fail the signature: tests/unit cover them
     call_rates = (0.05, 0.1, 0.15)
 
@@ -180,7 +180,7 @@ class ClubFamily:
         world.data["watch"] = watch = TermWatch(world)
         world.wire.on_write.append(lambda w: self._on_write(world, w))
         for loan, at in returned:
-            world.spawn(f"member-{loan}", self._member(world, loan), at=at, faulty=False)
+            world.spawn(f"member-{loan}", self._member(world, loan), at=at, spared=frozenset(CRASHES))
         for tick in range(TICKS):
             for n in range(world.rng.randint(1, 2)):
                 watch.tick(world.spawn(f"tick{tick}.{n}", self._tick(world),
@@ -190,8 +190,15 @@ class ClubFamily:
 
     def _member(self, world: World, loan: str):
         def run(actor: Actor) -> Any:
-            LoanStore(world.tables["club_equipment_loans"], actor.clock).mark_returned(loan)
-            return loan
+            store = LoanStore(world.tables["club_equipment_loans"], actor.clock)
+            for _ in range(6):  # the member's client asks again after a store error (the write is idempotent)
+                try:
+                    store.mark_returned(loan)
+                    return loan
+                except StoreError:
+                    continue
+            return None
+
 
         return run
 

@@ -4,15 +4,19 @@ Actors (40 simulated minutes):
     ticks    the real job (`capture_abandoned_deferred` on the real `DeferredPaymentStore`, 2 intents a
              batch so a run pages) under the real `ScheduledRunner`, every 5 minutes, 1-2 at once
     buyers   one per intent: accept upsells at seeded instants (the intent first, conditional on
-             `deferred`, then the PayPal order), some end with their own capture (`capture_for_buyer`)
+             `deferred`, then the PayPal order), some end with their own capture (`capture_for_buyer`).
+             Their writes draw the AWS faults too (late, lost, throttled: a store error is asked again
+             with the same upsell id, as a client would), never a crash (a dead buyer between its
+             intent and its PayPal patch is not modelled: the client's retry of the whole upsell)
 The payment port is `SimPayments`: `FakePayments` (PayPal's order state machine and idempotency
 keys) with provider faults drawn from the seed: a call that fails before PayPal acts, one that acts
 and loses its reply, one that times out (acted or not). One order may be declined.
 
 Checked on every applied write and every provider call (numbers as in docs/guarantees.md):
-    21  an intent touched within the cutoff is never captured: no accepted upsell within 20 minutes
-        (less the clock margin) before an applied deferred -> capturing write, nor before a
-        capture that moves money
+    21  an intent touched within the cutoff is never captured: no upsell applied within 20 minutes
+        (true time) before an applied deferred -> capturing write, nor before a capture that moves
+        money; one whose write was applied later than the request-age budget after it was built is
+        the fault model's limit (reported, not a violation)
     22  a claimed amount never changes: no write changes `amount_cents` of an intent not `deferred`
     23  money moves at most once per order, and under the safety net's key only while its intent is
         `capturing` with the amount the order is captured for
@@ -36,11 +40,13 @@ from jobs.commerce import safety_net
 from jobs.commerce.checkout import capture_for_buyer
 from jobs.commerce.deferred_payments import DeferredPaymentStore
 from jobs.commerce.safety_net import CUTOFF_MS, capture_abandoned_deferred
-from ops.sim.faults import AWS_CALL_FAULTS, PROVIDER_FAULTS, FaultKind
+from jobfence.clock import REQUEST_AGE_BUDGET_MS
+from jobfence.errors import StoreError
+from ops.sim.faults import AWS_CALL_FAULTS, CRASHES, PROVIDER_FAULTS, TIME_FAULTS, FaultKind
 from ops.sim.scheduled import LambdaContext, clean_tick
 from ops.sim.kernel import START_MS, Actor, SkewedClock
 from ops.sim.terms import TermWatch
-from ops.sim.world import MARGIN_MS, World, clean_tick_after
+from ops.sim.world import World, clean_tick_after
 from providers.payments import AlreadyCaptured, PaymentError, TransientPaymentError
 from providers.payments_fake import FakePayments
 
@@ -103,10 +109,7 @@ class SimPayments:
             return
         intent_id = key.split(":", 1)[1]
         now = self.world.kernel.clock.now_ms()
-        touched = [t for t in self.world.data["patches"].get(intent_id, []) if t > now - CUTOFF_MS + MARGIN_MS]
-        if touched:
-            self.world.violate(21, f"PayPal captures {order_id} under {key} {(now - max(touched)) // 1000} s after "
-                                   f"the buyer's upsell (cutoff {CUTOFF_MS // 1000} s)")
+        touched_within_cutoff(self.world, intent_id, now, f"PayPal captures {order_id} under {key}")
         row = next((r for r in self.world.scan("payment_intents") if r["intent_id"] == intent_id), {})
         if row.get("status") != "capturing":
             self.world.violate(23, f"PayPal captures order {order_id} under {key} while its intent is "
@@ -116,10 +119,35 @@ class SimPayments:
                                    f"{row.get('amount_cents')}")
 
 
+def touched_within_cutoff(world: World, intent: str, now: int, what: str) -> None:
+    """21, in true time: an upsell applied within the cutoff before `now` (a limit if it came late)."""
+    recent = [(at, age) for at, age in world.data["patches"].get(intent, []) if at > now - CUTOFF_MS]
+    if not recent:
+        return
+    within = [(at, age) for at, age in recent if age <= REQUEST_AGE_BUDGET_MS]
+    at, age = max(within or recent)
+    text = f"{what} {(now - at) // 1000} s after the buyer's upsell was applied (cutoff {CUTOFF_MS // 1000} s)"
+    if within:
+        world.violate(21, text)
+    else:  # only upsells applied later than the budget after they were built: outside what is promised
+        world.limit(21, f"{text}; the upsell was applied {age // 1000} s after it was built")
+
+
+def upsell(store: DeferredPaymentStore, intent: str, upsell_id: str, tries: int = 6) -> bool:
+    """The buyer's client: one upsell, asked again with the same id after a store error (its point)."""
+    for attempt in range(tries):
+        try:
+            return store.patch_upsell(intent, 250, upsell_id)
+        except StoreError:
+            if attempt == tries - 1:
+                return False  # the buyer is told it failed; an applied copy is still read as ours next time
+    return False
+
+
 class SafetyNetFamily:
     name = "safety_net"
     tables = ("leases", "runs", "payment_intents")
-    kinds = (*AWS_CALL_FAULTS, FaultKind.PAUSE_TTL, FaultKind.CLOCK_SKEW, *PROVIDER_FAULTS)
+    kinds = (*AWS_CALL_FAULTS, *TIME_FAULTS, FaultKind.PAUSE_TTL, FaultKind.CLOCK_SKEW, *PROVIDER_FAULTS)
     call_rates = (0.03, 0.06, 0.1)
 
     def pause_ms(self, world: World, kind: FaultKind) -> int:
@@ -136,7 +164,7 @@ class SafetyNetFamily:
         fake = FakePayments()
         payments = SimPayments(world, fake)
         world.data["payments"] = payments
-        world.data["patches"] = {}  # intent -> true times of accepted upsells
+        world.data["patches"] = {}  # intent -> (true time, age) of every upsell applied
         world.data["spec"] = CATALOG.job(JOB)
         declined = world.rng.randrange(INTENTS) if world.rng.random() < 0.3 else None
         for i in range(INTENTS):
@@ -153,7 +181,7 @@ class SafetyNetFamily:
         world.wire.on_write.append(lambda w: self._on_write(world, w))
         for i in range(INTENTS):
             if world.rng.random() < 0.7:
-                world.spawn(f"buyer{i}", self._buyer(world, f"i{i}"), at=START_MS, faulty=False)
+                world.spawn(f"buyer{i}", self._buyer(world, f"i{i}"), at=START_MS, spared=frozenset(CRASHES))
         for tick in range(TICKS):
             at = START_MS + tick * TICK_MS
             for n in range(world.rng.randint(1, 2)):
@@ -168,20 +196,18 @@ class SafetyNetFamily:
             accepted = 0
             for n, at in enumerate(times):
                 world.kernel.park(actor, max(0, at - world.kernel.clock.now_ms()))
-                if store.patch_upsell(intent, 250, f"{actor.name}.{n}"):  # the intent first: refused once it is claimed
-                    world.data["patches"].setdefault(intent, []).append(world.kernel.clock.now_ms())
+                if upsell(store, intent, f"{actor.name}.{n}"):  # the intent first: refused once it is claimed
                     payments.fake.patch_amount(order, 250)
                     accepted += 1
             if world.rng.random() < 0.4:
                 world.kernel.park(actor, world.rng.randrange(CUTOFF_MS + TICK_MS))
                 try:
                     return capture_for_buyer(store, payments, intent)
-                except PaymentError as exc:  # a declined order: the buyer is told, nothing moved
+                except (PaymentError, StoreError) as exc:  # declined, or the store failed: the buyer is told
                     return type(exc).__name__
             return accepted
 
         return run
-
 
     def _job(self, world: World, clock: Any, actor: Actor | None):
         store = DeferredPaymentStore(world.tables["payment_intents"], clock)
@@ -206,11 +232,10 @@ class SafetyNetFamily:
                 continue
             before, after = change.before, change.after
             intent = before.get("intent_id")
+            if before.get("status") == "deferred" and int(after.get("amount_cents", 0)) > int(before.get("amount_cents", 0)):
+                world.data["patches"].setdefault(intent, []).append((write.at, write.age_ms))  # an upsell applied
             if before.get("status") == "deferred" and after.get("status") == "capturing":
-                recent = [t for t in world.data["patches"].get(intent, []) if t > write.at - CUTOFF_MS + MARGIN_MS]
-                if recent:
-                    world.violate(21, f"{write.actor} claimed {intent} {(write.at - max(recent)) // 1000} s after "
-                                      f"the buyer's upsell (cutoff {CUTOFF_MS // 1000} s)")
+                touched_within_cutoff(world, intent, write.at, f"{write.actor} claimed {intent}")
             if before.get("status") != "deferred" and before.get("amount_cents") != after.get("amount_cents"):
                 world.violate(22, f"{write.actor} changed the amount of {intent} while it was {before.get('status')}")
 
