@@ -62,3 +62,30 @@ def test_eventbridge_cron_is_adapted_not_reparsed():
         adapt_cron("cron(0 9 * * * *)")
     with pytest.raises(ScheduleError, match="6 fields"):
         adapt_cron("cron(0 9 * *)")
+
+
+def test_the_emulator_keeps_a_clients_connection_open_across_requests():
+    from ops.emulator import Emulator
+
+    # GIVEN a fresh emulator and one client of each protocol (JSON, REST with HEAD, query)
+    with Emulator() as emulator:
+        session = emulator.session()
+        before = emulator.handler.accepted
+        dynamodb, s3, sqs = session.client("dynamodb"), session.client("s3"), session.client("sqs")
+        dynamodb.create_table(TableName="t", KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
+                              AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST")
+        s3.create_bucket(Bucket="wire-test")
+        queue = sqs.create_queue(QueueName="q")["QueueUrl"]
+        # WHEN each makes many requests, a HEAD (no body, a stated length) and a missing key (an error body) among them
+        for i in range(20):
+            dynamodb.put_item(TableName="t", Item={"k": {"S": str(i)}})
+            assert dynamodb.get_item(TableName="t", Key={"k": {"S": str(i)}})["Item"]["k"]["S"] == str(i)
+        s3.put_object(Bucket="wire-test", Key="k", Body=b"x" * 2_000_000)  # large: botocore asks `Expect: 100-continue`
+        assert s3.head_object(Bucket="wire-test", Key="k")["ContentLength"] == 2_000_000
+        with pytest.raises(s3.exceptions.ClientError):
+            s3.head_object(Bucket="wire-test", Key="missing")
+        assert s3.get_object(Bucket="wire-test", Key="k")["Body"].read() == b"x" * 2_000_000
+        sqs.send_message(QueueUrl=queue, MessageBody="m")
+        assert sqs.receive_message(QueueUrl=queue)["Messages"][0]["Body"] == "m"
+        # THEN every answer was whole and each client kept one connection: no connect (and no server thread) per request
+        assert emulator.handler.accepted - before <= 3
