@@ -24,10 +24,12 @@ from __future__ import annotations
 import io
 import logging
 import os
+import re
 import threading
 import traceback
 import warnings
-from typing import Any
+from typing import Any, Callable
+from urllib.parse import unquote
 
 import boto3
 from werkzeug.serving import make_server
@@ -35,6 +37,37 @@ from werkzeug.serving import make_server
 REGION = "us-east-1"
 # moto accepts any credentials; fixed fake ones keep a developer's real profile out of local runs.
 FAKE_CREDENTIALS = {"aws_access_key_id": "local", "aws_secret_access_key": "local"}
+
+
+_INVOKE_PATH = re.compile(r"^/2015-03-31/functions/(?P<name>[^/]+)/invocations$")
+# (function name, invocation type, request body) -> (status line, headers, body)
+InvokeHandler = Callable[[str, str, bytes], tuple[str, list[tuple[str, str]], bytes]]
+
+
+class _Invokes:
+    """WSGI middleware: Lambda's Invoke goes to `handler` (the local runtime's isolates) when one is set.
+
+    moto's own Lambda backend runs a function in Docker, which is not here: it
+    printed `error running docker` and ran nothing. The runtime's handler runs
+    the function in its isolate (RequestResponse) or queues it for the driver
+    to run at the current simulated instant (Event), as Lambda's async queue does.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self._app = app
+        self.handler: InvokeHandler | None = None
+
+    def __call__(self, environ: dict, start_response: Any) -> Any:
+        match = _INVOKE_PATH.match(environ.get("PATH_INFO", ""))
+        if self.handler is None or match is None or environ.get("REQUEST_METHOD") != "POST":
+            return self._app(environ, start_response)
+        name = unquote(match["name"])
+        if name.startswith("arn:"):  # arn:aws:lambda:region:account:function:name[:qualifier]
+            name = name.split(":")[6]
+        body = environ["wsgi.input"].read()
+        status, headers, payload = self.handler(name, environ.get("HTTP_X_AMZ_INVOCATION_TYPE", "RequestResponse"), body)
+        start_response(status, headers)
+        return [payload]
 
 
 class _Serialized:
@@ -122,7 +155,8 @@ class SerializedMotoServer:
         from moto.moto_server.threaded_moto_server import MotoRequestHandler
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-        app = _Serialized(DomainDispatcherApplication(create_backend_app))
+        self.invokes = _Invokes(_Serialized(DomainDispatcherApplication(create_backend_app)))
+        app = self.invokes  # outside the lock: an invocation's own requests reach moto while it runs
         self.handler = _keep_alive_handler(MotoRequestHandler)
         self._server = make_server(host, port, app, threaded=True, request_handler=self.handler)
         # kept-alive connections hold their threads until the client closes them: stop must not wait for those
@@ -170,6 +204,12 @@ class Emulator:
         if self._server is None:
             raise RuntimeError("the emulator is not started")
         return self._server.handler
+
+    def route_invokes(self, handler: InvokeHandler | None) -> None:
+        """Lambda's Invoke of any function goes to `handler` (None: back to moto's Lambda backend)."""
+        if self._server is None:
+            raise RuntimeError("the emulator is not started")
+        self._server.invokes.handler = handler
 
     def stop(self) -> None:
         """Stop the server; its state is gone."""
