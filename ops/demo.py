@@ -8,6 +8,8 @@ rows), then the the invariants of docs/guarantees.md. Exit status 1 when any inv
 
 from __future__ import annotations
 
+import pathlib
+import shutil
 import time
 from collections import Counter, deque
 
@@ -17,9 +19,13 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ops.day import SHORT, DayConfig, DayReport, DayScenario
+from ops.day import HOUR, SHORT, DayConfig, DayReport, DayScenario
 from ops.emulator import point_process_at
 from ops.runtime.runtime import LocalRuntime, Tick
+from ops.runtime.template import ROOT
+
+# The demo's work folder (function logs): kept after the run so the path it prints can be opened; emptied at each start.
+DEMO_DIR = ROOT / ".jobfence" / "demo"
 
 
 class LiveView:
@@ -31,8 +37,13 @@ class LiveView:
         self.ticks: dict[str, Counter] = {}
         self.events: deque[str] = deque(maxlen=8)
         self.deliveries = Counter()
+        self.day_start: int | None = None  # the scenario's 00:00, once it is set
+        self.on_hour = None  # called with each full simulated hour reached (the plain output's progress line)
+        self._hours_done = 0
+        self._started = time.monotonic()
 
     def tick(self, tick: Tick) -> None:
+        self._hours_before(tick.at_ms)  # a tick after an hour's end: that hour (its last instant's ticks too) is done
         if tick.job is None:
             return
         inv = tick.invocation
@@ -49,10 +60,29 @@ class LiveView:
     def event(self, line: str) -> None:
         self.events.append(line)
 
+    def _hours_before(self, at_ms: int) -> None:
+        if self.day_start is None or self.on_hour is None:
+            return
+        while at_ms > self.day_start + (self._hours_done + 1) * HOUR and self._hours_done + 1 <= self.hours:
+            self._hours_done += 1
+            self.on_hour(self.progress_line(self._hours_done))
+
+    def finish(self, end_ms: int) -> None:
+        """The day is over at `end_ms`: the progress lines of the hours not printed yet."""
+        self._hours_before(end_ms + 1)
+
+    def progress_line(self, hour: int) -> str:
+        """One line per simulated hour: where the day is, the ticks so far by outcome, the real time taken."""
+        totals: Counter = Counter()
+        for counts in self.ticks.values():
+            totals.update(counts)
+        outcomes = ", ".join(f"{k}={v}" for k, v in sorted(totals.items()))
+        return f"{hour:02d}:00  simulated hour {hour} of {self.hours:g} done ({time.monotonic() - self._started:.0f}s): ticks {outcomes}"
+
     def render(self) -> Panel:
         elapsed_h = (self.rt.clock.now_ms() - self.rt.start_ms) / 3_600_000
         table = Table(expand=True)
-        table.add_column("job")
+        table.add_column("job", no_wrap=True, min_width=max(map(len, self.ticks), default=3))
         table.add_column("ticks by outcome")
         for job in sorted(self.ticks):
             table.add_row(job, ", ".join(f"{k}={v}" for k, v in sorted(self.ticks[job].items())))
@@ -68,7 +98,8 @@ class LiveView:
 def print_report(console: Console, report: DayReport) -> None:
     """Runs by outcome per job, items by status per batch, the invariant verdicts."""
     jobs = Table(title="runs by outcome (runs table)", title_justify="left")
-    jobs.add_column("job")
+    names = {obs.job for obs in report.observations} | {row["job"] for row in report.runs}
+    jobs.add_column("job", no_wrap=True, min_width=max(map(len, names), default=3))  # a job's name is never cut
     jobs.add_column("runs")
     jobs.add_column("invocations seen by the driver")
     jobs.add_column("summary totals")
@@ -96,15 +127,15 @@ def print_report(console: Console, report: DayReport) -> None:
     for check in report.checks:
         mark = "[green]PASS[/]" if check.ok else "[red]FAIL[/]"
         console.print(f"{mark} invariant {check.number}: {check.title} — {check.detail}")
-    console.print(f"function logs: {report.log_dir}")
 
 
 def run_day(runtime: LocalRuntime, config: DayConfig, seed: int, view: LiveView | None = None) -> DayReport:
     """The scenario on a started runtime (tests call this with the short config)."""
     point_process_at(runtime.emulator)  # the driver's own pynamodb stores (seeding, reports)
-    if view is not None:
-        runtime.on_tick = view.tick
     scenario = DayScenario(runtime, config, seed, on_event=view.event if view else None)
+    if view is not None:
+        view.day_start = scenario.start_ms
+        runtime.on_tick = view.tick
     return scenario.run()
 
 
@@ -116,7 +147,9 @@ def demo(seed: int = 7, hours: float | None = None, live: bool = True, console: 
         config = DayConfig(**{**config.__dict__, "hours": hours})
     started = time.monotonic()
     console.print("starting the embedded runtime: cdk synth, deploy into moto's CloudFormation ...")
-    runtime = LocalRuntime.start()
+    shutil.rmtree(DEMO_DIR, ignore_errors=True)
+    DEMO_DIR.mkdir(parents=True)
+    runtime = LocalRuntime.start(workdir=DEMO_DIR)
     try:
         top = runtime.topology
         console.print(
@@ -132,12 +165,21 @@ def demo(seed: int = 7, hours: float | None = None, live: bool = True, console: 
                 report = run_day(runtime, config, seed, view)
         else:
             view.event = _echo(view.event, console)
+            view.on_hour = lambda line: console.print(line, markup=False, highlight=False)
             report = run_day(runtime, config, seed, view)
+            view.finish(report.end_ms)
         print_report(console, report)
     finally:
         runtime.stop()
+    print_logs(console, report.log_dir)
     console.print(f"finished in {time.monotonic() - started:.0f}s (seed {seed})")
     return 0 if report.ok else 1
+
+
+def print_logs(console: Console, log_dir: pathlib.Path) -> None:
+    """The function logs' folder, when it is still there after the runtime stopped (a temporary one is gone)."""
+    if log_dir.is_dir():
+        console.print(f"function logs: {log_dir}", markup=False, highlight=False)
 
 
 def _refreshing(callback, screen: Live, view: LiveView):

@@ -10,15 +10,26 @@ one wins. moto's threaded server does not guarantee that (two threads can both
 evaluate a condition against the old item and both write: seen here as two
 winners of one lease). The server below keeps moto's threaded HTTP front but
 lets one request at a time into moto, which is the behaviour races are about.
+
+And one correction to werkzeug's development server: it closes the connection
+after every response (it cannot drain a request body it did not read), so every
+request paid a TCP connect, a new server thread and a 10 ms drain wait. The
+handler below reads each request's body whole before moto sees it, answers
+with a Content-Length and keeps the connection open (HTTP/1.1), so botocore's
+connection pools reuse their connections as they do against AWS.
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import os
+import re
 import threading
+import traceback
 import warnings
-from typing import Any
+from typing import Any, Callable
+from urllib.parse import unquote
 
 import boto3
 from werkzeug.serving import make_server
@@ -26,6 +37,37 @@ from werkzeug.serving import make_server
 REGION = "us-east-1"
 # moto accepts any credentials; fixed fake ones keep a developer's real profile out of local runs.
 FAKE_CREDENTIALS = {"aws_access_key_id": "local", "aws_secret_access_key": "local"}
+
+
+_INVOKE_PATH = re.compile(r"^/2015-03-31/functions/(?P<name>[^/]+)/invocations$")
+# (function name, invocation type, request body) -> (status line, headers, body)
+InvokeHandler = Callable[[str, str, bytes], tuple[str, list[tuple[str, str]], bytes]]
+
+
+class _Invokes:
+    """WSGI middleware: Lambda's Invoke goes to `handler` (the local runtime's isolates) when one is set.
+
+    moto's own Lambda backend runs a function in Docker, which is not here: it
+    printed `error running docker` and ran nothing. The runtime's handler runs
+    the function in its isolate (RequestResponse) or queues it for the driver
+    to run at the current simulated instant (Event), as Lambda's async queue does.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self._app = app
+        self.handler: InvokeHandler | None = None
+
+    def __call__(self, environ: dict, start_response: Any) -> Any:
+        match = _INVOKE_PATH.match(environ.get("PATH_INFO", ""))
+        if self.handler is None or match is None or environ.get("REQUEST_METHOD") != "POST":
+            return self._app(environ, start_response)
+        name = unquote(match["name"])
+        if name.startswith("arn:"):  # arn:aws:lambda:region:account:function:name[:qualifier]
+            name = name.split(":")[6]
+        body = environ["wsgi.input"].read()
+        status, headers, payload = self.handler(name, environ.get("HTTP_X_AMZ_INVOCATION_TYPE", "RequestResponse"), body)
+        start_response(status, headers)
+        return [payload]
 
 
 class _Serialized:
@@ -41,15 +83,85 @@ class _Serialized:
             return list(self._app(environ, start_response))
 
 
+IDLE_CONNECTION_S = 600  # a kept-alive connection idle this long is closed (its thread ends); clients reconnect
+_NO_BODY_STATUSES = (204, 304)
+_HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"}
+
+
+def _keep_alive_handler(base: type) -> type:
+    """moto's request handler (werkzeug's, with moto's header spelling) answering on a kept-alive connection."""
+
+    class KeepAliveHandler(base):
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # a response's headers and body leave at once, never 40 ms apart
+        timeout = IDLE_CONNECTION_S
+        accepted = 0  # connections accepted (the wire test reads it: one per client connection, not per request)
+
+        def setup(self) -> None:
+            type(self).accepted += 1
+            super().setup()
+
+        def run_wsgi(self) -> None:
+            environ = self.make_environ()
+            if self.headers.get("Expect", "").lower().strip() == "100-continue":
+                self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            # the whole body now: the next request's line follows it on this connection
+            body = environ["wsgi.input"].read() if environ.get("wsgi.input_terminated") else self.rfile.read(
+                int(self.headers.get("Content-Length") or 0))
+            environ["wsgi.input"] = io.BytesIO(body)
+            environ["CONTENT_LENGTH"] = str(len(body))
+            environ.pop("wsgi.input_terminated", None)
+            reply: list[Any] = []
+
+            def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+                reply[:] = [status, headers]
+                return lambda data: None  # the write() callable: moto never uses it
+
+            try:
+                chunks = self.server.app(environ, start_response)
+                data = b"".join(chunks)
+                if hasattr(chunks, "close"):
+                    chunks.close()
+                status, headers = reply
+            except Exception:  # noqa: BLE001 - a server error is the client's 500, as werkzeug answered it
+                status, headers, data = "500 INTERNAL SERVER ERROR", [("Content-Type", "text/plain")], traceback.format_exc().encode()
+                self.close_connection = True
+            code = int(status.split(" ", 1)[0])
+            head = [f"HTTP/1.1 {status}"] + [f"{k}: {v}" for k, v in headers if k.lower() not in _HOP_BY_HOP]
+            if self.command == "HEAD":  # no body, and the length moto stated for the resource
+                head += [f"{k}: {v}" for k, v in headers if k.lower() == "content-length"]
+                data = b""
+            elif code not in _NO_BODY_STATUSES and not 100 <= code < 200:
+                head.append(f"Content-Length: {len(data)}")
+            else:
+                data = b""
+            if self.close_connection:
+                head.append("Connection: close")
+            self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data)
+
+        def log_request(self, *args: Any) -> None:  # one line per request otherwise
+            pass
+
+        def log_error(self, *args: Any) -> None:  # an idle connection timing out is not an error
+            pass
+
+    return KeepAliveHandler
+
+
 class SerializedMotoServer:
-    """moto's WSGI app behind `_Serialized`, served by a threaded werkzeug server."""
+    """moto's WSGI app behind `_Serialized`, served by a threaded werkzeug server on kept-alive connections."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         from moto.moto_server.threaded_moto_server import MotoRequestHandler
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
-        app = _Serialized(DomainDispatcherApplication(create_backend_app))
-        self._server = make_server(host, port, app, threaded=True, request_handler=MotoRequestHandler)
+        self.invokes = _Invokes(_Serialized(DomainDispatcherApplication(create_backend_app)))
+        app = self.invokes  # outside the lock: an invocation's own requests reach moto while it runs
+        self.handler = _keep_alive_handler(MotoRequestHandler)
+        self._server = make_server(host, port, app, threaded=True, request_handler=self.handler)
+        # kept-alive connections hold their threads until the client closes them: stop must not wait for those
+        self._server.block_on_close = False
+        self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="moto", daemon=True)
         self.host, self.port = host, self._server.port
 
@@ -85,6 +197,19 @@ class Emulator:
         host, port = self._server.get_host_and_port()
         self.endpoint = f"http://{host}:{port}"
         return self
+
+    @property
+    def handler(self) -> Any:
+        """The server's request handler class (its `accepted` counts the connections the server took)."""
+        if self._server is None:
+            raise RuntimeError("the emulator is not started")
+        return self._server.handler
+
+    def route_invokes(self, handler: InvokeHandler | None) -> None:
+        """Lambda's Invoke of any function goes to `handler` (None: back to moto's Lambda backend)."""
+        if self._server is None:
+            raise RuntimeError("the emulator is not started")
+        self._server.invokes.handler = handler
 
     def stop(self) -> None:
         """Stop the server; its state is gone."""

@@ -98,12 +98,15 @@ def audit_jobs(
     """Each job's ledger over the window (and its catch-up window), reduced to missed ticks and a catch-up."""
     out = []
     for spec in specs:
-        recorded = toggles.read(spec.name)
+        history = toggles.history(spec.name)
+        recorded = history.toggles
         since = window.since_ms
         if spec.catch_up == CatchUp.ONCE and spec.catch_up_window_s:
             since = min(since, now_ms - spec.catch_up_window_s * 1000)
+        # no tick from before the rule existed is judged (nor caught up): a new deployment has missed nothing
+        since = min(history.clip(since), window.until_ms)
         ledger = ledger_of(spec, runs, recorded, since, window.until_ms)
-        judged = [e for e in ledger.entries if e.tick_at > window.since_ms]
+        judged = [e for e in ledger.entries if e.tick_at > history.clip(window.since_ms)]
         missed = tuple(e.tick_at for e in judged if e.label is TickLabel.MISSED)
         out.append(JobAudit(spec.name, len(judged), missed, catchup.due(spec, ledger.entries, now_ms, recorded)))
     return out

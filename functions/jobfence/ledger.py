@@ -36,7 +36,10 @@ two ticks.
 
 The toggles live on the job's lease item (`rule_toggles`: a map from the
 zero-padded epoch ms of each toggle to "enabled" or "disabled"); writing a map
-key is idempotent, so a re-sent toggle record is harmless.
+key is idempotent, so a re-sent toggle record is harmless. Beside them, when
+the deployer recorded it, `rule_created_at`: when the rule came to exist. No
+tick before it was expected, so a reader starts its ledger there, never
+earlier (`RuleHistory.clip`); without the record a ledger starts where asked.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ DELIVERY_TOLERANCE_MS = 2 * 60_000  # a tick's run may start this late (EventBri
 SCHEDULED_AT_SLACK_MS = 1000  # the event's `time` has whole seconds; a tick may not
 MAX_TOGGLES = 10  # kept per job on its lease item (oldest dropped): ~260 bytes, so a lease write stays 1 WCU
 TOGGLES_ATTRIBUTE = "rule_toggles"
+CREATED_ATTRIBUTE = "rule_created_at"
 MANUAL_TRIGGER = "manual"
 SCHEDULED_TRIGGER = "scheduled"
 MAKE_UP_TRIGGERS = ("catch_up", "buffered")  # runs for a past tick: they make up for it, they do not answer it
@@ -270,6 +274,18 @@ def ledger_of(spec: JobSpec, runs: RunStore, toggles: Sequence[Toggle], since_ms
     return build_ledger(spec.name, spec.schedule, runs, toggles, since_ms, until_ms, interval_ms, lookback_ms)
 
 
+@dataclass(frozen=True)
+class RuleHistory:
+    """A job's recorded rule toggles, and when its rule was created (None: not recorded)."""
+
+    toggles: tuple[Toggle, ...]
+    created_at: int | None = None
+
+    def clip(self, since_ms: int) -> int:
+        """`since_ms`, moved up to the rule's creation: ticks from before the rule existed were never expected."""
+        return since_ms if self.created_at is None else max(since_ms, self.created_at)
+
+
 class RuleToggles:
     """Each enable/disable of a job's rule, recorded on its lease item (see the module docstring)."""
 
@@ -300,15 +316,30 @@ class RuleToggles:
         except Exception as exc:
             raise_store_error(exc, f"recording the rule toggle of {job!r}")
 
-    def read(self, job: str) -> tuple[Toggle, ...]:
-        """The job's recorded toggles, oldest first (strongly consistent)."""
+    def record_created(self, job: str, at_ms: int) -> None:
+        """Record when the job's rule was created (the deployer's call); the first record stands, so a retry is harmless."""
+        try:
+            retry_transient(lambda: self._client.update_item(
+                TableName=self._table, Key={"job": {"S": job}}, UpdateExpression="SET #c = if_not_exists(#c, :at)",
+                ExpressionAttributeNames={"#c": CREATED_ATTRIBUTE}, ExpressionAttributeValues={":at": {"N": str(at_ms)}}))
+        except Exception as exc:
+            raise_store_error(exc, f"recording the rule creation of {job!r}")
+
+    def history(self, job: str) -> RuleHistory:
+        """The job's recorded toggles, oldest first, and its rule's creation (one strongly consistent read)."""
         try:
             item = retry_transient(lambda: self._client.get_item(
                 TableName=self._table, Key={"job": {"S": job}}, ConsistentRead=True,
-                ProjectionExpression="#t", ExpressionAttributeNames={"#t": TOGGLES_ATTRIBUTE})).get("Item", {})
+                ProjectionExpression="#t, #c", ExpressionAttributeNames={"#t": TOGGLES_ATTRIBUTE, "#c": CREATED_ATTRIBUTE},
+            )).get("Item", {})
         except Exception as exc:
             raise_store_error(exc, f"reading the rule toggles of {job!r}")
-        return toggles_of(item.get(TOGGLES_ATTRIBUTE, {}).get("M", {}))
+        created = item.get(CREATED_ATTRIBUTE, {}).get("N")
+        return RuleHistory(toggles_of(item.get(TOGGLES_ATTRIBUTE, {}).get("M", {})), None if created is None else int(created))
+
+    def read(self, job: str) -> tuple[Toggle, ...]:
+        """The job's recorded toggles, oldest first (strongly consistent)."""
+        return self.history(job).toggles
 
     def seen(self, job: str, enabled: bool, at_ms: int) -> bool:
         """The rule was found in this state (a deploy or the console changed it): record it if the record disagrees."""

@@ -7,4 +7,4 @@ figure is past its goal raises `GoalMissed` with its section: the page is writte
 """
 
 MODULES = ("ops.bench.coldstart", "ops.bench.lease", "ops.bench.overlap", "ops.bench.takeover", "ops.bench.auditor", "ops.bench.work",
-           "ops.bench.fairness", "ops.bench.hotkey", "ops.bench.cost", "ops.bench.sim")
+           "ops.bench.fairness", "ops.bench.hotkey", "ops.bench.cost", "ops.bench.sim", "ops.bench.demo")

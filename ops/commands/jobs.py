@@ -202,7 +202,8 @@ def job_ledger(target: Target, job: str, since_ms: int, until_ms: int | None = N
         state = target.session.client("events").describe_rule(Name=rule.name).get("State")
         _note_rule_state(target, RuleToggles(client, leases_table), job, state, target.clock.now_ms())
     until = target.clock.now_ms() if until_ms is None else until_ms
-    return ledger_of(spec, RunStore(client, runs_table), RuleToggles(client, leases_table).read(job), since_ms, until)
+    history = RuleToggles(client, leases_table).history(job)  # no tick from before the rule existed is expected
+    return ledger_of(spec, RunStore(client, runs_table), history.toggles, min(history.clip(since_ms), until), until)
 
 
 def sweep_runs(target: Target) -> SweepResult:

@@ -20,6 +20,7 @@ import json
 import pathlib
 import shutil
 import tempfile
+import threading
 import uuid
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from jobfence.clock import FrozenClock
+from jobfence.ledger import RuleToggles
 from ops.emulator import Emulator
 from ops.runtime.providers import LocalProviders, complete_environments
 from jobfence.schedule import Schedule
@@ -54,6 +56,7 @@ class Tick:
 class Timeline:
     ticks: list[Tick] = field(default_factory=list)
     pumped: PumpStats = field(default_factory=PumpStats)
+    invoked: list[Invocation] = field(default_factory=list)  # asynchronous invokes (Lambda's Event type) run
 
 
 def scheduled_event(rule: RuleInfo, at_ms: int, account: str, region: str) -> dict[str, Any]:
@@ -109,6 +112,10 @@ class LocalRuntime:
         self.drop_next: set[str] = set()
         self.faults_next: dict[str, list[dict[str, Any]]] = {}
         self._scheduled_until = self.start_ms
+        # Lambda Invokes a function makes (the auditor's catch-ups, a buffered run's self-invoke) reach the isolates
+        self._async_lock = threading.Lock()
+        self._async: list[tuple[str, Any]] = []
+        emulator.route_invokes(self._lambda_invoke)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -142,6 +149,7 @@ class LocalRuntime:
                     raise DeployError(f"function {name}: its code asset {info.code_key} is not in the assembly")
                 code_dirs[name] = code
             clock = FrozenClock() if start_ms is None else FrozenClock(start_ms)  # simulated time: only the driver moves it
+            record_rule_creation(session, topology, clock.now_ms())
             extra = complete_environments(session, {n: f.environment for n, f in topology.functions.items()}, clock, providers)
             log_dir = folder / "logs"
             log_dir.mkdir(parents=True, exist_ok=True)
@@ -185,6 +193,42 @@ class LocalRuntime:
         """Invoke a function synchronously in one of its isolates (Lambda's RequestResponse)."""
         return self.pool.invoke(function, event, faults)
 
+    def _lambda_invoke(self, function: str, invocation_type: str, body: bytes) -> tuple[str, list[tuple[str, str]], bytes]:
+        """Lambda's Invoke API, answered from the isolates (called by the emulator's server threads)."""
+        json_type = [("Content-Type", "application/json")]
+        if function not in self.topology.functions:
+            error = {"Type": "User", "message": f"Function not found: {function}"}
+            return "404 Not Found", [*json_type, ("x-amzn-ErrorType", "ResourceNotFoundException")], json.dumps(error).encode()
+        event = json.loads(body or b"null")
+        if invocation_type == "DryRun":
+            return "204 No Content", [], b""
+        if invocation_type == "Event":  # queued: the driver runs it at the current simulated instant
+            with self._async_lock:
+                self._async.append((function, event))
+            return "202 Accepted", json_type, b""
+        result = self.invoke(function, event)
+        headers = [*json_type, ("X-Amz-Executed-Version", "$LATEST")]
+        if result.ok:
+            return "200 OK", headers, json.dumps(result.payload).encode()
+        error = {"errorType": result.error_type, "errorMessage": result.error_message}
+        return "200 OK", [*headers, ("X-Amz-Function-Error", "Unhandled")], json.dumps(error).encode()
+
+    def _run_async(self, timeline: Timeline | None) -> int:
+        """Run the queued asynchronous invokes (in parallel, as Lambda would); a failed one goes to its destination."""
+        with self._async_lock:
+            queued, self._async = self._async, []
+        if not queued:
+            return 0
+        with ThreadPoolExecutor(max_workers=len(queued)) as executor:
+            results = list(executor.map(lambda call: self.invoke(*call), queued))
+        for (function, event), result in zip(queued, results):
+            if not result.ok:
+                self._on_failure(function, event, result)
+            if timeline is not None:
+                timeline.invoked.append(result)
+            self.timeline.invoked.append(result)
+        return len(queued)
+
     def function_of_job(self, job: str) -> str:
         try:
             return self.topology.job_functions()[job].name
@@ -223,14 +267,24 @@ class LocalRuntime:
         return self.advance_to(self.clock.now_ms() + step)
 
     def pump(self, timeline: Timeline | None = None) -> PumpStats:
-        """Deliver queue messages until nothing is visible (at the current instant)."""
-        stats = self.poller.pump()
+        """Run queued async invokes and deliver queue messages until neither has more (at the current instant)."""
+        total = PumpStats()
+        while True:
+            self._run_async(timeline)
+            stats = self.poller.pump()
+            total.batches += stats.batches
+            total.messages += stats.messages
+            total.failed += stats.failed
+            total.deliveries.extend(stats.deliveries)
+            with self._async_lock:
+                if not self._async:
+                    break
         if timeline is not None:
-            timeline.pumped.batches += stats.batches
-            timeline.pumped.messages += stats.messages
-            timeline.pumped.failed += stats.failed
-            timeline.pumped.deliveries.extend(stats.deliveries)
-        return stats
+            timeline.pumped.batches += total.batches
+            timeline.pumped.messages += total.messages
+            timeline.pumped.failed += total.failed
+            timeline.pumped.deliveries.extend(total.deliveries)
+        return total
 
     def rule_states(self) -> dict[str, str]:
         """Every rule's live state (one paginated ListRules: operators change it at any time)."""
@@ -306,6 +360,15 @@ class LocalRuntime:
             "responsePayload": {"errorType": result.error_type, "errorMessage": result.error_message},
         }
         self.session.client("sqs").send_message(QueueUrl=queue.url, MessageBody=json.dumps(record))
+
+
+def record_rule_creation(session: Any, topology: Topology, at_ms: int) -> None:
+    """This deploy created every job's rule now: the ledger and the auditor expect no tick of theirs before it."""
+    if not topology.leases_table:
+        return
+    toggles = RuleToggles(session.client("dynamodb"), topology.leases_table)
+    for job in topology.job_rules():
+        toggles.record_created(job, at_ms)
 
 
 def _json(text: str) -> Any:

@@ -62,3 +62,77 @@ def test_eventbridge_cron_is_adapted_not_reparsed():
         adapt_cron("cron(0 9 * * * *)")
     with pytest.raises(ScheduleError, match="6 fields"):
         adapt_cron("cron(0 9 * *)")
+
+
+def test_the_emulator_keeps_a_clients_connection_open_across_requests():
+    from ops.emulator import Emulator
+
+    # GIVEN a fresh emulator and one client of each protocol (JSON, REST with HEAD, query)
+    with Emulator() as emulator:
+        session = emulator.session()
+        before = emulator.handler.accepted
+        dynamodb, s3, sqs = session.client("dynamodb"), session.client("s3"), session.client("sqs")
+        dynamodb.create_table(TableName="t", KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
+                              AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST")
+        s3.create_bucket(Bucket="wire-test")
+        queue = sqs.create_queue(QueueName="q")["QueueUrl"]
+        # WHEN each makes many requests, a HEAD (no body, a stated length) and a missing key (an error body) among them
+        for i in range(20):
+            dynamodb.put_item(TableName="t", Item={"k": {"S": str(i)}})
+            assert dynamodb.get_item(TableName="t", Key={"k": {"S": str(i)}})["Item"]["k"]["S"] == str(i)
+        s3.put_object(Bucket="wire-test", Key="k", Body=b"x" * 2_000_000)  # large: botocore asks `Expect: 100-continue`
+        assert s3.head_object(Bucket="wire-test", Key="k")["ContentLength"] == 2_000_000
+        with pytest.raises(s3.exceptions.ClientError):
+            s3.head_object(Bucket="wire-test", Key="missing")
+        assert s3.get_object(Bucket="wire-test", Key="k")["Body"].read() == b"x" * 2_000_000
+        sqs.send_message(QueueUrl=queue, MessageBody="m")
+        assert sqs.receive_message(QueueUrl=queue)["Messages"][0]["Body"] == "m"
+        # THEN every answer was whole and each client kept one connection: no connect (and no server thread) per request
+        assert emulator.handler.accepted - before <= 3
+
+
+def test_a_fresh_runtime_expected_no_tick_from_before_its_rules_existed(runtime):
+    from jobfence.auditor import AuditWindow, audit_jobs
+    from jobfence.ledger import RuleToggles
+    from jobfence.runs import RunStore
+    from jobs.catalog import AUDITOR, CATALOG
+    from ops.commands.jobs import job_ledger
+    from ops.targets import EmbeddedTarget
+
+    # GIVEN the runtime's deploy, which created every rule at its start
+    target, start = EmbeddedTarget(runtime), runtime.start_ms
+    client = runtime.session.client("dynamodb")
+    toggles = RuleToggles(client, runtime.topology.leases_table)
+    assert {job: toggles.history(job).created_at for job in runtime.topology.job_rules()} == {
+        job: start for job in runtime.topology.job_rules()}
+    # WHEN the day before it is read: the operator's ledger (`status`'s "missed 24h") and the auditor's judgement
+    for job in sorted(runtime.topology.job_rules()):
+        assert job_ledger(target, job, start - 24 * HOUR, start).entries == (), job
+    specs = [CATALOG.job(name) for name in AUDITOR.audits]
+    audits = audit_jobs(specs, RunStore(client, runtime.topology.runs_table), toggles,
+                        AuditWindow(start - 24 * HOUR, start + 5 * 60_000), start + 10 * 60_000)
+    # THEN no tick from before the rules existed is expected, so none is missed nor caught up
+    assert [(a.job, a.missed, a.catch_up) for a in audits if a.missed or a.catch_up] == []
+    assert all(a.ticks <= 2 for a in audits)  # only the ticks of the first minutes after the start
+
+
+def test_lambda_invoke_runs_in_the_isolates_without_docker(runtime, capfd):
+    import json
+
+    lam = runtime.session.client("lambda")
+    function = runtime.function_of_job("clean_conversations")
+    event = {"trigger": "manual", "requested_by": "invoke-test"}
+    # WHEN a function is invoked through Lambda's API, synchronously and asynchronously (a catch-up's way)
+    answer = lam.invoke(FunctionName=function, InvocationType="RequestResponse", Payload=json.dumps(event).encode())
+    queued = lam.invoke(FunctionName=function, InvocationType="Event", Payload=json.dumps(event).encode())
+    timeline = runtime.advance(ms=1)
+    # THEN the first ran in an isolate and answered its payload; the second ran when the driver next pumped
+    assert answer["StatusCode"] == 200 and "FunctionError" not in answer
+    assert json.loads(answer["Payload"].read())["job"] == "clean_conversations"
+    assert queued["StatusCode"] == 202
+    assert [(i.function, i.status) for i in timeline.invoked] == [(function, "ok")]
+    # AND an unknown function is Lambda's ResourceNotFoundException; moto's Docker was never asked
+    with pytest.raises(lam.exceptions.ResourceNotFoundException):
+        lam.invoke(FunctionName="no-such-function", Payload=b"{}")
+    out, err = capfd.readouterr()
+    assert "docker" not in (out + err).lower() and "JSONDecodeError" not in out + err
