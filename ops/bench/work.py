@@ -223,7 +223,7 @@ def sweep_costs(total_items: int, stale: int = 10, live_fraction: float = 0.1) -
     and fresh (so they sit in the sparse index), the rest completed (not in
     it), every batch open and fresh. Only the sweep is measured.
     """
-    from jobfence.work import ItemKey, ItemStatus, reclaim_key
+    from jobfence.work import BatchRef, ItemKey, ItemStatus, reclaim_key, shards_for
 
     with mock_aws():
         rig, meter, tables, client, clock = _setup()
@@ -240,6 +240,7 @@ def sweep_costs(total_items: int, stale: int = 10, live_fraction: float = 0.1) -
                 client.batch_write_item(RequestItems={tables["listing_items"]: chunk})
 
         every = max(1, (n_batches * rows_per_batch) // stale)  # stale items spread evenly over the table
+        shards = shards_for(rows_per_batch)  # as the producer records it
         for b in range(n_batches):
             batch_id = f"b{b:04d}"
             client.put_item(TableName=tables["listing_batches"], Item={
@@ -248,9 +249,10 @@ def sweep_costs(total_items: int, stale: int = 10, live_fraction: float = 0.1) -
                 "failed": {"N": "0"}, "enqueued": {"N": str(rows_per_batch)}, "rollups": {"N": "0"},
                 "recounts": {"N": "0"}, "retries": {"N": "0"}, "created_by": {"S": "bench"},
                 "created_at": {"N": str(now)}, "updated_at": {"N": str(now)}, "open_key": {"S": "generation"},
+                "shards": {"N": str(shards)},
             })
             for i in range(rows_per_batch):
-                key = ItemKey("acme", batch_id, f"i{i:05d}")
+                key = ItemKey.of(BatchRef("acme", batch_id), f"i{i:05d}", shards)
                 if (b * rows_per_batch + i) % every == 0:
                     status, updated = ItemStatus.RUNNING, stale_at
                 elif i % int(1 / live_fraction) == 1:
