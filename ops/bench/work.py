@@ -302,8 +302,6 @@ def run() -> str:
     single = per_item_costs(500)
     dup = per_item_costs(500, duplicates=0.2)
     many = recounts_many_batches()
-    small = sweep_costs(1_000)
-    large = sweep_costs(int(os.environ.get("BENCH_SWEEP_ITEMS", "100000")))
 
     def per_item(r: dict, field: str) -> float:
         return sum(r[field].values()) / r["n"]
@@ -359,26 +357,8 @@ def run() -> str:
         + ", ".join(f"{n} recount(s): {c} batches" for n, c in sorted(many.items()))
         + f". Single batch above: {single['recounts']} recount(s).",
         "",
-        "### One reclaim sweep: 10 stale items among many",
-        "",
-        "10% of the items are live and fresh (in the sparse index), the rest completed; 10 are running",
-        "past item-stale; every batch open and fresh. Both pipelines are swept (2 kinds x 2 statuses x",
-        "64 shards of the item index, plus the open-batch index of each kind).",
-        "",
-        "| items in table | requests | index + base RCU | WCU (base + GSI) | requeued | setup load (s, not measured cost) |",
-        "|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in (small, large):
-        lines.append(
-            f"| {r['items']:,} | {sum(r['requests'].values())} | {sum(r['rcu'].values()):g} | "
-            f"{sum(r['wcu'].values()):g} + {sum(r['gsi_wcu'].values()):g} | {r['counts'].requeued} | {r['load_s']:.0f} |"
-        )
-    lines += [
-        "",
-        "Sweep requests ("
-        + f"{large['items']:,} items): "
-        + ", ".join(f"{k} {v}" for k, v in sorted(large["requests"].items()))
-        + ". The read cost is the same at both sizes: the sweep reads the stale index entries only.",
+        "The reclaim sweep's requests (one tick; 10 stale items among many, `sweep_costs` here) are in",
+        "[The reclaim sweep: requests per tick](#the-reclaim-sweep-requests-per-tick) (`ops.bench.reclaim`).",
     ]
     return "\n".join(lines)
 

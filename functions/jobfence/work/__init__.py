@@ -13,6 +13,7 @@ The package, by responsibility:
     store         WorkStore: every DynamoDB expression of the batches and items tables
     transactions  the store's multi-item transactions: claim, reopen failed items
     rollup        the store's roll-up tallies, recount and finalize
+    sweep         the reclaimer's reads: open batches and their index shards, stale live items
     wakeups       Wakeups: where wake-up messages go (the SQS adapter is providers.sqs_wakeups.SqsWakeups)
     producer      Producer: create a batch and wake a worker for each item
     worker        Worker: claim, run, record, roll up one SQS batch
