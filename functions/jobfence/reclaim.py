@@ -14,7 +14,11 @@ job generator, so the runner renews the lease between pages. Per pipeline:
            otherwise finalize from the item rows (recount), heartbeat if still live
 
 Everything is read through the sparse indexes (`by_reclaim`, `by_open`), so a
-sweep's reads grow with stale rows, not with the table. Every write re-checks
+sweep's reads grow with stale rows, not with the table. Per pipeline, the
+open-batch index is read once (`WorkStore.open_batches`): with no open batch
+nothing else is read; otherwise only the reclaim-index shards the open
+batches use are queried (`jobfence.work.sweep`), and the stale open batches
+are taken from the same read. Every write re-checks
 status, `updated_at` and attempts in its condition, so an item that completed
 (or was claimed, or re-enqueued) after the index read is never overwritten;
 that is also why the writes are not fenced with the lease: a paused reclaimer's
@@ -36,8 +40,8 @@ from aws_lambda_powertools import Logger
 from jobfence.clock import Clock
 from jobfence.errors import JobfenceError
 from jobfence.runs import safe_error
-from jobfence.work import (BatchDelta, BatchRef, BatchStatus, ItemKey, ItemStatus, StaleVerdict, Tallies, Timing, Wakeups,
-                           WorkStore)
+from jobfence.work import (BatchDelta, BatchRef, BatchStatus, ItemKey, ItemStatus, OpenBatches, StaleVerdict, Tallies,
+                           Timing, Wakeups, WorkStore)
 
 DEFAULT_PAGE_SIZE = 100
 DEFAULT_MAX_PAGES = 50  # per pipeline and status in one run; the next run continues
@@ -105,20 +109,30 @@ class Reclaimer:
     def pages(self) -> Iterator[ReclaimCounts]:
         """The sweep as bounded pages, each yielding its counts (a scheduled job's batches)."""
         for pipeline in self._pipelines.values():
-            yield from self._items(pipeline, ItemStatus.RUNNING)
-            yield from self._items(pipeline, ItemStatus.PENDING)
-            yield from self._batches(pipeline)
+            try:
+                open_batches = self._store.open_batches(pipeline.kind)
+            except JobfenceError as exc:
+                self._logger.warning("reading open batches failed", extra={"kind": pipeline.kind,
+                                                                           "reason": safe_error(exc)})
+                yield ReclaimCounts(errors=1)
+                continue
+            # no open batch: no live item either (its batch would be open), so no index shard to read
+            yield from self._items(pipeline, ItemStatus.RUNNING, open_batches.index_shards)
+            yield from self._items(pipeline, ItemStatus.PENDING, open_batches.index_shards)
+            yield from self._batches(pipeline, open_batches)
 
     # -- items ------------------------------------------------------------------------------
 
-    def _items(self, pipeline: ReclaimPipeline, status: ItemStatus) -> Iterator[ReclaimCounts]:
+    def _items(self, pipeline: ReclaimPipeline, status: ItemStatus, shards: tuple[int, ...]) -> Iterator[ReclaimCounts]:
+        if not shards:
+            return
         timing = pipeline.timing
         stale_ms = (timing.item_stale_s if status is ItemStatus.RUNNING else timing.pending_stale_s) * 1000
         cutoff = self._clock.now_ms() - stale_ms  # fixed for the run: rows we bump never qualify again
         cursor: Any = None
         for _ in range(self._max_pages):
             try:
-                rows, cursor = self._store.stale_items(pipeline.kind, status, cutoff, self._page_size, cursor)
+                rows, cursor = self._store.stale_items(pipeline.kind, status, cutoff, self._page_size, shards, cursor)
             except JobfenceError as exc:
                 self._logger.warning("reading stale items failed", extra={"kind": pipeline.kind,
                                                                           "status": status.value,
@@ -177,18 +191,12 @@ class Reclaimer:
 
     # -- batches ----------------------------------------------------------------------------
 
-    def _batches(self, pipeline: ReclaimPipeline) -> Iterator[ReclaimCounts]:
+    def _batches(self, pipeline: ReclaimPipeline, open_batches: OpenBatches) -> Iterator[ReclaimCounts]:
         cutoff = self._clock.now_ms() - pipeline.timing.batch_stale_s * 1000
-        for _ in range(self._max_pages):
-            try:
-                refs = self._store.stale_batches(pipeline.kind, cutoff, self._page_size)
-            except JobfenceError as exc:
-                self._logger.warning("reading stale batches failed", extra={"kind": pipeline.kind,
-                                                                            "reason": safe_error(exc)})
-                yield ReclaimCounts(errors=1)
-                return
-            if not refs:
-                return
+        # the open read is oldest first; a batch heartbeated since is seen by finalize's own read
+        stale = [b.ref for b in open_batches.batches if b.updated_at < cutoff]
+        for start in range(0, min(len(stale), self._max_pages * self._page_size), self._page_size):
+            refs = stale[start:start + self._page_size]
             counts = ReclaimCounts(batches_swept=len(refs))
             for ref in refs:
                 try:
@@ -203,5 +211,3 @@ class Reclaimer:
                 self._logger.info("reclaim batch", extra={"tenant": ref.tenant, "batch": ref.batch_id,
                                                            "status": row.status.value if row else "missing"})
             yield counts
-            if len(refs) < self._page_size:
-                return

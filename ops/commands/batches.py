@@ -127,10 +127,11 @@ def stale_item_counts(target: Target) -> dict[str, int] | None:
     now = target.clock.now_ms()
     counts = {}
     for kind, pipeline in PIPELINES.items():
+        shards = store.open_batches(kind).index_shards  # as the reclaimer reads them: the open batches' shards
         for status, stale_s in ((ItemStatus.RUNNING, pipeline.timing.item_stale_s), (ItemStatus.PENDING, pipeline.timing.pending_stale_s)):
             total, cursor = 0, None
-            while True:
-                page, cursor = store.stale_items(kind, status, now - stale_s * 1000, 500, cursor)
+            while shards:
+                page, cursor = store.stale_items(kind, status, now - stale_s * 1000, 500, shards, cursor)
                 total += len(page)
                 if cursor is None:
                     break

@@ -19,8 +19,9 @@ from jobfence.testing.grants import within_grant
 B = BatchRef("acme", "b1")
 
 
-def key(i: int, ref: BatchRef = B) -> ItemKey:
-    return ItemKey(ref.tenant, ref.batch_id, f"i{i:05d}")
+def key(i: int, ref: BatchRef = B, shards: int = 1) -> ItemKey:
+    """Item i of a batch; the tests' batches of up to 166 items have one shard (`shards_for`)."""
+    return ItemKey.of(ref, f"i{i:05d}", shards)
 
 
 def idem(i: int, ref: BatchRef = B) -> str:
@@ -275,7 +276,8 @@ def test_reclaim_racing_a_completion_never_overwrites_it(rig, clock):
     clock.advance(minutes=7)
     from jobfence.work import ItemStatus as S
 
-    stale, _ = rig.store.stale_items("generation", S.RUNNING, clock.now_ms() - 360_000, 10)
+    shards = rig.store.open_batches("generation").index_shards
+    stale, _ = rig.store.stale_items("generation", S.RUNNING, clock.now_ms() - 360_000, 10, shards)
     assert [k for k, _ in stale] == [key(0)]
     # WHEN the slow worker completes before the reclaimer writes
     assert rig.store.complete(claim, "gen_late")

@@ -29,8 +29,9 @@ from tests.aws_faults import Faults, throttled
 B = BatchRef("acme", "b1")
 
 
-def key(i: int, ref: BatchRef = B) -> ItemKey:
-    return ItemKey(ref.tenant, ref.batch_id, f"i{i:05d}")
+def key(i: int, ref: BatchRef = B, shards: int = 1) -> ItemKey:
+    """Item i of a batch; the tests' batches of up to 166 items have one shard (`shards_for`)."""
+    return ItemKey.of(ref, f"i{i:05d}", shards)
 
 
 def containing(*strings: str) -> Callable[[Mapping[str, Any]], bool]:

@@ -122,4 +122,4 @@ def test_tally_partitions_spread_writers(rig):
     shards = {shard_of(f"w{i}") for i in range(64)}
     assert len(shards) == ROLLUP_SHARDS
     assert tally_partition(B, 3) == "acme#b1#r3"
-    assert ItemKey("acme", "b1", "i1").batch.batch_key == "acme#b1"
+    assert ItemKey("acme", "b1", "i1", 0).batch.batch_key == "acme#b1"

@@ -145,12 +145,12 @@ def test_a_worker_granted_only_its_own_queue_runs_that_queues_pipeline(worker_en
     assert kinds == ["generation", "generation"]
 
 
-def test_sqs_wakeups_carry_only_the_keys(queues, tables, clock):
+def test_sqs_wakeups_carry_only_the_keys_and_the_shard(queues, tables, clock):
     sqs, urls = queues
     wakeups = SqsWakeups(sqs, urls["listing_generation"])
     from jobfence.work import ItemKey
 
-    keys = [ItemKey("acme", "b1", f"i{i}") for i in range(23)]
+    keys = [ItemKey("acme", "b1", f"i{i}", i % 4) for i in range(23)]
     assert wakeups.send(keys) == []
     bodies = []
     while True:
@@ -159,7 +159,8 @@ def test_sqs_wakeups_carry_only_the_keys(queues, tables, clock):
             break
         bodies += [json.loads(m["Body"]) for m in got]
     assert len(bodies) == 23
-    assert all(set(b) == {"tenant", "batch", "item"} for b in bodies)
+    assert all(set(b) == {"tenant", "batch", "item", "shard"} for b in bodies)
+    assert sorted((b["item"], b["shard"]) for b in bodies) == sorted((k.item_id, k.shard) for k in keys)
 
 
 class _Null:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from jobfence.errors import InvalidEvent
-from jobfence.work import BatchRef, ItemKey, Timing, parse_wakeup, reclaim_key, ItemStatus, RECLAIM_SHARDS
+from jobfence.work import (KEY_WRITES_PER_S, MAX_SHARDS, RECLAIM_SHARDS, WRITES_PER_ITEM, BatchRef, ItemKey, ItemStatus,
+                           Timing, parse_wakeup, reclaim_key, shard_of, shards_for)
 from jobs.catalog import CATALOG
 from jobs.listings.pipelines import PIPELINES
 from providers.errors import ProviderError, ProviderRejected, ProviderTimeout
@@ -45,13 +46,46 @@ def test_the_reclaim_job_is_registered_with_an_interval_and_both_queues():
     assert items.partition_key == ("batch_key", "S") and items.indexes[0].sort_key == ("updated_at", "N")
 
 
-def test_a_wakeup_carries_exactly_three_keys():
-    key = ItemKey("acme", "b1", "i1")
-    assert parse_wakeup(key.body()) == key
+def test_a_wakeup_carries_the_keys_and_the_shard_of_the_row():
+    key = ItemKey.of(BatchRef("acme", "b1"), "i1", 8)
+    assert parse_wakeup(key.body()) == key and key.shard == shard_of("i1", 8)
+    assert key.partition == f"acme#b1#{key.shard}"
     for body in ('{"tenant":"acme","batch":"b1"}', "[]", "", '{"tenant":"a#b","batch":"b1","item":"i1"}',
                  '{"tenant":"acme","batch":"b1","item":"i1","kind":"publish"}'):
         with pytest.raises(InvalidEvent):
             parse_wakeup(body)
+
+
+def test_a_wakeup_sent_before_shard_counts_finds_its_row_under_64_shards():
+    # GIVEN a body as producers wrote it before batches recorded their count (every batch had 64 shards)
+    key = parse_wakeup('{"tenant":"acme","batch":"b1","item":"i1"}')
+    # THEN its shard is the item's under 64 shards: the partition its row was written to
+    assert key == ItemKey.of(BatchRef("acme", "b1"), "i1", MAX_SHARDS) and MAX_SHARDS == 64
+
+
+@pytest.mark.parametrize("shard", ["-1", "64", "1000", "1.5", '"3"', "true", "null"])
+def test_a_shard_outside_the_ring_or_not_an_integer_is_refused_with_a_bounded_error(shard):
+    body = '{"tenant":"acme","batch":"b1","item":"i1","shard":%s}' % shard
+    if shard == "null":  # an explicit null reads as absent: the 64-shard default
+        assert parse_wakeup(body).shard == shard_of("i1", 64)
+        return
+    with pytest.raises(InvalidEvent) as err:
+        parse_wakeup(body)
+    assert "shard" in str(err.value) and len(str(err.value)) < 200
+
+
+def test_the_shard_count_follows_the_batch_size_and_the_rate():
+    # GIVEN the rule: the smallest power of two keeping min(size, rate) x 3 writes / shards <= 500 on a key
+    assert [shards_for(n) for n in (1, 12, 166, 167, 334, 1_000, 5_000, 10_000)] == [1, 1, 1, 2, 4, 8, 32, 64]
+    # a batch worked slower needs only what its rate puts on a key in a second
+    assert shards_for(10_000, rate_items_per_s=100) == 1
+    assert shards_for(10_000, rate_items_per_s=1_000) == 8
+    for n in (1, 12, 999, 4_321, 10_000):
+        s = shards_for(n)
+        assert s <= MAX_SHARDS and s & (s - 1) == 0
+        assert min(n, 10_000) * WRITES_PER_ITEM / s <= KEY_WRITES_PER_S or s == MAX_SHARDS
+    with pytest.raises(ValueError):
+        shards_for(0)
 
 
 def test_an_invalid_wakeup_error_never_echoes_the_body():
@@ -71,9 +105,22 @@ def test_retry_delays_double_and_stay_within_sqs_limits():
     assert [t.retry_delay(a) for a in range(1, 6)] == [30, 60, 120, 240, 240]
 
 
-def test_reclaim_keys_spread_over_the_shards():
-    shards = {reclaim_key("generation", ItemStatus.PENDING, ItemKey("t", "b", f"i{i}")) for i in range(2000)}
-    assert len(shards) == RECLAIM_SHARDS
+def test_a_big_batch_spreads_its_index_entries_over_the_whole_ring():
+    ref = BatchRef("t", "b")
+    keys = {reclaim_key("generation", ItemStatus.PENDING, ItemKey.of(ref, f"i{i}", 64)) for i in range(2000)}
+    assert len(keys) == RECLAIM_SHARDS and ref.reclaim_shards(64) == frozenset(range(RECLAIM_SHARDS))
+
+
+def test_a_small_batch_uses_its_own_index_shards_and_small_batches_start_apart():
+    # GIVEN 8-shard and 1-shard batches WHEN their items' index keys are taken
+    ref = BatchRef("acme", "b1")
+    used = {int(reclaim_key("generation", ItemStatus.RUNNING, ItemKey.of(ref, f"i{i}", 8)).rsplit("#", 1)[1])
+            for i in range(500)}
+    # THEN they are exactly the batch's reclaim shards: 8 consecutive ones from its base, around the ring
+    assert used == ref.reclaim_shards(8) and len(used) == 8
+    assert ref.reclaim_shards(8) == {(ref.reclaim_base + j) % RECLAIM_SHARDS for j in range(8)}
+    bases = {BatchRef("acme", f"b{i}").reclaim_base for i in range(200)}
+    assert len(bases) > 40  # many one-shard batches do not all pile on shard 0
 
 
 def test_the_fake_generator_fails_n_times_then_returns_the_same_listing():

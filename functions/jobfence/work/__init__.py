@@ -1,7 +1,7 @@
 """Durable batches over SQS (seed 003): batch and item rows, the producer and the worker.
 
 **The item row is the truth; an SQS message is only a wake-up call** carrying
-the keys (tenant, batch, item). A duplicate message loses the claim and is
+the keys (tenant, batch, item) and the shard the item's row lives in. A duplicate message loses the claim and is
 acknowledged; a lost one is re-driven by the reclaimer (`jobfence.reclaim`).
 
 The package, by responsibility:
@@ -13,6 +13,7 @@ The package, by responsibility:
     store         WorkStore: every DynamoDB expression of the batches and items tables
     transactions  the store's multi-item transactions: claim, reopen failed items
     rollup        the store's roll-up tallies, recount and finalize
+    sweep         the reclaimer's reads: open batches and their index shards, stale live items
     wakeups       Wakeups: where wake-up messages go (the SQS adapter is providers.sqs_wakeups.SqsWakeups)
     producer      Producer: create a batch and wake a worker for each item
     worker        Worker: claim, run, record, roll up one SQS batch
@@ -45,10 +46,11 @@ from jobfence.exports import on_demand, public_names
 
 _MODULES = {
     "jobfence.work.keys": (
-        "CLAIM_ROUNDS ID_PATTERN LIVE MAX_ERROR_CHARS MAX_ITEMS_PER_BATCH MAX_PAYLOAD_CHARS MAX_RESULT_REF_CHARS "
-        "RECLAIM_SHARDS ROLLUP_SHARDS SEND_CHUNK TERMINAL BatchConflict BatchDelta BatchRef BatchReport BatchRow BatchStatus Claim "
-        "ClaimState ItemInput ItemKey ItemRow ItemStatus PermanentFailure Perform QuotaHold RollupTally StaleVerdict Tallies "
-        "WorkRequest bounded_error parse_wakeup reclaim_key threshold_error tolerated_failures"
+        "CLAIM_ROUNDS ID_PATTERN KEY_WRITES_PER_S LIVE MAX_ERROR_CHARS MAX_ITEMS_PER_BATCH MAX_PAYLOAD_CHARS MAX_RESULT_REF_CHARS "
+        "MAX_SHARDS PEAK_ITEMS_PER_S RECLAIM_SHARDS ROLLUP_SHARDS SEND_CHUNK TERMINAL WRITES_PER_ITEM BatchConflict BatchDelta "
+        "BatchRef BatchReport BatchRow BatchStatus Claim ClaimState ItemInput ItemKey ItemRow ItemStatus OpenBatch OpenBatches "
+        "PermanentFailure Perform QuotaHold RollupTally StaleVerdict Tallies WorkRequest bounded_error parse_wakeup reclaim_key "
+        "shard_of shards_for threshold_error tolerated_failures"
     ),
     "jobfence.work.timing": "Timing",
     "jobfence.indexes": "OPEN_INDEX OPEN_INDEX_SPEC RECLAIM_INDEX RECLAIM_INDEX_SPEC",

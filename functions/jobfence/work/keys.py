@@ -3,6 +3,12 @@
 Nothing here talks to AWS. The states are the item row's and the batch row's
 `status`; `ItemKey` is the only thing a wake-up message carries. One
 pipeline's limits are `jobfence.work.timing.Timing` (catalog data).
+
+Shards follow the load (docs/architecture.md, "Shards follow the load"): a
+batch spreads its item rows over `shards_for(total)` partition keys, recorded
+on its row, and its reclaim-index entries over as many consecutive shards of
+the index's ring, starting at a base its key hashes to, so the reclaimer
+queries only the shards of open batches.
 """
 
 from __future__ import annotations
@@ -25,8 +31,11 @@ MAX_PAYLOAD_CHARS = 4_000
 MAX_RESULT_REF_CHARS = 256
 SEND_CHUNK = 10  # SendMessageBatch takes at most 10 entries
 ITEMS_PER_TRANSACTION = 100  # TransactWriteItems takes at most 100 actions
-RECLAIM_SHARDS = 64  # spreads the index's write load (docs/benchmarks.md, hottest key); the reclaimer queries every shard
-ITEM_SHARDS = 64  # a batch's item rows spread over this many partition keys (docs/benchmarks.md, hottest key)
+RECLAIM_SHARDS = 64  # the reclaim index's ring: a batch's entries take `shards` consecutive ones from its base
+MAX_SHARDS = 64  # the most item shards a batch uses, and the count of a batch row written before counts were recorded
+KEY_WRITES_PER_S = 500  # the most writes a second a batch may put on one partition key (docs/benchmarks.md, hottest key)
+WRITES_PER_ITEM = 3  # writes one item puts on its partition key in a pass: put, claim, outcome (see `shards_for`)
+PEAK_ITEMS_PER_S = 10_000  # the rate a pipeline's fleet is sized for (a batch is worked at most this fast)
 ROLLUP_SHARDS = 8  # a batch's roll-up tallies spread over this many partition keys (docs/benchmarks.md, hottest key)
 CLAIM_ROUNDS = 3  # re-plan a claim transaction at most this often (races, conflicts)
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"  # no '#': it separates key parts
@@ -79,9 +88,18 @@ class BatchRef:
     def batch_key(self) -> str:
         return f"{self.tenant}#{self.batch_id}"
 
-    def item_partitions(self) -> list[str]:
-        """Every partition key the batch's item rows may have (see `ItemKey.partition`)."""
-        return [f"{self.batch_key}#{shard}" for shard in range(ITEM_SHARDS)]
+    def item_partitions(self, shards: int) -> list[str]:
+        """Every partition key the item rows of the batch may have, given its recorded shard count."""
+        return [f"{self.batch_key}#{shard}" for shard in range(shards)]
+
+    @property
+    def reclaim_base(self) -> int:
+        """The first reclaim-index shard of the batch: its key's hash, so small batches spread over the ring."""
+        return zlib.crc32(self.batch_key.encode()) % RECLAIM_SHARDS
+
+    def reclaim_shards(self, shards: int) -> frozenset[int]:
+        """The reclaim-index shards the live items of the batch may be in (see `reclaim_key`)."""
+        return frozenset((self.reclaim_base + j) % RECLAIM_SHARDS for j in range(min(shards, RECLAIM_SHARDS)))
 
     @classmethod
     def parse(cls, text: str) -> "BatchRef":
@@ -96,13 +114,45 @@ class BatchRef:
         return f"{self.tenant}/{self.batch_id}"
 
 
+def shards_for(total: int, rate_items_per_s: int = PEAK_ITEMS_PER_S) -> int:
+    """How many item shards (and reclaim-index shards) a batch of `total` items needs.
+
+    One item puts `WRITES_PER_ITEM` writes on its partition key in a pass
+    (the producer's put, the claim, the outcome; a retry comes a delay of 30 s
+    or more later). A batch of N items on s shards puts N x 3 / s writes on a
+    key in all, and it is worked at most `rate_items_per_s` items a second,
+    so no key takes more than min(N, rate) x 3 / s writes in any second. The
+    count is the smallest power of two that keeps that at or under
+    `KEY_WRITES_PER_S` (the rounding up leaves room for an uneven hash), at
+    most `MAX_SHARDS`: 12 items -> 1, 1,000 -> 8, 10,000 at 10,000 items/s -> 64.
+    """
+    if total < 1 or rate_items_per_s < 1:
+        raise ValueError("a batch has at least one item and a positive rate")
+    need = -(-min(total, rate_items_per_s) * WRITES_PER_ITEM // KEY_WRITES_PER_S)
+    shards = 1
+    while shards < need and shards < MAX_SHARDS:
+        shards *= 2
+    return shards
+
+
+def shard_of(item_id: str, shards: int) -> int:
+    """The item shard of an item id in a batch of `shards` shards."""
+    return zlib.crc32(item_id.encode()) % shards
+
+
 @dataclass(frozen=True)
 class ItemKey:
-    """One item: the only thing a wake-up message carries."""
+    """One item: the only thing a wake-up message carries, with the shard its row lives in."""
 
     tenant: str
     batch_id: str
     item_id: str
+    shard: int  # the item shard of its row (`shard_of` its id under the batch's recorded count)
+
+    @classmethod
+    def of(cls, ref: BatchRef, item_id: str, shards: int) -> "ItemKey":
+        """The key of an item of a batch whose row records `shards` item shards."""
+        return cls(ref.tenant, ref.batch_id, item_id, shard_of(item_id, shards))
 
     @property
     def batch(self) -> BatchRef:
@@ -110,22 +160,22 @@ class ItemKey:
 
     @property
     def partition(self) -> str:
-        """The item row's partition key: its batch and a shard of its id (ids never hold '#').
+        """The item row's partition key: its batch and its shard (ids never hold '#').
 
-        One batch's rows spread over `ITEM_SHARDS` partition keys, so a batch
-        worked at 10,000 items/s puts at most a few hundred writes a second on
-        any of them; a wake-up needs nothing but the keys to find its row.
+        A key with a shard that is not its row's (a forged or corrupted
+        wake-up) names a partition where the row is not: it finds nothing.
         """
-        return f"{self.batch.batch_key}#{zlib.crc32(self.item_id.encode()) % ITEM_SHARDS}"
+        return f"{self.batch.batch_key}#{self.shard}"
 
     @classmethod
     def of_row(cls, partition: str, item_id: str) -> "ItemKey":
         """The key of an item row from its partition key and id (an index entry carries only those)."""
-        tenant, batch_id, _ = partition.split("#")
-        return cls(tenant, batch_id, item_id)
+        tenant, batch_id, shard = partition.split("#")
+        return cls(tenant, batch_id, item_id, int(shard))
 
     def body(self) -> str:
-        return json.dumps({"tenant": self.tenant, "batch": self.batch_id, "item": self.item_id}, separators=(",", ":"))
+        return json.dumps({"tenant": self.tenant, "batch": self.batch_id, "item": self.item_id, "shard": self.shard},
+                          separators=(",", ":"))
 
     def log_ids(self) -> dict[str, str]:
         """The keys as log fields (never the payload)."""
@@ -138,18 +188,27 @@ class _Keys(BaseModel):
     tenant: str = Field(pattern=ID_PATTERN)
     batch: str = Field(pattern=ID_PATTERN)
     item: str = Field(pattern=ID_PATTERN)
+    # absent in a wake-up sent before batches recorded their count: every batch then had MAX_SHARDS
+    shard: int | None = Field(default=None, ge=0, lt=MAX_SHARDS, strict=True)
 
 
 def parse_wakeup(body: str) -> ItemKey:
-    """The keys of an SQS message body, or `InvalidEvent` saying what is wrong (never echoing the body)."""
+    """The keys of an SQS message body, or `InvalidEvent` saying what is wrong (never echoing the body).
+
+    A body without `shard` was sent before batches recorded their shard
+    count, when every batch had `MAX_SHARDS`: its row's shard is the item's
+    under that count. A shard that is not the row's finds no row (NOT_FOUND,
+    a batch item failure); nothing is written through it.
+    """
     try:
         keys = _Keys.model_validate_json(body)
     except ValidationError as exc:
         where = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or 'body'}: {err['type']}" for err in exc.errors()[:3]
         )
-        raise InvalidEvent(f"message body is not a wake-up {{tenant, batch, item}}: {where}") from None
-    return ItemKey(keys.tenant, keys.batch, keys.item)
+        raise InvalidEvent(f"message body is not a wake-up {{tenant, batch, item, shard}}: {where}") from None
+    shard = shard_of(keys.item, MAX_SHARDS) if keys.shard is None else keys.shard
+    return ItemKey(keys.tenant, keys.batch, keys.item, shard)
 
 
 def validate_id(value: str, what: str) -> str:
@@ -159,9 +218,12 @@ def validate_id(value: str, what: str) -> str:
 
 
 def reclaim_key(kind: str, status: ItemStatus, key: ItemKey) -> str:
-    """The sparse index partition of a live item."""
-    shard = zlib.crc32(f"{key.batch.batch_key}#{key.item_id}".encode()) % RECLAIM_SHARDS
-    return f"{kind}#{status.value}#{shard}"
+    """The sparse index partition of a live item: its item shard, counted on from its batch's base.
+
+    So a batch's entries fill `BatchRef.reclaim_shards` (as many as its item
+    shards), and small batches start at different places on the ring.
+    """
+    return f"{kind}#{status.value}#{(key.batch.reclaim_base + key.shard) % RECLAIM_SHARDS}"
 
 
 def tolerated_failures(percent: float | None, total: int) -> int | None:
@@ -331,10 +393,11 @@ class ItemRow:
     quota_reservations: int
     quota_refunds: int
     claim_token: str | None
+    shard: int  # the item shard its row lives in
 
     @property
     def key(self) -> ItemKey:
-        return ItemKey(self.tenant, self.batch_id, self.item_id)
+        return ItemKey(self.tenant, self.batch_id, self.item_id, self.shard)
 
 
 @dataclass(frozen=True)
@@ -360,6 +423,11 @@ class BatchRow:
     retried_at: int | None
     reopened: int = 0  # items ever reopened by retry_failed; every reopen moves it with its items
     tolerated_failures: int | None = None  # failed items the batch tolerates (None: any number)
+    shards: int = MAX_SHARDS  # item shards (and reclaim-index shards), fixed when it is created (`shards_for`)
+
+    def item_key(self, item_id: str) -> ItemKey:
+        """The key of one of its items (where its row lives)."""
+        return ItemKey.of(self.ref, item_id, self.shards)
 
     @property
     def over_threshold(self) -> bool:
@@ -369,6 +437,28 @@ class BatchRow:
     @property
     def ref(self) -> BatchRef:
         return BatchRef(self.tenant, self.batch_id)
+
+
+@dataclass(frozen=True)
+class OpenBatch:
+    """An open batch as its open-index entry shows it (keys and heartbeat only)."""
+
+    ref: BatchRef
+    updated_at: int
+
+
+@dataclass(frozen=True)
+class OpenBatches:
+    """One pipeline's open batches, oldest heartbeat first, and the reclaim-index shards to sweep.
+
+    `index_shards` is the union of the batches' `reclaim_shards` (every shard
+    of the ring when there were too many open batches to read whole); empty
+    when no batch is open, since a live item's batch is always open.
+    """
+
+    kind: str
+    batches: tuple[OpenBatch, ...]
+    index_shards: tuple[int, ...]
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ from jobfence.work.keys import (
     BatchConflict,
     BatchRef,
     ItemInput,
-    ItemKey,
     tolerated_failures,
     validate_id,
 )
@@ -84,18 +83,18 @@ class Producer:
         if created:
             missing = list(enumerate(items))
         else:
-            existing = self._store.existing_item_ids(ref)
+            existing = self._store.existing_item_ids(ref, batch.shards)
             if not existing <= set(ids):
                 raise BatchConflict(f"batch {ref} exists with other item ids")
             missing = [(seq, item) for seq, item in enumerate(items) if item.item_id not in existing]
         if batch.status.final:
             # its rows number `total` and none is live: this call was done before (a finalized batch never changes)
             return SubmitResult(ref, False, 0, 0)
-        written = self._store.put_items(ref, kind, missing) if missing else 0
+        written = self._store.put_items(ref, kind, missing, batch.shards) if missing else 0
         sent = 0
         marked = batch.enqueued  # the checkpoint as this call last wrote (or found) it
         for start in range(batch.enqueued, len(items), SEND_CHUNK):
-            chunk = [ItemKey(ref.tenant, ref.batch_id, i.item_id) for i in items[start:start + SEND_CHUNK]]
+            chunk = [batch.item_key(i.item_id) for i in items[start:start + SEND_CHUNK]]
             failed = self._wakeups[kind].send(chunk)
             if failed:
                 failed = self._wakeups[kind].send(failed)  # one more try for a partial failure

@@ -117,10 +117,10 @@ def recount_and_write(store: "WorkStore", ref: BatchRef, seen: BatchRow, heartbe
     pending: list[ItemKey] = []
     attrs = ["batch_key", "item_id", "status"]
     with aws_call(f"recounting batch {ref}"):
-        for row in store.batch_items(ref, attrs):
+        for row in store.batch_items(ref, seen.shards, attrs):
             counts[ItemStatus(row.status)] += 1
             if row.status == ItemStatus.PENDING.value:
-                pending.append(ItemKey(ref.tenant, ref.batch_id, row.item_id))
+                pending.append(ItemKey.of_row(row.batch_key, row.item_id))
     tolerated = seen.tolerated_failures
     over = tolerated is not None and counts[ItemStatus.FAILED] > tolerated
     swept = 0

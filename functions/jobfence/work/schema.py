@@ -3,7 +3,7 @@
     batches  tenant (key) | batch_id (sort) | kind | status | total | completed | failed
              | enqueued | rollups | recounts | created_by | created_at | updated_at
              | finalized_at | retries | retried_by | retried_at | reopened | tolerated_failures
-             | swept | open_key (sparse GSI "by_open")
+             | swept | shards | open_key (sparse GSI "by_open")
     tallies  (rows of the batches table) tenant = tenant#batch#r<shard> (key) | batch_id = writer (sort)
              | completed | failed | seq | updated_at: one writer's cumulative roll-up of one batch
     items    batch_key = tenant#batch#shard (key, `ItemKey.partition`) | item_id (sort) | tenant | batch_id | kind | seq
@@ -11,7 +11,9 @@
              | quota_reservations | quota_refunds | created_at | updated_at
              | reclaim_key (sparse GSI "by_reclaim")
 
-`reclaim_key` = kind#status#shard exists only while an item is pending or
+`shards` is the batch's item-shard count (`keys.shards_for`; absent on rows
+written before it was recorded: `MAX_SHARDS`). `reclaim_key` =
+kind#status#(the batch's base + the item's shard) exists only while an item is pending or
 running, and `open_key` = kind only while a batch is open; both indexes sort on
 `updated_at`, so the reclaimer's query `updated_at < cutoff` reads stale rows
 only and its cost grows with them, not with the table.
@@ -29,7 +31,7 @@ from pynamodb.models import Model
 
 from jobfence.dynamo import index
 from jobfence.indexes import OPEN_INDEX_SPEC, RECLAIM_INDEX_SPEC
-from jobfence.work.keys import BatchRow, BatchStatus, ItemRow, ItemStatus, QuotaHold
+from jobfence.work.keys import MAX_SHARDS, BatchRow, BatchStatus, ItemRow, ItemStatus, QuotaHold
 
 
 class _Batch(Model):
@@ -56,6 +58,7 @@ class _Batch(Model):
     reopened = NumberAttribute(null=True)  # items ever reopened by retry_failed (absent on old rows: 0)
     tolerated_failures = NumberAttribute(null=True)  # absent: no failure threshold
     swept = NumberAttribute(null=True)  # pending items a recount failed past the threshold (never rolled up)
+    shards = NumberAttribute(null=True)  # item shards, fixed at creation (absent on old rows: MAX_SHARDS)
     open_key = UnicodeAttribute(null=True)
     by_open = index(OPEN_INDEX_SPEC)  # generated from the catalog's spec: declared once
 
@@ -120,6 +123,7 @@ def item_row(row: Any) -> ItemRow:
         quota_reservations=int(row.quota_reservations or 0),
         quota_refunds=int(row.quota_refunds or 0),
         claim_token=row.claim_token,
+        shard=int(row.batch_key.rsplit("#", 1)[1]),
     )
 
 
@@ -144,4 +148,5 @@ def batch_row(row: Any) -> BatchRow:
         retried_at=int(row.retried_at) if row.retried_at is not None else None,
         reopened=int(row.reopened or 0),
         tolerated_failures=int(row.tolerated_failures) if row.tolerated_failures is not None else None,
+        shards=int(row.shards) if row.shards is not None else MAX_SHARDS,
     )

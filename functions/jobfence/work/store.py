@@ -45,7 +45,6 @@ from jobfence.work.keys import (
     CLAIM_ROUNDS,
     ITEMS_PER_TRANSACTION,
     MAX_RESULT_REF_CHARS,
-    RECLAIM_SHARDS,
     BatchConflict,
     BatchRef,
     BatchReport,
@@ -56,14 +55,17 @@ from jobfence.work.keys import (
     ItemKey,
     ItemRow,
     ItemStatus,
+    OpenBatches,
     QuotaHold,
     RollupTally,
     StaleVerdict,
     bounded_error,
     reclaim_key,
+    shards_for,
 )
 from jobfence.work.schema import _Batch, _Item, batch_row, item_row
 from jobfence.work.rollup import Rollups, batch_view, carry_heartbeat, recount_and_write
+from jobfence.work.sweep import ShardCounts, open_batches, stale_items
 from jobfence.work.transactions import ReopenResult, claim_items, reopen_failed
 
 
@@ -82,6 +84,7 @@ class WorkStore:
         self.quota = quota
         self._clock = clock
         self._rollups = Rollups(batches_table)
+        self.shard_counts = ShardCounts()  # batches' item-shard counts: fixed at creation, so kept while warm
         meta = self._items.Meta
         self._connection = Connection(region=getattr(meta, "region", None), host=getattr(meta, "host", None))
 
@@ -114,7 +117,11 @@ class WorkStore:
 
     def open_batch(self, ref: BatchRef, kind: str, total: int, created_by: str,
                    tolerated_failures: int | None = None) -> tuple[BatchRow, bool]:
-        """Create the batch row (with the failed items it tolerates), or return the existing one. True if created now."""
+        """Create the batch row (with the failed items it tolerates), or return the existing one. True if created now.
+
+        The row records the batch's item-shard count (`shards_for` its size)
+        once: an existing row keeps the count its items were written under.
+        """
         now = self._clock.now_ms()
         row = self._batches(
             ref.tenant,
@@ -134,6 +141,7 @@ class WorkStore:
             updated_at=now,
             open_key=kind,
             tolerated_failures=tolerated_failures,
+            shards=shards_for(total),
         )
         absent = self._batches.tenant.does_not_exist()
         try:
@@ -150,12 +158,12 @@ class WorkStore:
             raise BatchConflict(f"batch {ref} exists with kind {existing.kind!r} and {existing.total} items")
         return existing, False
 
-    def existing_item_ids(self, ref: BatchRef) -> set[str]:
+    def existing_item_ids(self, ref: BatchRef, shards: int) -> set[str]:
         """Ids of the batch's item rows (keys only; used when a producer call is repeated)."""
         with aws_call(f"listing the items of batch {ref}"):
-            return {row.item_id for row in self.batch_items(ref, ["item_id"])}
+            return {row.item_id for row in self.batch_items(ref, shards, ["item_id"])}
 
-    def put_items(self, ref: BatchRef, kind: str, items: Sequence[tuple[int, ItemInput]]) -> int:
+    def put_items(self, ref: BatchRef, kind: str, items: Sequence[tuple[int, ItemInput]], shards: int) -> int:
         """Write the missing pending item rows, never overwriting one; return how many this call wrote.
 
         A row, once written, is moved on only by its claims: a producer call
@@ -186,7 +194,8 @@ class WorkStore:
                 try:
                     with self.transaction(uuid.uuid4().hex) as tx:
                         for i, (seq, item) in enumerate(chunk):
-                            tx.save(self._new_item(ref, kind, seq, item, now, reserved=i < reserve), condition=absent)
+                            tx.save(self._new_item(ItemKey.of(ref, item.item_id, shards), kind, seq, item, now,
+                                                   reserved=i < reserve), condition=absent)
                         if reserve:
                             self.quota.reserve_in(tx, ref.tenant, reserve, now)
                 except PynamoDBException as exc:
@@ -209,13 +218,12 @@ class WorkStore:
                 raise StoreError(f"writing the items of batch {ref} failed {CLAIM_ROUNDS} times; repeat the call")
         return written
 
-    def _new_item(self, ref: BatchRef, kind: str, seq: int, item: ItemInput, now: int, reserved: bool) -> Any:
-        key = ItemKey(ref.tenant, ref.batch_id, item.item_id)
+    def _new_item(self, key: ItemKey, kind: str, seq: int, item: ItemInput, now: int, reserved: bool) -> Any:
         return self._items(
             key.partition,
             item.item_id,
-            tenant=ref.tenant,
-            batch_id=ref.batch_id,
+            tenant=key.tenant,
+            batch_id=key.batch_id,
             kind=kind,
             seq=seq,
             status=ItemStatus.PENDING.value,
@@ -246,7 +254,9 @@ class WorkStore:
         try:
             with aws_call(f"reading batch {ref}"):
                 raw = self._batches.get(ref.tenant, ref.batch_id, consistent_read=True)
-            return batch_view(self, raw)
+            row = batch_view(self, raw)
+            self.shard_counts.put(ref, row.shards)
+            return row
         except self._batches.DoesNotExist:
             return None
 
@@ -264,15 +274,20 @@ class WorkStore:
         except self._items.DoesNotExist:
             return None
 
-    def batch_items(self, ref: BatchRef, attributes: list[str] | None = None) -> Iterator[Any]:
-        """Every item row of the batch (strongly consistent), partition by partition; the caller wraps it in aws_call."""
-        for partition in ref.item_partitions():
+    def batch_items(self, ref: BatchRef, shards: int, attributes: list[str] | None = None) -> Iterator[Any]:
+        """Every item row of the batch (strongly consistent), over its `shards` partitions; the caller wraps it in aws_call."""
+        for partition in ref.item_partitions(shards):
             yield from self._items.query(partition, consistent_read=True, attributes_to_get=attributes)
 
-    def item_rows(self, ref: BatchRef) -> list[ItemRow]:
-        """Every item row of the batch (strongly consistent), in seq order."""
+    def item_rows(self, ref: BatchRef, shards: int | None = None) -> list[ItemRow]:
+        """Every item row of the batch (strongly consistent), in seq order; `shards` None: read from its row."""
+        if shards is None:
+            batch = self.batch(ref)
+            if batch is None:
+                return []
+            shards = batch.shards
         with aws_call(f"reading the items of batch {ref}"):
-            rows = [item_row(r) for r in self.batch_items(ref)]
+            rows = [item_row(r) for r in self.batch_items(ref, shards)]
         return sorted(rows, key=lambda r: r.seq)
 
     def all_item_rows(self) -> list[ItemRow]:
@@ -285,7 +300,7 @@ class WorkStore:
         batch = self.batch(ref)
         if batch is None:
             return None
-        items = sorted(self.item_rows(ref), key=lambda r: (r.updated_at, r.seq))
+        items = sorted(self.item_rows(ref, batch.shards), key=lambda r: (r.updated_at, r.seq))
         return BatchReport(batch, items)
 
     # -- claim (jobfence.work.transactions) ---------------------------------------------------
@@ -436,38 +451,16 @@ class WorkStore:
 
     # -- reclaim (see jobfence.reclaim) -------------------------------------------------------
 
+    def open_batches(self, kind: str) -> OpenBatches:
+        """The pipeline's open batches and the reclaim-index shards to sweep (see `sweep.open_batches`)."""
+        return open_batches(self, kind)
+
     def stale_items(
-        self, kind: str, status: ItemStatus, cutoff: int, limit: int, cursor: tuple[int, Any] | None = None
+        self, kind: str, status: ItemStatus, cutoff: int, limit: int, shards: Sequence[int],
+        cursor: tuple[int, Any] | None = None,
     ) -> tuple[list[tuple[ItemKey, int]], tuple[int, Any] | None]:
-        """One page: up to `limit` (key, updated_at) of live items with `updated_at < cutoff`.
-
-        Reads the sparse index only, shard by shard; `cursor` continues where the
-        previous page stopped (None when every shard is exhausted).
-        """
-        shard, start = cursor or (0, None)
-        out: list[tuple[ItemKey, int]] = []
-        with aws_call(f"reading stale {status.value} items"):
-            while shard < RECLAIM_SHARDS and len(out) < limit:
-                pages = self._items.by_reclaim.query(
-                    f"{kind}#{status.value}#{shard}",
-                    self._items.updated_at < cutoff,
-                    limit=limit - len(out),
-                    last_evaluated_key=start,
-                )
-                for row in pages:
-                    out.append((ItemKey.of_row(row.batch_key, row.item_id), int(row.updated_at)))
-                start = pages.last_evaluated_key
-                if start is None:
-                    shard += 1
-        return out, ((shard, start) if shard < RECLAIM_SHARDS else None)
-
-    def stale_batches(self, kind: str, cutoff: int, limit: int) -> list[BatchRef]:
-        """Up to `limit` open batches with `updated_at < cutoff`, through the sparse index."""
-        with aws_call("reading stale batches"):
-            return [
-                BatchRef(row.tenant, row.batch_id)
-                for row in self._batches.by_open.query(kind, self._batches.updated_at < cutoff, limit=limit)
-            ]
+        """One page of stale live items in the given reclaim-index shards (see `sweep.stale_items`)."""
+        return stale_items(self, kind, status, cutoff, limit, shards, cursor)
 
     def _as_seen(self, status: ItemStatus, seen_updated_at: int) -> Any:
         """The row is exactly as the reclaimer's index read saw it."""
@@ -520,7 +513,7 @@ class WorkStore:
         batch = self.batch(ref)
         if batch is None:
             raise StoreError(f"no batch {ref}")
-        result = reopen_failed(self, ref, batch.kind, requested_by, chunk)
+        result = reopen_failed(self, batch, requested_by, chunk)
         if result.retried:
             now = self._clock.now_ms()
             b = self._batches

@@ -38,6 +38,7 @@ from jobfence.quota import available_in
 from jobfence.work.keys import (
     CLAIM_ROUNDS,
     BatchRef,
+    BatchRow,
     BatchStatus,
     Claim,
     ClaimState,
@@ -255,7 +256,7 @@ def _read_refusals(
             rows[op.key] = store._items.from_raw_data(image)
 
 
-def reopen_failed(store: "WorkStore", ref: BatchRef, kind: str, requested_by: str, chunk: int = 48) -> ReopenResult:
+def reopen_failed(store: "WorkStore", batch: BatchRow, requested_by: str, chunk: int = 48) -> ReopenResult:
     """Reset failed items to pending with a fresh attempts budget, re-reserving their quota.
 
     Per chunk: one transaction with the tenant's quota reservation, the batch
@@ -267,9 +268,10 @@ def reopen_failed(store: "WorkStore", ref: BatchRef, kind: str, requested_by: st
     resets a budget.
     """
     m = store._items
+    ref, kind = batch.ref, batch.kind
     with aws_call(f"reading the failed items of batch {ref}"):
-        failed = [m.get(ItemKey(ref.tenant, ref.batch_id, r.item_id).partition, r.item_id, consistent_read=True)
-                  for r in store.item_rows(ref) if r.status is ItemStatus.FAILED]
+        failed = [m.get(r.key.partition, r.item_id, consistent_read=True)
+                  for r in store.item_rows(ref, batch.shards) if r.status is ItemStatus.FAILED]
     retried: list[ItemKey] = []
     skipped = 0
     for start in range(0, len(failed), chunk):
@@ -285,7 +287,7 @@ def reopen_failed(store: "WorkStore", ref: BatchRef, kind: str, requested_by: st
                     store.quota.reserve_in(tx, ref.tenant, len(part), now)
                     _reopen_batch_in(store, tx, ref, kind, len(part), now)
                     for row in part:
-                        key = ItemKey(ref.tenant, ref.batch_id, row.item_id)
+                        key = ItemKey.of_row(row.batch_key, row.item_id)
                         still_failed = m.status == ItemStatus.FAILED.value
                         same_update = m.updated_at == int(row.updated_at)
                         tx.update(
@@ -313,7 +315,7 @@ def reopen_failed(store: "WorkStore", ref: BatchRef, kind: str, requested_by: st
                 item_reasons = reasons[2:]
                 images = [(r.get("Item") or {}) for r in item_reasons]
                 if any((image.get("claim_token") or {}).get("S") == nonce for image in images):
-                    retried += [ItemKey(ref.tenant, ref.batch_id, row.item_id) for row in part]
+                    retried += [ItemKey.of_row(row.batch_key, row.item_id) for row in part]
                     break
                 changed = {
                     row.item_id for row, reason in zip(part, item_reasons) if reason.get("Code") == REASON_CONDITION_FAILED
@@ -326,7 +328,7 @@ def reopen_failed(store: "WorkStore", ref: BatchRef, kind: str, requested_by: st
                     part = part[:left]
                 nonce = ""
                 continue
-            retried += [ItemKey(ref.tenant, ref.batch_id, row.item_id) for row in part]
+            retried += [ItemKey.of_row(row.batch_key, row.item_id) for row in part]
             break
     return ReopenResult(retried=retried, skipped_quota=skipped)
 

@@ -116,7 +116,8 @@ TABLES = (
 # Only the producers' store puts batches and items (they are not catalog entries).
 _WORKER_TABLES = {BATCHES_TABLE: "get+query+update", ITEMS_TABLE: "batch_get+query+update",
                   QUOTA_TABLE: "get+update"}  # get: the in-flight holds row (jobfence.work.fairness)
-_RECLAIM_TABLES = {BATCHES_TABLE: "get+query+update", ITEMS_TABLE: "query+update", QUOTA_TABLE: "update"}
+# The reclaimer also reads the open batches' shard counts, a BatchGet of their rows (jobfence.work.sweep).
+_RECLAIM_TABLES = {BATCHES_TABLE: "get+batch_get+query+update", ITEMS_TABLE: "query+update", QUOTA_TABLE: "update"}
 
 
 def _queue(kind: str, description: str) -> QueueSpec:

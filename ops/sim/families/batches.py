@@ -429,4 +429,5 @@ class _Adapter:
         from jobfence.work import ItemKey
 
         tenant, batch_id, item_id = (request.idempotency_key.split(":") + ["", "", ""])[:3]
-        return self._provider.perform(ItemKey(tenant, batch_id, item_id), request.idempotency_key, timeout_s)
+        # the simulated provider reads the ids only (a provider never sees where the row lives)
+        return self._provider.perform(ItemKey(tenant, batch_id, item_id, 0), request.idempotency_key, timeout_s)
