@@ -86,11 +86,12 @@ def dynalite():
 # run on one worker, in file order; every other test goes wherever a worker is free. (xdist's own
 # `--dist loadgroup` marks do not reach its scheduler under pytest 9, whose node ids it can no longer suffix.)
 _SHARED_DIRS = (
-    "tests/sim/",  # one deployed LocalRuntime, its files in order (and the simulator's budget beside it)
+    "tests/sim/",  # one deployed LocalRuntime, its files in order (the simulator's campaigns, which need none, are in tests/simulator)
     "tests/infra/",  # the app synthesized once per session
 )
 
 
+@pytest.hookimpl(optionalhook=True)  # `-p no:xdist` runs the suite without xdist, which defines the hook
 def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 

@@ -14,7 +14,7 @@ import os
 import pytest
 
 from ops.sim.campaign import campaign, run_one
-from tests.sim.test_simulator import _known
+from tests.simulator.test_simulator import _known
 
 BUDGET = {"safety_net": (0, 25), "club": (0, 25)}
 JOBS = min(2, os.cpu_count() or 1)
