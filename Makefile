@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: demo test sim synth deploy bench install dist clean
+.PHONY: demo test test-fast sim synth deploy bench install dist clean
 
 # The web console's browser tests drive Debian's chromium (never a downloaded browser build).
 CHROMIUM := /usr/bin/chromium
@@ -34,6 +34,11 @@ demo: install
 TEST_WORKERS ?= auto
 test: install $(CHROMIUM)
 	$(PY) -m pytest -n $(TEST_WORKERS)
+
+# The fast tier, for every iteration: the tests not marked `slow` (no deployed runtime, CDK synthesis,
+# subprocess, wheel build or simulator campaign; pyproject.toml says what `slow` covers), on every core.
+test-fast: install
+	$(PY) -m pytest -n $(TEST_WORKERS) -m "not slow"
 
 $(CHROMIUM):
 	$(SUDO) apt-get update

@@ -1,4 +1,4 @@
-"""Deterministic AWS faults on one botocore client, through its own event hooks.
+"""Deterministic AWS faults on botocore clients, through their own event hooks (the suite's one fault module).
 
     faults = Faults(client)
     faults.reply_lost("UpdateItem", when=releases)             # applied; the reply surfaces as ReadTimeoutError
@@ -6,17 +6,23 @@
     faults.refused_before("PutItem", throttled(), times=2)     # not applied: raised before the request is sent
     faults.without_old_image("UpdateItem")                     # a refusal without its old image (like dynalite)
     faults.paused("UpdateItem", then=other_actor_runs)         # before the request leaves, another actor runs
+    faults.reply_lost("PutItem", when=from_call(2), error=connection_closed)  # the 2nd PutItem on: a dropped connection
+    faults.detach()                                            # the clients' later calls go through untouched
 
-`when` picks calls by their API parameters; `times` bounds how often a fault fires.
-Every fault is counted in `faults.fired`, so a test can assert it really happened.
+`client` is a boto3 client or a pynamodb store's (`store.clients()`). `when` picks
+calls by their API parameters (or by their rank: `from_call`); `times` bounds how
+often a fault fires. Every fault is counted in `faults.fired`, so a test can assert
+it really happened. Each method returns the `Faults`, so one line can attach and
+script: `faults = Faults(client).resent("PutItem")`.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from botocore.exceptions import ClientError, ReadTimeoutError
+from botocore.exceptions import ClientError, ConnectionClosedError, ReadTimeoutError
 
 Match = Callable[[Mapping[str, Any]], bool]
 
@@ -32,8 +38,19 @@ def read_timeout() -> ReadTimeoutError:
     return ReadTimeoutError(endpoint_url="https://dynamodb")
 
 
+def connection_closed() -> ConnectionClosedError:
+    """A dropped connection: the request was applied, its reply never arrived."""
+    return ConnectionClosedError(endpoint_url="https://dynamodb")
+
+
 def any_call(_params: Mapping[str, Any]) -> bool:
     return True
+
+
+def from_call(nth: int) -> Match:
+    """The rule's operation from its `nth` call on (1-based, counted from when the rule is added)."""
+    rank = itertools.count(1)
+    return lambda _params: next(rank) >= nth
 
 
 def acquires(params: Mapping[str, Any]) -> bool:
@@ -68,40 +85,53 @@ class Faults:
         self._rules: list[_Rule] = []
         self.fired: list[tuple[str, str]] = []
         self.sent: list[tuple[str, Mapping[str, Any]]] = []  # (operation, API parameters) of every call
-        for one in {id(c): c for c in (client, *more)}.values():
-            events = one.meta.events
-            events.register("before-parameter-build.dynamodb", self._tag)
-            events.register("before-call.dynamodb", self._before)
-            events.register("after-call.dynamodb", self._after)
-            events.register("needs-retry.dynamodb", self._needs_retry)
+        self._clients = list({id(c): c for c in (client, *more)}.values())
+        for one in self._clients:
+            for event, handler in self._hooks():
+                one.meta.events.register(event, handler)
 
-    def refused_before(self, operation: str, error: BaseException | Callable[[], BaseException], when: Match = any_call, times: int = 1) -> None:
+    def detach(self) -> None:
+        """Stop injecting: the clients' later calls go through untouched (and are no longer recorded)."""
+        for one in self._clients:
+            for event, handler in self._hooks():
+                one.meta.events.unregister(event, handler)
+
+    def refused_before(self, operation: str, error: BaseException | Callable[[], BaseException], when: Match = any_call, times: int = 1) -> "Faults":
         """The call is not applied: `error` is raised before the request leaves."""
         self._add("before", operation, when, error, times)
+        return self
 
-    def reply_lost(self, operation: str, when: Match = any_call, times: int = 1, error: Callable[[], BaseException] = read_timeout) -> None:
+    def reply_lost(self, operation: str, when: Match = any_call, times: int = 1, error: Callable[[], BaseException] = read_timeout) -> "Faults":
         """The call is applied; its reply is lost and surfaces as `error` (botocore gave up)."""
         self._add("after", operation, when, error, times)
+        return self
 
-    def resent(self, operation: str, when: Match = any_call, times: int = 1) -> None:
+    def resent(self, operation: str, when: Match = any_call, times: int = 1) -> "Faults":
         """The call is applied; its reply is lost and botocore sends the same request again."""
         self._add("resend", operation, when, None, times)
+        return self
 
-    def without_old_image(self, operation: str, when: Match = any_call, times: int = 10**9) -> None:
+    def without_old_image(self, operation: str, when: Match = any_call, times: int = 10**9) -> "Faults":
         """A refused condition comes back without the old image (as from dynalite)."""
         self._add("no_image", operation, when, None, times)
+        return self
 
-    def paused(self, operation: str, then: Callable[[], None], when: Match = any_call, times: int = 1) -> None:
+    def paused(self, operation: str, then: Callable[[], None], when: Match = any_call, times: int = 1) -> "Faults":
         """The caller pauses before the request leaves while `then` runs (another actor's steps); then it is sent.
 
         `then` may raise (a crash before the call): the call is then not applied.
         """
         self._add("pause", operation, when, then, times)
+        return self
 
     def count(self, kind: str) -> int:
         return sum(1 for k, _ in self.fired if k == kind)
 
     # -- hooks ------------------------------------------------------------------------------
+
+    def _hooks(self) -> list[tuple[str, Callable[..., Any]]]:
+        return [("before-parameter-build.dynamodb", self._tag), ("before-call.dynamodb", self._before),
+                ("after-call.dynamodb", self._after), ("needs-retry.dynamodb", self._needs_retry)]
 
     def _add(self, kind: str, operation: str, when: Match, error: Any, times: int) -> None:
         factory = error if callable(error) and not isinstance(error, BaseException) else (lambda e=error: e)

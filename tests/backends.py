@@ -82,8 +82,19 @@ def dynamodb(backend, request):
 
 @pytest.fixture
 def tables(dynamodb) -> dict[str, str]:
-    """The leases and runs tables, fresh for the test (unique names: dynalite lives for the session)."""
-    return create_catalog_tables(dynamodb, names={"leases", "runs"})
+    """The leases and runs tables, fresh for the test (unique names: dynalite lives for the session), active.
+
+    dynalite answers CreateTable with CREATING and activates the table a moment later (moto at once):
+    on a loaded machine a first write could still find no table.
+    """
+    made = create_catalog_tables(dynamodb, names={"leases", "runs"})
+    for physical in made.values():
+        for _ in range(200):  # each a request: the loop waits on dynalite, not on a timer
+            if dynamodb.describe_table(TableName=physical)["Table"]["TableStatus"] == "ACTIVE":
+                break
+        else:
+            raise RuntimeError(f"table {physical} never became active")
+    return made
 
 
 def peer_client(dynamodb):

@@ -8,12 +8,24 @@ ever moves forward). The test process's own stores point at its emulator.
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
 
 from ops.emulator import environment_for
 from ops.runtime.runtime import LocalRuntime
 from ops.targets import EmbeddedTarget
 from tests.sim.chained import serving
+
+
+HERE = pathlib.Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items):
+    """Every test here runs on (or beside) the deployed runtime, which costs a deploy before the first: `slow`."""
+    for item in items:
+        if HERE in item.path.parents:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

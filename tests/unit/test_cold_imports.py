@@ -23,6 +23,8 @@ from jobfence_cdk.access import CatalogResources
 from jobs.catalog import CATALOG
 from jobs.listings.catalog import BATCHES_TABLE, ITEMS_TABLE
 
+pytestmark = pytest.mark.slow  # each test starts Python processes (cold imports)
+
 FUNCTIONS = pathlib.Path(__file__).resolve().parents[2] / "functions"
 LIST_MODULES = "import sys\n{statement}\nprint('\\n'.join(sorted(sys.modules)))\n"
 WORK_TABLES = {BATCHES_TABLE, ITEMS_TABLE}  # a job that declares one of them uses the work store (jobfence.work)

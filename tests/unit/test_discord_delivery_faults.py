@@ -21,7 +21,7 @@ from jobs.club.stores.nonces import CLAIM_TTL_MS, NonceState, NonceStore
 from jobs.club.catalog import QUEUES
 from jobfence.scheduled import DEFAULT_SAFETY_MARGIN_MS
 from providers.discord import DiscordRejected, DiscordUnavailable, FakeDiscord
-from tests.fault_hooks import Fault, ScriptedFaults
+from tests.aws_faults import Faults, connection_closed, throttled
 from tests.support import create_catalog_tables, signing_keys
 
 KEY = b"k" * 32  # the seed of the test signing pair
@@ -104,7 +104,7 @@ def test_a_throttled_done_mark_after_discord_accepted_never_calls_discord_again(
     # GIVEN Discord accepts, then every try of the done-mark is throttled
     fake = FakeDiscord()
     body = direct(clock)
-    faults = ScriptedFaults(nonces.clients()[0]).script("UpdateItem", 1, Fault.THROTTLE, times=3)
+    faults = Faults(nonces.clients()[0]).refused_before("UpdateItem", throttled, times=3)
     # WHEN the record is delivered
     result = delivery(nonces, fake, clock).deliver(record(body, "m-1"))
     faults.detach()
@@ -116,7 +116,7 @@ def test_a_throttled_done_mark_after_discord_accepted_never_calls_discord_again(
 def test_a_done_mark_throttled_once_is_retried_and_recorded(nonces, clock):
     fake = FakeDiscord()
     body = direct(clock)
-    faults = ScriptedFaults(nonces.clients()[0]).script("UpdateItem", 1, Fault.THROTTLE)
+    faults = Faults(nonces.clients()[0]).refused_before("UpdateItem", throttled)
     assert delivery(nonces, fake, clock).deliver(record(body, "m-1")) == "delivered"
     faults.detach()
     assert nonces.state(json.loads(body)["nonce"]) == NonceState.DONE.value
@@ -125,7 +125,7 @@ def test_a_done_mark_throttled_once_is_retried_and_recorded(nonces, clock):
 def test_a_done_mark_whose_reply_was_lost_is_recorded_and_a_replay_stays_a_replay(nonces, clock):
     fake = FakeDiscord()
     body = direct(clock)
-    faults = ScriptedFaults(nonces.clients()[0]).script("UpdateItem", 1, Fault.LOST_REPLY)
+    faults = Faults(nonces.clients()[0]).reply_lost("UpdateItem", error=connection_closed)
     worker = delivery(nonces, fake, clock)
     assert worker.deliver(record(body, "m-1")) == "delivered"
     faults.detach()
@@ -139,7 +139,7 @@ def test_a_failing_nonce_read_is_a_store_error_that_fails_the_record_not_a_raw_p
     held = delivery(nonces, FakeDiscord(), clock)
     nonce = json.loads(body)["nonce"]
     nonces.claim(nonce, "another-receive")
-    faults = ScriptedFaults(nonces.clients()[0]).script("GetItem", 1, Fault.THROTTLE, times=10)
+    faults = Faults(nonces.clients()[0]).refused_before("GetItem", throttled, times=10)
     # WHEN it is delivered THEN the error is classified (sim seed club 165: pynamodb's GetError escaped)
     with pytest.raises(StoreError, match="reading an event nonce failed"):
         held.deliver(record(body, "m-1"))
@@ -150,7 +150,7 @@ def test_a_failing_nonce_read_is_a_store_error_that_fails_the_record_not_a_raw_p
 def test_a_claim_whose_reply_was_lost_is_still_this_receives(nonces, clock):
     # the put was applied, its reply lost: the retry (same token) passes its own condition
     fake = FakeDiscord()
-    faults = ScriptedFaults(nonces.clients()[0]).script("PutItem", 1, Fault.LOST_REPLY)
+    faults = Faults(nonces.clients()[0]).reply_lost("PutItem", error=connection_closed)
     assert delivery(nonces, fake, clock).deliver(record(direct(clock), "m-1")) == "delivered"
     faults.detach()
     assert faults.fired and fake.effects() == 1
@@ -208,7 +208,7 @@ def test_a_release_that_fails_never_masks_discords_error_and_the_claim_expires(n
     fake = FakeDiscord()
     event = Event.build(EventType.MESSAGE_EDIT, nonce_for("edit"), channel_id="7", message_id="8", content="x")
     body = Signer(signing_keys(clock, KEY)[0], clock).sign(event)
-    faults = ScriptedFaults(nonces.clients()[0]).script("DeleteItem", 1, Fault.THROTTLE, times=3)
+    faults = Faults(nonces.clients()[0]).refused_before("DeleteItem", throttled, times=3)
     worker = delivery(nonces, fake, clock)
     # THEN the worker reports Discord's refusal, not the store's error
     with pytest.raises(DiscordRejected):

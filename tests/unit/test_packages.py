@@ -66,6 +66,7 @@ def newest_changelog_version(name: str) -> str:
     return re.search(r"^## (\d+\.\d+\.\d+)", text, re.MULTILINE).group(1)
 
 
+@pytest.mark.slow  # builds the wheels (pip, a subprocess)
 @pytest.mark.parametrize("name", sorted(SOURCES))
 def test_a_wheel_holds_every_module_of_its_package_and_nothing_else(wheels, name):
     # GIVEN the wheel `make dist` builds WHEN its files are listed
@@ -75,6 +76,7 @@ def test_a_wheel_holds_every_module_of_its_package_and_nothing_else(wheels, name
     assert not {f.split("/")[0] for f in files} & set(FOREIGN)
 
 
+@pytest.mark.slow  # builds the wheels (pip, a subprocess)
 @pytest.mark.parametrize("name", sorted(SOURCES))
 def test_a_wheels_version_is_its_packages_and_its_changelogs_newest(wheels, name):
     version = metadata(wheels[name])["Version"]
@@ -83,6 +85,7 @@ def test_a_wheels_version_is_its_packages_and_its_changelogs_newest(wheels, name
     assert newest_changelog_version(name) == version
 
 
+@pytest.mark.slow  # builds the wheels (pip, a subprocess)
 def test_the_constructs_require_the_runtime_of_their_own_version(wheels):
     requires = metadata(wheels["jobfence-cdk"]).get_all("Requires-Dist")
     assert f"jobfence=={metadata(wheels['jobfence'])['Version']}" in requires
@@ -106,6 +109,7 @@ def test_a_package_imports_nothing_of_this_repositorys_app(name):
         assert not foreign, f"{path.relative_to(ROOT)} imports {sorted(foreign)}"
 
 
+@pytest.mark.slow  # builds the wheels (pip, a subprocess)
 def test_the_simulator_the_kit_imports_ships_in_jobfence_ops_which_the_testing_extra_requires(wheels):
     # GIVEN the jobfence-ops wheel `make dist` builds WHEN its files are listed
     files = {n for n in wheels["jobfence-ops"].namelist() if ".dist-info/" not in n}

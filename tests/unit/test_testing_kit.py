@@ -74,6 +74,7 @@ def test_a_job_that_raises_re_raises_and_its_row_says_failed(job_harness):
     assert row.outcome is RunState.FAILED and "Boom" in row.error
 
 
+@pytest.mark.slow  # a simulator campaign
 def test_the_fenced_job_keeps_its_invariant_on_every_seed():
     report = simulate(KIT_CATALOG, "mark_rows", seeds=range(12), setup=seed_rows, invariant=each_row_once)
     report.assert_ok()
@@ -81,6 +82,7 @@ def test_the_fenced_job_keeps_its_invariant_on_every_seed():
     assert {"pause_ttl", "reply_lost_resent", "crash_after"} <= report.faults  # the faults that break the unfenced one
 
 
+@pytest.mark.slow  # a simulator campaign
 def test_an_unfenced_job_that_counts_twice_under_faults_is_caught():
     # GIVEN the same job with a plain unconditional update (ADD times 1)
     report = simulate(KIT_CATALOG, "mark_rows_unfenced", seeds=range(12), setup=seed_rows, invariant=each_row_once)
@@ -91,6 +93,7 @@ def test_an_unfenced_job_that_counts_twice_under_faults_is_caught():
         report.assert_ok()
 
 
+@pytest.mark.slow  # a simulator campaign
 def test_an_invariant_that_cannot_hold_fails_every_seed_and_setup_runs_first():
     def never(snapshot):
         assert len(snapshot.rows("kit_rows")) == ROWS  # setup wrote them before the first tick
@@ -101,6 +104,7 @@ def test_an_invariant_that_cannot_hold_fails_every_seed_and_setup_runs_first():
     assert all("never holds" in f.violations[0] for f in report.failures)
 
 
+@pytest.mark.slow  # a Python subprocess
 def test_importing_the_kit_and_its_plugin_loads_neither_moto_nor_the_simulator():
     import pathlib
     import subprocess
@@ -114,6 +118,7 @@ def test_importing_the_kit_and_its_plugin_loads_neither_moto_nor_the_simulator()
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.slow  # a Python subprocess
 def test_simulating_a_job_loads_none_of_this_applications_jobs():
     """An app with a `jobs` package of its own can simulate: the simulator's job scenario imports none of ours."""
     import pathlib

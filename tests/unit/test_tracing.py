@@ -14,6 +14,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 CHILD = r'''
@@ -65,6 +67,7 @@ def _traced_child() -> list[dict]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # a traced handler in a subprocess
 def test_a_traced_handler_records_its_aws_calls_and_no_payload():
     sent = _traced_child()
     handlers = [e for e in sent if e["name"] == "## handler"]

@@ -1,7 +1,8 @@
 """What a job really calls on DynamoDB, checked against what its catalog entry is granted.
 
 `recorded_actions()` records every DynamoDB request of the process (boto3 and
-pynamodb both go through botocore's `BaseClient._make_api_call`) as
+pynamodb both go through botocore's `BaseClient._make_api_call`), except a lazy
+table's creation by the test (`jobfence.testing.tables`), as
 (table, IAM action) pairs, expanding batches and transactions into the action
 IAM checks for each item (a TransactWriteItems `Put` needs `PutItem`, ...).
 `ungranted(...)` lists the pairs a job's grant does not cover: the access it
@@ -20,7 +21,7 @@ from typing import Any, Iterator, Mapping
 from botocore.client import BaseClient
 
 from jobfence.registry import LEASE_ACCESS, LEASES_TABLE, RUN_ACCESS, RUNS_TABLE, access_actions
-from jobfence.testing.tables import created_tables
+from jobfence.testing.tables import created_tables, creating_tables
 
 _TRANSACT_ACTIONS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
                      "ConditionCheck": "ConditionCheckItem", "Get": "GetItem"}
@@ -46,7 +47,7 @@ def recorded_actions() -> Iterator[set[tuple[str, str]]]:
     original = BaseClient._make_api_call
 
     def recording(client, operation_name, api_params):
-        if client.meta.service_model.service_name == "dynamodb":
+        if client.meta.service_model.service_name == "dynamodb" and not creating_tables():
             with lock:
                 calls.update(_actions(operation_name, api_params))
         return original(client, operation_name, api_params)

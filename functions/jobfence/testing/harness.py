@@ -123,6 +123,11 @@ class JobHarness:
     """One job of `registry` on moto: its tables, its factory's deps, the real runner, its run rows.
 
     `session` is a boto3 session inside moto (the `aws` fixture of `jobfence.testing.plugin`).
+    Several jobs of one application share its tables and queues when their harnesses are
+    given the same `tables` (logical -> physical, e.g. a lazy `CatalogTables`) and `queues`
+    (name -> URL); what the job needs and is not given is created for it. `dynamodb` is the
+    client the runner and the job's factory use (default: a new one of `session`): give the
+    one a test injects faults into.
     """
 
     session: Any
@@ -130,14 +135,22 @@ class JobHarness:
     job: str
     clock: FrozenClock
     logger: Logger = field(default_factory=lambda: Logger(service="jobfence-test"))
+    tables: Mapping[str, str] = field(default_factory=dict)
+    queues: Mapping[str, str] = field(default_factory=dict)
+    dynamodb: Any = None
 
     def __post_init__(self) -> None:
         self.spec: JobSpec = self.registry.job(self.job)
-        self.dynamodb = self.session.client("dynamodb")
-        self.tables: dict[str, str] = create_tables(self.dynamodb, self.registry, {"leases", "runs", *self.spec.tables})
-        sqs = self.session.client("sqs") if self.spec.queues else None
-        self.queues: dict[str, str] = {
-            name: sqs.create_queue(QueueName=f"jobfence-{name}")["QueueUrl"] for name in self.spec.queues}
+        if self.dynamodb is None:
+            self.dynamodb = self.session.client("dynamodb")
+        missing = {name for name in ("leases", "runs", *self.spec.tables) if name not in self.tables}
+        if missing:  # (a lazy `CatalogTables` holds every name: each is created when first read)
+            self.tables = {**self.tables, **create_tables(self.dynamodb, self.registry, missing)}
+        unmade = [name for name in self.spec.queues if name not in self.queues]
+        if unmade:
+            sqs = self.session.client("sqs")
+            self.queues = {**self.queues,
+                           **{name: sqs.create_queue(QueueName=f"jobfence-{name}")["QueueUrl"] for name in unmade}}
         self.metrics = CountedMetrics()
         self._runs = RunStore(self.dynamodb, self.tables["runs"])
         self.runner = ScheduledRunner(LeaseStore(self.dynamodb, self.tables["leases"], self.clock), self._runs,
@@ -147,7 +160,7 @@ class JobHarness:
         """The environment infra gives the job's function: its name, the core tables, its own tables and queues."""
         env = {"JOB_NAME": self.spec.name, "LEASES_TABLE": self.tables["leases"], "RUNS_TABLE": self.tables["runs"]}
         env.update({table_env(name): self.tables[name] for name in self.spec.tables})
-        env.update({queue_env(name): url for name, url in self.queues.items()})
+        env.update({queue_env(name): self.queues[name] for name in self.spec.queues})
         env.update({secret_env(name): f"jobfence/{name}" for name in self.spec.secrets})
         env.update({config_env(name): value for name, value in self.spec.config.items()})
         return env

@@ -8,6 +8,7 @@ test that needs two tables does not pay for the whole catalog.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -47,12 +48,24 @@ def create_tables(client: Any, registry: Registry, names: Iterable[str] | None =
     if wanted is not None and not wanted <= set(registry.tables):
         raise KeyError(f"not catalog tables: {sorted(wanted - set(registry.tables))}")
     created = {}
-    for name, spec in registry.tables.items():
-        if wanted is None or name in wanted:
-            physical = f"jobfence-{name}-{suffix or uuid.uuid4().hex[:6]}"
-            client.create_table(**table_request(physical, spec))
-            created[name] = physical
+    _setup.active = True
+    try:
+        for name, spec in registry.tables.items():
+            if wanted is None or name in wanted:
+                physical = f"jobfence-{name}-{suffix or uuid.uuid4().hex[:6]}"
+                client.create_table(**table_request(physical, spec))
+                created[name] = physical
+    finally:
+        _setup.active = False
     return created
+
+
+_setup = threading.local()  # set while this thread creates tables (a lazy table can be made in the middle of a tick)
+
+
+def creating_tables() -> bool:
+    """Whether this thread is creating catalog tables now: the test's setup, not its job's calls (`grants`)."""
+    return getattr(_setup, "active", False)
 
 
 class CatalogTables(Mapping[str, str]):

@@ -1,26 +1,22 @@
-"""Club test harness: the club tables, the notification queue and signing key in moto, and a job runner.
+"""Club test harness: the club tables, the notification queue and signing key in moto; each job run by the
+kit's `JobHarness` on them.
 
 Test modules import the `club` fixture from here (not a nested conftest: see tests/support.py)."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 import pytest
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger
 
-from jobfence.config import ScheduledSettings, config_env, queue_env, secret_env, table_env
-from jobfence.lease import LeaseStore
-from jobfence.runs import RunStore
-from jobfence.scheduled import JobDeps, ScheduledRunner
-from jobfence.triggers import Trigger
+from jobfence.scheduled import JobDeps
+from jobfence.testing import JobHarness
 from jobs.catalog import CATALOG
-from jobs.club.events import Verifier
 from jobs.club.catalog import SIGNING_KEY_SECRET
-from jobfence.testing.grants import within_grant
-from tests.support import create_catalog_tables, signing_keys, signing_pair
+from jobs.club.events import Verifier
+from tests.support import CatalogTables, signing_keys, signing_pair
 
 SIGNING_SEED = b"k" * 32
 SIGNING_PAIR = signing_pair(SIGNING_SEED)
@@ -31,48 +27,32 @@ def club_verifier(clock) -> Verifier:
     return Verifier(signing_keys(clock, SIGNING_SEED)[1], clock)
 
 
-def club_environ(tables: dict[str, str], queue_url: str, job: str) -> dict[str, str]:
-    """The environment infra gives a club job function (its own tables, queue and signing key)."""
-    spec = CATALOG.job(job)
-    env = {"JOB_NAME": job, "LEASES_TABLE": tables["leases"], "RUNS_TABLE": tables["runs"]}
-    env.update({table_env(name): tables[name] for name in spec.tables})
-    env.update({queue_env(name): queue_url for name in spec.queues})
-    env.update({secret_env(name): f"jobfence/{name}" for name in spec.secrets})
-    env.update({config_env(name): value for name, value in spec.config.items()})
-    return env
-
-
 @dataclass
 class Club:
-    """Everything a club test needs, on one moto backend (in-process or a server)."""
+    """Everything a club test needs, on one moto backend (in-process or a server).
+
+    Its tables are shared by every job it runs (a lazy `CatalogTables`: each is created
+    when a job or a test first uses it), as is its one notification queue.
+    """
 
     session: Any
     dynamodb: Any
     sqs: Any
-    tables: dict[str, str]
+    tables: Mapping[str, str]
     queue_url: str
     clock: Any
 
-    def deps(self, job: str) -> JobDeps:
-        settings = ScheduledSettings.from_environ(club_environ(self.tables, self.queue_url, job))
-        return JobDeps(settings, CATALOG.job(job), self.clock, self.session, self.dynamodb, Logger(service="club"))
+    def harness(self, job: str) -> JobHarness:
+        """The kit's harness of `job` on the club's tables and queue (its factory's environment as infra gives it)."""
+        queues = {name: self.queue_url for name in CATALOG.queues}
+        return JobHarness(self.session, CATALOG, job, self.clock, Logger(service="club"), self.tables, queues, self.dynamodb)
 
-    def runner(self) -> ScheduledRunner:
-        return ScheduledRunner(
-            LeaseStore(self.dynamodb, self.tables["leases"], self.clock),
-            RunStore(self.dynamodb, self.tables["runs"]),
-            self.clock,
-            Logger(service="club"),
-            Metrics(namespace="jobfence", service="club"),
-        )
+    def deps(self, job: str) -> JobDeps:
+        return self.harness(job).deps()
 
     def run(self, job: str, built: Any = None) -> dict:
-        """One scheduled tick of `job` (through the real runner: gate, lease, batches, release)."""
-        spec = CATALOG.job(job)
-        with within_grant(self.tables, spec.tables, job):  # the job calls only what its entry is granted
-            built = built or spec.load()(self.deps(job))
-            trigger = Trigger(kind="scheduled", scheduled_at=self.clock.now_ms())
-            return self.runner().run(spec, built, trigger).as_dict()
+        """One scheduled tick of `job` (through the real runner: gate, lease, batches, release), inside its grant."""
+        return self.harness(job).tick(built).result.as_dict()
 
     def drain_queue(self) -> list[dict]:
         """Receive and delete every message on the notification queue; return them as SQS records."""
@@ -92,13 +72,14 @@ class Club:
         return [verifier.verify(m["Body"]) for m in self.drain_queue()]
 
 
-def make_club(session, dynamodb, clock, create_tables) -> Club:
+def make_club(session, dynamodb, clock) -> Club:
+    """A club on `session`'s backend: the queue and signing key made, each table when first used."""
     sqs = session.client("sqs")
     url = sqs.create_queue(QueueName="club-notifications")["QueueUrl"]
     session.client("secretsmanager").create_secret(Name=f"jobfence/{SIGNING_KEY_SECRET}", SecretString=SIGNING_PAIR.signing_value)
-    return Club(session, dynamodb, sqs, create_tables(dynamodb), url, clock)
+    return Club(session, dynamodb, sqs, CatalogTables(dynamodb), url, clock)
 
 
 @pytest.fixture
 def club(aws, dynamodb, clock) -> Club:
-    return make_club(aws, dynamodb, clock, create_catalog_tables)
+    return make_club(aws, dynamodb, clock)

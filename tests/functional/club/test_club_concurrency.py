@@ -26,7 +26,6 @@ from jobs.club.email_auth import MailVerdicts
 from jobs.club.stores.email_intake import EmailIntakeStore
 from jobs.club.stores.nonces import NonceStore
 from providers.discord import FakeDiscord
-from tests.support import create_catalog_tables
 from tests.functional.club.club_harness import Club, club_verifier, make_club
 from ops.seeds.club import existing_messages, seed
 from tests.unit.test_club_email_receipts import GOOD
@@ -51,7 +50,9 @@ BOARDS = {"sweep_darkroom_schedule", "sync_darkroom_stats"}
 def server_club(server_session, clock, monkeypatch) -> Club:
     # pynamodb builds its own botocore clients: point them at the server too
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", server_session.endpoint)
-    club = make_club(server_session, server_session.client("dynamodb"), clock, create_catalog_tables)
+    club = make_club(server_session, server_session.client("dynamodb"), clock)
+    # every table the racers use, made before they start (two threads must not both create one lazily)
+    club.tables("leases", "runs", *(table for job in CHANGES for table in CATALOG.job(job).tables))
     seed(club.tables, club.clock)
     EmailIntakeStore(club.tables["club_email_intake"], club.clock).put("good", GOOD, MailVerdicts.passed())
     EmailIntakeStore(club.tables["club_email_intake"], club.clock).put("bad", "From: shop@photoclub.example\n\nnot a receipt", MailVerdicts.passed())

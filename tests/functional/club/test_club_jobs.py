@@ -12,6 +12,7 @@ from jobs.club.stores.memberships import MembershipStatus
 from jobs.club.stores.photo_requests import RequestStatus
 from jobs.club.stores.reminders import ReminderState
 from jobs.club.stores.schedule import DARKROOM, STUDIO
+from jobfence.testing.tables import created_tables
 from tests.support import Rows
 from ops.seeds.club import GUILD, ROLE_DARKROOM, ROLE_MEMBER, SCHEDULE_CHANNEL, seed, user
 
@@ -171,11 +172,12 @@ def test_a_repeated_run_changes_nothing_and_sends_nothing(club, job):
 def _snapshot(club):
     """Every club row except the bookkeeping attributes of the runner itself."""
     rows = {}
-    for name, physical in club.tables.items():
+    for name, physical in created_tables(club.tables).items():  # a table not made yet holds no rows
         if not name.startswith("club_"):
             continue
         items = club.dynamodb.scan(TableName=physical, ConsistentRead=True)["Items"]
-        rows[name] = sorted(repr(sorted(i.items())) for i in items)
+        if items:  # (a table first made by the second run is as empty as it was)
+            rows[name] = sorted(repr(sorted(i.items())) for i in items)
     return rows
 
 

@@ -3,14 +3,15 @@ the recovery job as the runner runs it, and a payment port with hooks around the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from functools import cached_property
+from typing import Any, Callable, Mapping
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger
 
 from jobfence.lease import LeaseStore
 from jobfence.runs import RunStore
-from jobfence.scheduled import RunContext, ScheduledRunner
+from jobfence.scheduled import RunContext, RunResult
+from jobfence.testing import JobHarness
 from jobfence.triggers import Trigger
 from jobs.backoffice.operator_ledger import OperatorLedgerStore
 from jobs.catalog import CATALOG
@@ -24,40 +25,81 @@ from jobs.commerce.diagnostics import DiagnosticStore
 from jobs.commerce.financial_recovery import FinancialRecovery, recover_financial_operations
 from jobs.commerce.financial_operations import FinancialOperationStore
 from jobs.commerce.orders import OrderStore
-from jobfence.testing.grants import within_grant
 
 
-@dataclass
 class Stores:
-    orders: OrderStore
-    accounts: AccountStore
-    intents: AccountIntentStore
-    operations: FinancialOperationStore
-    invitations: AgentInvitationStore
-    activity: CustomerActivityStore
-    diagnostics: DiagnosticStore
-    deferred: DeferredPaymentStore
-    ledger: OperatorLedgerStore
+    """The commerce and backoffice stores on the test's tables, each (and so its table) made when first used."""
+
+    def __init__(self, tables: Mapping[str, str], clock: Any) -> None:
+        self._tables, self._clock = tables, clock
+
+    @cached_property
+    def orders(self) -> OrderStore:
+        return OrderStore(self._tables["orders"], self._clock)
+
+    @cached_property
+    def accounts(self) -> AccountStore:
+        return AccountStore(self._tables["accounts"], self._clock)
+
+    @cached_property
+    def intents(self) -> AccountIntentStore:
+        return AccountIntentStore(self._tables["account_intents"], self._clock)
+
+    @cached_property
+    def operations(self) -> FinancialOperationStore:
+        return FinancialOperationStore(self._tables["financial_operations"], self._clock)
+
+    @cached_property
+    def invitations(self) -> AgentInvitationStore:
+        return AgentInvitationStore(self._tables["agent_invitations"], self._clock)
+
+    @cached_property
+    def activity(self) -> CustomerActivityStore:
+        return CustomerActivityStore(self._tables["customer_activity"], self._clock)
+
+    @cached_property
+    def diagnostics(self) -> DiagnosticStore:
+        return DiagnosticStore(self._tables["diagnostic_captures"], self._clock)
+
+    @cached_property
+    def deferred(self) -> DeferredPaymentStore:
+        return DeferredPaymentStore(self._tables["payment_intents"], self._clock)
+
+    @cached_property
+    def ledger(self) -> OperatorLedgerStore:
+        return OperatorLedgerStore(self._tables["operator_access_ledger"], self._clock)
 
 
 class Harness:
-    """Runs a job through the real ScheduledRunner on moto, on the test's frozen clock."""
+    """Runs a job through the real ScheduledRunner on moto, on the test's frozen clock: the kit's `JobHarness`
+    of each job, all on the test's (lazy) tables."""
 
-    def __init__(self, dynamodb: Any, tables: dict[str, str], clock: Any) -> None:
+    def __init__(self, session: Any, dynamodb: Any, tables: Mapping[str, str], clock: Any) -> None:
+        self.session = session
+        self.dynamodb = dynamodb  # the runner's client, where a test injects its faults
         self.clock = clock
-        self.dynamodb = dynamodb
         self.tables = tables
-        self.leases = LeaseStore(dynamodb, tables["leases"], clock)
-        self.run_rows = RunStore(dynamodb, tables["runs"])
         self.logger = Logger(service="commerce-test")
-        self.runner = ScheduledRunner(
-            self.leases, self.run_rows, clock, self.logger, Metrics(namespace="jobfence", service="commerce")
-        )
+        self._jobs: dict[str, JobHarness] = {}
 
-    def run(self, job_name: str, job: Any, context: Any = None):
-        spec = CATALOG.job(job_name)
-        with within_grant(self.tables, spec.tables, job_name):  # the job calls only what its entry is granted
-            return self.runner.run(spec, job, Trigger("scheduled", self.clock.now_ms()), context)
+    @cached_property
+    def leases(self) -> LeaseStore:
+        return LeaseStore(self.dynamodb, self.tables["leases"], self.clock)
+
+    @cached_property
+    def run_rows(self) -> RunStore:
+        return RunStore(self.dynamodb, self.tables["runs"])
+
+    def job(self, job_name: str) -> JobHarness:
+        """The kit's harness of catalog job `job_name` on the test's tables."""
+        if job_name not in self._jobs:
+            self._jobs[job_name] = JobHarness(self.session, CATALOG, job_name, self.clock, self.logger, self.tables,
+                                              dynamodb=self.dynamodb)
+        return self._jobs[job_name]
+
+    def run(self, job_name: str, job: Any, context: Any = None) -> RunResult:
+        """One scheduled tick of `job` as catalog job `job_name`, inside its grant."""
+        return self.job(job_name).tick(job, context=context).result
 
     def context(self, job_name: str, holder: str = "test") -> RunContext:
         """A live term and run context outside the runner (for driving overlapping runs by hand)."""

@@ -90,6 +90,7 @@ def test_scheduled_jobs_make_zero_account_provider_and_notification_calls(
     assert stores.accounts.get("acc").status == "deleted"
 
 
+@pytest.mark.slow  # a Python subprocess
 def test_no_scheduled_job_module_can_reach_the_account_ports():
     # GIVEN a fresh interpreter WHEN every job's factory module is imported
     # THEN neither the account-provider port nor the explicit-request path was loaded

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from jobfence.lease import LeaseStore
 from jobfence.scheduled import Outcome
 from jobs.catalog import CATALOG
 from jobs.commerce import cancellations, invitations
@@ -76,8 +77,8 @@ def test_cancellation_batches_are_bounded_and_renewed(stores, harness, clock, mo
     request_cancellations(stores, 5)
     clock.advance(minutes=20)
     renewals = []
-    original = harness.leases.renew
-    monkeypatch.setattr(harness.leases, "renew", lambda lease: renewals.append(lease.job) or original(lease))
+    original = LeaseStore.renew  # the runner's store (its job harness's own)
+    monkeypatch.setattr(LeaseStore, "renew", lambda self, lease: renewals.append(lease.job) or original(self, lease))
     result = harness.run("recover_pending_cancellations", cancel_job(stores, harness))
     assert result.summary["batches"] == 3 and result.summary["cancelled"] == 5
     assert renewals == ["recover_pending_cancellations"] * 3  # before batches 2, 3 and the final next()

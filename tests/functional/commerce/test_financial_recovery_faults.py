@@ -12,7 +12,7 @@ import pytest
 from jobs.commerce.accounts import OperationKind as AccountOperationKind
 from jobs.commerce.account_operations import AccountOperations, Requester, RequesterKind
 from jobs.commerce.financial_operations import OperationKind
-from tests.fault_hooks import Fault, ScriptedFaults
+from tests.aws_faults import Faults, connection_closed, from_call, throttled
 
 from commerce_harness import Crash, HookedPayments, recovery_job
 
@@ -211,11 +211,11 @@ def test_a_charge_sent_before_its_account_was_deleted_is_settled_by_key_not_void
 def test_a_claim_whose_reply_was_lost_is_recognised_from_the_old_image(stores, payments, harness, clock, dynamodb):
     # GIVEN the claim (the run's first fenced write) is applied but its reply is lost
     a_pending_charge(stores, payments, clock)
-    faults = ScriptedFaults(dynamodb).script("TransactWriteItems", 1, Fault.LOST_REPLY)
+    faults = Faults(dynamodb).reply_lost("TransactWriteItems", error=connection_closed)
     result = run(stores, harness, payments)
     faults.detach()
     # THEN the retried claim is refused by its own first try, recognised as ours, and the capture goes on once
-    assert ("TransactWriteItems", 1, Fault.LOST_REPLY) in faults.fired
+    assert faults.fired == [("after", "TransactWriteItems")]
     assert ops(result, "succeeded") == 1 and len(payments.calls) == 1
 
 
@@ -224,7 +224,7 @@ def test_a_settle_throttled_after_the_provider_captured_is_unknown_then_resumed_
 ):
     # GIVEN the settle write after a successful capture is throttled on every try
     a_pending_charge(stores, payments, clock)
-    faults = ScriptedFaults(dynamodb).script("TransactWriteItems", 2, Fault.THROTTLE, times=3)
+    faults = Faults(dynamodb).refused_before("TransactWriteItems", throttled, when=from_call(2), times=3)
     first = run(stores, harness, payments)
     faults.detach()
     # THEN the run counts it unknown (not failed, not succeeded: it could not record it) and the claim stays

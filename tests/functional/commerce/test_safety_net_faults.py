@@ -11,7 +11,7 @@ import pytest
 
 from jobs.commerce.checkout import capture_for_buyer
 from jobs.commerce.safety_net import capture_abandoned_deferred
-from tests.fault_hooks import Fault, ScriptedFaults
+from tests.aws_faults import Faults, connection_closed, from_call, throttled
 
 from commerce_harness import Crash, HookedPayments
 
@@ -140,11 +140,11 @@ def test_the_buyer_capturing_while_the_net_holds_the_claim_is_reconciled(stores,
 def test_a_claim_whose_reply_was_lost_is_recognised_from_the_old_image(stores, payments, harness, clock, dynamodb):
     # GIVEN the claim (the first fenced write) is applied but its reply is lost
     one_stale_intent(stores, payments, clock)
-    faults = ScriptedFaults(dynamodb).script("TransactWriteItems", 1, Fault.LOST_REPLY)
+    faults = Faults(dynamodb).reply_lost("TransactWriteItems", error=connection_closed)
     result = run(harness, stores.deferred, payments)
     faults.detach()
     # THEN the retried claim is refused by its own first try, recognised as ours, and the capture goes on once
-    assert ("TransactWriteItems", 1, Fault.LOST_REPLY) in faults.fired
+    assert faults.fired == [("after", "TransactWriteItems")]
     assert counts(result)["captured"] == 1
     assert payments.captures_of("O-1") == 1 and len(payments.calls) == 1
 
@@ -152,7 +152,7 @@ def test_a_claim_whose_reply_was_lost_is_recognised_from_the_old_image(stores, p
 def test_a_settle_write_throttled_after_paypal_captured_is_unknown_then_settled_once(stores, payments, harness, clock, dynamodb):
     # GIVEN the settle write after a successful capture is throttled on every try
     one_stale_intent(stores, payments, clock)
-    faults = ScriptedFaults(dynamodb).script("TransactWriteItems", 2, Fault.THROTTLE, times=3)
+    faults = Faults(dynamodb).refused_before("TransactWriteItems", throttled, when=from_call(2), times=3)
     first = run(harness, stores.deferred, payments)
     faults.detach()
     # THEN the run does not count a capture it could not record, and does not fail the run for it
@@ -167,7 +167,7 @@ def test_a_settle_write_throttled_after_paypal_captured_is_unknown_then_settled_
 
 def test_a_settle_write_whose_reply_was_lost_is_counted_once(stores, payments, harness, clock, dynamodb):
     one_stale_intent(stores, payments, clock)
-    faults = ScriptedFaults(dynamodb).script("TransactWriteItems", 2, Fault.LOST_REPLY)
+    faults = Faults(dynamodb).reply_lost("TransactWriteItems", when=from_call(2), error=connection_closed)
     first = run(harness, stores.deferred, payments)
     faults.detach()
     assert counts(first)["captured"] == 1 and counts(first)["unknown"] == 0

@@ -14,12 +14,13 @@ import os
 import pytest
 
 from ops.sim.campaign import campaign, run_one
-from tests.sim.test_simulator import _known
+from tests.simulator.test_simulator import _known
 
 BUDGET = {"safety_net": (0, 25), "club": (0, 25)}
 JOBS = min(2, os.cpu_count() or 1)
 
 
+@pytest.mark.slow  # a campaign of many seeds
 @pytest.mark.parametrize("family", sorted(BUDGET))
 def test_budget_of_seeds_breaks_no_domain_invariant(family):
     from ops.sim.families import FAMILIES
@@ -38,6 +39,7 @@ def _numbers(family: str, seeds: range) -> set[int]:
     return {v.number for seed in seeds for v in run_one(seed, family).violations}
 
 
+@pytest.mark.slow  # seeds until the planted bug shows
 def test_the_checks_catch_a_safety_net_that_captures_from_the_index_row(monkeypatch):
     # GIVEN the defect this issue fixed planted back: capture straight from the stale row, no claim
     from jobs.commerce import safety_net
@@ -50,6 +52,7 @@ def test_the_checks_catch_a_safety_net_that_captures_from_the_index_row(monkeypa
     assert 23 in _numbers("safety_net", range(0, 3))
 
 
+@pytest.mark.slow  # seeds until the planted bug shows
 def test_the_checks_catch_a_lost_paypal_reply_counted_as_failed(monkeypatch):
     from jobs.commerce.safety_net import IntentOutcome, _SafetyNet
 
@@ -63,6 +66,7 @@ def test_the_checks_catch_a_lost_paypal_reply_counted_as_failed(monkeypatch):
     assert 24 in _numbers("safety_net", range(0, 6))
 
 
+@pytest.mark.slow  # seeds until the planted bug shows
 def test_the_checks_catch_a_claim_that_any_receive_of_the_message_reenters(monkeypatch):
     # GIVEN the claim token of the message (its id), not of the receive: two receives share a claim
     from jobs.club import delivery

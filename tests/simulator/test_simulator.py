@@ -35,6 +35,7 @@ def _known(violation: Violation) -> str | None:
     return None
 
 
+@pytest.mark.slow  # a campaign of many seeds
 @pytest.mark.parametrize("family", sorted(BUDGET))
 def test_budget_of_seeds_breaks_no_invariant(family):
     start, stop = BUDGET[family]
@@ -72,6 +73,7 @@ def test_a_seed_that_found_a_defect_replays_clean(seed, family):
     assert [f"{v.number}: {v.text}" for v in report.violations] == []
 
 
+@pytest.mark.slow  # two full runs of a listings seed
 def test_a_seed_replays_to_the_same_trace():
     first = run_one(5, "listings")
     again = run_one(5, "listings")
@@ -118,6 +120,7 @@ def test_the_checks_catch_a_runner_that_ignores_its_lease(monkeypatch):
     assert 2 in found
 
 
+@pytest.mark.slow  # seeds until the planted bug shows
 def test_the_checks_catch_a_finalize_that_trusts_its_counters(monkeypatch):
     """A planted bug: finalize writes `finalized` without recounting the rows (invariants 6/11)."""
     from jobfence.work import WorkStore
@@ -147,6 +150,7 @@ def test_a_run_ignores_an_endpoint_the_process_environment_names(monkeypatch):
     assert report.ok, report.violations
 
 
+@pytest.mark.slow  # seeds until the planted bug shows
 def test_the_checks_catch_a_finalize_that_ignores_the_failure_threshold(monkeypatch):
     """A planted bug: the recount never applies the batch's tolerated failures (invariant 14)."""
     import dataclasses
