@@ -101,9 +101,14 @@ class Faults:
         self._add("before", operation, when, error, times)
         return self
 
-    def reply_lost(self, operation: str, when: Match = any_call, times: int = 1, error: Callable[[], BaseException] = read_timeout) -> "Faults":
-        """The call is applied; its reply is lost and surfaces as `error` (botocore gave up)."""
-        self._add("after", operation, when, error, times)
+    def reply_lost(self, operation: str, when: Match = any_call, times: int = 1, error: Callable[[], BaseException] = read_timeout,
+                   refused_too: bool = False) -> "Faults":
+        """The call is applied; its reply is lost and surfaces as `error` (botocore gave up).
+
+        With `refused_too`, a refusal's reply (a failed condition) is lost as well: the caller
+        never learns whether any of its tries was applied.
+        """
+        self._add("after_any" if refused_too else "after", operation, when, error, times)
         return self
 
     def resent(self, operation: str, when: Match = any_call, times: int = 1) -> "Faults":
@@ -162,10 +167,10 @@ class Faults:
         if parsed.get("Error", {}).get("Code") == "ConditionalCheckFailedException" and "Item" in parsed:
             if self._take(context, "no_image"):
                 parsed.pop("Item")
-        if http_response.status_code < 300:
-            rule = self._take(context, "after")
-            if rule is not None and rule.error is not None:
-                raise rule.error()
+        rule = self._take(context, "after") if http_response.status_code < 300 else None
+        rule = rule or self._take(context, "after_any")
+        if rule is not None and rule.error is not None:
+            raise rule.error()
 
     def _needs_retry(self, attempts: int, response: Any, request_dict: Mapping[str, Any], **kwargs: Any) -> int | None:
         context = request_dict.get("context", {})

@@ -13,8 +13,7 @@ from jobfence.dynamo import ErrorKind
 from jobfence.errors import ConditionFailed, IntervalNotElapsed, LeaseHeld, LeaseLost, PredecessorUnrecorded, StoreError
 from jobfence.lease import LeaseStore, Term
 from ops.markers import marker_write
-from tests.aws_faults import Faults, acquires, read_timeout, releases, renewals, throttled
-from tests.fault_hooks import Fault, ScriptedFaults
+from tests.aws_faults import Faults, acquires, connection_closed, read_timeout, releases, renewals, throttled
 from tests.backends import backend, dynamodb, peer_client, pytest_generate_tests, tables  # noqa: F401
 
 TTL = 30 * 60_000
@@ -209,7 +208,7 @@ def test_an_acquire_whose_reply_timed_out_is_sent_again_with_the_same_term(lease
 
 def test_an_acquire_whose_every_try_went_unanswered_finds_its_term_with_one_read(leases, dynamodb, request_counter):
     # GIVEN an acquire applied, then its reply and both retries' replies lost (no answer at all)
-    faults = ScriptedFaults(dynamodb).script("UpdateItem", 1, Fault.LOST_REPLY, times=3)
+    faults = Faults(dynamodb).reply_lost("UpdateItem", times=3, error=connection_closed, refused_too=True)
     request_counter.attach(dynamodb)
     # WHEN the store gives up retrying THEN one consistent read shows our lease_id: the term is ours
     lease = leases.acquire("job", "a", TTL, run_id="run-1")

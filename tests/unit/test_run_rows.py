@@ -12,8 +12,7 @@ from jobfence.errors import StoreError
 from jobfence.lease import Term
 from jobfence.runs import RunStart, RunState, sweep_dead_runs
 from jobfence.scheduled import Outcome
-from tests.aws_faults import Faults, acquires, read_timeout, releases, run_finishes, throttled
-from tests.fault_hooks import Fault, ScriptedFaults
+from tests.aws_faults import Faults, acquires, connection_closed, read_timeout, releases, run_finishes, throttled
 from tests.backends import backend, dynamodb, pytest_generate_tests, tables  # noqa: F401
 from tests.runner_support import Harness, counting_job, spec
 
@@ -371,13 +370,13 @@ def test_an_acquire_retried_after_a_lost_reply_that_was_not_applied_is_still_a_s
 def test_an_acquire_applied_whose_three_replies_were_all_lost_runs_the_job(h, dynamodb):
     # GIVEN the acquire is applied, and its reply and the replies of both retries (refusals by
     # our own term) are lost: every try ends in a transient error
-    faults = ScriptedFaults(dynamodb).script("UpdateItem", 1, Fault.LOST_REPLY, times=3)
+    faults = Faults(dynamodb).reply_lost("UpdateItem", times=3, error=connection_closed, refused_too=True)
     # WHEN the tick runs
     result = h.tick(spec(), counting_job(1, []))
     faults.detach()
     # THEN one consistent read finds our term: the job runs and is recorded, the lease is released
     # (before: StoreError, and the job locked out until the term expired and the next acquire recorded it died)
-    assert [f for _, _, f in faults.fired] == [Fault.LOST_REPLY] * 3
+    assert faults.count("after_any") == 3
     assert result.outcome is Outcome.RAN
     assert [(r["outcome"], r["run_id"]) for r in h.rows()] == [("ran", result.run_id)]
     assert h.leases.peek("job_a").holder is None
@@ -386,14 +385,13 @@ def test_an_acquire_applied_whose_three_replies_were_all_lost_runs_the_job(h, dy
 def test_an_acquire_refused_whose_three_replies_were_all_lost_raises_and_holds_nothing(h, dynamodb):
     # GIVEN another tick's live term, and our three tries refused by it with every reply lost
     h.leases.acquire("job_a", "other", TTL_MS, run_id="other-run")
-    faults = Faults(dynamodb)
-    faults.refused_before("GetItem", throttled("GetItem"))  # the pre-gate cannot read: the tick acquires
-    scripted = ScriptedFaults(dynamodb).script("UpdateItem", 1, Fault.LOST_REPLY, times=3)
+    scripted = Faults(dynamodb).refused_before("GetItem", throttled("GetItem"))  # the pre-gate cannot read: the tick acquires
+    scripted.reply_lost("UpdateItem", times=3, error=connection_closed, refused_too=True)
     # WHEN the tick runs THEN the read shows the other term: the store error stands, nothing is written
     with pytest.raises(StoreError):
         h.tick(spec(interval_s=None), counting_job(1, []))
     scripted.detach()
-    assert len(scripted.fired) == 3
+    assert scripted.count("after_any") == 3
     assert h.rows() == [] and h.leases.read("job_a")["run_id"] == "other-run"
 
 
