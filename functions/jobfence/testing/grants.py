@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from botocore.client import BaseClient
 
@@ -45,7 +46,7 @@ def recorded_actions() -> Iterator[set[tuple[str, str]]]:
     lock = threading.Lock()
     original = BaseClient._make_api_call
 
-    def recording(client, operation_name, api_params):
+    def recording(client: Any, operation_name: str, api_params: dict[str, Any]) -> Any:
         if client.meta.service_model.service_name == "dynamodb":
             with lock:
                 calls.update(_actions(operation_name, api_params))

@@ -9,7 +9,8 @@ test that needs two tables does not pay for the whole catalog.
 from __future__ import annotations
 
 import uuid
-from typing import Any, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from jobfence.registry import Registry, TableSpec
 

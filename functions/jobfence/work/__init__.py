@@ -46,9 +46,10 @@ from jobfence.exports import on_demand, public_names
 _MODULES = {
     "jobfence.work.keys": (
         "CLAIM_ROUNDS ID_PATTERN LIVE MAX_ERROR_CHARS MAX_ITEMS_PER_BATCH MAX_PAYLOAD_CHARS MAX_RESULT_REF_CHARS "
-        "RECLAIM_SHARDS ROLLUP_SHARDS SEND_CHUNK TERMINAL BatchConflict BatchDelta BatchRef BatchReport BatchRow BatchStatus Claim "
-        "ClaimState ItemInput ItemKey ItemRow ItemStatus PermanentFailure Perform QuotaHold RollupTally StaleVerdict Tallies "
-        "WorkRequest bounded_error parse_wakeup reclaim_key threshold_error tolerated_failures"
+        "RECLAIM_SHARDS ROLLUP_SHARDS SEND_CHUNK TERMINAL BatchConflict BatchDelta BatchRef BatchReport BatchRow "
+        "BatchStatus Claim ClaimState ItemInput ItemKey ItemRow ItemStatus PermanentFailure Perform QuotaHold "
+        "RollupTally StaleVerdict Tallies WorkRequest bounded_error parse_wakeup reclaim_key threshold_error "
+        "tolerated_failures"
     ),
     "jobfence.work.timing": "Timing",
     "jobfence.indexes": "OPEN_INDEX OPEN_INDEX_SPEC RECLAIM_INDEX RECLAIM_INDEX_SPEC",

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from pynamodb.connection import Connection
 from pynamodb.exceptions import PynamoDBException
@@ -62,8 +63,8 @@ from jobfence.work.keys import (
     bounded_error,
     reclaim_key,
 )
-from jobfence.work.schema import _Batch, _Item, batch_row, item_row
 from jobfence.work.rollup import Rollups, batch_view, carry_heartbeat, recount_and_write
+from jobfence.work.schema import _Batch, _Item, batch_row, item_row
 from jobfence.work.transactions import ReopenResult, claim_items, reopen_failed
 
 
@@ -86,7 +87,7 @@ class WorkStore:
         self._connection = Connection(region=getattr(meta, "region", None), host=getattr(meta, "host", None))
 
     def clients(self) -> list[Any]:
-        """The botocore clients this store sends its requests through (for a meter or a fault injector, never a write)."""
+        """The botocore clients this store sends its requests through (for a meter or a fault injector, not a write)."""
         models = (self._items, self._batches)
         return [m._get_connection().connection.client for m in models] + self._rollups.clients() + [self._connection.client]
 
@@ -114,7 +115,7 @@ class WorkStore:
 
     def open_batch(self, ref: BatchRef, kind: str, total: int, created_by: str,
                    tolerated_failures: int | None = None) -> tuple[BatchRow, bool]:
-        """Create the batch row (with the failed items it tolerates), or return the existing one. True if created now."""
+        """Create the batch row (with the failed items it tolerates), or return the existing one. True if created."""
         now = self._clock.now_ms()
         row = self._batches(
             ref.tenant,
@@ -265,7 +266,7 @@ class WorkStore:
             return None
 
     def batch_items(self, ref: BatchRef, attributes: list[str] | None = None) -> Iterator[Any]:
-        """Every item row of the batch (strongly consistent), partition by partition; the caller wraps it in aws_call."""
+        """Every item row of the batch (strongly consistent), by partition; the caller wraps it in aws_call."""
         for partition in ref.item_partitions():
             yield from self._items.query(partition, consistent_read=True, attributes_to_get=attributes)
 
@@ -276,7 +277,7 @@ class WorkStore:
         return sorted(rows, key=lambda r: r.seq)
 
     def all_item_rows(self) -> list[ItemRow]:
-        """Every item row of the table, of every batch (a strongly consistent scan: small tables, tests and checks only)."""
+        """Every item row of the table, of every batch (a strongly consistent scan: small tables, tests, checks)."""
         with aws_call("scanning the items"):
             return [item_row(r) for r in self._items.scan(consistent_read=True)]
 
