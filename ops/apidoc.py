@@ -69,10 +69,18 @@ def defining_module(package: Any, name: str) -> str:
     if module and module.startswith(package.__name__):
         return module
     for path in sorted(pathlib.Path(package.__file__).parent.glob("*.py")):
-        if any(isinstance(n, ast.Assign) and any(getattr(t, "id", None) == name for t in n.targets)
-               for n in ast.parse(path.read_text()).body):
+        if any(name in _assigned_names(n) for n in ast.parse(path.read_text()).body):
             return f"{package.__name__}.{path.stem}"
     return package.__name__
+
+
+def _assigned_names(node: ast.stmt) -> list[str]:
+    """The names a module-level `NAME = value` or `NAME: type = value` binds."""
+    if isinstance(node, ast.Assign):
+        return [t.id for t in node.targets if isinstance(t, ast.Name)]
+    if isinstance(node, ast.AnnAssign) and node.value is not None and isinstance(node.target, ast.Name):
+        return [node.target.id]
+    return []
 
 
 def annotation(value: Any) -> str:
@@ -134,9 +142,10 @@ def alias_docs(module: str) -> dict[str, tuple[str, str]]:
     body = ast.parse(source).body
     found = {}
     for node, after in zip(body, body[1:]):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+        names = _assigned_names(node)
+        if len(names) == 1 and isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None \
                 and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str):
-            found[node.targets[0].id] = (ast.get_source_segment(source, node.value), inspect.cleandoc(after.value.value))
+            found[names[0]] = (ast.get_source_segment(source, node.value), inspect.cleandoc(after.value.value))
     return found
 
 
