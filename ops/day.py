@@ -25,8 +25,9 @@ import pathlib
 import random
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from aws_lambda_powertools import Logger
 
@@ -113,7 +114,7 @@ class DayReport:
         for row in self.runs:
             for key, value in (row.get("summary") or {}).items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "batches":
-                    out.setdefault(row["job"], Counter())[key] += value
+                    out.setdefault(row["job"], Counter())[key] += value  # type: ignore[assignment]  # a float adds too
         return out
 
     @property
@@ -149,6 +150,7 @@ class DayScenario:
         self._start = -(-now // HOUR) * HOUR  # the next full hour: the phases are set on hourly ticks
         top = runtime.topology
         self.client = runtime.session.client("dynamodb")
+        assert top.leases_table is not None and top.runs_table is not None  # the app's stack has both
         self.leases_table = top.leases_table
         self.runs_table = top.runs_table
         self.lease_store = LeaseStore(self.client, self.leases_table, runtime.clock)
@@ -218,7 +220,8 @@ class DayScenario:
         self.rt.advance_to(self._start)
         self._seed_retention()
         seeded = seed_domains(self.rt)
-        self._say(f"seeded retention rows and {', '.join(f'{k}={v}' for k, v in seeded.items())}; every rule ticks on its schedule from now on")
+        self._say(f"seeded retention rows and {', '.join(f'{k}={v}' for k, v in seeded.items())}; "
+                  "every rule ticks on its schedule from now on")
         self._collect(self._advance_to(0.99))
 
         rt = self.rt
@@ -230,7 +233,8 @@ class DayScenario:
         rt.faults_next[rt.rule_of_job(FAILING_JOB)] = [{"operation": "Query", "contains": conversations, "action": "raise"}]
         ticks = self._advance_to(2)
         self._collect(ticks)
-        self._say(f"02:00 {FAILING_JOB}'s table answered an error; {sum(1 for t in ticks if t.fired and t.invocation and t.invocation.ok)} other tick(s) ran on")
+        self._say(f"02:00 {FAILING_JOB}'s table answered an error; "
+                  f"{sum(1 for t in ticks if t.fired and t.invocation and t.invocation.ok)} other tick(s) ran on")
 
         self._collect(self._advance_to(2.5))
         self._submit_batch()

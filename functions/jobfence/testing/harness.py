@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Metrics
 
 from jobfence.clock import FrozenClock
 from jobfence.config import ScheduledSettings, config_env, queue_env, secret_env, table_env
@@ -143,8 +143,9 @@ class JobHarness:
             self.queues = {name: sqs.create_queue(QueueName=f"jobfence-{name}")["QueueUrl"] for name in self.spec.queues}
         self.metrics = CountedMetrics()
         self._runs = RunStore(self.dynamodb, self.tables["runs"])
+        published: Metrics = self.metrics  # type: ignore[assignment]  # add_metric is all the runner calls
         self.runner = ScheduledRunner(LeaseStore(self.dynamodb, self.tables["leases"], self.clock), self._runs,
-                                      self.clock, self.logger, self.metrics)  # type: ignore[arg-type]  # add_metric is all it calls
+                                      self.clock, self.logger, published)
 
     def environ(self) -> dict[str, str]:
         """The environment infra gives the job's function: its name, the core tables, its own tables and queues."""

@@ -37,8 +37,8 @@ from jobs.commerce.checkout import capture_for_buyer
 from jobs.commerce.deferred_payments import DeferredPaymentStore
 from jobs.commerce.safety_net import CUTOFF_MS, capture_abandoned_deferred
 from ops.sim.faults import AWS_CALL_FAULTS, PROVIDER_FAULTS, FaultKind
-from ops.sim.scheduled import LambdaContext, clean_tick
 from ops.sim.kernel import START_MS, Actor, SkewedClock
+from ops.sim.scheduled import LambdaContext, clean_tick
 from ops.sim.terms import TermWatch
 from ops.sim.world import MARGIN_MS, World, clean_tick_after
 from providers.payments import AlreadyCaptured, PaymentError, TransientPaymentError
@@ -124,7 +124,7 @@ class SafetyNetFamily:
 
     def pause_ms(self, world: World, kind: FaultKind) -> int:
         """Past the lease TTL, so a later tick takes over while the paused holder still acts."""
-        return CATALOG.job(JOB).lease_ttl_s * 1000 + world.rng.randrange(1, 2 * TICK_MS)
+        return CATALOG.job(JOB).lease_ttl_ms + world.rng.randrange(1, 2 * TICK_MS)
 
     # -- setup ----------------------------------------------------------------------------
 
@@ -175,7 +175,7 @@ class SafetyNetFamily:
             if world.rng.random() < 0.4:
                 world.kernel.park(actor, world.rng.randrange(CUTOFF_MS + TICK_MS))
                 try:
-                    return capture_for_buyer(store, payments, intent)
+                    return capture_for_buyer(store, payments, intent)  # type: ignore[arg-type]  # captures only
                 except PaymentError as exc:  # a declined order: the buyer is told, nothing moved
                     return type(exc).__name__
             return accepted
@@ -236,9 +236,9 @@ class SafetyNetFamily:
         moved: dict[str, int] = {}
         for act in payments.acts:
             moved[act.order_id] = moved.get(act.order_id, 0) + act.moved
-        for order, times in moved.items():
+        for moved_order, times in moved.items():
             if times > 1:
-                world.violate(23, f"money moved {times} times on {order}")
+                world.violate(23, f"money moved {times} times on {moved_order}")
         self._check_counts(world, payments)
         rows = {r["intent_id"]: r for r in world.scan("payment_intents")}
         for intent, order_id in world.data["orders"].items():
