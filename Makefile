@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: demo test sim synth deploy bench install dist clean
+.PHONY: demo test lint format sim synth deploy bench install dist clean
 
 # The web console's browser tests drive Debian's chromium (never a downloaded browser build).
 CHROMIUM := /usr/bin/chromium
@@ -30,10 +30,26 @@ demo: install
 
 # The suite on every core (pytest-xdist): tests that share a session resource (the deployed local
 # runtime in tests/sim, the synthesized app in tests/infra) stay on one worker in file order
-# (tests/conftest.py); TEST_WORKERS=0 runs it serially.
+# (tests/conftest.py); TEST_WORKERS=0 runs it serially. Lint and types run first: seconds, and a
+# finding fails the run before the suite starts.
 TEST_WORKERS ?= auto
-test: install $(CHROMIUM)
+test: lint $(CHROMIUM)
 	$(PY) -m pytest -n $(TEST_WORKERS)
+
+# ruff (lint, then the format check) and mypy over the code the project ships and runs; their
+# settings and strictness are in pyproject.toml. Each prints its findings; all three always run.
+LINT_PATHS := functions infra ops app.py
+lint: install
+	@status=0; \
+	$(VENV)/bin/ruff check $(LINT_PATHS) || status=1; \
+	$(VENV)/bin/ruff format --check $(LINT_PATHS) || status=1; \
+	$(VENV)/bin/mypy || status=1; \
+	exit $$status
+
+# Rewrites the files in place: ruff's safe fixes (import order, ...), then its formatter.
+format: install
+	$(VENV)/bin/ruff check --fix --exit-zero --quiet $(LINT_PATHS)
+	$(VENV)/bin/ruff format $(LINT_PATHS)
 
 $(CHROMIUM):
 	$(SUDO) apt-get update
