@@ -30,9 +30,10 @@ demo: install
 
 # The suite on every core (pytest-xdist): tests that share a session resource (the deployed local
 # runtime in tests/sim, the synthesized app in tests/infra) stay on one worker in file order
-# (tests/conftest.py); TEST_WORKERS=0 runs it serially.
+# (tests/conftest.py); TEST_WORKERS=0 runs it serially. Lint and types run first: seconds, and a
+# finding fails the run before the suite starts.
 TEST_WORKERS ?= auto
-test: install $(CHROMIUM)
+test: lint $(CHROMIUM)
 	$(PY) -m pytest -n $(TEST_WORKERS)
 
 # The fast tier, for every iteration: the tests not marked `slow` (no deployed runtime, CDK synthesis,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pathlib
 import sys
+from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parent
 FUNCTIONS = ROOT / "functions"
@@ -28,7 +29,7 @@ from jobs.club.catalog import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET  # noqa: E40
 
 # What this app passes with its catalog (the tests synthesize with the same): its code asset and the
 # club's event signing pair, which jobfence rotates on a schedule.
-OPTIONS = {"functions_dir": FUNCTIONS, "signing_keys": (SIGNING_KEY_SECRET, VERIFY_KEY_SECRET)}
+OPTIONS: dict[str, Any] = {"functions_dir": FUNCTIONS, "signing_keys": (SIGNING_KEY_SECRET, VERIFY_KEY_SECRET)}
 
 if __name__ == "__main__":
     app = App()

@@ -22,7 +22,9 @@ import importlib
 import inspect
 import pathlib
 import sys
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from itertools import pairwise
+from typing import Any
 
 import ops  # noqa: F401  (puts functions/ on the path)
 
@@ -69,10 +71,18 @@ def defining_module(package: Any, name: str) -> str:
     if module and module.startswith(package.__name__):
         return module
     for path in sorted(pathlib.Path(package.__file__).parent.glob("*.py")):
-        if any(isinstance(n, ast.Assign) and any(getattr(t, "id", None) == name for t in n.targets)
-               for n in ast.parse(path.read_text()).body):
+        if any(name in _assigned_names(n) for n in ast.parse(path.read_text()).body):
             return f"{package.__name__}.{path.stem}"
     return package.__name__
+
+
+def _assigned_names(node: ast.stmt) -> list[str]:
+    """The names a module-level `NAME = value` or `NAME: type = value` binds."""
+    if isinstance(node, ast.Assign):
+        return [t.id for t in node.targets if isinstance(t, ast.Name)]
+    if isinstance(node, ast.AnnAssign) and node.value is not None and isinstance(node.target, ast.Name):
+        return [node.target.id]
+    return []
 
 
 def annotation(value: Any) -> str:
@@ -91,7 +101,7 @@ def signature(func: Callable[..., Any], name: str, *, skip_self: bool = False) -
             parts.append("*")
             star_done = True
         star_done = star_done or p.kind == p.VAR_POSITIONAL
-        text = {p.VAR_POSITIONAL: "*", p.VAR_KEYWORD: "**"}.get(p.kind, "") + p.name
+        text = ("*" if p.kind == p.VAR_POSITIONAL else "**" if p.kind == p.VAR_KEYWORD else "") + p.name
         if p.annotation is not p.empty:
             text += f": {annotation(p.annotation)}"
         if p.default is not p.empty:
@@ -130,13 +140,14 @@ def constructor(cls: type) -> Callable[..., Any] | None:
 
 def alias_docs(module: str) -> dict[str, tuple[str, str]]:
     """Module-level `NAME = value` followed by a string literal: name -> (value source, doc)."""
-    source = pathlib.Path(importlib.import_module(module).__file__).read_text()
+    source = pathlib.Path(inspect.getfile(importlib.import_module(module))).read_text()
     body = ast.parse(source).body
-    found = {}
-    for node, after in zip(body, body[1:]):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+    found: dict[str, tuple[str, str]] = {}
+    for node, after in pairwise(body):
+        names = _assigned_names(node)
+        if len(names) == 1 and isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None \
                 and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str):
-            found[node.targets[0].id] = (ast.get_source_segment(source, node.value), inspect.cleandoc(after.value.value))
+            found[names[0]] = (ast.get_source_segment(source, node.value) or "", inspect.cleandoc(after.value.value))
     return found
 
 
@@ -156,11 +167,13 @@ def render_class(qual: str, cls: type, out: list[str]) -> None:
             out.append("Fields: " + ", ".join(f"`{f.name}: {annotation(f.type)}`" for f in fields) + ".\n")
     for name, member in own_members(cls):
         if isinstance(member, property):
+            assert member.fget is not None  # a documented property has a getter
             hint = annotation(inspect.signature(member.fget).return_annotation)
             out.append(f"- **`{name}: {hint}`** (property): {one_paragraph(member.fget)}")
         else:
             func = member.__func__ if isinstance(member, (staticmethod, classmethod)) else member
-            out.append(f"- **`{signature(func, name, skip_self=not isinstance(member, staticmethod))}`**: {one_paragraph(func)}")
+            out.append(f"- **`{signature(func, name, skip_self=not isinstance(member, staticmethod))}`**: "
+                       f"{one_paragraph(func)}")
     out.append("")
 
 
@@ -207,10 +220,11 @@ def missing(pkgs: list[Package]) -> list[str]:
                     if not obj.__doc__:
                         problems.append(f"{qual}: no docstring")
                     init = constructor(obj)
-                    if init is not None and vars(obj).get("__init__") is init:
+                    if vars(obj).get("__init__") is init and init is not None:
                         problems += hint_problems(f"{qual}.__init__", init, needs_return=False)
                     for member_name, member in own_members(obj):
                         func = member.fget if isinstance(member, property) else getattr(member, "__func__", member)
+                        assert func is not None  # a documented property has a getter
                         if not func.__doc__:
                             problems.append(f"{qual}.{member_name}: no docstring")
                         problems += hint_problems(f"{qual}.{member_name}", func, needs_return=True)

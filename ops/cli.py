@@ -4,7 +4,7 @@
                                 the local runtime kept running in the background
     status                      rule, lease, next tick and last run per job; stale items; queues
     runs JOB [--limit N]        recent runs: outcome, duration, error
-    ledger JOB [--since 24h]    every expected tick since then and what became of it (ran, skipped_*, disabled, missed, ...)
+    ledger JOB [--since 24h]    every expected tick since then and what became of it (ran, skipped_*, missed, ...)
     sweep-runs                  record `died` the runs whose term ended unreleased (no next tick yet)
     batch TENANT/BATCH          rows first: the batch row, then its item rows
     batch list [--tenant T]     batch rows with their counters
@@ -38,7 +38,8 @@ import os
 import pathlib
 import re
 import sys
-from typing import Any, Callable, NoReturn, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 from botocore.exceptions import BotoCoreError, ClientError
 from rich.console import Console
@@ -292,7 +293,7 @@ def _normalize(argv: list[str]) -> list[str]:
         rest = argv[i + 1 :]
         first = next((a for a in rest if not a.startswith("-")), None)
         if first is not None and first not in ("show", "list", "submit"):
-            argv = argv[: i + 1] + ["show"] + rest
+            argv = [*argv[: i + 1], "show", *rest]
     return argv
 
 

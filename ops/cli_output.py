@@ -6,16 +6,18 @@ import argparse
 import getpass
 import pathlib
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 
-from ops.commands import batches, invoke as invoking, jobs, switches
+from ops.commands import batches, jobs, switches
+from ops.commands import invoke as invoking
 from ops.commands.jobs import JobResult
-from ops.local import control as local_control
 from ops.console.access import Access, detect
 from ops.console.server import serve
+from ops.local import control as local_control
 from ops.render import ago, pairs, plain, print_json, table, when
 
 Handler = Callable[[Any, argparse.Namespace, Console], int]
@@ -226,6 +228,7 @@ def switch(enabled: bool) -> Handler:
             if r.tick is None:
                 console.print(f"catch-up {r.job}: nothing due in the last {r.window_s // 3600}h", markup=False)
             else:
+                assert r.run is not None  # a due tick is run
                 console.print(f"catch-up {r.job} for the tick of {when(r.tick)}: {_result_line(r.run)}", markup=False,
                               highlight=False, soft_wrap=True)
         return 0 if all(r.passed for r in results) else 1

@@ -25,8 +25,9 @@ import pathlib
 import random
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from aws_lambda_powertools import Logger
 
@@ -116,7 +117,7 @@ class DayReport:
         for row in self.runs:
             for key, value in (row.get("summary") or {}).items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "batches":
-                    out.setdefault(row["job"], Counter())[key] += value
+                    out.setdefault(row["job"], Counter())[key] += value  # type: ignore[assignment]  # a float adds too
         return out
 
     @property
@@ -154,6 +155,7 @@ class DayScenario:
         self._start = -(-now // HOUR) * HOUR  # the next full hour: the phases are set on hourly ticks
         top = runtime.topology
         self.client = runtime.session.client("dynamodb")
+        assert top.leases_table is not None and top.runs_table is not None  # the app's stack has both
         self.leases_table = top.leases_table
         self.runs_table = top.runs_table
         self.lease_store = LeaseStore(self.client, self.leases_table, runtime.clock)
@@ -260,7 +262,8 @@ class DayScenario:
         rt.faults_next[rt.rule_of_job(FAILING_JOB)] = [{"operation": "Query", "contains": conversations, "action": "raise"}]
         ticks = self._advance_to(2)
         self._collect(ticks)
-        self._say(f"02:00 {FAILING_JOB}'s table answered an error; {sum(1 for t in ticks if t.fired and t.invocation and t.invocation.ok)} other tick(s) ran on")
+        self._say(f"02:00 {FAILING_JOB}'s table answered an error; "
+                  f"{sum(1 for t in ticks if t.fired and t.invocation and t.invocation.ok)} other tick(s) ran on")
 
     def _batch(self) -> None:
         self._collect(self._advance_to(2.5))

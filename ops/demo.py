@@ -87,10 +87,13 @@ class LiveView:
         for job in sorted(self.ticks):
             table.add_row(job, ", ".join(f"{k}={v}" for k, v in sorted(self.ticks[job].items())))
         poller = self.rt.poller
-        in_flight = len(poller.in_flight) if poller else 0
+        in_flight = len(poller.in_flight)
         lines = "\n".join(self.events) or "-"
         bar = int(30 * min(1.0, elapsed_h / self.hours))
-        header = f"simulated {elapsed_h:5.2f} h / {self.hours:g} h  [{'#' * bar}{'.' * (30 - bar)}]   SQS in flight: {in_flight}"
+        header = (
+            f"simulated {elapsed_h:5.2f} h / {self.hours:g} h  [{'#' * bar}{'.' * (30 - bar)}]   "
+            f"SQS in flight: {in_flight}"
+        )
         # plain Text: the progress bar's brackets and the events' text are not rich markup
         return Panel(Group(Text(header), table, Panel(Text(lines), title="events")), title="jobfence: a simulated day on the embedded runtime")
 
@@ -160,8 +163,8 @@ def demo(seed: int = 7, hours: float | None = None, live: bool = True, console: 
         view = LiveView(runtime, config.hours)
         if live and console.is_terminal:
             with Live(view.render(), console=console, refresh_per_second=4) as screen:
-                view.event = _refreshing(view.event, screen, view)
-                view.tick = _refreshing(view.tick, screen, view)
+                view.event = _refreshing(view.event, screen, view)  # type: ignore[method-assign]  # redrawn per line
+                view.tick = _refreshing(view.tick, screen, view)  # type: ignore[method-assign]
                 report = run_day(runtime, config, seed, view)
         else:
             view.event = _echo(view.event, console)

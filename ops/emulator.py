@@ -186,7 +186,7 @@ class Emulator:
         self._session: EmulatorSession | None = None
         self._server: SerializedMotoServer | None = None
 
-    def start(self) -> "Emulator":
+    def start(self) -> Emulator:
         """Start the server (port 0: the OS picks a free loopback port)."""
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one access-log line per request otherwise
         # moto warns about every CloudFormation resource type it does not model (queue policies, ...)
@@ -231,13 +231,13 @@ class Emulator:
         for queue in sqs_backends[account][self.region].queues.values():
             queue.lambda_event_source_mappings.clear()
 
-    def __enter__(self) -> "Emulator":
+    def __enter__(self) -> Emulator:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def session(self) -> "EmulatorSession":
+    def session(self) -> EmulatorSession:
         """A session whose clients all talk to this emulator."""
         if self.endpoint is None:
             raise RuntimeError("the emulator is not started")

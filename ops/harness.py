@@ -9,14 +9,16 @@ against its catalog entry's table grant.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, ContextManager, Mapping
+from typing import Any
 
 from aws_lambda_powertools import Logger
 
 from jobfence.clock import FrozenClock
 from jobfence.quota import QuotaStore
-from jobfence.reclaim import ReclaimPipeline, Reclaimer
+from jobfence.reclaim import Reclaimer, ReclaimPipeline
 from jobfence.work import (
     BatchOperations,
     BatchRef,
@@ -109,16 +111,14 @@ class Rig:
         self.marketplace.calls.release()
 
     def drain(self, kind: str = GENERATION, rounds: int = 10_000) -> int:
-        done = 0
-        for _ in range(rounds):
+        for done in range(rounds):
             if not self.queues[kind].visible():
                 return done
             self.deliver(kind)
-            done += 1
         raise AssertionError("queue did not drain")
 
 
-Guard = Callable[[Mapping[str, str], Any, str], ContextManager[Any]]
+Guard = Callable[[Mapping[str, str], Any, str], AbstractContextManager[Any]]
 """A grant guard: `guard(tables, declared grants, who)` is a context in which every AWS call is checked."""
 
 
@@ -159,7 +159,8 @@ def build_rig(dynamodb, tables: dict[str, str], clock: FrozenClock, per_item_tim
     for kind, pipeline in PIPELINES.items():
         timing = pipeline.timing
         if per_item_timeout_s is not None:
-            timing = replace(timing, per_item_timeout_s=per_item_timeout_s)
+            # a test may time an item out in under a second; deployed timings are whole seconds
+            timing = replace(timing, per_item_timeout_s=per_item_timeout_s)  # type: ignore[arg-type]
         gate = None if in_flight_cap is None else TenantGate(
             tables["listing_quota"], clock, kind, in_flight_cap, timing.item_stale_s * 1000)
         worker = Worker(store, kind, timing, performs[kind], queues[kind], logger, gate=gate,

@@ -10,8 +10,10 @@ own bookkeeping alone.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from itertools import pairwise
+from typing import Any
 
 from jobfence.dynamo import deserialized
 
@@ -103,11 +105,12 @@ def _one_holder(observations, runs, leases, probes, now_ms) -> Check:
         fences = [r["fence"] for r in rows]
         if len(set(fences)) != len(fences) or fences != sorted(fences):
             problems.append(f"{job}: fences not strictly increasing in start order {fences}")
-        for a, b in zip(rows, rows[1:]):
+        for a, b in pairwise(rows):
             # on a frozen clock a term can last 0 ms: two terms starting at one instant overlap too
             # a row still `running` has no end yet: its term is judged by its start alone
             if b["started_at"] < a.get("finished_at", a["started_at"]) or b["started_at"] == a["started_at"]:
-                problems.append(f"{job}: terms overlap (fence {a['fence']} until {a['finished_at']}, fence {b['fence']} from {b['started_at']})")
+                problems.append(f"{job}: terms overlap (fence {a['fence']} until {a['finished_at']}, "
+                                f"fence {b['fence']} from {b['started_at']})")
     groups: dict[str, list[Observation]] = defaultdict(list)
     for obs in observations:
         if obs.group:
@@ -165,7 +168,8 @@ def _skip_writes_nothing(observations: list[Observation], runs: list[dict[str, A
     snapshots = sum(1 for o in skipped if o.tables_changed is not None)
     if not skipped:
         problems.append("no tick was skipped")
-    detail = "; ".join(problems) or f"{len(skipped)} skipped invocations got 0 writes accepted; {snapshots} with an unchanged snapshot of every table"
+    detail = "; ".join(problems) or (f"{len(skipped)} skipped invocations got 0 writes accepted; "
+                                     f"{snapshots} with an unchanged snapshot of every table")
     return Check(3, "a skipped tick writes nothing", not problems, detail)
 
 

@@ -10,7 +10,7 @@ from jobfence.transaction import Write, save_write
 
 
 def marker_write(table: str, only_if_absent: bool = False, **key: str) -> Write:
-    """A `Write` putting a row of only its key attributes (strings; the first is the partition key, a second the sort key).
+    """A `Write` putting a row of only its key attributes (strings: the partition key first, a sort key second).
 
     `only_if_absent`: conditioned on no such row existing (a refusal carries the old image).
     """

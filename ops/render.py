@@ -11,7 +11,8 @@ import dataclasses
 import datetime as dt
 import enum
 import json
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -52,7 +53,7 @@ def when(ms: int | None, now: int | None = None) -> str:
     """An epoch-ms instant as UTC, with its distance from `now` when given."""
     if ms is None:
         return "-"
-    text = dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    text = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
     if now is not None:
         delta = (ms - now) // 1000
         text += f" ({'in ' if delta >= 0 else ''}{_span(abs(delta))}{'' if delta >= 0 else ' ago'})"

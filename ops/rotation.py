@@ -25,8 +25,8 @@ import uuid
 from dataclasses import dataclass
 
 from jobfence.config import secret_env
-from jobs.club.rotation import SigningRotation
 from jobs.club.catalog import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
+from jobs.club.rotation import SigningRotation
 from ops.targets import OperatorError, Target
 
 

@@ -6,7 +6,8 @@ catalog's `TableSpec`s; this binds them to this application's catalog.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from jobfence.registry import Registry
 from jobfence.testing.tables import create_tables, table_request

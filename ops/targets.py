@@ -42,8 +42,10 @@ class Target(Protocol):
     name: str
     session: Any
     topology: Topology
-    clock: Clock
     read_only: bool
+
+    @property
+    def clock(self) -> Clock: ...  # read-only: each target's own (an embedded runtime's is a FrozenClock)
 
     def invoke(self, function: str, event: Any) -> Invocation:
         """Invoke a function synchronously (Lambda's RequestResponse)."""

@@ -12,7 +12,8 @@ composes it; `handler` is that with this process's environment and the wall cloc
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics
@@ -20,9 +21,9 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, process_partia
 from aws_lambda_powertools.utilities.batch import EventType as BatchEventType
 
 from jobfence.clock import Clock, SystemClock
-from jobfence.tracing import handler_tracer, traced
 from jobfence.config import Settings, metrics_namespace
 from jobfence.sqs_batch import split_records
+from jobfence.tracing import handler_tracer, traced
 from jobs.club.catalog import DISCORD_TOKEN_SECRET, NOTIFICATIONS_QUEUE, SUBSYSTEM, VERIFY_KEY_SECRET
 from jobs.club.delivery import DiscordDelivery
 from jobs.club.events import Verifier
@@ -32,7 +33,8 @@ from providers.discord import DiscordRest
 from providers.secrets import SecretsManagerValues
 from providers.sqs import SqsVisibility
 
-def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict]:
+
+def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], Mapping[str, Any]]:
     """The worker's handler with its collaborators built once (the cold start)."""
     settings = Settings.from_environ(environ)
     session = boto3.Session()
@@ -56,7 +58,7 @@ def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict
     @metrics.log_metrics
     @logger.inject_lambda_context(log_event=False)
     @traced(tracer)
-    def handler(event, context):
+    def handler(event: Any, context: Any) -> Mapping[str, Any]:
         batch = split_records(event)  # a non-SQS event is an InvalidEvent; a record without id or body is dropped
         if batch.malformed:
             delivery.dropped(batch.malformed)

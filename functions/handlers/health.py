@@ -8,7 +8,8 @@ registered in the catalog, computed once at cold start.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
@@ -28,16 +29,16 @@ app = APIGatewayHttpResolver()
 
 @app.get("/")
 @app.get("/health")
-def health() -> dict:
+def health() -> dict[str, Any]:
     return {"service": SERVICE_NAME, "jobs": JOB_COUNT}
 
 
-def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict]:
+def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict[str, Any]]:
     """The same handler for every environment and clock: the health answer reads neither."""
 
     @logger.inject_lambda_context(log_event=False)
     @traced(tracer)
-    def handler(event, context):
+    def handler(event: Any, context: Any) -> dict[str, Any]:
         return app.resolve(event, context)
 
     return handler

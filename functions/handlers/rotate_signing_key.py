@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import boto3
 from aws_lambda_powertools import Logger
@@ -28,7 +29,7 @@ from jobs.club.rotation import SigningRotation, Step
 TOKEN = re.compile(r"^[A-Za-z0-9-]{32,64}$")  # Secrets Manager's ClientRequestToken (a UUID)
 
 
-def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict]:
+def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict[str, Any]]:
     """The rotation handler with its client built once (the cold start)."""
     settings = Settings.from_environ(environ)
     logger = Logger(service=SUBSYSTEM)
@@ -39,7 +40,7 @@ def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict
 
     @logger.inject_lambda_context(log_event=False)
     @traced(tracer)
-    def handler(event, context):
+    def handler(event: Any, context: Any) -> dict[str, Any]:
         step, token = _parse(event, rotation)
         if not rotation.check_token(token):
             logger.info("rotation_step_skipped", extra={"step": step.value, "reason": "already current"})

@@ -8,7 +8,8 @@ with this process's environment and the wall clock.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from jobfence.clock import Clock, SystemClock
 from jobfence.handler import scheduled_handler, self_invoker
@@ -17,7 +18,7 @@ from jobs.catalog import CATALOG
 __all__ = ["build", "handler", "self_invoker"]
 
 
-def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict]:
+def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict[str, Any]]:
     """The handler of the job `environ` names, with its collaborators built once (the cold start)."""
     return scheduled_handler(CATALOG, environ, clock)
 

@@ -9,7 +9,8 @@ with this process's environment and the wall clock.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from jobfence.clock import Clock, SystemClock
 from jobfence.handler import worker_handler
@@ -19,7 +20,7 @@ from jobs.listings.pipelines import worker_pipeline
 __all__ = ["build", "handler"]
 
 
-def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict]:
+def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], Mapping[str, Any]]:
     """The queue worker's handler, composed from `environ` with `clock` (the cold start)."""
     return worker_handler(CATALOG, environ, clock, worker_pipeline)
 

@@ -33,8 +33,9 @@ invoke is logged and counted, never fails the audit.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
@@ -43,10 +44,10 @@ from jobfence import catchup
 from jobfence.dynamo import classify
 from jobfence.ledger import DELIVERY_TOLERANCE_MS, RuleToggles, RunRecord, TickLabel, ledger_of
 from jobfence.registry import CatchUp, JobSpec, metric_dimensions
-from jobfence.triggers import catch_up_event
 from jobfence.runs import RunState, RunStore
-from jobfence.scheduled import RunContext
 from jobfence.schedule import healthy_gap_ms
+from jobfence.scheduled import RunContext
+from jobfence.triggers import catch_up_event
 
 MISSED_METRIC = "missed"
 AUDIT_SETTLE_MS = DELIVERY_TOLERANCE_MS + 60_000
@@ -74,7 +75,7 @@ class JobAudit:
 
 
 Emit = Callable[[JobSpec, int], None]
-Invoke = Callable[[JobSpec, dict], None]  # an async invoke of a job's function with an event
+Invoke = Callable[[JobSpec, dict[str, Any]], None]  # an async invoke of a job's function with an event
 
 
 def audit_window(tick_at: int, own_runs: Sequence[RunRecord], run_id: str, interval_ms: int) -> AuditWindow:
@@ -161,7 +162,7 @@ def audit_missed_runs(
 def lambda_invoker(client: Any, functions: Mapping[str, str]) -> Invoke:
     """An async invoke (Lambda's Event type) of an audited job's function, by the name its environment gives."""
 
-    def invoke(spec: JobSpec, event: dict) -> None:
+    def invoke(spec: JobSpec, event: dict[str, Any]) -> None:
         client.invoke(FunctionName=functions[spec.name], InvocationType="Event", Payload=json.dumps(event).encode())
 
     return invoke

@@ -29,7 +29,7 @@ Two rules keep it from acting too early:
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from jobfence.ledger import DELIVERY_TOLERANCE_MS, LedgerEntry, TickLabel, Toggle, enabled_at
 from jobfence.registry import CatchUp, JobSpec

@@ -7,7 +7,8 @@ variable raises `SettingsError` naming the variable.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
+from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -106,9 +107,9 @@ class Settings(BaseModel):
     functions: dict[str, str] = Field(default_factory=dict)
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str]):
+    def from_environ(cls, environ: Mapping[str, str]) -> Self:
         """Validate the environment; raise `SettingsError` naming what is wrong."""
-        data = dict(environ)
+        data: dict[str, Any] = dict(environ)
         data["tables"] = _prefixed(environ, ENV_TABLE_PREFIX)
         data["queues"] = _prefixed(environ, ENV_QUEUE_PREFIX)
         data["secrets"] = _prefixed(environ, ENV_SECRET_PREFIX)

@@ -29,9 +29,10 @@ What each kind means for a write that raised it:
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from decimal import Decimal
-from typing import Any, Callable, Iterable, Iterator, Mapping, NoReturn, Sequence, TypeVar
+from typing import Any, NoReturn, TypeVar, cast
 
 from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import (
@@ -383,7 +384,7 @@ def cancellation_codes(exc: BaseException) -> list[str]:
 _KEY_ATTRIBUTES = {"S": UnicodeAttribute, "N": NumberAttribute, "B": BinaryAttribute}
 
 
-def index(spec: IndexSpec) -> GlobalSecondaryIndex:
+def index(spec: IndexSpec) -> GlobalSecondaryIndex[Any]:
     """The pynamodb index a model declares for the catalog's `IndexSpec` (the index's one declaration).
 
     Use it as a model's class attribute (`by_due = index(BY_DUE)`); `bind` gives each
@@ -422,10 +423,11 @@ class ModelStore:
 
 def bind(model: M, table_name: str) -> M:
     """A subclass of `model` bound to `table_name`."""
-    meta = type("Meta", (model.Meta,), {"table_name": table_name})
+    meta_class = cast(type, model.Meta)  # a class at run time; pynamodb types it by its attributes (MetaProtocol)
+    meta = type("Meta", (meta_class,), {"table_name": table_name})
     namespace: dict[str, object] = {"Meta": meta, "__module__": model.__module__}
     for klass in reversed(model.__mro__):
         for name, value in vars(klass).items():
             if isinstance(value, Index):
                 namespace[name] = type(value)()
-    return type(model.__name__, (model,), namespace)  # type: ignore[return-value]
+    return type(model.__name__, (model,), namespace)  # type: ignore[return-value]  # a subclass of `model`

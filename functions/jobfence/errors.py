@@ -8,7 +8,8 @@ to explain a refusal.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from jobfence.dynamo import ErrorKind
@@ -113,7 +114,7 @@ class StoreError(JobfenceError):
     when there was one: `kind.maybe_applied` says the write may have landed anyway.
     """
 
-    def __init__(self, message: str, kind: "ErrorKind | None" = None) -> None:
+    def __init__(self, message: str, kind: ErrorKind | None = None) -> None:
         self.kind = kind
         super().__init__(message)
 

@@ -11,7 +11,8 @@ A few shards spread the write load of the index across partitions.
 from __future__ import annotations
 
 import zlib
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from pynamodb.indexes import GlobalSecondaryIndex
 
@@ -19,7 +20,7 @@ from jobfence.dynamo import each_row, index
 from jobfence.indexes import EXPIRY_INDEX_SPEC, EXPIRY_SHARDS
 
 
-def expiry_index() -> GlobalSecondaryIndex:
+def expiry_index() -> GlobalSecondaryIndex[Any]:
     """A model's keys-only index on (expiry_shard, expires_at): the catalog's `EXPIRY_INDEX_SPEC`, declared once."""
     return index(EXPIRY_INDEX_SPEC)
 

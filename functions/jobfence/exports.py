@@ -11,7 +11,8 @@ loads `jobfence.work.worker` only then.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 
 def on_demand(package: str, modules: Mapping[str, str]) -> Callable[[str], Any]:

@@ -71,8 +71,9 @@ from __future__ import annotations
 
 import enum
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from pynamodb.connection import Connection
 
@@ -98,7 +99,6 @@ from jobfence.errors import (
 )
 from jobfence.registry import INTERVAL_TOLERANCE
 from jobfence.transaction import FencedTransaction
-
 
 NONE = "-"  # "no such attribute" inside a copied value (an empty string is not valid everywhere)
 TICK_SLACK_MS = 1000  # a scheduled event's `time` has whole seconds: a run started this early still answers its tick
@@ -201,7 +201,8 @@ class LeaseStore:
     ) -> type[Exception] | None:
         """The skip the pre-gate predicts for this state, or None to go on and acquire.
 
-        `since_tick` / `pending_tick`: a catch-up's / hand-over's tick, served once a term started since / its request is gone.
+        `since_tick` / `pending_tick`: a catch-up's / hand-over's tick, served once a term started since / its
+        request is gone.
         """
         if since_tick is not None and started_since(state.acquired_at, since_tick):
             return RequestServed

@@ -47,8 +47,9 @@ from __future__ import annotations
 import enum
 from bisect import bisect_left
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from jobfence.dynamo import raise_store_error, retry_transient
 from jobfence.lease import gate_cutoff
@@ -101,7 +102,7 @@ class RunRecord:
     finished_at: int | None
 
     @classmethod
-    def of(cls, row: Mapping[str, Any]) -> "RunRecord":
+    def of(cls, row: Mapping[str, Any]) -> RunRecord:
         started = int(row["started_at"])
         return cls(
             run_id=str(row.get("run_id", "")),
@@ -199,7 +200,7 @@ def label_ticks(
 def _unanswered(
     t: int, by_start: list[RunRecord], starts: list[int], reach: list[int], toggles: Sequence[Toggle], interval_ms: int | None
 ) -> LedgerEntry:
-    """The label of a tick no run answered: disabled, skipped (by the run that held the lease or the gate), or missed."""
+    """The label of a tick no run answered: disabled, skipped (by the lease's holder or the gate), or missed."""
     if not enabled_at(toggles, t):
         return LedgerEntry(t, TickLabel.DISABLED)
     n = bisect_left(starts, t)  # runs started strictly before t
@@ -219,7 +220,8 @@ def _holder(by_start: list[RunRecord], reach: list[int], n: int, t: int) -> RunR
     if n == 0 or reach[n - 1] < t:
         return None
     for j in range(n - 1, -1, -1):  # only reached when some run covers t: runs rarely overlap (the lease)
-        if by_start[j].finished_at is None or by_start[j].finished_at >= t:
+        finished = by_start[j].finished_at
+        if finished is None or finished >= t:
             return by_start[j]
     return None  # pragma: no cover - reach says one does
 
@@ -270,7 +272,7 @@ def build_ledger(
 def ledger_of(spec: JobSpec, runs: RunStore, toggles: Sequence[Toggle], since_ms: int, until_ms: int) -> Ledger:
     """`build_ledger` for a catalog job: its schedule and gate, and a lookback of its lease ttl or its interval."""
     interval_ms = spec.interval_ms
-    lookback_ms = max(spec.lease_ttl_s * 1000, interval_ms or 0)
+    lookback_ms = max(spec.lease_ttl_ms, interval_ms or 0)
     return build_ledger(spec.name, spec.schedule, runs, toggles, since_ms, until_ms, interval_ms, lookback_ms)
 
 

@@ -32,8 +32,9 @@ fails only the item, page or batch it hit: it is logged and counted as
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from aws_lambda_powertools import Logger
 
@@ -70,7 +71,7 @@ class ReclaimCounts:
     batches_swept: int = 0  # open batches past batch-stale that the page read
     batches_finalized: int = 0  # of those, finalized from their rows
 
-    def __add__(self, other: "ReclaimCounts") -> "ReclaimCounts":
+    def __add__(self, other: ReclaimCounts) -> ReclaimCounts:
         return ReclaimCounts(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
 
     def summary(self) -> dict[str, int]:
@@ -176,9 +177,9 @@ class Reclaimer:
         if wake:
             # a wake-up that cannot be sent leaves a pending row: the next pending sweep re-sends it
             tally["unsent"] = len(pipeline.wakeups.send(wake))
-        for ref, failed in failed_by_batch.items():
+        for ref, failed_items in failed_by_batch.items():
             try:
-                row = self._store.rollup(ref, self._tallies.add(ref, BatchDelta(failed=failed)))
+                row = self._store.rollup(ref, self._tallies.add(ref, BatchDelta(failed=failed_items)))
                 if row is not None and row.status is BatchStatus.OPEN and row.completed + row.failed >= row.total:
                     self._store.finalize(ref, seen=row)
             except JobfenceError as exc:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import enum
 import importlib
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Literal, Mapping
+from typing import Any, Literal
 
 from jobfence.errors import JobfenceError, UnknownJob
 
@@ -168,6 +169,12 @@ class JobSpec:
         """The interval gate in ms (None: the lease alone guards the job)."""
         return self.interval_s * 1000 if self.interval_s else None
 
+    @property
+    def lease_ttl_ms(self) -> int:
+        """The term's length in ms (`lease_ttl_s`, or the timeout plus `LEASE_MARGIN_S` when not given)."""
+        assert self.lease_ttl_s is not None  # filled in by __post_init__
+        return self.lease_ttl_s * 1000
+
     def load(self) -> Callable[..., Any]:
         """Import and return the job's factory."""
         module_name, _, attr = self.entry.partition(":")
@@ -235,7 +242,7 @@ class Registry:
 
     def _check_job(self, job: JobSpec) -> None:
         where = f"catalog entry {job.name!r}"
-        if job.lease_ttl_s < job.timeout_s + LEASE_MARGIN_S:
+        if job.lease_ttl_ms < (job.timeout_s + LEASE_MARGIN_S) * 1000:
             raise CatalogError(
                 f"{where}: lease ttl {job.lease_ttl_s}s must be at least the function timeout "
                 f"{job.timeout_s}s plus a {LEASE_MARGIN_S}s margin"

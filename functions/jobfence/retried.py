@@ -19,7 +19,8 @@ else's change.
 from __future__ import annotations
 
 import enum
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from jobfence.dynamo import is_aws_error
 from jobfence.errors import ConditionFailed, StoreError

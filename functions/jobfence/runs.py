@@ -27,9 +27,10 @@ tells the runner its term was declared over before it began.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from boto3.dynamodb.types import TypeSerializer
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from itertools import pairwise
 
 from croniter import croniter
 
@@ -44,7 +45,7 @@ class Schedule:
             elapsed = max(0, t_ms - self.anchor_ms)
             return self.anchor_ms + (elapsed // period + 1) * period
         cron, years = adapt_cron(self.expression)
-        it = croniter(cron, datetime.fromtimestamp(t_ms / 1000, tz=timezone.utc))
+        it = croniter(cron, datetime.fromtimestamp(t_ms / 1000, tz=UTC))
         for _ in range(_MAX_YEAR_SKIPS):
             fire = it.get_next(datetime)
             if years is None or fire.year in years:
@@ -77,7 +78,7 @@ class Schedule:
         times = [self.next_after(self.anchor_ms)]
         for _ in range(ticks - 1):
             times.append(self.next_after(times[-1]))
-        return max(b - a for a, b in zip(times, times[1:]))
+        return max(b - a for a, b in pairwise(times))
 
 
 # A fixed start keeps a gap deterministic (a synthesized template must not change with the date).
@@ -117,7 +118,7 @@ def adapt_cron(expression: str) -> tuple[str, set[int] | None]:
 
 def _shift_dow(dow: str) -> str:
     # EventBridge counts Sunday as 1; croniter as 0. Names (MON-FRI) need no shift.
-    def shift(m: re.Match) -> str:
+    def shift(m: re.Match[str]) -> str:
         value = int(m.group(0))
         if not 1 <= value <= 7:
             raise ScheduleError(f"day-of-week {value} is outside 1-7")

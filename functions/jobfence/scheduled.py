@@ -43,8 +43,9 @@ a run exactly.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterator, Mapping, Protocol
+from typing import Any, Protocol
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
@@ -269,7 +270,7 @@ class ScheduledRunner:
         """
         for _ in range(SETTLE_ATTEMPTS):
             try:
-                return self._leases.acquire(spec.name, holder, spec.lease_ttl_s * 1000, interval_ms, run_id=run_id,
+                return self._leases.acquire(spec.name, holder, spec.lease_ttl_ms, interval_ms, run_id=run_id,
                                             since_tick=since, pending_tick=pending)
             except LeaseRefused as exc:
                 self._raise_if_overtaken(exc.unanswered)

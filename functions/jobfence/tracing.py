@@ -20,8 +20,9 @@ POWERTOOLS_TRACE_DISABLED) Powertools disables tracing itself.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from aws_lambda_powertools import Tracer
 
@@ -48,7 +49,8 @@ def traced(tracer: Tracer) -> Callable[[Callable[..., Any]], Callable[..., Any]]
                 return handler(event, context)
             except Exception as exc:  # re-raised unchanged by `outside`, past the subsegment's edge
                 if not tracer.disabled:
-                    subsegment = tracer.provider.current_subsegment()
+                    recorder: Any = tracer.provider  # X-Ray's recorder (Powertools' default), typed as BaseProvider
+                    subsegment = recorder.current_subsegment()
                     if subsegment is not None:
                         subsegment.add_fault_flag()
                         subsegment.put_metadata("error_type", type(exc).__name__, tracer.service)

@@ -28,7 +28,8 @@ earlier try from the old image (`jobfence.retried`).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from pynamodb.connection import Connection
 from pynamodb.expressions.condition import Condition
@@ -36,7 +37,15 @@ from pynamodb.expressions.update import Action
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
-from jobfence.dynamo import REASON_CONDITION_FAILED, ErrorKind, cancellation_reasons, classify, is_aws_error, plain, raise_store_error
+from jobfence.dynamo import (
+    REASON_CONDITION_FAILED,
+    ErrorKind,
+    cancellation_reasons,
+    classify,
+    is_aws_error,
+    plain,
+    raise_store_error,
+)
 from jobfence.errors import ConditionFailed, LeaseLost, StoreError
 
 ALL_OLD = "ALL_OLD"
@@ -81,7 +90,7 @@ class FencedTransaction(TransactWrite):
         self._note("update", len(self._update_items))
         super().update(model, actions, condition, return_values, add_version_condition=add_version_condition)
 
-    def add(self, *writes: "Write") -> None:
+    def add(self, *writes: Write) -> None:
         """Add prepared `Write`s in the caller's order (a refusal's `ConditionFailed.index` counts in this order)."""
         for write in writes:
             write(self)

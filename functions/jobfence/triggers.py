@@ -17,7 +17,7 @@ None can choose the job: that comes from the function's own `JOB_NAME`. Each is 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
@@ -41,7 +41,8 @@ class ManualTrigger(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     trigger: Literal["manual"]
-    # any printable name ("Jane Doe", "jane@example.com"), kept as written; no control character (log lines stay one line)
+    # any printable name ("Jane Doe", "jane@example.com"), kept as written; no control character
+    # (log lines stay one line)
     requested_by: str = Field(min_length=1, max_length=REQUESTED_BY_MAX, pattern=REQUESTED_BY_PATTERN)
     # the caller's identity as the operator's tool resolved it (the IAM principal's ARN from STS)
     caller: str | None = Field(default=None, min_length=1, max_length=CALLER_MAX, pattern=r"^[A-Za-z0-9:/@._+=,-]+$")
@@ -67,7 +68,7 @@ class BufferedTrigger(BaseModel):
     tick: StrictInt = Field(gt=0)  # epoch ms of the tick that found the holder live
 
 
-_REQUESTS = TypeAdapter(Annotated[Union[ManualTrigger, CatchUpTrigger, BufferedTrigger], Field(discriminator="trigger")])
+_REQUESTS = TypeAdapter(Annotated[ManualTrigger | CatchUpTrigger | BufferedTrigger, Field(discriminator="trigger")])
 TriggerKind = Literal["scheduled", "manual", "catch_up", "buffered"]
 
 
@@ -100,7 +101,7 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def _request(event: dict, clock: Clock) -> Trigger:
+def _request(event: dict[str, Any], clock: Clock) -> Trigger:
     """A manual, catch-up or buffered trigger (the `trigger` field says which), strictly."""
     kind = event.get("trigger") if isinstance(event.get("trigger"), str) else None
     try:

@@ -24,8 +24,9 @@ import json
 import threading
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from jobfence.errors import JobfenceError
 

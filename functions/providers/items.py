@@ -20,8 +20,9 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
 from providers.errors import ProviderError, ProviderRejected, ProviderTimeout
 

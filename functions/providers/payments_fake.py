@@ -109,7 +109,7 @@ class FakePayments:
             self.calls.append(("refund", capture_id, idempotency_key))
             self._maybe_time_out()
             if idempotency_key in self._results:
-                return self._results[idempotency_key]  # type: ignore[return-value]
+                return self._results[idempotency_key]  # type: ignore[return-value]  # the key's first result, replayed
             order = next((o for o in self.orders.values() if o.capture_id == capture_id), None)
             if order is None:
                 raise OrderNotCapturable(f"capture {capture_id} not found")
@@ -132,7 +132,7 @@ class FakePayments:
                 self._order_timeouts[order_id] -= 1
                 raise TransientPaymentError(f"payment provider timed out on {order_id}")
             if idempotency_key in self._results:
-                return self._results[idempotency_key]  # type: ignore[return-value]
+                return self._results[idempotency_key]  # type: ignore[return-value]  # the key's first result, replayed
             order = self.orders.get(order_id)
             if order is None:
                 raise OrderNotCapturable(f"order {order_id} not found")

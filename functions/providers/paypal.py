@@ -25,8 +25,9 @@ import base64
 import json
 import re
 import time
+from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import urllib3
 

@@ -1,8 +1,9 @@
-"""The SQS adapter of the durable batches' `jobfence.work.wakeups.Wakeups` port (its fake is `ops.harness.MemoryQueue`)."""
+"""The SQS adapter of the durable batches' `jobfence.work.wakeups.Wakeups` port (fake: `ops.harness.MemoryQueue`)."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from jobfence.work.keys import SEND_CHUNK, ItemKey
 

@@ -25,6 +25,7 @@ deploy into an emulator that skips Secret resources keeps the variables.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -35,8 +36,8 @@ from jobfence.config import (
     DEFAULT_PREFIX,
     ENV_JOB_NAME,
     ENV_LEASES_TABLE,
-    ENV_RUNS_TABLE,
     ENV_METRICS_NAMESPACE,
+    ENV_RUNS_TABLE,
     PROVIDER_DEFAULT_URLS,
     config_env,
     provider_env,

@@ -7,8 +7,9 @@ through a `--find-links` line there, which pip reads relative to that file), so 
 Docker: every native dependency (pydantic-core, cryptography, cffi, wrapt) publishes aarch64 wheels for
 cp314. Its asset hash is the hash of the requirements file, the wheels in its local `--find-links`
 directories (a wheel rebuilt under the same version is a new layer) and the wheel platform
-(`layer_asset_hash`), so editing job code never rebuilds the layer, an unchanged requirements file reuses the bundle already in cdk.out, and a change
-of architecture never reuses (nor skips uploading) the other architecture's wheels.
+(`layer_asset_hash`), so editing job code never rebuilds the layer, an unchanged requirements file reuses
+the bundle already in cdk.out, and a change of architecture never reuses (nor skips uploading) the other
+architecture's wheels.
 Tests skip bundling with CDK's own context `aws:cdk:bundling-stacks=[]`
 (`SKIP_BUNDLING_CONTEXT`); `make synth` does not set it.
 """
@@ -30,7 +31,7 @@ ARCHITECTURE = lambda_.Architecture.ARM_64
 # the wheel platform of each architecture (pip's --platform); the layer is built for ARCHITECTURE's
 WHEEL_PLATFORMS = {"arm64": "manylinux2014_aarch64", "x86_64": "manylinux2014_x86_64"}
 REQUIREMENTS = "requirements.txt"  # the dependency list, at the top of the functions directory
-SKIP_BUNDLING_CONTEXT = {"aws:cdk:bundling-stacks": []}
+SKIP_BUNDLING_CONTEXT: dict[str, list[str]] = {"aws:cdk:bundling-stacks": []}
 """App context that bundles no stack: the layer is not built (tests synthesize with it; `cdk synth` does not)."""
 
 # Development leftovers never belong in the asset.

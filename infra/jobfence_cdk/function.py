@@ -7,7 +7,7 @@ catalog, nothing else.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_iam as iam
@@ -23,7 +23,7 @@ LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 
 
 class ServiceFunction(Construct):
-    """A function on the newest Python runtime (`jobfence_cdk.code.RUNTIME`) running `handler` from the shared code asset.
+    """A function on the newest Python runtime (`jobfence_cdk.code.RUNTIME`) running `handler` from the code asset.
 
     Attributes: `function`, `role`, `log_group`.
     """

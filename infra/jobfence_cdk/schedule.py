@@ -11,6 +11,7 @@ from __future__ import annotations
 from jobfence.registry import CatalogError, JobSpec
 from jobfence.schedule import ScheduleError, healthy_gap_ms
 
+
 def tick_interval_s(job: JobSpec) -> int:
     """How long a healthy job may go between two `ran` outcomes (`jobfence.schedule.healthy_gap_ms`)."""
     try:

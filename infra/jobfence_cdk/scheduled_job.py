@@ -121,7 +121,7 @@ class ScheduledJob(Construct):
             if isinstance(child, lambda_.CfnPermission) and child.principal == "events.amazonaws.com":
                 child.source_account = Stack.of(self).account
 
-    def may_catch_up(self, other: "ScheduledJob") -> None:
+    def may_catch_up(self, other: ScheduledJob) -> None:
         """This job (the auditor) may invoke `other`'s function, asynchronously, with a catch-up event.
 
         The name is passed as a literal (`FUNCTION_<JOB>`), as every other name is.

@@ -12,7 +12,7 @@ creates a random placeholder.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -50,7 +50,9 @@ class CatalogSecrets(Construct):
                 self,
                 pascal(name),
                 secret_name=secret_name(name, prefix),
-                description=f"{prefix} secret {name!r}: value set by an operator, read only by the entries that list it",
+                description=(
+                    f"{prefix} secret {name!r}: value set by an operator, read only by the entries that list it"
+                ),
             )
             if name not in SCHEDULED:
                 acknowledge(secret, "AwsSolutions-SMG4", NOT_ROTATED_HERE.get(name, THIRD_PARTY))

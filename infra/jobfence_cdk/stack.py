@@ -12,14 +12,13 @@ from typing import Any
 from aws_cdk import Stack
 from constructs import Construct
 
-from jobfence.registry import CatchUp
-
+from jobfence.registry import CatchUp, JobSpec, QueueSpec
 from jobfence_cdk.access import CatalogResources
 from jobfence_cdk.code import FunctionCode
 from jobfence_cdk.health_api import HEALTH_HANDLER, HealthApi
 from jobfence_cdk.monitoring import Monitoring
-from jobfence_cdk.scheduled_job import ScheduledJob
 from jobfence_cdk.rotation import SigningKeyRotation
+from jobfence_cdk.scheduled_job import ScheduledJob
 from jobfence_cdk.secrets import CatalogSecrets
 from jobfence_cdk.tables import CatalogTables, pascal
 from jobfence_cdk.validation import deployable, handler_file
@@ -54,7 +53,7 @@ class JobfenceStack(Stack):
         # Refuse a bad catalog before any construct exists, with a message naming the entry.
         self.catalog = deployable(catalog, prefix, functions_dir)
         super().__init__(scope, construct_id, **kwargs)
-        specs = [*self.catalog.jobs.values(), *self.catalog.queues.values()]
+        specs: list[JobSpec | QueueSpec] = [*self.catalog.jobs.values(), *self.catalog.queues.values()]
 
         self.tables = CatalogTables(self, "Tables", catalog=self.catalog, prefix=prefix)
         self.queues = {

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import pathlib
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from jobfence.config import PROVIDER_DEFAULT_URLS
 from jobfence.registry import CORE_TABLES, CatalogError, JobSpec, QueueSpec, Registry

@@ -42,7 +42,8 @@ def check_queue(spec: QueueSpec) -> None:
     where = f"queue entry {spec.name!r}"
     if spec.visibility_timeout_s < 6 * spec.worker_timeout_s:
         raise CatalogError(
-            f"{where}: visibility timeout {spec.visibility_timeout_s}s is under 6 x the worker timeout {spec.worker_timeout_s}s"
+            f"{where}: visibility timeout {spec.visibility_timeout_s}s is under 6 x the worker timeout "
+            f"{spec.worker_timeout_s}s"
         )
     if spec.visibility_timeout_s > SQS_MAX_VISIBILITY_S:
         raise CatalogError(f"{where}: visibility timeout {spec.visibility_timeout_s}s is over SQS's 12 hours")

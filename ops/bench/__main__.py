@@ -12,8 +12,8 @@ os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "functions"))
 
-from ops.bench import MODULES  # noqa: E402
-from ops.bench.coldstart import GoalMissed  # noqa: E402
+from ops.bench import MODULES
+from ops.bench.coldstart import GoalMissed
 
 OUT = pathlib.Path(__file__).resolve().parents[2] / "docs" / "benchmarks.md"
 HEADER = """# Benchmarks

@@ -29,9 +29,10 @@ import statistics
 import subprocess
 import sys
 import sysconfig
-from collections import Counter
+from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from ops.runtime.template import cached_synthesis
 
@@ -256,10 +257,10 @@ def _medians(samples: Mapping[str, list[Sample]]) -> dict[str, Sample]:
 IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)")
 
 
-def import_costs(function: Function) -> Counter:
+def import_costs(function: Function) -> dict[str, float]:
     """Self time (ms) of every module `python -X importtime` saw, summed per top-level package."""
     done = one_run(function.statement, lambda_environment(function), "-X", "importtime")
-    per_package: Counter = Counter()
+    per_package: defaultdict[str, float] = defaultdict(float)
     for line in done.stderr.splitlines():
         match = IMPORT_LINE.match(line)
         if match:
@@ -289,8 +290,10 @@ def run() -> str:
         f"Import plus module init of each function (its handler module imported and `handler` looked up, as "
         f"Lambda's init does) in a fresh interpreter, on this x86_64 machine (the architecture column is the "
         f"template's), with the function's own template environment and Lambda's "
-        f"variables (Tracer on), CPU seconds (`time.process_time`: the machine is shared, wall-clock would measure its load), "
-        f"median of {runs} runs, sampled round-robin with `import boto3` (median {boto3_s:.3f} CPU s on this run) so load falls on both alike (see `ops/bench/coldstart.py`). "
+        "variables (Tracer on), CPU seconds "
+        "(`time.process_time`: the machine is shared, wall-clock would measure its load), "
+        f"median of {runs} runs, sampled round-robin with `import boto3` (median {boto3_s:.3f} CPU s on this run) so "
+        "load falls on both alike (see `ops/bench/coldstart.py`). "
         f"Goal: at most **{GOAL}x** `import boto3` for every function; the bench exits non-zero past it.",
         "",
         "| kind | function | architecture | memory MB | peak RSS MB | CPU s | x `import boto3` | goal |",
@@ -307,7 +310,7 @@ def run() -> str:
           for label, floor in measured_all.floors.items()),
         "",
         FLOOR_TEXT.format(**dict(zip(("client", "tracer", "floor"),
-                                     (f.seconds / boto3_s for f in measured_all.floors.values())))),
+                                     (f.seconds / boto3_s for f in measured_all.floors.values()), strict=True))),
         "",
     ]
     lines += [BEFORE, ""]
@@ -333,6 +336,6 @@ def top_imports_section(functions: list[Function]) -> list[str]:
             continue
         seen.add(function.kind)
         costs = import_costs(function)
-        top = ", ".join(f"{name} {ms:.0f}" for name, ms in costs.most_common(TOP_IMPORTS))
+        top = ", ".join(f"{name} {ms:.0f}" for name, ms in sorted(costs.items(), key=lambda c: c[1], reverse=True)[:TOP_IMPORTS])
         lines.append(f"- `{function.name}` ({function.kind}, {sum(costs.values()):.0f} ms in all): {top}")
     return lines

@@ -105,9 +105,9 @@ class _SqsCounter:
 def _drain(n_items: int, metered: bool) -> dict[str, Any]:
     """Produce one batch of `n_items` on a moto SQS queue and drain it as the event source mapping would."""
     from jobfence.work import BatchRef, Producer, Worker
-    from providers.sqs_wakeups import SqsWakeups
     from jobs.catalog import CATALOG
     from jobs.listings.pipelines import PIPELINES
+    from providers.sqs_wakeups import SqsWakeups
 
     with mock_aws():
         rig, meter, *_ = _setup(metered=metered)
@@ -231,7 +231,8 @@ BEFORE = [
     "Before (this module run against main at 6d1cb23, before the hottest-key work, 300 items): 5.40 base WRU",
     "(producer 2.1, worker 3.3) + 4.19 GSI WRU + 1.18 RRU, 0.30 SQS requests and 0.10 Lambda requests an item,",
     "317 ms an invocation: **$6.39 per million items** ($3.38 + $2.62 + $0.15 + $0.12 + $0.02 + $0.11). The",
-    'issue\'s "about $5.7" counted the same writes and requests but not the producer\'s GSI entries (1 WRU an item) nor',
+    'issue\'s "about $5.7" counted the same writes and requests '
+    'but not the producer\'s GSI entries (1 WRU an item) nor',
     "Lambda duration.",
 ]
 
@@ -294,14 +295,17 @@ def run() -> str:
         f"${PRICES.sfn_express_request * 1e6:.2f} per million requests and",
         f"${PRICES.sfn_express_gb_s} per GB-s (100 ms and 64 MB increments). Free tiers are ignored.",
         "",
-        f"Measured (`ops/bench/cost.py`): the real `Producer` and `Worker` on one generation batch of {n_items:,} items",
+        "Measured (`ops/bench/cost.py`): the real `Producer` and `Worker` "
+        f"on one generation batch of {n_items:,} items",
         "against moto in process, the wake-ups on a moto SQS queue received 10 at a time and deleted in one",
         "DeleteMessageBatch per receive, as Lambda's event source mapping does; every item completes first time.",
         "DynamoDB units are computed from item sizes and the KEYS_ONLY index projections with the on-demand rules",
         "(`ops/bench/work.py`: moto's ConsumedCapacity is a constant, so it is not used); producer and worker",
         f"together (the producer's part: {p.producer_wru:.2f} WRU an item). SQS requests: {sqs}. Lambda: one",
-        f"invocation per non-empty receive ({counted['invocations']} for {n_items:,} items), for the median duration of",
-        f"`Worker.process` over the batch ({p.ms_per_invocation:.0f} ms, in a second run without the meter's hooks, with",
+        f"invocation per non-empty receive ({counted['invocations']} for {n_items:,} items), "
+        "for the median duration of",
+        f"`Worker.process` over the batch ({p.ms_per_invocation:.0f} ms, "
+        "in a second run without the meter's hooks, with",
         "the offline fake provider, so the provider's own time is excluded as the goal says), measured as the",
         "process's CPU time: the worker's threads, botocore, and moto in process serving its requests in place of",
         "DynamoDB's and SQS's round trips (wall time on this shared 2-core machine is stretched by whatever else",
@@ -333,11 +337,13 @@ def run() -> str:
         f"| jobfence (SQS batches of 10, measured above) | **${total:.2f}** | - | "
         f"${sum(line.dollars for line in lines_ if line.label.startswith('Lambda')):.2f} | "
         f"${sum(line.dollars for line in lines_ if line.label.startswith('DynamoDB')):.2f} |",
-        f"| Distributed Map, Standard child per item ({CHILD_STATES + 1} transitions an item) | ${one['standard']:.2f} | "
+        f"| Distributed Map, Standard child per item ({CHILD_STATES + 1} transitions an item) | "
+        f"${one['standard']:.2f} | "
         f"${one['parent']:.2f} | ${one['lambda']:.2f} | ${one['dynamo']:.2f} |",
         f"| Distributed Map, Express child per item ({one['child_ms']} ms billed at 64 MB) | ${one['express']:.2f} | "
         f"${one['parent']:.2f} | ${one['lambda']:.2f} | ${one['dynamo']:.2f} |",
-        f"| Distributed Map, Standard child per 10 items (ItemBatcher) | ${ten['standard']:.2f} | ${ten['parent']:.2f} | "
+        f"| Distributed Map, Standard child per 10 items (ItemBatcher) | "
+        f"${ten['standard']:.2f} | ${ten['parent']:.2f} | "
         f"${ten['lambda']:.2f} | ${ten['dynamo']:.2f} |",
         f"| Distributed Map, Express child per 10 items (ItemBatcher) | ${ten['express']:.2f} | ${ten['parent']:.2f} | "
         f"${ten['lambda']:.2f} | ${ten['dynamo']:.2f} |",

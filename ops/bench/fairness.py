@@ -30,9 +30,10 @@ import itertools
 import json
 import logging
 import statistics
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any
 from unittest import mock
 
 import boto3
@@ -200,6 +201,7 @@ def scenario(fair: bool, cap: int | None, noisy: int = NOISY_ITEMS) -> Result:
             if ends and ends[0][0] <= clock.now_ms():
                 _, _, taken, holds = heapq.heappop(ends)
                 for keys, owner in holds:
+                    assert gate is not None  # only a gate hands out holds
                     gate.gate.release(keys, owner)
                 queue.settle(taken)
                 continue

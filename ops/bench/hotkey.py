@@ -30,7 +30,6 @@ import os
 import sys
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
 from moto import mock_aws
 
@@ -87,13 +86,13 @@ class KeyMeter(Meter):
             logical = self.schemas[table]["logical"]
             self.key_writes[(logical, "base", _value(key[self._pk(table)]))] += 1
             new = self._image(table, key)
-            for name, (pk, sk) in zip(self.schemas[table]["index_names"], self.schemas[table]["indexes"]):
+            for name, (pk, sk) in zip(self.schemas[table]["index_names"], self.schemas[table]["indexes"], strict=True):
                 before, after = _index_key(old, pk, sk), _index_key(new, pk, sk)
                 if before == after:
                     continue
-                for entry in (before, after):
-                    if entry:
-                        self.key_writes[(logical, name, _value(new[pk] if entry is after else old[pk]))] += 1
+                for entry, image in ((before, old), (after, new)):
+                    if entry and image is not None:  # an index key is read from its image
+                        self.key_writes[(logical, name, _value(image[pk]))] += 1
         self._read_keys(model.name, params, parsed)
         super()._after(model, parsed, **kwargs)
 
@@ -141,7 +140,7 @@ def drain(n_items: int, workers: int = WORKERS,
     from ops.harness import record
 
     with mock_aws():
-        rig, meter, tables, *_ = _setup(meter_class=KeyMeter)
+        rig, meter, *_ = _setup(meter_class=KeyMeter)
         rig.quota.grant("acme", n_items)
         meter.reset()
         rig.submit("acme", "hot", n_items)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 
-
 import boto3
 from moto import mock_aws
 
@@ -122,7 +121,8 @@ def run() -> str:
         f"Command: `{COMMAND}`",
         "",
         "Requests counted with botocore hooks against moto; capacity from item sizes with DynamoDB's",
-        "on-demand rules (see `ops/bench/lease.py`). One lease item is at most about 500 bytes (with its run id and the replaced term's copy): 1 WCU a write.",
+        "on-demand rules (see `ops/bench/lease.py`). One lease item is at most about 500 bytes (with its run id and "
+        "the replaced term's copy): 1 WCU a write.",
         "",
         *cost_table(rows),
     ]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import logging
 import math
+from typing import Any
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics
@@ -96,7 +97,7 @@ def overlap_costs() -> list[tuple[str, tuple[int, int, float, float]]]:
                     clock.advance(minutes=10)
                 yield {"done": 1}
 
-            first = {}
+            first: dict[str, Any] = {}
             whole = meter.measure(lambda: first.setdefault("r", runner.run(spec, long_job, Trigger("scheduled", clock.now_ms()))))
             assert first["r"].outcome is Outcome.RAN
             rows.append((f"{label}: a tick that meets the live holder", measured["tick"]))

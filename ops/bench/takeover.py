@@ -115,7 +115,8 @@ def takeovers(jobs: list[JobSpec], *, old_default: bool = False) -> list[Takeove
         trial = _Trial(boto3.client("dynamodb"), tables["leases"])
         out = []
         for spec in jobs:
-            ttl_s = max(OLD_DEFAULT_TTL_S, spec.lease_ttl_s) if old_default else spec.lease_ttl_s
+            catalog_ttl_s = spec.lease_ttl_ms // 1000
+            ttl_s = max(OLD_DEFAULT_TTL_S, catalog_ttl_s) if old_default else catalog_ttl_s
             out.append(worst_takeover(trial, dataclasses.replace(spec, lease_ttl_s=ttl_s), ttl_s))
         return out
 
@@ -132,7 +133,8 @@ def run() -> str:
         f"Command: `{COMMAND}`",
         "",
         "For each catalog job: a tick delivered on time or up to "
-        f"{DELIVERY_TOLERANCE_MS // 1000} s late (every 10 s) takes the lease and its isolate dies; the following ticks arrive on time",
+        f"{DELIVERY_TOLERANCE_MS // 1000} s late (every 10 s) takes the lease and its isolate dies; the following "
+        "ticks arrive on time",
         "and try the real conditional acquire on moto. *Lost* counts the ticks refused by the dead term that a",
         "normal release would have let run; *takeover* is the time from the dead tick to the tick that",
         "takes over (and records the dead run `died`). The worst tick of the first week counts for a cron",
@@ -140,13 +142,15 @@ def run() -> str:
         "now: the function timeout plus the 60 s safety margin, except the commerce API's hourly jobs,",
         "whose source sets 30 minutes (`ops/bench/takeover.py`).",
         "",
-        "| job | schedule | timeout | TTL before | lost before | TTL after | lost after | takeover after | worst delay |",
+        "| job | schedule | timeout | TTL before | lost before | "
+        "TTL after | lost after | takeover after | worst delay |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for t in after:
         spec, old = CATALOG.job(t.job), before[t.job]
         lines.append(
-            f"| {t.job} | `{spec.schedule}` | {spec.timeout_s} s | {old.ttl_s} s | {old.lost} | {t.ttl_s} s | {t.lost} | "
+            f"| {t.job} | `{spec.schedule}` | {spec.timeout_s} s | {old.ttl_s} s | {old.lost} | "
+            f"{t.ttl_s} s | {t.lost} | "
             f"{t.takeover_after_ms / 60_000:g} min | {t.delay_ms // 1000} s |"
         )
     losing = [t for t in after if t.lost]

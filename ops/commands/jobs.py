@@ -9,20 +9,22 @@ it runs at most once for that tick, whoever else asks.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections import Counter
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from jobfence.catchup import due
 from jobfence.errors import StoreError
 from jobfence.lease import LeaseStore
 from jobfence.ledger import Ledger, RuleToggles, ledger_of
+from jobfence.registry import CatchUp
 from jobfence.runs import MAX_ERROR_CHARS, RunStore, SweepResult, bounded_summary, sweep_dead_runs
 from jobfence.schedule import Schedule, ScheduleError
-from jobfence.registry import CatchUp
 from jobfence.triggers import REQUESTED_BY_MAX, REQUESTED_BY_PATTERN, catch_up_event
 from jobs.catalog import CATALOG
 from ops.commands.batches import stale_item_counts
@@ -57,7 +59,7 @@ class RunView:
     caller: str | None = None  # a manual run: the IAM principal that asked for it
 
     @classmethod
-    def of(cls, row: Mapping[str, Any]) -> "RunView":
+    def of(cls, row: Mapping[str, Any]) -> RunView:
         return cls(
             job=row["job"],
             run_id=row.get("run_id"),
@@ -182,10 +184,8 @@ def _note_rule_state(target: Target, toggles: RuleToggles, job: str, state: str 
     """Record a rule found in a state its toggle record disagrees with (a deploy or the AWS console changed it)."""
     if state not in ("ENABLED", "DISABLED") or target.read_only:
         return
-    try:
+    with contextlib.suppress(StoreError):  # a read-only profile cannot record it; what it asked to read is still shown
         toggles.seen(job, state == "ENABLED", now)  # counts from now: when it was first seen so
-    except StoreError:
-        pass  # a read-only profile cannot record it; what it asked to read is still shown
 
 
 def job_ledger(target: Target, job: str, since_ms: int, until_ms: int | None = None, *, look: bool = False) -> Ledger:

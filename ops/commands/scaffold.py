@@ -19,8 +19,9 @@ import keyword
 import pathlib
 import re
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
+from itertools import pairwise
 
 from jobfence.registry import JobSpec, Registry, TableSpec
 from jobfence.schedule import GAP_START_MS, Schedule, ScheduleError
@@ -82,7 +83,7 @@ def interval_of(schedule: str) -> int:
     except (ScheduleError, ValueError, KeyError) as exc:
         raise ScaffoldError(f"schedule {_shown(schedule)} is not an EventBridge rate(...) or cron(...) expression: "
                             f"{' '.join(str(exc).split())[:120]}") from None
-    return min(b - a for a, b in zip(times, times[1:])) // 1000
+    return min(b - a for a, b in pairwise(times)) // 1000
 
 
 def plan_job(root: pathlib.Path, name: str, subsystem: str, schedule: str) -> Scaffold:

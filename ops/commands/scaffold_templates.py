@@ -114,7 +114,7 @@ TABLES: tuple[TableSpec, ...] = ()
 JOBS: tuple[JobSpec, ...] = ()
 
 # $name (scaffolded by `jobfence new job`)
-''')
+''')  # noqa: E501 - the generated docstring is one line, as every catalog's
 
 APPENDED = Template('''
 

@@ -7,8 +7,9 @@ rendered for a read-only console.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from html import escape
-from typing import Any, Iterable, Mapping
+from typing import Any
 from urllib.parse import quote
 
 from ops.render import pairs, when
@@ -16,7 +17,8 @@ from ops.render import pairs, when
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:1.2rem;color:#1d2330}
 nav a{margin-right:1rem} h1{font-size:1.3rem} h2{font-size:1.1rem;margin-top:1.4rem}
-table{border-collapse:collapse;margin:.4rem 0} td,th{border:1px solid #ccd;padding:.25rem .5rem;text-align:left;vertical-align:top}
+table{border-collapse:collapse;margin:.4rem 0}
+td,th{border:1px solid #ccd;padding:.25rem .5rem;text-align:left;vertical-align:top}
 th{background:#eef} .ok{color:#176e2c} .bad{color:#b3261e;font-weight:600} .muted{color:#667}
 .bar{display:flex;width:16rem;height:.9rem;background:#e4e6ee;border-radius:3px;overflow:hidden}
 .bar .done{background:#2e9e4f} .bar .failed{background:#c8372d}

@@ -21,7 +21,8 @@ from __future__ import annotations
 import secrets
 import socket
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import parse_qs, quote
 
 import uvicorn
@@ -255,7 +256,8 @@ class ConsoleServer:
 
     def __init__(self, app: ConsoleApp, port: int = 0) -> None:
         self.app = app
-        # bound and listening here, so the port is known and a request sent before uvicorn's loop runs waits in the backlog
+        # bound and listening here, so the port is known and a request sent before uvicorn's loop runs waits in the
+        # backlog
         self.socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.socket.bind((HOST, port))
@@ -267,7 +269,7 @@ class ConsoleServer:
         self.server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, name="console", daemon=True)
 
-    def start(self) -> "ConsoleServer":
+    def start(self) -> ConsoleServer:
         self._thread.start()
         return self
 

@@ -15,8 +15,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from ops.runtime.topology import Topology
 from ops.runtime.workers import Invocation
@@ -63,7 +64,7 @@ class LocalControl:
         self._host, _, port = url.partition(":")
         self._port = int(port)
 
-    def _request(self, method: str, path: str, body: Any = None, timeout: float = 60) -> http.client.HTTPResponse:
+    def _request(self, method: str, path: str, body: Any = None, timeout: float | None = 60) -> http.client.HTTPResponse:
         connection = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
         data = json.dumps(body).encode() if body is not None else None
         headers = {TOKEN_HEADER: self._token, "Content-Type": "application/json"}

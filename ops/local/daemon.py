@@ -25,8 +25,9 @@ import signal
 import sys
 import threading
 from collections import Counter
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 from ops.emulator import point_process_at
 from ops.local.control import STATE_FILE, TOKEN_HEADER
@@ -76,7 +77,10 @@ def notable_delivery(delivery: Delivery) -> str | None:
     if status == "ok":
         return None
     what = "died mid-batch" if status == "died" else status
-    return f"{delivery.function}: an isolate {what} ({delivery.messages} message(s) stay in flight until their visibility timeout)"
+    return (
+        f"{delivery.function}: an isolate {what} ({delivery.messages} message(s) stay in flight until their "
+        "visibility timeout)"
+    )
 
 
 class Daemon:

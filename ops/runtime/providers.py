@@ -20,8 +20,9 @@ from __future__ import annotations
 import importlib
 import json
 import secrets as token_source
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from jobfence.config import (
     ENV_PROVIDER_PREFIX,

@@ -23,15 +23,15 @@ import tempfile
 import threading
 import uuid
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from jobfence.clock import FrozenClock
 from jobfence.ledger import RuleToggles
 from ops.emulator import Emulator
 from ops.runtime.providers import LocalProviders, complete_environments
-from jobfence.schedule import Schedule
 from ops.runtime.sqs import PumpStats, QueuePoller
 from ops.runtime.template import ROOT, CloudAssembly, DeployError, cached_synthesis, deploy
 from ops.runtime.topology import RuleInfo, Topology, discover
@@ -61,7 +61,7 @@ class Timeline:
 
 def scheduled_event(rule: RuleInfo, at_ms: int, account: str, region: str) -> dict[str, Any]:
     """The event EventBridge sends a scheduled rule's target."""
-    when = dt.datetime.fromtimestamp(at_ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    when = dt.datetime.fromtimestamp(at_ms / 1000, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
         "version": "0",
         "id": str(uuid.uuid4()),
@@ -128,7 +128,7 @@ class LocalRuntime:
         context: dict[str, Any] | None = None,
         app_dir: pathlib.Path = ROOT,
         assembly: CloudAssembly | None = None,
-    ) -> "LocalRuntime":
+    ) -> LocalRuntime:
         """Start moto, deploy the (cached) synthesized template, read it back, prepare the isolates."""
         folder = workdir or pathlib.Path(tempfile.mkdtemp(prefix="jobfence-local-"))
         emulator = Emulator().start()
@@ -173,7 +173,7 @@ class LocalRuntime:
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def __enter__(self) -> "LocalRuntime":
+    def __enter__(self) -> LocalRuntime:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -328,10 +328,10 @@ class LocalRuntime:
         if calls:
             with ThreadPoolExecutor(max_workers=len(calls)) as executor:
                 results = list(executor.map(lambda c: self.invoke(c[1], c[2], c[3]), calls))
-            for (tick, function, event, _), result in zip(calls, results):
+            for (tick, function_name, event, _), result in zip(calls, results, strict=True):
                 tick.invocation = result
                 if not result.ok:
-                    self._on_failure(function, event, result)
+                    self._on_failure(function_name, event, result)
         for tick in fired:
             timeline.ticks.append(tick)
             self.timeline.ticks.append(tick)
@@ -345,7 +345,7 @@ class LocalRuntime:
         if not info.on_failure_arn:
             return
         queue = self.topology.queue_by_arn(info.on_failure_arn)
-        when = dt.datetime.fromtimestamp(self.clock.now_ms() / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        when = dt.datetime.fromtimestamp(self.clock.now_ms() / 1000, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
         record = {
             "version": "1.0",
             "timestamp": when,

@@ -18,9 +18,10 @@ queue on the receive after `maxReceiveCount`, as SQS does.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from jobfence.clock import Clock
 from ops.runtime.topology import MappingInfo, Topology
@@ -151,7 +152,7 @@ class QueuePoller:
         function = self._topology.function_by_arn(mapping.function_arn)
         with ThreadPoolExecutor(max_workers=len(batches)) as executor:
             results = list(executor.map(lambda b: self._invoke(function.name, mapping, b), batches))
-        for messages, invocation in zip(batches, results):
+        for messages, invocation in zip(batches, results, strict=True):
             failed = self._settle(queue.url, mapping, messages, invocation)
             delivery = Delivery(queue.name, function.name, len(messages), failed, invocation)
             stats.batches += 1

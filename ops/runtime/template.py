@@ -21,8 +21,9 @@ import sys
 import time
 import uuid
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".jobfence" / "synth"  # one cloud assembly per hash of the app's inputs
@@ -32,7 +33,7 @@ BOOTSTRAP_QUALIFIER = "hnb659fds"  # the CDK default; the synthesized template n
 BOOTSTRAP_VERSION_PARAMETER = f"/cdk-bootstrap/{BOOTSTRAP_QUALIFIER}/version"
 BOOTSTRAP_VERSION = "30"
 # CDK's own switch for "bundle no stack" (the jobfence_cdk package exposes it as SKIP_BUNDLING_CONTEXT).
-SKIP_BUNDLING = {"aws:cdk:bundling-stacks": []}
+SKIP_BUNDLING: dict[str, list[str]] = {"aws:cdk:bundling-stacks": []}
 STACK_STATUS_DONE = {"CREATE_COMPLETE", "UPDATE_COMPLETE"}
 
 
@@ -122,7 +123,7 @@ def read_assembly(out_dir: pathlib.Path) -> CloudAssembly:
     stack_name, artifact = stacks[0]
     template = json.loads((out_dir / artifact["properties"]["templateFile"]).read_text())
     assets: list[FileAsset] = []
-    for name, a in manifest["artifacts"].items():
+    for a in manifest["artifacts"].values():
         if a["type"] != "cdk:asset-manifest":
             continue
         files = json.loads((out_dir / a["properties"]["file"]).read_text()).get("files", {})

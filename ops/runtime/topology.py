@@ -9,8 +9,9 @@ and enable rules on the live system, not in the template).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any
 
 from jobfence.config import ENV_JOB_NAME, ENV_LEASES_TABLE, ENV_RUNS_TABLE
 
@@ -115,7 +116,7 @@ class Topology:
         return asdict(self)
 
     @classmethod
-    def from_plain(cls, data: Mapping[str, Any]) -> "Topology":
+    def from_plain(cls, data: Mapping[str, Any]) -> Topology:
         rules = {}
         for name, rule in data["rules"].items():
             rules[name] = RuleInfo(**{**rule, "targets": tuple((arn, text) for arn, text in rule["targets"])})
@@ -140,7 +141,7 @@ def discover(session: Any, stack_name: str, template: Mapping[str, Any] | None =
     top = Topology(stack_name)
     lam, events, sqs = session.client("lambda"), session.client("events"), session.client("sqs")
     for res in resources:
-        kind, physical, logical = res.get("ResourceType"), res.get("PhysicalResourceId"), res.get("LogicalResourceId")
+        kind, physical, logical = res.get("ResourceType"), res.get("PhysicalResourceId"), res["LogicalResourceId"]
         if not physical:
             continue
         if kind == "AWS::Lambda::Function":
@@ -175,7 +176,7 @@ def _async_destinations(top: Topology, resources: list[dict[str, Any]], template
         if res.get("Type") != "AWS::Lambda::EventInvokeConfig":
             continue
         props = res.get("Properties", {})
-        name = functions.get(_ref(props.get("FunctionName")))
+        name = functions.get(_ref(props.get("FunctionName")) or "")
         destination = queues.get(_ref(props.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")))
         if name and destination:
             top.functions[name] = replace(top.functions[name], on_failure_arn=destination)

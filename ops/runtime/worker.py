@@ -129,7 +129,7 @@ def _delay_on_simulated_clock(operation: str, params: dict[str, Any]) -> dict[st
 
 def main(conn: Any, meta: dict[str, Any]) -> None:
     """Cold start, then serve invocations until told to stop or killed."""
-    log = open(meta["log_path"], "a", buffering=1)
+    log = open(meta["log_path"], "a", buffering=1)  # noqa: SIM115 - open for the process's life (stdout, stderr)
     os.dup2(log.fileno(), 1)
     os.dup2(log.fileno(), 2)
     sys.stdout = sys.stderr = log

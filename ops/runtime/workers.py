@@ -10,13 +10,15 @@ cold-starts a new process.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import pathlib
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from jobfence.clock import FrozenClock
 from ops.runtime.topology import FunctionInfo
@@ -135,10 +137,8 @@ class Isolate:
         self.process.join(timeout=5)
 
     def stop(self) -> None:
-        try:
+        with contextlib.suppress(OSError, EOFError, BrokenPipeError):
             self._conn.send(("stop",))
-        except (OSError, EOFError, BrokenPipeError):
-            pass
         self.process.join(timeout=2)
         if self.process.is_alive():
             self.kill()

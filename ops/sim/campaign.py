@@ -13,8 +13,8 @@ from __future__ import annotations
 import multiprocessing
 import time
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 from ops.sim.faults import FaultKind
 from ops.sim.world import RunReport

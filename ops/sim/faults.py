@@ -76,7 +76,7 @@ class FaultPlan:
 
     @classmethod
     def draw(cls, rng: random.Random, kinds: tuple[FaultKind, ...], share: float = 0.8,
-             call_rates: tuple[float, ...] = DEFAULT_CALL_RATES) -> "FaultPlan":
+             call_rates: tuple[float, ...] = DEFAULT_CALL_RATES) -> FaultPlan:
         """Enable each applicable kind with probability `share`; rates vary per run.
 
         A family with few calls a run passes higher `call_rates`, so that each kind it
@@ -91,7 +91,7 @@ class FaultPlan:
         )
 
     @classmethod
-    def none(cls) -> "FaultPlan":
+    def none(cls) -> FaultPlan:
         return cls()
 
     def on(self, kind: FaultKind) -> bool:

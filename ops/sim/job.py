@@ -17,7 +17,8 @@ The author supplies what only they know:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from jobfence.registry import JobSpec, Registry
 from jobfence.scheduled import JobDeps

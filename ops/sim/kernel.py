@@ -28,8 +28,9 @@ import enum
 import random
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from jobfence.clock import FrozenClock
 
@@ -69,7 +70,7 @@ class Actor:
     """One simulated process."""
 
     name: str
-    fn: Callable[["Actor"], Any]
+    fn: Callable[[Actor], Any]
     clock: SkewedClock
     faulty: bool
     start_at: int

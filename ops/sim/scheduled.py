@@ -22,7 +22,8 @@ Nothing here imports this application's jobs.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from jobfence.config import ScheduledSettings, config_env, table_env
 from jobfence.registry import JobSpec

@@ -28,7 +28,8 @@ Judged at the end, per tick (an actor that ran `ScheduledRunner.run`):
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from jobfence.clock import REQUEST_AGE_BUDGET_MS, SKEW_BUDGET_MS
 from jobfence.errors import JobfenceError, LeaseLost
@@ -43,7 +44,7 @@ class TermWatch:
     def __init__(self, world: World) -> None:
         self.world = world
         self.terms: dict[tuple[str, int], dict[str, Any]] = {}  # (job, fence) -> who took it, when
-        self.holders: dict[str, set[str]] = {}  # actor -> lease ids it acquired
+        self.holders: dict[str, set[str | None]] = {}  # actor -> lease ids it acquired
         self.ticks: list[Actor] = []
         self.job_errors: dict[str, BaseException] = {}
         self.recorded: dict[str, int] = {}  # actor -> writes that recorded an earlier term (died row, settle)
@@ -77,7 +78,7 @@ class TermWatch:
                 self.finished.add((after["job"], int(after["fence"])))
             if change.table != "leases":
                 continue
-            job = (after or before).get("job")
+            job = (after or before)["job"]  # the leases table's key
             if after.get("fence") != before.get("fence"):
                 fence = int(after.get("fence", 0))
                 if fence != int(before.get("fence", 0)) + 1:
@@ -111,8 +112,9 @@ class TermWatch:
             rows.setdefault((row["job"], int(row["fence"])), []).append(row)
         by_actor = {a.name: a for a in self.ticks}
         judged: set[str] = set()  # actors whose first term was judged (a later one is a buffered run)
+        actor: Actor | None  # each tick's, then each term's holder (None: the driver's clean tick)
         for actor in self.ticks:
-            outcome = getattr(actor.result, "outcome", None)
+            outcome: Any = getattr(actor.result, "outcome", None)
             own = self.job_errors.get(actor.name)
             own_writes = actor.writes - self.recorded.get(actor.name, 0)
             if outcome_is_skip(actor) and own_writes:

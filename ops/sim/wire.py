@@ -32,15 +32,16 @@ import hashlib
 import json
 import time
 import types
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import boto3
 import botocore.endpoint
 import botocore.session
 from botocore import UNSIGNED
-from botocore.config import Config
 from botocore.awsrequest import AWSResponse
+from botocore.config import Config
 from botocore.exceptions import ReadTimeoutError
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.core.botocore_stubber import MockRawResponse
@@ -94,7 +95,7 @@ class _NoSleep(types.ModuleType):
 
 
 _SESSION: botocore.session.Session | None = None
-_ACTIVE: "Wire | None" = None
+_ACTIVE: Wire | None = None
 
 
 def shared_session() -> botocore.session.Session:
@@ -159,7 +160,7 @@ class Wire:
     # -- the run --------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def active(self) -> Iterator["Wire"]:
+    def active(self) -> Iterator[Wire]:
         """Route the hooks to this run; moto's own stubber and botocore's sleeps off meanwhile."""
         global _ACTIVE
         previous_stubber, previous_time = botocore_stubber.enabled, botocore.endpoint.time
@@ -284,6 +285,7 @@ class Wire:
     def _dispatch(self, actor: Actor | None, op: str, request: Any) -> AWSResponse:
         body = json.loads(request.body or b"{}")
         who = actor.name if actor else "driver"
+        digest = ""  # of a TransactWriteItems with a ClientRequestToken: its replay must be the same request
         if op == "TransactWriteItems" and body.get("ClientRequestToken"):
             token = body["ClientRequestToken"]
             digest = hashlib.sha256(json.dumps({k: v for k, v in body.items() if k != "ClientRequestToken"},
@@ -296,14 +298,16 @@ class Wire:
                 return _ok(request, {})
         keys = self._touched(op, body) if op in WRITE_OPS else []
         before = [self._get(table, key) for table, key in keys]
-        status, headers, out = botocore_stubber.process_request(request)
+        response = botocore_stubber.process_request(request)
+        assert response is not None  # moto's backends answer every DynamoDB and SQS request the sim sends
+        status, headers, out = response
         if actor is not None:
             self.kernel.note(actor, f"{op} {self._where(body)} -> {status}{_error_code(status, out)}")
         if op in WRITE_OPS and status == 200:
             if op == "TransactWriteItems" and body.get("ClientRequestToken"):
                 self._tokens[body["ClientRequestToken"]] = (digest, self.kernel.clock.now_ms())
             changes = []
-            for (table, key), old in zip(keys, before):
+            for (table, key), old in zip(keys, before, strict=True):
                 new = self._get(table, key)
                 if new != old:
                     changes.append(Change(self.tables.get(table, table), _key_tuple(key), old, new))
@@ -411,7 +415,7 @@ class Wire:
             return (_Http(200), {"MessageId": ids[0] if ids else "", "MD5OfMessageBody": "",
                                  "ResponseMetadata": {"HTTPStatusCode": 200}})
         return (_Http(200), {"Successful": [{"Id": e["Id"], "MessageId": m, "MD5OfMessageBody": ""}
-                                            for e, m in zip(params.get("Entries", []), ids)],
+                                            for e, m in zip(params.get("Entries", []), ids, strict=False)],
                              "Failed": [], "ResponseMetadata": {"HTTPStatusCode": 200}})
 
 

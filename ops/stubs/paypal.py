@@ -32,9 +32,10 @@ import json
 import re
 import secrets
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qs
 
 from ops.stubs.server import LoopbackStub, QuietHandler

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Mapping
+from typing import Any
 
 
 class LoopbackStub:
@@ -41,6 +42,7 @@ class LoopbackStub:
         if self._server is None:
             raise RuntimeError(f"the {self.name} stub is not running")
         host, port = self._server.server_address[:2]
+        host = host.decode() if isinstance(host, bytes) else host  # typed for every address family; TCP's is text
         return f"http://{host}:{port}{self.url_suffix}"
 
     def stop(self) -> None:

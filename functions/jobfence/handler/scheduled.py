@@ -18,7 +18,8 @@ An app's handler module is two lines (the CDK constructs name it `handlers.sched
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics
@@ -33,7 +34,7 @@ from jobfence.tracing import handler_tracer, traced
 from jobfence.triggers import parse_trigger
 
 
-def scheduled_handler(catalog: Registry, environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict]:
+def scheduled_handler(catalog: Registry, environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict[str, Any]]:
     """The Lambda handler of the job of `catalog` that `environ` names, its collaborators built once.
 
     Call it at import time of the handler module (the cold start): it validates the environment
@@ -59,7 +60,7 @@ def scheduled_handler(catalog: Registry, environ: Mapping[str, str], clock: Cloc
     @metrics.log_metrics
     @logger.inject_lambda_context(log_event=False)
     @traced(tracer)
-    def handler(event, context):
+    def handler(event: Any, context: Any) -> dict[str, Any]:
         trigger = parse_trigger(event, clock)
         return runner.run(spec, job, trigger, context).as_dict()
 

@@ -15,7 +15,8 @@ come back. An app's handler module is two lines over its catalog and its pipelin
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics
@@ -34,7 +35,7 @@ from jobfence.work.worker import Worker
 
 def worker_handler(catalog: Registry, environ: Mapping[str, str], clock: Clock,
                    pipelines: Callable[[str], WorkerPipeline] | Mapping[str, WorkerPipeline], *,
-                   perform: Perform | None = None) -> Callable[[Any, Any], dict]:
+                   perform: Perform | None = None) -> Callable[[Any, Any], Mapping[str, Any]]:
     """The Lambda handler of the worker of `catalog`'s queue that `environ` names, its `Worker` built once.
 
     Call it at import time of the handler module (the cold start): it validates the environment
@@ -68,7 +69,7 @@ def worker_handler(catalog: Registry, environ: Mapping[str, str], clock: Clock,
     @metrics.log_metrics
     @logger.inject_lambda_context(log_event=False)
     @traced(handler_tracer(spec.subsystem))
-    def handler(event, context):
+    def handler(event: Any, context: Any) -> Mapping[str, Any]:
         # A non-SQS event is an InvalidEvent; a record without id, receipt handle or body cannot be reported back
         # by id, so it is counted and dropped rather than raising a KeyError out of the handler.
         batch = split_records(event)

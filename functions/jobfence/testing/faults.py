@@ -18,12 +18,12 @@ only, so importing the kit stays light.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from jobfence.registry import Registry
 from jobfence.scheduled import JobDeps
-
 
 SIMULATOR_MISSING = ("simulate() runs jobfence's fault simulator, `ops.sim`, which ships with the operator tooling "
                      "(the jobfence-ops distribution, not the jobfence wheel): install the extra jobfence[testing], "
@@ -53,7 +53,7 @@ class SimulationReport:
         """No seed broke an invariant."""
         return not self.failures
 
-    def assert_ok(self) -> "SimulationReport":
+    def assert_ok(self) -> SimulationReport:
         """Raise AssertionError naming the failing seeds and their first violations."""
         lines = [f"seed {f.seed} (faults: {', '.join(f.faults) or 'none'}): {'; '.join(f.violations[:3])}"
                  for f in self.failures[:5]]
@@ -82,7 +82,7 @@ def simulate(registry: Registry, job: str, seeds: Iterable[int] = range(20), *,
         raise ModuleNotFoundError(SIMULATOR_MISSING, name=exc.name) from exc
 
     family = CatalogJobFamily(registry, job, setup=setup, invariant=invariant, factory=factory)
-    ran, failures, faults = 0, [], set()
+    ran, failures, faults = 0, list[SeedFailure](), set[str]()
     for seed in seeds:
         report = run_seed(family, seed)
         ran += 1

@@ -13,10 +13,11 @@ a store that calls DynamoDB beyond the entry's declared access fails the test.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Metrics
 
 from jobfence.clock import FrozenClock
 from jobfence.config import ScheduledSettings, config_env, queue_env, secret_env, table_env
@@ -45,7 +46,7 @@ class RunRow:
     error: str | None
 
     @classmethod
-    def from_item(cls, item: Mapping[str, Any]) -> "RunRow":
+    def from_item(cls, item: Mapping[str, Any]) -> RunRow:
         """The row of a runs-table item (plain values, as `JobHarness.rows` returns them)."""
         return cls(item["job"], item["run_id"], RunState(item["outcome"]), item.get("trigger", ""), int(item["fence"]),
                    int(item["started_at"]), item.get("finished_at"), dict(item.get("summary") or {}), item.get("error"))
@@ -68,7 +69,7 @@ class Tick:
         """The tick's summed batch counts (`batches` and the job's own), as its run row holds them."""
         return self.result.summary
 
-    def assert_outcome(self, outcome: Outcome) -> "Tick":
+    def assert_outcome(self, outcome: Outcome) -> Tick:
         """The tick came to `outcome`; a run that took the lease has a row that says the same; a skip has none."""
         assert self.outcome is outcome, f"the tick came to {self.outcome.value}, expected {outcome.value}"
         if outcome.value.startswith("skipped") or outcome is Outcome.BUFFERED:
@@ -78,10 +79,11 @@ class Tick:
             assert self.row.outcome.value == outcome.value, f"the run row says {self.row.outcome.value}, the tick {outcome.value}"
         return self
 
-    def assert_ran(self, **summary: Any) -> "Tick":
+    def assert_ran(self, **summary: Any) -> Tick:
         """The tick ran, its row says `ran` with the same summary, which holds each of `summary`'s counts."""
         self.assert_outcome(Outcome.RAN)
-        assert self.row is not None and dict(self.row.summary) == dict(self.result.summary), (
+        assert self.row is not None  # assert_outcome saw it
+        assert dict(self.row.summary) == dict(self.result.summary), (
             f"the run row's summary {dict(self.row.summary)} is not the tick's {dict(self.result.summary)}")
         wrong = {k: self.summary.get(k) for k, v in summary.items() if self.summary.get(k) != v}
         assert not wrong, f"summary {dict(self.summary)}: expected {summary}, these differ: {wrong}"
@@ -153,8 +155,9 @@ class JobHarness:
                            **{name: sqs.create_queue(QueueName=f"jobfence-{name}")["QueueUrl"] for name in unmade}}
         self.metrics = CountedMetrics()
         self._runs = RunStore(self.dynamodb, self.tables["runs"])
+        published: Metrics = self.metrics  # type: ignore[assignment]  # add_metric is all the runner calls
         self.runner = ScheduledRunner(LeaseStore(self.dynamodb, self.tables["leases"], self.clock), self._runs,
-                                      self.clock, self.logger, self.metrics)  # type: ignore[arg-type]
+                                      self.clock, self.logger, published)
 
     def environ(self) -> dict[str, str]:
         """The environment infra gives the job's function: its name, the core tables, its own tables and queues."""

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 

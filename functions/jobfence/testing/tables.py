@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import threading
 import uuid
-from typing import Any, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from jobfence.registry import Registry, TableSpec
 

@@ -34,8 +34,9 @@ never run an item twice, only admit one more or one fewer for a while.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from pynamodb.attributes import MapAttribute, NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import PynamoDBException
@@ -53,7 +54,7 @@ class _Holds(Model):
         table_name = "unbound"
 
     tenant = UnicodeAttribute(hash_key=True)  # T#in_flight#KIND
-    holds = MapAttribute(default=dict)  # raw map: hold id -> "owner:until_ms"
+    holds: MapAttribute[str, str] = MapAttribute(default=dict)  # raw map: hold id -> "owner:until_ms"
     version = NumberAttribute(default=0)
     updated_at = NumberAttribute()
 

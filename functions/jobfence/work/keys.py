@@ -18,8 +18,9 @@ import json
 import re
 import uuid
 import zlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -102,7 +103,7 @@ class BatchRef:
         return frozenset((self.reclaim_base + j) % RECLAIM_SHARDS for j in range(min(shards, RECLAIM_SHARDS)))
 
     @classmethod
-    def parse(cls, text: str) -> "BatchRef":
+    def parse(cls, text: str) -> BatchRef:
         """`tenant/batch` (the operator CLI's spelling)."""
         tenant, sep, batch_id = text.partition("/")
         ref = _Keys.model_validate({"tenant": tenant, "batch": batch_id, "item": "x"}) if sep else None
@@ -168,7 +169,7 @@ class ItemKey:
         return f"{self.batch.batch_key}#{self.shard}"
 
     @classmethod
-    def of_row(cls, partition: str, item_id: str) -> "ItemKey":
+    def of_row(cls, partition: str, item_id: str) -> ItemKey:
         """The key of an item row from its partition key and id (an index entry carries only those)."""
         tenant, batch_id, shard = partition.split("#")
         return cls(tenant, batch_id, item_id, int(shard))
@@ -332,7 +333,7 @@ class RollupTally:
     failed: int = 0
     seq: int = 0
 
-    def plus(self, delta: BatchDelta) -> "RollupTally":
+    def plus(self, delta: BatchDelta) -> RollupTally:
         return RollupTally(self.writer, self.completed + delta.completed, self.failed + delta.failed, self.seq + 1)
 
 

@@ -39,7 +39,16 @@ from typing import TYPE_CHECKING, Any
 from pynamodb.exceptions import PynamoDBException
 
 from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, raise_store_error
-from jobfence.work.keys import ROLLUP_SHARDS, BatchRef, BatchRow, BatchStatus, ItemKey, ItemStatus, RollupTally, threshold_error
+from jobfence.work.keys import (
+    ROLLUP_SHARDS,
+    BatchRef,
+    BatchRow,
+    BatchStatus,
+    ItemKey,
+    ItemStatus,
+    RollupTally,
+    threshold_error,
+)
 from jobfence.work.schema import _Tally, batch_row
 
 if TYPE_CHECKING:
@@ -61,7 +70,7 @@ class Rollups(ModelStore):
     def __init__(self, batches_table: str) -> None:
         self._model: Any = bind(_Tally, batches_table)
 
-    def write(self, store: "WorkStore", ref: BatchRef, tally: RollupTally) -> None:
+    def write(self, store: WorkStore, ref: BatchRef, tally: RollupTally) -> None:
         """Write the writer's whole tally; a refusal means this tally (or a newer one) is there already."""
         t = self._model
         row = t(tally_partition(ref, shard_of(tally.writer)), tally.writer)
@@ -88,7 +97,7 @@ class Rollups(ModelStore):
         return completed, failed, rollups, newest
 
 
-def batch_view(store: "WorkStore", raw: Any) -> BatchRow:
+def batch_view(store: WorkStore, raw: Any) -> BatchRow:
     """The batch as the operator sees it: a final batch's own row; an open one's with its tallies summed in.
 
     Roll-ups count each reopened item's earlier failure too, and never the
@@ -104,7 +113,7 @@ def batch_view(store: "WorkStore", raw: Any) -> BatchRow:
                                updated_at=max(row.updated_at, newest))
 
 
-def recount_and_write(store: "WorkStore", ref: BatchRef, seen: BatchRow, heartbeat: bool = False) -> BatchRow | None:
+def recount_and_write(store: WorkStore, ref: BatchRef, seen: BatchRow, heartbeat: bool = False) -> BatchRow | None:
     """Recount, then one conditional write of the batch row; None if the batch moved on since `seen`.
 
     `seen` is read before the recount, so an item reopened after it (which
@@ -125,6 +134,7 @@ def recount_and_write(store: "WorkStore", ref: BatchRef, seen: BatchRow, heartbe
     over = tolerated is not None and counts[ItemStatus.FAILED] > tolerated
     swept = 0
     if over and pending:  # past its failure threshold: fail what has not started (a claimed one is left alone)
+        assert tolerated is not None  # over implies a threshold
         reason = threshold_error(counts[ItemStatus.FAILED], seen.total, tolerated)
         swept = sum(store._fail_terminally(key, store._items.status == ItemStatus.PENDING.value, reason)
                     for key in pending)
@@ -157,7 +167,7 @@ def recount_and_write(store: "WorkStore", ref: BatchRef, seen: BatchRow, heartbe
     return batch_view(store, row)
 
 
-def carry_heartbeat(store: "WorkStore", ref: BatchRef, seen: BatchRow) -> BatchRow:
+def carry_heartbeat(store: WorkStore, ref: BatchRef, seen: BatchRow) -> BatchRow:
     """Copy the newest tally's time to the open batch row (moves its open-index entry once a stale period)."""
     b = store._batches
     try:

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from pynamodb.connection import Connection
 from pynamodb.exceptions import PynamoDBException
@@ -63,7 +64,6 @@ from jobfence.work.keys import (
     reclaim_key,
     shards_for,
 )
-from jobfence.work.schema import _Batch, _Item, batch_row, item_row
 from jobfence.work.rollup import Rollups, batch_view, carry_heartbeat, recount_and_write
 from jobfence.work.sweep import ShardCounts, open_batches, stale_items
 from jobfence.work.transactions import ReopenResult, claim_items, reopen_failed
@@ -89,7 +89,7 @@ class WorkStore:
         self._connection = Connection(region=getattr(meta, "region", None), host=getattr(meta, "host", None))
 
     def clients(self) -> list[Any]:
-        """The botocore clients this store sends its requests through (for a meter or a fault injector, never a write)."""
+        """The botocore clients this store sends its requests through (for a meter or a fault injector, not a write)."""
         models = (self._items, self._batches)
         return [m._get_connection().connection.client for m in models] + self._rollups.clients() + [self._connection.client]
 
@@ -291,7 +291,7 @@ class WorkStore:
         return sorted(rows, key=lambda r: r.seq)
 
     def all_item_rows(self) -> list[ItemRow]:
-        """Every item row of the table, of every batch (a strongly consistent scan: small tables, tests and checks only)."""
+        """Every item row of the table, of every batch (a strongly consistent scan: small tables, tests, checks)."""
         with aws_call("scanning the items"):
             return [item_row(r) for r in self._items.scan(consistent_read=True)]
 

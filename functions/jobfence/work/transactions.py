@@ -27,13 +27,21 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pynamodb.exceptions import PynamoDBException
 from pynamodb.transactions import TransactWrite
 
-from jobfence.dynamo import REASON_CONDITION_FAILED, ErrorKind, aws_call, cancellation_reasons, classify, raise_store_error
+from jobfence.dynamo import (
+    REASON_CONDITION_FAILED,
+    ErrorKind,
+    aws_call,
+    cancellation_reasons,
+    classify,
+    raise_store_error,
+)
 from jobfence.quota import available_in
 from jobfence.work.keys import (
     CLAIM_ROUNDS,
@@ -76,7 +84,7 @@ class _ClaimPlan:
 
     def applied_before(self, reasons: list[dict[str, Any]]) -> bool:
         """A refusal whose old image already holds one of this plan's claim tokens: the plan was applied."""
-        for op, reason in zip(self.ops, reasons):
+        for op, reason in zip(self.ops, reasons, strict=False):  # a reply may carry no reasons
             claim = self.results.get(op.key) if op.key is not None else None
             if claim is None or claim.token is None or reason.get("Code") != REASON_CONDITION_FAILED:
                 continue
@@ -85,7 +93,7 @@ class _ClaimPlan:
                 return True
         return False
 
-    def claim(self, store: "WorkStore", key: ItemKey, row: Any, kind: str, reserve: bool, now: int) -> None:
+    def claim(self, store: WorkStore, key: ItemKey, row: Any, kind: str, reserve: bool, now: int) -> None:
         m = store._items
         token = uuid.uuid4().hex
         still_pending = m.status == ItemStatus.PENDING.value
@@ -115,7 +123,7 @@ class _ClaimPlan:
             payload=json.loads(row.payload),
         )
 
-    def exhaust(self, store: "WorkStore", key: ItemKey, row: Any, now: int) -> None:
+    def exhaust(self, store: WorkStore, key: ItemKey, row: Any, now: int) -> None:
         m = store._items
         still_pending = m.status == ItemStatus.PENDING.value
         same_update = m.updated_at == int(row.updated_at)
@@ -134,11 +142,11 @@ class _ClaimPlan:
         )
         self.results[key] = Claim(key, ClaimState.QUOTA_EXHAUSTED, reason="quota exhausted")
 
-    def reserve(self, store: "WorkStore", tenant: str, units: int, now: int) -> None:
+    def reserve(self, store: WorkStore, tenant: str, units: int, now: int) -> None:
         self.ops.append(_ClaimOp(None, tenant, lambda tx: store.quota.reserve_in(tx, tenant, units, now)))
 
 
-def claim_items(store: "WorkStore", keys: Sequence[ItemKey], kind: str, attempts_cap: int) -> dict[ItemKey, Claim]:
+def claim_items(store: WorkStore, keys: Sequence[ItemKey], kind: str, attempts_cap: int) -> dict[ItemKey, Claim]:
     """Claim up to 100 distinct items in one transaction, reserving quota for those without.
 
     One consistent BatchGetItem reads the rows (the worker needs their input,
@@ -203,7 +211,7 @@ def claim_items(store: "WorkStore", keys: Sequence[ItemKey], kind: str, attempts
 
 
 def _plan_claims(
-    store: "WorkStore",
+    store: WorkStore,
     rows: dict[ItemKey, Any],
     out: dict[ItemKey, Claim],
     kind: str,
@@ -240,10 +248,10 @@ def _plan_claims(
 
 
 def _read_refusals(
-    store: "WorkStore", reasons: list[dict[str, Any]], plan: _ClaimPlan, rows: dict[ItemKey, Any],
+    store: WorkStore, reasons: list[dict[str, Any]], plan: _ClaimPlan, rows: dict[ItemKey, Any],
     quota_left: dict[str, int | None],
 ) -> None:
-    for op, reason in zip(plan.ops, reasons):
+    for op, reason in zip(plan.ops, reasons, strict=False):  # a reply may carry no reasons
         if reason.get("Code") != REASON_CONDITION_FAILED:
             continue  # TransactionConflict or collateral: the next round tries again
         image = reason.get("Item")
@@ -276,7 +284,7 @@ def reopen_failed(store: "WorkStore", batch: BatchRow, requested_by: str, chunk:
     skipped = 0
     for start in range(0, len(failed), chunk):
         part = failed[start:start + chunk]
-        nonce = ""  # a new nonce (and time) per plan; a re-send after a transient error keeps both
+        nonce, now = "", 0  # a new nonce (and time) per plan; a re-send after a transient error keeps both
         for _ in range(CLAIM_ROUNDS):
             if not part:
                 break
@@ -318,7 +326,7 @@ def reopen_failed(store: "WorkStore", batch: BatchRow, requested_by: str, chunk:
                     retried += [ItemKey.of_row(row.batch_key, row.item_id) for row in part]
                     break
                 changed = {
-                    row.item_id for row, reason in zip(part, item_reasons) if reason.get("Code") == REASON_CONDITION_FAILED
+                    row.item_id for row, reason in zip(part, item_reasons, strict=False) if reason.get("Code") == REASON_CONDITION_FAILED
                 }
                 part = [row for row in part if row.item_id not in changed]
                 quota_reason = reasons[0] if reasons else {}
@@ -333,7 +341,7 @@ def reopen_failed(store: "WorkStore", batch: BatchRow, requested_by: str, chunk:
     return ReopenResult(retried=retried, skipped_quota=skipped)
 
 
-def _reopen_batch_in(store: "WorkStore", tx: Any, ref: BatchRef, kind: str, items: int, now: int) -> None:
+def _reopen_batch_in(store: WorkStore, tx: Any, ref: BatchRef, kind: str, items: int, now: int) -> None:
     """Add "reopen the batch for `items` reopened failed items" to the caller's transaction."""
     b = store._batches
     tx.update(

@@ -5,7 +5,8 @@ This is the port; the SQS adapter is `providers.sqs_wakeups.SqsWakeups`, the tes
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 from jobfence.work.keys import ItemKey
 

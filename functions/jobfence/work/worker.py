@@ -13,14 +13,16 @@ failure, so SQS redelivers it, when only a redelivery can make progress.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from aws_lambda_powertools import Logger
 
 from jobfence.errors import InvalidEvent, JobfenceError
 from jobfence.runs import safe_error
+from jobfence.work.fairness import TenantGate, new_owner
 from jobfence.work.keys import (
     BatchDelta,
     BatchRef,
@@ -28,13 +30,12 @@ from jobfence.work.keys import (
     Claim,
     ClaimState,
     ItemKey,
-    PermanentFailure,
     Perform,
+    PermanentFailure,
     Tallies,
     WorkRequest,
     parse_wakeup,
 )
-from jobfence.work.fairness import TenantGate, new_owner
 from jobfence.work.store import WorkStore
 from jobfence.work.timing import Timing
 from jobfence.work.wakeups import Wakeups
@@ -221,11 +222,11 @@ class Worker:
             # leave time to write the timeout rows before Lambda itself stops us
             timeout_s = max(1.0, min(timeout_s, (remaining_ms - self._margin) / 1000))
         pool = ThreadPoolExecutor(max_workers=len(claimed), thread_name_prefix="item")
-        futures: dict[Future, Claim] = {}
+        futures: dict[Future[str], Claim] = {}
         for claim in claimed:
             request = WorkRequest(claim.key, self.kind, claim.attempts, claim.payload)
             futures[pool.submit(self._perform, request, timeout_s)] = claim
-        settled: set[Future] = set()
+        settled: set[Future[str]] = set()
         try:
             for future in _as_completed(futures, timeout_s):
                 settled.add(future)
@@ -313,7 +314,7 @@ class Worker:
                                                        **(key.log_ids() if key else {})})
 
 
-def _as_completed(futures: Iterable[Future], timeout_s: float) -> Iterator[Future]:
+def _as_completed(futures: Iterable[Future[str]], timeout_s: float) -> Iterator[Future[str]]:
     """Futures as they finish, until `timeout_s` after the first call (all items started together)."""
     try:
         yield from as_completed(list(futures), timeout=timeout_s)

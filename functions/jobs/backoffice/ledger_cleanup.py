@@ -7,7 +7,8 @@ exposes operator sessions; no API function is granted this table.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from jobfence.expiry import deletion_batches
 from jobfence.scheduled import JobDeps, RunContext

@@ -17,7 +17,7 @@ from pynamodb.models import Model
 
 from jobfence.clock import ttl_seconds
 from jobfence.dynamo import ModelStore, aws_call, get_row
-from jobfence.expiry import expiry_index, expired, expiry_shard, is_live
+from jobfence.expiry import expired, expiry_index, expiry_shard, is_live
 
 
 class _Entry(Model):

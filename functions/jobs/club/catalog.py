@@ -10,6 +10,8 @@ send to its own queue (it only changes a received message's visibility,
 which its event source grants).
 """
 
+from typing import Any
+
 from jobfence.indexes import EXPIRY_INDEX_SPEC, due_index_spec
 from jobfence.registry import CatchUp, JobSpec, QueueSpec, TableSpec
 
@@ -22,7 +24,7 @@ EVERY_5_MINUTES = "rate(5 minutes)"
 # that the next tick, at most 30 minutes away, brings up to date (schedules, stats, roles, request
 # expiry); the 5-minute email intake's next tick is 5 minutes away. Overlap stays `skip` everywhere
 # (seed 002: if another request arrives while the lease is active, the job does not run again).
-MEMBER_FACING_CATCH_UP = dict(catch_up=CatchUp.ONCE, catch_up_window_s=2 * 3600)
+MEMBER_FACING_CATCH_UP: dict[str, Any] = dict(catch_up=CatchUp.ONCE, catch_up_window_s=2 * 3600)
 # The only From addresses a receipt may come from (after SPF, DKIM and DMARC PASS): the shop's.
 # A deployment that changes the shop's address changes this line (docs/security.md).
 RECEIPT_SENDERS = "shop@photoclub.example"
@@ -109,7 +111,7 @@ TABLES = (
 )
 
 _OUTBOX = {"club_outbox": "query+put+delete"}  # a put in each commit; the flush pages and deletes
-_NOTIFIES = dict(queues=(NOTIFICATIONS_QUEUE,), secrets=(SIGNING_KEY_SECRET,))
+_NOTIFIES: dict[str, Any] = dict(queues=(NOTIFICATIONS_QUEUE,), secrets=(SIGNING_KEY_SECRET,))
 
 
 def _club_job(name: str, entry: str, tables: dict, description: str, notifies: bool = True, **policies) -> JobSpec:
@@ -183,7 +185,9 @@ EMAIL_INTAKE_JOB = JobSpec(
     timeout_s=120,
     tables={"club_email_intake": "get+query+update", "club_receipts": "put"},
     config={"receipt_senders": RECEIPT_SENDERS},
-    description="authenticate and parse due intake emails into receipts; quarantine the unauthentic, back off on failure",
+    description=(
+        "authenticate and parse due intake emails into receipts; quarantine the unauthentic, back off on failure"
+    ),
 )
 
 JOBS = (*SCHEDULER_JOBS, EMAIL_INTAKE_JOB)

@@ -14,7 +14,8 @@ lease check (LeaseLost stops the job).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from jobfence.errors import ConditionFailed
 from jobfence.scheduled import JobDeps, RunContext

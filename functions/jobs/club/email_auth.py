@@ -13,9 +13,10 @@ Anything else is quarantined by `retry_email_intake` with the reason: kept
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from email import message_from_string, policy
-from typing import Any, Mapping
+from typing import Any
 
 from jobs.club.email_receipts import MAX_RAW_CHARS
 
@@ -35,7 +36,7 @@ class MailVerdicts:
     dmarc: str = MISSING
 
     @classmethod
-    def from_ses_receipt(cls, receipt: Mapping[str, Any]) -> "MailVerdicts":
+    def from_ses_receipt(cls, receipt: Mapping[str, Any]) -> MailVerdicts:
         """From the `receipt` object of an SES receipt-rule event (`Records[].ses.receipt`)."""
         def status(field: str) -> str:
             verdict = receipt.get(field) if isinstance(receipt, Mapping) else None
@@ -45,7 +46,7 @@ class MailVerdicts:
         return cls(**{check: status(field) for check, field in SES_FIELDS.items()})
 
     @classmethod
-    def passed(cls) -> "MailVerdicts":
+    def passed(cls) -> MailVerdicts:
         return cls(PASS, PASS, PASS)
 
     def failures(self) -> list[str]:
@@ -69,7 +70,7 @@ def _from_address(raw: str) -> str | None:
         return None
     try:
         header = message_from_string(raw, policy=policy.default).get("From")
-        addresses = getattr(header, "addresses", ()) if header is not None else ()
+        addresses: tuple[Any, ...] = getattr(header, "addresses", ()) if header is not None else ()
     except (ValueError, TypeError, IndexError, AttributeError):
         return None
     if len(addresses) != 1 or not addresses[0].addr_spec:

@@ -16,7 +16,8 @@ keeping the reason. One bad record never holds up the others.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.club.changes import commit_plain

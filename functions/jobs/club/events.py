@@ -23,7 +23,8 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
-from typing import Any, Mapping, Protocol, Union
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -83,7 +84,7 @@ class DirectNotification(_Payload):
     content: str = Field(min_length=1, max_length=2000)
 
 
-Payload = Union[RoleChange, MessagePost, MessageEdit, DirectNotification]
+Payload = RoleChange | MessagePost | MessageEdit | DirectNotification
 
 PAYLOAD_MODELS: dict[EventType, type[_Payload]] = {
     EventType.ROLE_ADD: RoleChange,
@@ -104,7 +105,7 @@ class Event(BaseModel):
     payload: Payload
 
     @classmethod
-    def build(cls, type: EventType, nonce: str, **payload: Any) -> "Event":
+    def build(cls, type: EventType, nonce: str, **payload: Any) -> Event:
         """A typed event; raises `InvalidEvent` when the payload does not fit the type."""
         try:
             body = PAYLOAD_MODELS[EventType(type)].model_validate(payload)
@@ -116,7 +117,7 @@ class Event(BaseModel):
         return json.dumps({"type": self.type.value, "nonce": self.nonce, "payload": self.payload.model_dump()})
 
     @classmethod
-    def from_json(cls, text: str) -> "Event":
+    def from_json(cls, text: str) -> Event:
         data = json.loads(text)
         return cls.build(EventType(data["type"]), data["nonce"], **data["payload"])
 

@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 from jobfence.clock import Clock
 from jobfence.config import Settings
-from jobs.club.events import Event, EventType, Signer
 from jobs.club.catalog import SIGNING_KEY_SECRET
+from jobs.club.events import Event, EventType, Signer
 from jobs.club.signing import SigningKeys
 from providers.secrets import SecretsManagerValues
 from providers.sqs import SqsNotificationQueue

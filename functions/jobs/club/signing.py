@@ -34,6 +34,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from jobfence.clock import Clock
 from jobfence.errors import SettingsError
 from providers.secrets import CURRENT, PREVIOUS, SecretMissing, Secrets
+
 KID = re.compile(r"^[0-9a-f]{16}$")
 REFRESH_MIN_MS = 10_000  # an unknown kid re-reads the verify secret at most this often (forged kids cannot flood it)
 
@@ -62,7 +63,7 @@ class SigningKey:
     private: Ed25519PrivateKey
 
     @classmethod
-    def from_secret(cls, value: str) -> "SigningKey":
+    def from_secret(cls, value: str) -> SigningKey:
         private = Ed25519PrivateKey.from_private_bytes(_raw(value, "signing key"))
         return cls(key_id(private.public_key()), private)
 
@@ -79,7 +80,7 @@ class VerifyKey:
     public: Ed25519PublicKey
 
     @classmethod
-    def from_secret(cls, value: str) -> "VerifyKey":
+    def from_secret(cls, value: str) -> VerifyKey:
         public = Ed25519PublicKey.from_public_bytes(_raw(value, "verify key"))
         return cls(key_id(public), public)
 

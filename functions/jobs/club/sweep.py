@@ -13,7 +13,8 @@ reminders are this loop with their own `due` and `handle`.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from jobfence.scheduled import RunContext
 from jobs.club.changes import ChangeLog

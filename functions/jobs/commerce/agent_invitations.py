@@ -20,7 +20,7 @@ from pynamodb.models import Model
 from jobfence.clock import ttl_seconds
 from jobfence.dynamo import ErrorKind, ModelStore, aws_call, classify, error_code, get_row, update_if
 from jobfence.errors import StoreError
-from jobfence.expiry import expiry_index, expired, expiry_shard, is_live
+from jobfence.expiry import expired, expiry_index, expiry_shard, is_live
 
 
 class InvitationStatus(str, enum.Enum):

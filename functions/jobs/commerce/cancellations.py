@@ -11,7 +11,8 @@ per run, each a renewal checkpoint; a second run finds nothing left to change.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from aws_lambda_powertools import Logger
 

@@ -1,8 +1,9 @@
 """Catalog entries of the commerce API (seeds 000 and 001): its tables and jobs."""
 
+from typing import Any
+
 from jobfence.indexes import EXPIRY_INDEX_SPEC
-from jobfence.registry import CatchUp, JobSpec, TableSpec
-from jobfence.registry import IndexSpec
+from jobfence.registry import CatchUp, IndexSpec, JobSpec, TableSpec
 
 SUBSYSTEM = "commerce"
 HOURLY = "cron(0 * * * ? *)"  # seed 000: 0 * * * *
@@ -19,7 +20,7 @@ PAYPAL_SECRET = "paypal_credentials"
 # missed hour costs storage, not correctness. The 5-minute safety net keeps `none`: its next tick
 # is never more than 5 minutes away. Overlap stays `skip` everywhere (seed 000: an unexpired lease
 # prevents another invocation; nothing there asks for a tick to wait).
-RECOVERY_CATCH_UP = dict(catch_up=CatchUp.ONCE, catch_up_window_s=6 * 3600)
+RECOVERY_CATCH_UP: dict[str, Any] = dict(catch_up=CatchUp.ONCE, catch_up_window_s=6 * 3600)
 
 # The tables' indexes (the catalog is data: each store builds its pynamodb index from these names).
 ORDERS_BY_STATUS = IndexSpec(name="by_status", partition_key=("status", "S"), sort_key=("updated_at", "N"))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DeleteError
@@ -11,7 +12,7 @@ from pynamodb.models import Model
 from jobfence.clock import ttl_seconds
 from jobfence.dynamo import ErrorKind, ModelStore, aws_call, classify, error_code, get_row
 from jobfence.errors import StoreError
-from jobfence.expiry import expiry_index, expired, expiry_shard, is_live
+from jobfence.expiry import expired, expiry_index, expiry_shard, is_live
 
 
 class _Conversation(Model):

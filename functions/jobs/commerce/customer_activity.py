@@ -15,7 +15,7 @@ from pynamodb.models import Model
 
 from jobfence.clock import ttl_seconds
 from jobfence.dynamo import ModelStore, aws_call, each_row
-from jobfence.expiry import expiry_index, expired, expiry_shard, is_live
+from jobfence.expiry import expired, expiry_index, expiry_shard, is_live
 
 ACTIVITY_RETENTION_MS = 30 * 24 * 3_600_000
 

@@ -11,7 +11,8 @@ are never touched. Every chunk is one batch (a renewal checkpoint).
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from aws_lambda_powertools import Logger
 

@@ -32,8 +32,8 @@ from pynamodb.transactions import TransactWrite
 from jobfence.clock import ttl_seconds
 from jobfence.dynamo import ErrorKind, ModelStore, aws_call, classify, each_row, error_code, get_row
 from jobfence.errors import StoreError
+from jobfence.expiry import expired, expiry_index, expiry_shard, is_live
 from jobfence.transaction import Write, update_write
-from jobfence.expiry import expiry_index, expired, expiry_shard, is_live
 
 PARENT = "parent"
 HEADER = "header"

@@ -7,7 +7,8 @@ deletes through the expiry index; readers ignore them meanwhile.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import PutError
@@ -16,7 +17,7 @@ from pynamodb.models import Model
 from jobfence.clock import ttl_seconds
 from jobfence.dynamo import ErrorKind, ModelStore, aws_call, classify, error_code, get_row
 from jobfence.errors import StoreError
-from jobfence.expiry import expiry_index, expired, expiry_shard, is_live
+from jobfence.expiry import expired, expiry_index, expiry_shard, is_live
 
 
 class _DpopProof(Model):

@@ -48,7 +48,8 @@ from pynamodb.models import Model
 from jobfence.dynamo import ErrorKind, ModelStore, classify, each_row, error_code, get_row, index, update_if
 from jobfence.errors import StoreError
 from jobfence.transaction import Write, save_write, update_write
-from jobs.commerce.catalog import OPERATIONS_BY_ACCOUNT as BY_ACCOUNT, OPERATIONS_BY_DUE as BY_DUE
+from jobs.commerce.catalog import OPERATIONS_BY_ACCOUNT as BY_ACCOUNT
+from jobs.commerce.catalog import OPERATIONS_BY_DUE as BY_DUE
 
 PENDING_GRACE_MS = 15 * 60_000  # the request path owns a fresh operation this long
 RETRY_BASE_MS = 5 * 60_000
@@ -66,7 +67,7 @@ class OperationStatus(str, enum.Enum):
     """Where an operation is. Terminal: succeeded, failed, voided."""
 
     PENDING = "pending"  # created by the request path (which may void or amend it); recovery claims it after the grace period
-    IN_PROGRESS = "in_progress"  # recovery claimed it (frozen) and calls the provider; recovery settles it, this run or a later one
+    IN_PROGRESS = "in_progress"  # recovery claimed it (frozen) and calls the provider; recovery settles it, now or later
     RETRY_SCHEDULED = "retry_scheduled"  # recovery's call had an unknown outcome; recovery claims it again at due_at, same key
     SUCCEEDED = "succeeded"  # terminal: the provider confirmed it (request path or recovery)
     FAILED = "failed"  # terminal: declined / not capturable / attempts cap (recovery); only operators act on it

@@ -45,7 +45,8 @@ no account-provider or notifier port to call.
 from __future__ import annotations
 
 import enum
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from aws_lambda_powertools import Logger
 

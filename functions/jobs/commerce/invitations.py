@@ -8,7 +8,8 @@ are explicit requests of the API, and this module has no port for either.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.commerce.agent_invitations import AgentInvitationStore

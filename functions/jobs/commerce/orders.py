@@ -21,7 +21,8 @@ from pynamodb.models import Model
 from jobfence.dynamo import ModelStore, aws_call, each_row, get_row, index, update_if
 from jobfence.errors import StoreError
 from jobfence.transaction import Write, update_write
-from jobs.commerce.catalog import ORDERS_BY_ACCOUNT as BY_ACCOUNT, ORDERS_BY_STATUS as BY_STATUS
+from jobs.commerce.catalog import ORDERS_BY_ACCOUNT as BY_ACCOUNT
+from jobs.commerce.catalog import ORDERS_BY_STATUS as BY_STATUS
 
 
 class OrderStatus(str, enum.Enum):

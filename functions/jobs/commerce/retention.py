@@ -9,7 +9,8 @@ function never loads the other's (docs/benchmarks.md, cold start).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from jobfence.expiry import deletion_batches
 from jobfence.scheduled import JobDeps, RunContext

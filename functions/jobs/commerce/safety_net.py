@@ -46,7 +46,8 @@ order that may have been paid is never reported as failed.
 from __future__ import annotations
 
 import enum
-from typing import Any, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from aws_lambda_powertools import Logger
 

@@ -9,8 +9,8 @@ Data only: the builders of a pipeline's worker are in `jobs.listings.pipelines`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from jobfence.indexes import OPEN_INDEX_SPEC, RECLAIM_INDEX_SPEC
 from jobfence.registry import JobSpec, QueueSpec, TableSpec

@@ -7,13 +7,14 @@ from its function's own configuration (`WORKER_QUEUE`), never from a message.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
-from typing import Any, Mapping
+from typing import Any
 
 from jobfence.clock import Clock
 from jobfence.config import Settings
 from jobfence.quota import QuotaStore
-from jobfence.work import PermanentFailure, Perform, TenantGate, WorkRequest, WorkStore
+from jobfence.work import Perform, PermanentFailure, TenantGate, WorkRequest, WorkStore
 from jobfence.work.pipeline import WorkerPipeline
 from jobs.listings.catalog import (  # noqa: F401 (the pipelines' data, re-exported for their builders' callers)
     BATCHES_TABLE,

@@ -7,7 +7,7 @@ summed counts land in the run row.
 
 from __future__ import annotations
 
-from jobfence.reclaim import ReclaimPipeline, Reclaimer
+from jobfence.reclaim import Reclaimer, ReclaimPipeline
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.listings.pipelines import PIPELINES, build_store, build_wakeups
 

@@ -30,13 +30,14 @@ Checked at the end (after at most `SWEEPS` fault-free sweeps: reclaim, then drai
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from jobfence.config import ScheduledSettings, Settings
 from jobfence.errors import JobfenceError
 from jobfence.quota import QuotaStore
-from jobfence.reclaim import ReclaimPipeline, Reclaimer
+from jobfence.reclaim import Reclaimer, ReclaimPipeline
 from jobfence.scheduled import JobDeps
 from jobfence.triggers import Trigger
 from jobfence.work import BatchOperations, BatchRef, ItemInput, Producer, TenantGate, Worker, WorkStore
@@ -45,9 +46,9 @@ from jobs.listings.catalog import TOLERATED_FAILURE_PCT
 from jobs.listings.pipelines import GENERATION, PIPELINES, PUBLISH, endpoint_of, perform_with
 from ops.invariants import check_batches
 from ops.sim.faults import AWS_CALL_FAULTS, DELIVERY_FAULTS, PAUSES, PROVIDER_FAULTS, FaultKind
-from ops.sim.scheduled import LambdaContext
 from ops.sim.kernel import START_MS, Actor, SkewedClock
 from ops.sim.queue import SimProvider, SimQueues
+from ops.sim.scheduled import LambdaContext
 from ops.sim.terms import TermWatch
 from ops.sim.world import World, clean_tick_after
 from providers.sqs_wakeups import SqsWakeups
@@ -81,7 +82,7 @@ class BatchFamily:
     def pause_ms(self, world: World, kind: FaultKind) -> int:
         timing = PIPELINES[GENERATION].timing
         base = {
-            FaultKind.PAUSE_TTL: CATALOG.job(RECLAIM_JOB).lease_ttl_s,
+            FaultKind.PAUSE_TTL: CATALOG.job(RECLAIM_JOB).lease_ttl_ms // 1000,
             FaultKind.PAUSE_ITEM_STALE: timing.item_stale_s,
             FaultKind.PAUSE_BATCH_STALE: timing.batch_stale_s,
         }[kind]
@@ -218,7 +219,7 @@ class BatchFamily:
     def _on_write(self, world: World, write: Any) -> None:
         cap = PIPELINES[GENERATION].timing.attempts_cap
         item_tenants = set()
-        quota_tenants = set()
+        quota_tenants: set[Any] = set()  # a quota row's tenant, as written
         for change in write.changes:
             before, after = change.before or {}, change.after or {}
             if change.table == "listing_items":
@@ -407,12 +408,13 @@ class ListingsFamily(BatchFamily):
     def reclaim_job(self, world: World, clock: Any) -> Callable[..., Any]:
         spec = CATALOG.job(RECLAIM_JOB)
         settings = self._settings(world, scheduled=True)
+        assert isinstance(settings, ScheduledSettings)
         return spec.load()(JobDeps(settings, spec, clock, world.wire.boto3, world.wire.dynamodb, world.logger))
 
     def plan_batches(self, world: World) -> list[PlannedBatch]:
         marker = world.data["marker"]
         out = []
-        for tenant, kind in zip(TENANTS, (GENERATION, PUBLISH)):
+        for tenant, kind in zip(TENANTS, (GENERATION, PUBLISH), strict=True):
             items = tuple(ItemInput(f"i{i}", {"title": f"{marker} {i}"}) for i in range(world.rng.randint(2, 3)))
             out.append(PlannedBatch(BatchRef(tenant, "b1"), kind, items))
         return out

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from jobfence.registry import Overlap
 from jobfence.scheduled import ScheduledRunner
 from jobfence.triggers import Trigger
 from ops.sim.families.lease import LeaseFamily
-from ops.sim.kernel import START_MS, Actor
+from ops.sim.kernel import START_MS
 from ops.sim.world import MARGIN_MS, World
 
 SPACING_MS = 20_000

@@ -45,6 +45,7 @@ from jobfence.errors import StoreError
 from ops.sim.faults import AWS_CALL_FAULTS, CRASHES, PROVIDER_FAULTS, TIME_FAULTS, FaultKind
 from ops.sim.scheduled import LambdaContext, clean_tick
 from ops.sim.kernel import START_MS, Actor, SkewedClock
+from ops.sim.scheduled import LambdaContext, clean_tick
 from ops.sim.terms import TermWatch
 from ops.sim.world import World, clean_tick_after
 from providers.payments import AlreadyCaptured, PaymentError, TransientPaymentError
@@ -152,7 +153,7 @@ class SafetyNetFamily:
 
     def pause_ms(self, world: World, kind: FaultKind) -> int:
         """Past the lease TTL, so a later tick takes over while the paused holder still acts."""
-        return CATALOG.job(JOB).lease_ttl_s * 1000 + world.rng.randrange(1, 2 * TICK_MS)
+        return CATALOG.job(JOB).lease_ttl_ms + world.rng.randrange(1, 2 * TICK_MS)
 
     # -- setup ----------------------------------------------------------------------------
 
@@ -261,9 +262,9 @@ class SafetyNetFamily:
         moved: dict[str, int] = {}
         for act in payments.acts:
             moved[act.order_id] = moved.get(act.order_id, 0) + act.moved
-        for order, times in moved.items():
+        for moved_order, times in moved.items():
             if times > 1:
-                world.violate(23, f"money moved {times} times on {order}")
+                world.violate(23, f"money moved {times} times on {moved_order}")
         self._check_counts(world, payments)
         rows = {r["intent_id"]: r for r in world.scan("payment_intents")}
         for intent, order_id in world.data["orders"].items():

@@ -7,14 +7,16 @@ channel the jobs post into (the studio schedule). `content_hash` is the hash of
 what was last published: a job publishes only when the rendered content
 differs, with a condition on the version it read (+1 on every publish), so two
 runs never publish the same change twice, and the version makes each publish's
-event nonce unique even when the content returns to an earlier text. The darkroom stats board also keeps the totals themselves.
+event nonce unique even when the content returns to an earlier text. The darkroom stats board also keeps
+the totals themselves.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model

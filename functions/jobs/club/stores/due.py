@@ -9,7 +9,8 @@ update repeats the due condition, so a stale index entry changes nothing.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from jobfence.dynamo import each_row
 from jobfence.expiry import EXPIRY_SHARDS, expiry_shard

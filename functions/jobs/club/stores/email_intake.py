@@ -22,8 +22,8 @@ from pynamodb.models import Model
 
 from jobfence.dynamo import ModelStore, aws_call, get_row, index
 from jobfence.transaction import Write, update_write
-from jobs.club.email_auth import MISSING, MailVerdicts
 from jobs.club.catalog import RETRY_INDEX_SPEC
+from jobs.club.email_auth import MISSING, MailVerdicts
 from jobs.club.stores.due import due_rows, shard_of
 
 MAX_ERROR_CHARS = 300

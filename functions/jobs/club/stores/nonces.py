@@ -26,7 +26,8 @@ deleted any message carrying it is already rejected as stale.
 from __future__ import annotations
 
 import enum
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DeleteError, PutError, UpdateError

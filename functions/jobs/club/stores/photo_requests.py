@@ -17,7 +17,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.dynamo import ModelStore, aws_call, get_row
-from jobfence.expiry import expiry_index, expired, expiry_shard
+from jobfence.expiry import expired, expiry_index, expiry_shard
 from jobfence.transaction import Write, update_write
 
 

@@ -12,7 +12,8 @@ the key lets both sweeps read only what has started.
 from __future__ import annotations
 
 import enum
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
