@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: demo test test-fast sim synth deploy bench install dist clean
+.PHONY: demo test test-fast lint format sim synth deploy bench install dist clean
 
 # The web console's browser tests drive Debian's chromium (never a downloaded browser build).
 CHROMIUM := /usr/bin/chromium
@@ -35,6 +35,21 @@ demo: install
 TEST_WORKERS ?= auto
 test: lint $(CHROMIUM)
 	$(PY) -m pytest -n $(TEST_WORKERS)
+
+# ruff (lint, then the format check) and mypy over the code the project ships and runs; their
+# settings and strictness are in pyproject.toml. Each prints its findings; all three always run.
+LINT_PATHS := functions infra ops app.py
+lint: install
+	@status=0; \
+	$(VENV)/bin/ruff check $(LINT_PATHS) || status=1; \
+	$(VENV)/bin/ruff format --check $(LINT_PATHS) || status=1; \
+	$(VENV)/bin/mypy || status=1; \
+	exit $$status
+
+# Rewrites the files in place: ruff's safe fixes (import order, ...), then its formatter.
+format: install
+	$(VENV)/bin/ruff check --fix --exit-zero --quiet $(LINT_PATHS)
+	$(VENV)/bin/ruff format $(LINT_PATHS)
 
 # The fast tier, for every iteration: the tests not marked `slow` (no deployed runtime, CDK synthesis,
 # subprocess, wheel build or simulator campaign; pyproject.toml says what `slow` covers), on every core.

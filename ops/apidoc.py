@@ -57,11 +57,20 @@ def packages() -> list[Package]:
     for name in constructs.__all__:
         by_module.setdefault(defining_module(constructs, name), []).append(name)
     return [
-        Package("jobfence", "`jobfence`: the runtime", {m: names.split() for m, names in sorted(runtime._MODULES.items())}),
-        Package("jobfence.testing", "`jobfence.testing`: the test kit (the extra `jobfence[testing]`; its pytest "
-                "plugin is `jobfence.testing.plugin`)", {m: names.split() for m, names in sorted(kit._MODULES.items())}),
-        Package("jobfence_cdk", "`jobfence_cdk`: the CDK constructs (distribution `jobfence-cdk`)",
-                {m: sorted(n) for m, n in sorted(by_module.items())}),
+        Package(
+            "jobfence", "`jobfence`: the runtime", {m: names.split() for m, names in sorted(runtime._MODULES.items())}
+        ),
+        Package(
+            "jobfence.testing",
+            "`jobfence.testing`: the test kit (the extra `jobfence[testing]`; its pytest "
+            "plugin is `jobfence.testing.plugin`)",
+            {m: names.split() for m, names in sorted(kit._MODULES.items())},
+        ),
+        Package(
+            "jobfence_cdk",
+            "`jobfence_cdk`: the CDK constructs (distribution `jobfence-cdk`)",
+            {m: sorted(n) for m, n in sorted(by_module.items())},
+        ),
     ]
 
 
@@ -95,7 +104,7 @@ def signature(func: Callable[..., Any], name: str, *, skip_self: bool = False) -
     """`name(param: hint = default, ...) -> hint`, hints printed as written."""
     sig = inspect.signature(func)
     parts, star_done = [], False
-    params = list(sig.parameters.values())[1 if skip_self else 0:]
+    params = list(sig.parameters.values())[1 if skip_self else 0 :]
     for p in params:
         if p.kind == p.KEYWORD_ONLY and not star_done:
             parts.append("*")
@@ -145,8 +154,14 @@ def alias_docs(module: str) -> dict[str, tuple[str, str]]:
     found: dict[str, tuple[str, str]] = {}
     for node, after in pairwise(body):
         names = _assigned_names(node)
-        if len(names) == 1 and isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None \
-                and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str):
+        if (
+            len(names) == 1
+            and isinstance(node, ast.Assign | ast.AnnAssign)
+            and node.value is not None
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
             found[names[0]] = (ast.get_source_segment(source, node.value) or "", inspect.cleandoc(after.value.value))
     return found
 
@@ -172,8 +187,10 @@ def render_class(qual: str, cls: type, out: list[str]) -> None:
             out.append(f"- **`{name}: {hint}`** (property): {one_paragraph(member.fget)}")
         else:
             func = member.__func__ if isinstance(member, (staticmethod, classmethod)) else member
-            out.append(f"- **`{signature(func, name, skip_self=not isinstance(member, staticmethod))}`**: "
-                       f"{one_paragraph(func)}")
+            out.append(
+                f"- **`{signature(func, name, skip_self=not isinstance(member, staticmethod))}`**: "
+                f"{one_paragraph(func)}"
+            )
     out.append("")
 
 
@@ -197,7 +214,9 @@ def render(pkgs: list[Package]) -> str:
                 if inspect.isclass(obj):
                     render_class(qual, obj, out)
                 elif inspect.isfunction(obj):
-                    out.append(f"#### `{qual}` (function)\n\n```python\n{signature(obj, name)}\n```\n\n{inspect.getdoc(obj)}\n")
+                    out.append(
+                        f"#### `{qual}` (function)\n\n```python\n{signature(obj, name)}\n```\n\n{inspect.getdoc(obj)}\n"
+                    )
                 elif name in aliases:
                     value, doc = aliases[name]
                     out.append(f"#### `{qual}` (value)\n\n```python\n{name} = {value}\n```\n\n{doc}\n")
@@ -239,8 +258,11 @@ def missing(pkgs: list[Package]) -> list[str]:
 
 def hint_problems(qual: str, func: Callable[..., Any], *, needs_return: bool) -> list[str]:
     sig = inspect.signature(func)
-    problems = [f"{qual}: parameter {p.name!r} has no type hint" for i, p in enumerate(sig.parameters.values())
-                if p.annotation is p.empty and not (i == 0 and p.name in ("self", "cls"))]
+    problems = [
+        f"{qual}: parameter {p.name!r} has no type hint"
+        for i, p in enumerate(sig.parameters.values())
+        if p.annotation is p.empty and not (i == 0 and p.name in ("self", "cls"))
+    ]
     if needs_return and sig.return_annotation is sig.empty:
         problems.append(f"{qual}: no return type hint")
     return problems

@@ -159,11 +159,25 @@ def _target_options(p: argparse.ArgumentParser, default: Any) -> None:
     where.add_argument("--profile", default=d(None), help="AWS profile")
     where.add_argument("--region", default=d(None), help="AWS region")
     where.add_argument("--stack", default=d(DEFAULT_STACK), help="CloudFormation stack name (default: jobfence)")
-    where.add_argument("--local", action="store_true", default=d(False), help="the background local runtime (`local up`)")
-    where.add_argument("--embedded", action="store_true", default=d(False), help="a fresh in-process local runtime (slow: synth and deploy)")
-    where.add_argument("--advance-hours", type=float, default=d(0.0), help="with --embedded: let the schedules run this long first")
-    p.add_argument("--as", dest="requested_by", type=operator, default=d(None),
-                   help='operator name recorded on manual runs and retries, exactly as given ("Jane Doe")')
+    where.add_argument(
+        "--local", action="store_true", default=d(False), help="the background local runtime (`local up`)"
+    )
+    where.add_argument(
+        "--embedded",
+        action="store_true",
+        default=d(False),
+        help="a fresh in-process local runtime (slow: synth and deploy)",
+    )
+    where.add_argument(
+        "--advance-hours", type=float, default=d(0.0), help="with --embedded: let the schedules run this long first"
+    )
+    p.add_argument(
+        "--as",
+        dest="requested_by",
+        type=operator,
+        default=d(None),
+        help='operator name recorded on manual runs and retries, exactly as given ("Jane Doe")',
+    )
     p.add_argument("--json", action="store_true", default=d(False), help="machine-readable output")
 
 
@@ -192,8 +206,13 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--limit", type=limit, default=20)
     r = command("ledger", "every expected tick of a job in a time range, and what became of it")
     r.add_argument("job", type=job_name)
-    r.add_argument("--since", type=ledger_span, default=duration_ms("24h"), metavar="DURATION",
-                   help=f"how far back: 24h (default), 30m, 2d, 1h30m; at most {LEDGER_MAX_SPAN_DAYS}d")
+    r.add_argument(
+        "--since",
+        type=ledger_span,
+        default=duration_ms("24h"),
+        metavar="DURATION",
+        help=f"how far back: 24h (default), 30m, 2d, 1h30m; at most {LEDGER_MAX_SPAN_DAYS}d",
+    )
     command("sweep-runs", "record `died` the runs whose term ended unreleased (no next tick yet)")
 
     b = command("batch", "durable batches: show TENANT/BATCH (rows first), list, submit")
@@ -205,7 +224,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--limit", type=limit, default=50)
     s = bsub.add_parser("submit", help="a batch from a JSON-lines file of items")
     s.add_argument("ref", type=batch_ref, metavar="TENANT/BATCH")
-    s.add_argument("items", type=items_file, metavar="FILE", help='one item a line: {"id": ..., "input": {...}} or the input')
+    s.add_argument(
+        "items", type=items_file, metavar="FILE", help='one item a line: {"id": ..., "input": {...}} or the input'
+    )
     s.add_argument("--kind", choices=sorted(PIPELINES), default="generation")
     s.add_argument("--grant-quota", type=positive, default=None, metavar="N", help="grant the tenant N actions first")
     for sp in bsub.choices.values():
@@ -225,9 +246,12 @@ def parser() -> argparse.ArgumentParser:
         which.add_argument("job", nargs="?", type=job_name)
         which.add_argument("--all", action="store_true", help="every rule and every queue worker")
         if name == "enable":
-            r.add_argument("--catch-up", action="store_true",
-                           help="then run each re-enabled job once for its last missed or disabled tick (its "
-                                "catch-up window, else the last 24h), unless a run started since")
+            r.add_argument(
+                "--catch-up",
+                action="store_true",
+                help="then run each re-enabled job once for its last missed or disabled tick (its "
+                "catch-up window, else the last 24h), unless a run started since",
+            )
     command("pause-workers", "disable every queue worker's event source mapping (messages wait)")
     command("resume-workers", "enable every queue worker's event source mapping")
     r = command("invoke", "invoke a function with a sample event")
@@ -278,8 +302,10 @@ def _sim(args: argparse.Namespace) -> int:
         report = run_one(args.replay, args.family, verbose=True)
         for violation in report.violations:
             print(f"invariant {violation.number}: {violation.text}")
-        print(f"seed {report.seed} ({report.family}): {'ok' if report.ok else 'VIOLATED'}; "
-              f"faults injected: {', '.join(sorted(k.value for k in report.injected)) or 'none'}")
+        print(
+            f"seed {report.seed} ({report.family}): {'ok' if report.ok else 'VIOLATED'}; "
+            f"faults injected: {', '.join(sorted(k.value for k in report.injected)) or 'none'}"
+        )
         return 0 if report.ok else 1
     result = campaign(parse_seeds(args.seeds), args.family, jobs=args.jobs)
     print("\n".join(result.lines()))
@@ -300,8 +326,9 @@ def _normalize(argv: list[str]) -> list[str]:
 # -- running ------------------------------------------------------------------------------------
 
 
-def main(argv: Sequence[str] | None = None, target: Any = None, console: Console | None = None,
-         errors: Console | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None, target: Any = None, console: Console | None = None, errors: Console | None = None
+) -> int:
     """Parse, check, run one command; the return value is the exit status.
 
     Tests pass a `target` (over a shared runtime) and a console (errors go to it too).

@@ -48,14 +48,28 @@ def status(target: Any, args: argparse.Namespace, console: Console) -> int:
         return 0
     now = report.now_ms
     console.print(f"target: {target.name}   now: {when(now)}", markup=False)
-    t = table("jobs", "job", "rule", "next tick", "lease", "last run", "missed 24h", "error", names=[j.job for j in report.jobs])
+    t = table(
+        "jobs",
+        "job",
+        "rule",
+        "next tick",
+        "lease",
+        "last run",
+        "missed 24h",
+        "error",
+        names=[j.job for j in report.jobs],
+    )
     for job in report.jobs:
         last = job.last_run
         lease = f"{job.holder} (fence {job.fence}) {ago(job.expires_at, now)}" if job.holder else "free"
         t.add_row(
-            job.job, (job.rule_state or "-").lower(), ago(job.next_tick_at, now),
-            lease, f"{last.outcome or '-'} {ago(last.started_at, now)}" if last else "-",
-            "-" if job.missed_last_day is None else str(job.missed_last_day), (last.error or "") if last else "",
+            job.job,
+            (job.rule_state or "-").lower(),
+            ago(job.next_tick_at, now),
+            lease,
+            f"{last.outcome or '-'} {ago(last.started_at, now)}" if last else "-",
+            "-" if job.missed_last_day is None else str(job.missed_last_day),
+            (last.error or "") if last else "",
         )
     console.print(t)
     if report.stale_items is not None:
@@ -71,12 +85,30 @@ def runs(target: Any, args: argparse.Namespace, console: Console) -> int:
     rows = jobs.runs(target, args.job, args.limit)
     if as_json(console, args, rows):
         return 0
-    t = table(f"runs of {args.job} (newest first)", "started", "trigger", "outcome", "duration ms", "fence", "summary", "error",
-              "by", names=[when(0)])
+    t = table(
+        f"runs of {args.job} (newest first)",
+        "started",
+        "trigger",
+        "outcome",
+        "duration ms",
+        "fence",
+        "summary",
+        "error",
+        "by",
+        names=[when(0)],
+    )
     for row in rows:
         by = " ".join(x for x in (row.requested_by, f"({row.caller})" if row.caller else None) if x)
-        t.add_row(when(row.started_at), row.trigger or "-", row.outcome or "-", str(row.duration_ms if row.duration_ms is not None else "-"),
-                  str(row.fence if row.fence is not None else "-"), pairs(row.summary), row.error or "", by)
+        t.add_row(
+            when(row.started_at),
+            row.trigger or "-",
+            row.outcome or "-",
+            str(row.duration_ms if row.duration_ms is not None else "-"),
+            str(row.fence if row.fence is not None else "-"),
+            pairs(row.summary),
+            row.error or "",
+            by,
+        )
     console.print(t)
     return 0
 
@@ -86,15 +118,29 @@ def ledger(target: Any, args: argparse.Namespace, console: Console) -> int:
     book = jobs.job_ledger(target, args.job, now - args.since, now, look=True)
     if as_json(console, args, book):
         return 0
-    t = table(f"ledger of {args.job} ({book.schedule}, UTC, oldest first)", "tick", "label", "run", "duplicates",
-              "made up by", names=[when(0)])
+    t = table(
+        f"ledger of {args.job} ({book.schedule}, UTC, oldest first)",
+        "tick",
+        "label",
+        "run",
+        "duplicates",
+        "made up by",
+        names=[when(0)],
+    )
     for entry in book.entries:
-        t.add_row(when(entry.tick_at), entry.label.value, entry.run_id or "-", str(entry.duplicates or ""),
-                  entry.made_up_by or "")
+        t.add_row(
+            when(entry.tick_at),
+            entry.label.value,
+            entry.run_id or "-",
+            str(entry.duplicates or ""),
+            entry.made_up_by or "",
+        )
     console.print(t)
-    console.print(f"{len(book.entries)} expected tick(s): "
-                  + (", ".join(f"{k.value}={v}" for k, v in sorted(book.counts().items(), key=lambda kv: kv[0].value)) or "none"),
-                  markup=False)
+    console.print(
+        f"{len(book.entries)} expected tick(s): "
+        + (", ".join(f"{k.value}={v}" for k, v in sorted(book.counts().items(), key=lambda kv: kv[0].value)) or "none"),
+        markup=False,
+    )
     return 0
 
 
@@ -140,7 +186,9 @@ def run_all(target: Any, args: argparse.Namespace, console: Console) -> int:
 
 
 def batch(target: Any, args: argparse.Namespace, console: Console) -> int:
-    return {"show": _batch_show, "list": _batch_list, "submit": _batch_submit}[args.batch_command](target, args, console)
+    return {"show": _batch_show, "list": _batch_list, "submit": _batch_submit}[args.batch_command](
+        target, args, console
+    )
 
 
 def _batch_show(target: Any, args: argparse.Namespace, console: Console) -> int:
@@ -148,10 +196,37 @@ def _batch_show(target: Any, args: argparse.Namespace, console: Console) -> int:
     if as_json(console, args, {**plain(report), "counts": report.counts()}):
         return 0
     b = report.batch
-    head = table(f"batch {b.tenant}/{b.batch_id}", "kind", "status", "total", "completed", "failed", "updated", "finalized", "retries")
-    head.add_row(b.kind, b.status.value, str(b.total), str(b.completed), str(b.failed), when(b.updated_at), when(b.finalized_at), str(b.retries))
+    head = table(
+        f"batch {b.tenant}/{b.batch_id}",
+        "kind",
+        "status",
+        "total",
+        "completed",
+        "failed",
+        "updated",
+        "finalized",
+        "retries",
+    )
+    head.add_row(
+        b.kind,
+        b.status.value,
+        str(b.total),
+        str(b.completed),
+        str(b.failed),
+        when(b.updated_at),
+        when(b.finalized_at),
+        str(b.retries),
+    )
     console.print(head)
-    items = table("items (by updated_at)", "item", "status", "attempts", "error", "updated", names=[i.item_id for i in report.items])
+    items = table(
+        "items (by updated_at)",
+        "item",
+        "status",
+        "attempts",
+        "error",
+        "updated",
+        names=[i.item_id for i in report.items],
+    )
     for item in report.items:
         items.add_row(item.item_id, item.status.value, str(item.attempts), item.error or "", when(item.updated_at))
     console.print(items)
@@ -163,10 +238,29 @@ def _batch_list(target: Any, args: argparse.Namespace, console: Console) -> int:
     rows = batches.batches(target, args.tenant, args.limit)
     if as_json(console, args, rows):
         return 0
-    t = table("batches (newest first)", "batch", "kind", "status", "total", "completed", "failed", "created", "created by",
-              names=[str(b.ref) for b in rows])
+    t = table(
+        "batches (newest first)",
+        "batch",
+        "kind",
+        "status",
+        "total",
+        "completed",
+        "failed",
+        "created",
+        "created by",
+        names=[str(b.ref) for b in rows],
+    )
     for b in rows:
-        t.add_row(str(b.ref), b.kind, b.status.value, str(b.total), str(b.completed), str(b.failed), when(b.created_at), b.created_by)
+        t.add_row(
+            str(b.ref),
+            b.kind,
+            b.status.value,
+            str(b.total),
+            str(b.completed),
+            str(b.failed),
+            when(b.created_at),
+            b.created_by,
+        )
     console.print(t)
     return 0
 
@@ -178,8 +272,11 @@ def _batch_submit(target: Any, args: argparse.Namespace, console: Console) -> in
     if as_json(console, args, result):
         return 0
     verb = "created" if result.created else "resumed"
-    console.print(f"{verb} batch {result.ref} ({args.kind}): {result.rows_written} item row(s) written, "
-                  f"{result.enqueued} wake-up(s) sent", markup=False)
+    console.print(
+        f"{verb} batch {result.ref} ({args.kind}): {result.rows_written} item row(s) written, "
+        f"{result.enqueued} wake-up(s) sent",
+        markup=False,
+    )
     return 0
 
 
@@ -187,8 +284,11 @@ def quota(target: Any, args: argparse.Namespace, console: Console) -> int:
     balance = batches.grant_quota(target, args.tenant, args.grant) if args.grant else batches.quota(target, args.tenant)
     if as_json(console, args, balance):
         return 0
-    console.print(f"{balance.tenant}: limit {balance.limit}, available {balance.available}, "
-                  f"reserved {balance.reserved}, refunded {balance.refunded}", markup=False)
+    console.print(
+        f"{balance.tenant}: limit {balance.limit}, available {balance.available}, "
+        f"reserved {balance.reserved}, refunded {balance.refunded}",
+        markup=False,
+    )
     return 0
 
 
@@ -196,8 +296,11 @@ def retry_failed(target: Any, args: argparse.Namespace, console: Console) -> int
     counts = batches.retry_failed(target, args.ref, who(args))
     if as_json(console, args, counts):
         return 0
-    console.print(f"retried {counts.retried} item(s); {counts.skipped_quota} left failed (quota); "
-                  f"{counts.unsent} wake-up(s) not sent (reclaim re-drives them)", markup=False)
+    console.print(
+        f"retried {counts.retried} item(s); {counts.skipped_quota} left failed (quota); "
+        f"{counts.unsent} wake-up(s) not sent (reclaim re-drives them)",
+        markup=False,
+    )
     return 0
 
 
@@ -216,7 +319,9 @@ def _print_switches(console: Console, args: argparse.Namespace, changes: list[sw
 
 def switch(enabled: bool) -> Handler:
     def handler(target: Any, args: argparse.Namespace, console: Console) -> int:
-        changes = switches.set_everything(target, enabled) if args.all else switches.set_rules(target, enabled, args.job)
+        changes = (
+            switches.set_everything(target, enabled) if args.all else switches.set_rules(target, enabled, args.job)
+        )
         code = _print_switches(console, args, changes)
         if not getattr(args, "catch_up", False):
             return code
@@ -229,8 +334,12 @@ def switch(enabled: bool) -> Handler:
                 console.print(f"catch-up {r.job}: nothing due in the last {r.window_s // 3600}h", markup=False)
             else:
                 assert r.run is not None  # a due tick is run
-                console.print(f"catch-up {r.job} for the tick of {when(r.tick)}: {_result_line(r.run)}", markup=False,
-                              highlight=False, soft_wrap=True)
+                console.print(
+                    f"catch-up {r.job} for the tick of {when(r.tick)}: {_result_line(r.run)}",
+                    markup=False,
+                    highlight=False,
+                    soft_wrap=True,
+                )
         return 0 if all(r.passed for r in results) else 1
 
     return handler
@@ -260,11 +369,16 @@ def rotate_signing_key(target: Any, args: argparse.Namespace, console: Console) 
 
     rotation = rotate(target)
     if args.json:
-        print_json(console, {"kid": rotation.kid, "verify_secret": rotation.verify_secret,
-                             "signing_secret": rotation.signing_secret})
+        print_json(
+            console,
+            {"kid": rotation.kid, "verify_secret": rotation.verify_secret, "signing_secret": rotation.signing_secret},
+        )
         return 0
-    console.print(f"new signing key {rotation.kid}: stored in {rotation.verify_secret} (public), "
-                  f"then {rotation.signing_secret} (private)", markup=False)
+    console.print(
+        f"new signing key {rotation.kid}: stored in {rotation.verify_secret} (public), "
+        f"then {rotation.signing_secret} (private)",
+        markup=False,
+    )
     return 0
 
 
@@ -283,8 +397,11 @@ def local(args: argparse.Namespace, directory: pathlib.Path, console: Console) -
             control, fresh = local_control.up(directory)
         state = control.state()
         verb = "started" if fresh else "already up"
-        console.print(f"local runtime {verb} in {time.monotonic() - started:.1f}s: emulator {state.endpoint}, "
-                      f"simulated now {when(state.now_ms)}; commands take --local", markup=False)
+        console.print(
+            f"local runtime {verb} in {time.monotonic() - started:.1f}s: emulator {state.endpoint}, "
+            f"simulated now {when(state.now_ms)}; commands take --local",
+            markup=False,
+        )
         return 0
     if args.local_command == "down":
         stopped = local_control.down(directory)
@@ -301,8 +418,13 @@ def local(args: argparse.Namespace, directory: pathlib.Path, console: Console) -
 def _advance(control: local_control.LocalControl, ms: int, console: Console) -> int:
     hours = ms / 3_600_000
     done: dict[str, Any] = {}
-    with Progress(TextColumn("simulated {task.fields[now]}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                  console=console, transient=False) as progress:
+    with Progress(
+        TextColumn("simulated {task.fields[now]}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        console=console,
+        transient=False,
+    ) as progress:
         task = progress.add_task("advance", total=ms, now="")
         for message in control.advance(ms):
             kind = message["type"]
@@ -312,6 +434,8 @@ def _advance(control: local_control.LocalControl, ms: int, console: Console) -> 
                 progress.console.print(f"{when(message['at_ms'])}  {message['text']}", markup=False, highlight=False)
             elif kind == "done":
                 done = message
-    console.print(f"advanced {hours:g} h to {when(done.get('now_ms'))}: {pairs(done.get('totals', {})) or 'nothing happened'}",
-                  markup=False)
+    console.print(
+        f"advanced {hours:g} h to {when(done.get('now_ms'))}: {pairs(done.get('totals', {})) or 'nothing happened'}",
+        markup=False,
+    )
     return 0

@@ -86,8 +86,9 @@ class DayConfig:
         return self.disable_at + (self.disabled_for if self.disabled_for is not None else max(0.5, self.hours / 8))
 
 
-SHORT = DayConfig(hours=6.5, batch_items=40, rejected_items=2, dpop_rows=300, conversation_rows=60,
-                  disable_from=4, disabled_for=2)
+SHORT = DayConfig(
+    hours=6.5, batch_items=40, rejected_items=2, dpop_rows=300, conversation_rows=60, disable_from=4, disabled_for=2
+)
 
 
 @dataclass
@@ -117,7 +118,7 @@ class DayReport:
         for row in self.runs:
             for key, value in (row.get("summary") or {}).items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "batches":
-                    out.setdefault(row["job"], Counter())[key] += value  # type: ignore[assignment]  # a float adds too
+                    out.setdefault(row["job"], Counter())[key] += value
         return out
 
     @property
@@ -134,8 +135,13 @@ class DayReport:
 class DayScenario:
     """Drives one `LocalRuntime` through the day; `on_event(text)` narrates, `on_tick` sees every tick."""
 
-    def __init__(self, runtime: LocalRuntime, config: DayConfig = DayConfig(), seed: int = 7,
-                 on_event: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        runtime: LocalRuntime,
+        config: DayConfig = DayConfig(),
+        seed: int = 7,
+        on_event: Callable[[str], None] | None = None,
+    ) -> None:
         self.rt = runtime
         self.config = config
         self.rng = random.Random(seed)
@@ -155,7 +161,6 @@ class DayScenario:
         self._start = -(-now // HOUR) * HOUR  # the next full hour: the phases are set on hourly ticks
         top = runtime.topology
         self.client = runtime.session.client("dynamodb")
-        assert top.leases_table is not None and top.runs_table is not None  # the app's stack has both
         self.leases_table = top.leases_table
         self.runs_table = top.runs_table
         self.lease_store = LeaseStore(self.client, self.leases_table, runtime.clock)
@@ -230,15 +235,28 @@ class DayScenario:
         self.rt.advance_to(self._start)
         self._seed_retention()
         seeded = seed_domains(self.rt)
-        self._say(f"seeded retention rows and {', '.join(f'{k}={v}' for k, v in seeded.items())}; every rule ticks on its schedule from now on")
+        self._say(
+            f"seeded retention rows and {', '.join(f'{k}={v}' for k, v in seeded.items())}; every rule ticks on its schedule from now on"
+        )
         # each phase at its hour, as long as the day lasts that long (`--hours N` simulates N hours, not more)
-        phases = [(1, self._duplicate), (2, self._failing), (2.5, self._batch), (3, self._kill_and_drop),
-                  (3 + 10 / 60, self._manual), (4, self._takeover)]
+        phases = [
+            (1, self._duplicate),
+            (2, self._failing),
+            (2.5, self._batch),
+            (3, self._kill_and_drop),
+            (3 + 10 / 60, self._manual),
+            (4, self._takeover),
+        ]
         if self.config.enable_at <= self.config.hours:
-            phases += [(self.config.disable_at, lambda: self._set_rules(False)), (self.config.enable_at, lambda: self._set_rules(True))]
+            phases += [
+                (self.config.disable_at, lambda: self._set_rules(False)),
+                (self.config.enable_at, lambda: self._set_rules(True)),
+            ]
         for at, phase in sorted(phases, key=lambda p: p[0]):
             if at > self.config.hours:
-                self._say(f"the day ends before {self._stamp(self._start + int(at * HOUR))}: the phases from there on are not run")
+                self._say(
+                    f"the day ends before {self._stamp(self._start + int(at * HOUR))}: the phases from there on are not run"
+                )
                 break
             phase()
             self._reached.add(phase.__name__)
@@ -259,11 +277,14 @@ class DayScenario:
         rt = self.rt
         self._collect(self._advance_to(1.99))
         conversations = rt.topology.job_functions()[FAILING_JOB].environment[table_env("conversations")]
-        rt.faults_next[rt.rule_of_job(FAILING_JOB)] = [{"operation": "Query", "contains": conversations, "action": "raise"}]
+        rt.faults_next[rt.rule_of_job(FAILING_JOB)] = [
+            {"operation": "Query", "contains": conversations, "action": "raise"}
+        ]
         ticks = self._advance_to(2)
         self._collect(ticks)
-        self._say(f"02:00 {FAILING_JOB}'s table answered an error; "
-                  f"{sum(1 for t in ticks if t.fired and t.invocation and t.invocation.ok)} other tick(s) ran on")
+        self._say(
+            f"02:00 {FAILING_JOB}'s table answered an error; {sum(1 for t in ticks if t.fired and t.invocation and t.invocation.ok)} other tick(s) ran on"
+        )
 
     def _batch(self) -> None:
         self._collect(self._advance_to(2.5))
@@ -277,8 +298,10 @@ class DayScenario:
         rt.drop_next.add(rt.rule_of_job(DROPPED_JOB))
         self._collect(self._advance_to(3))
         self._dead = self._lease_item(DYING_JOB)
-        self._say(f"03:00 {DYING_JOB}'s isolate was killed mid-run; its lease (fence {self._dead.get('fence')}) stays; "
-                  f"EventBridge dropped {DROPPED_JOB}'s tick")
+        self._say(
+            f"03:00 {DYING_JOB}'s isolate was killed mid-run; its lease (fence {self._dead.get('fence')}) stays; "
+            f"EventBridge dropped {DROPPED_JOB}'s tick"
+        )
 
     def _manual(self) -> None:
         rt = self.rt
@@ -292,14 +315,21 @@ class DayScenario:
         dead = self._dead
         if dead.get("lease_id"):
             self.probes.append(self._probe(dead))
-            self._say(f"04:00 {DYING_JOB} taken over; the dead term's renew/release/fenced write: "
-                      f"{self.probes[-1].renew}/{self.probes[-1].release}/{self.probes[-1].fenced_write}")
+            self._say(
+                f"04:00 {DYING_JOB} taken over; the dead term's renew/release/fenced write: "
+                f"{self.probes[-1].renew}/{self.probes[-1].release}/{self.probes[-1].fenced_write}"
+            )
 
     def _probe(self, dead: dict[str, Any]) -> StaleTermProbe:
         lease = Lease(
-            job=dead["job"], holder=dead["holder"], lease_id=dead["lease_id"], fence=int(dead["fence"]),
-            acquired_at=int(dead["acquired_at"]), renewed_at=int(dead["renewed_at"]),
-            expires_at=int(dead["expires_at"]), ttl_ms=int(dead["ttl_ms"]),
+            job=dead["job"],
+            holder=dead["holder"],
+            lease_id=dead["lease_id"],
+            fence=int(dead["fence"]),
+            acquired_at=int(dead["acquired_at"]),
+            renewed_at=int(dead["renewed_at"]),
+            expires_at=int(dead["expires_at"]),
+            ttl_ms=int(dead["ttl_ms"]),
         )
         conversations = self.rt.topology.job_functions()[FAILING_JOB].environment[table_env("conversations")]
         return probe_term(self.lease_store, self.client, self.leases_table, conversations, lease, lease.expires_at)
@@ -321,7 +351,9 @@ class DayScenario:
                 yield uuid.UUID(int=self.rng.getrandbits(128)).hex, expires
 
         DpopProofStore(jobs["clean_dpop_proofs"].environment[table_env("dpop_proofs")], self.rt.clock).load(proofs())
-        conversations = ConversationStore(jobs["clean_conversations"].environment[table_env("conversations")], self.rt.clock)
+        conversations = ConversationStore(
+            jobs["clean_conversations"].environment[table_env("conversations")], self.rt.clock
+        )
         conversations.load(
             (f"c-{i:05d}", f"a-{i % 17}", start + self.rng.randint(-HOUR, span + HOUR))
             for i in range(self.config.conversation_rows)
@@ -350,14 +382,18 @@ class DayScenario:
         store.quota.grant(ref_tenant := "tenant-a", self.config.batch_items + 50)
         rejected = set(self.rng.sample(range(self.config.batch_items), self.config.rejected_items))
         items = [
-            ItemInput(f"item-{i:04d}", {"title": f"listing {i} {self.marker}", **({"reject": True} if i in rejected else {})})
+            ItemInput(
+                f"item-{i:04d}", {"title": f"listing {i} {self.marker}", **({"reject": True} if i in rejected else {})}
+            )
             for i in range(self.config.batch_items)
         ]
         ref = BatchRef(ref_tenant, f"gen-{self.seed}")
         producer.submit(ref, GENERATION, items, created_by="demo")
         self.batch_refs.append(ref)
         items_table = worker.environment[table_env(ITEMS_TABLE)]
-        self.rt.poller.faults[worker.name] = [{"operation": "TransactWriteItems", "contains": items_table, "action": "kill"}]
+        self.rt.poller.faults[worker.name] = [
+            {"operation": "TransactWriteItems", "contains": items_table, "action": "kill"}
+        ]
         self._say(f"submitted {ref} ({len(items)} items); the first worker isolate will be killed mid-item")
 
     # -- report ----------------------------------------------------------------------------------
@@ -376,11 +412,31 @@ class DayScenario:
             checks += check_batch_invariants(self.rt, worker, self.batch_refs, stubs)
             for ref in self.batch_refs:
                 report = batch(EmbeddedTarget(self.rt), ref)
-                batches.append(BatchSummary(str(ref), len(report.items), report.counts(), {
-                    "status": report.batch.status.value, "completed": report.batch.completed, "failed": report.batch.failed}))
+                batches.append(
+                    BatchSummary(
+                        str(ref),
+                        len(report.items),
+                        report.counts(),
+                        {
+                            "status": report.batch.status.value,
+                            "completed": report.batch.completed,
+                            "failed": report.batch.failed,
+                        },
+                    )
+                )
         checks.append(check_logs(self.rt.log_dir, [self.marker], list(self._secret_values())))
-        return DayReport(self.observations, checks, runs, batches, self.killed_workers, self.rt.log_dir, self.events,
-                         self.deliveries, self._start, self._start + int(self.config.hours * HOUR))
+        return DayReport(
+            self.observations,
+            checks,
+            runs,
+            batches,
+            self.killed_workers,
+            self.rt.log_dir,
+            self.events,
+            self.deliveries,
+            self._start,
+            self._start + int(self.config.hours * HOUR),
+        )
 
     def _secret_values(self):
         sm = self.rt.session.client("secretsmanager")
@@ -388,7 +444,9 @@ class DayScenario:
             yield sm.get_secret_value(SecretId=name)["SecretString"]
 
 
-def probe_term(store: LeaseStore, client: Any, leases_table: str, write_table: str, lease: Any, dead_expires_at: int) -> StaleTermProbe:
+def probe_term(
+    store: LeaseStore, client: Any, leases_table: str, write_table: str, lease: Any, dead_expires_at: int
+) -> StaleTermProbe:
     """A holder whose term was taken over tries renew, release and a fenced write; record what it got."""
 
     def lease_item() -> dict[str, Any]:
@@ -403,6 +461,7 @@ def probe_term(store: LeaseStore, client: Any, leases_table: str, write_table: s
     def fenced_write() -> None:
         with store.transaction(lease) as tx:
             tx.add(write)
+
     for action, call in (
         ("renew", lambda: store.renew(lease)),
         ("release", lambda: store.release(lease)),

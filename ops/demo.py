@@ -36,7 +36,7 @@ class LiveView:
         self.hours = hours
         self.ticks: dict[str, Counter] = {}
         self.events: deque[str] = deque(maxlen=8)
-        self.deliveries = Counter()
+        self.deliveries: Counter[str] = Counter()
         self.day_start: int | None = None  # the scenario's 00:00, once it is set
         self.on_hour = None  # called with each full simulated hour reached (the plain output's progress line)
         self._hours_done = 0
@@ -95,7 +95,10 @@ class LiveView:
             f"SQS in flight: {in_flight}"
         )
         # plain Text: the progress bar's brackets and the events' text are not rich markup
-        return Panel(Group(Text(header), table, Panel(Text(lines), title="events")), title="jobfence: a simulated day on the embedded runtime")
+        return Panel(
+            Group(Text(header), table, Panel(Text(lines), title="events")),
+            title="jobfence: a simulated day on the embedded runtime",
+        )
 
 
 def print_report(console: Console, report: DayReport) -> None:
@@ -112,19 +115,29 @@ def print_report(console: Console, report: DayReport) -> None:
     rows = report.runs_by_outcome()
     totals = report.summary_totals()
     for job in sorted(set(rows) | set(seen)):
-        jobs.add_row(job, ", ".join(f"{k}={v}" for k, v in sorted(rows.get(job, {}).items())),
-                     ", ".join(f"{k}={v}" for k, v in sorted(seen.get(job, {}).items())),
-                     ", ".join(f"{k}={v}" for k, v in sorted(totals.get(job, {}).items()) if v))
+        jobs.add_row(
+            job,
+            ", ".join(f"{k}={v}" for k, v in sorted(rows.get(job, {}).items())),
+            ", ".join(f"{k}={v}" for k, v in sorted(seen.get(job, {}).items())),
+            ", ".join(f"{k}={v}" for k, v in sorted(totals.get(job, {}).items()) if v),
+        )
     console.print(jobs)
     if report.batches:
         batches = Table(title="batches (item rows by status)", title_justify="left")
         for column in ("batch", "items", "by status", "batch row"):
             batches.add_column(column)
         for b in report.batches:
-            batches.add_row(b.ref, str(b.items), ", ".join(f"{k}={v}" for k, v in b.by_status.items()),
-                            ", ".join(f"{k}={v}" for k, v in b.batch_row.items()))
+            batches.add_row(
+                b.ref,
+                str(b.items),
+                ", ".join(f"{k}={v}" for k, v in b.by_status.items()),
+                ", ".join(f"{k}={v}" for k, v in b.batch_row.items()),
+            )
         console.print(batches)
-        console.print("SQS deliveries by invocation status: " + ", ".join(f"{k}={v}" for k, v in sorted(report.deliveries.items())))
+        console.print(
+            "SQS deliveries by invocation status: "
+            + ", ".join(f"{k}={v}" for k, v in sorted(report.deliveries.items()))
+        )
     else:
         console.print("batches: none (no generation worker is deployed in this checkout)")
     for check in report.checks:
@@ -142,7 +155,9 @@ def run_day(runtime: LocalRuntime, config: DayConfig, seed: int, view: LiveView 
     return scenario.run()
 
 
-def demo(seed: int = 7, hours: float | None = None, live: bool = True, console: Console | None = None, short: bool = False) -> int:
+def demo(
+    seed: int = 7, hours: float | None = None, live: bool = True, console: Console | None = None, short: bool = False
+) -> int:
     """Run the day on a fresh runtime; 0 when every invariant holds, 1 otherwise."""
     console = console or Console()
     config = SHORT if short else DayConfig()
@@ -167,7 +182,7 @@ def demo(seed: int = 7, hours: float | None = None, live: bool = True, console: 
                 view.tick = _refreshing(view.tick, screen, view)  # type: ignore[method-assign]
                 report = run_day(runtime, config, seed, view)
         else:
-            view.event = _echo(view.event, console)
+            view.event = _echo(view.event, console)  # type: ignore[method-assign]  # printed per line
             view.on_hour = lambda line: console.print(line, markup=False, highlight=False)
             report = run_day(runtime, config, seed, view)
             view.finish(report.end_ms)

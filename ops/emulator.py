@@ -28,7 +28,8 @@ import re
 import threading
 import traceback
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import unquote
 
 import boto3
@@ -65,7 +66,9 @@ class _Invokes:
         if name.startswith("arn:"):  # arn:aws:lambda:region:account:function:name[:qualifier]
             name = name.split(":")[6]
         body = environ["wsgi.input"].read()
-        status, headers, payload = self.handler(name, environ.get("HTTP_X_AMZ_INVOCATION_TYPE", "RequestResponse"), body)
+        status, headers, payload = self.handler(
+            name, environ.get("HTTP_X_AMZ_INVOCATION_TYPE", "RequestResponse"), body
+        )
         start_response(status, headers)
         return [payload]
 
@@ -106,8 +109,11 @@ def _keep_alive_handler(base: type) -> type:
             if self.headers.get("Expect", "").lower().strip() == "100-continue":
                 self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             # the whole body now: the next request's line follows it on this connection
-            body = environ["wsgi.input"].read() if environ.get("wsgi.input_terminated") else self.rfile.read(
-                int(self.headers.get("Content-Length") or 0))
+            body = (
+                environ["wsgi.input"].read()
+                if environ.get("wsgi.input_terminated")
+                else self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            )
             environ["wsgi.input"] = io.BytesIO(body)
             environ["CONTENT_LENGTH"] = str(len(body))
             environ.pop("wsgi.input_terminated", None)
@@ -124,7 +130,11 @@ def _keep_alive_handler(base: type) -> type:
                     chunks.close()
                 status, headers = reply
             except Exception:  # noqa: BLE001 - a server error is the client's 500, as werkzeug answered it
-                status, headers, data = "500 INTERNAL SERVER ERROR", [("Content-Type", "text/plain")], traceback.format_exc().encode()
+                status, headers, data = (
+                    "500 INTERNAL SERVER ERROR",
+                    [("Content-Type", "text/plain")],
+                    traceback.format_exc().encode(),
+                )
                 self.close_connection = True
             code = int(status.split(" ", 1)[0])
             head = [f"HTTP/1.1 {status}"] + [f"{k}: {v}" for k, v in headers if k.lower() not in _HOP_BY_HOP]

@@ -95,8 +95,14 @@ class Rig:
         items = [ItemInput(f"i{i:05d}", {"title": f"thing {i}"}) for i in range(start, start + n)]
         return self.producer.submit(BatchRef(tenant, batch), kind, items, "tester")
 
-    def deliver(self, kind: str = GENERATION, n: int = 10, twice: bool = False, newest_first: bool = False,
-                remaining_ms: int | None = None) -> RoundResult:
+    def deliver(
+        self,
+        kind: str = GENERATION,
+        n: int = 10,
+        twice: bool = False,
+        newest_first: bool = False,
+        remaining_ms: int | None = None,
+    ) -> RoundResult:
         taken = self.queues[kind].take(n, newest_first=newest_first)
         records = [record(m) for m in taken]
         if twice:
@@ -140,8 +146,14 @@ class _Granted:
         return checked
 
 
-def build_rig(dynamodb, tables: dict[str, str], clock: FrozenClock, per_item_timeout_s: float | None = None,
-              in_flight_cap: int | None = None, guard: Guard | None = None) -> Rig:
+def build_rig(
+    dynamodb,
+    tables: dict[str, str],
+    clock: FrozenClock,
+    per_item_timeout_s: float | None = None,
+    in_flight_cap: int | None = None,
+    guard: Guard | None = None,
+) -> Rig:
     """The rig; `in_flight_cap` gives each worker a per-tenant in-flight cap (None: the workers have none);
     `guard` checks every worker and reclaimer call against its catalog grant (None: unchecked, as in the bench)."""
 
@@ -152,8 +164,10 @@ def build_rig(dynamodb, tables: dict[str, str], clock: FrozenClock, per_item_tim
     quota = QuotaStore(tables["listing_quota"], clock)
     store = WorkStore(tables["listing_batches"], tables["listing_items"], quota, clock)
     queues = {GENERATION: MemoryQueue(clock), PUBLISH: MemoryQueue(clock)}
-    generator, marketplace = (FakeItemProvider(endpoint_of(PIPELINES[GENERATION])),
-                           FakeItemProvider(endpoint_of(PIPELINES[PUBLISH])))
+    generator, marketplace = (
+        FakeItemProvider(endpoint_of(PIPELINES[GENERATION])),
+        FakeItemProvider(endpoint_of(PIPELINES[PUBLISH])),
+    )
     performs = {GENERATION: perform_with(generator), PUBLISH: perform_with(marketplace)}
     workers = {}
     for kind, pipeline in PIPELINES.items():
@@ -161,15 +175,36 @@ def build_rig(dynamodb, tables: dict[str, str], clock: FrozenClock, per_item_tim
         if per_item_timeout_s is not None:
             # a test may time an item out in under a second; deployed timings are whole seconds
             timing = replace(timing, per_item_timeout_s=per_item_timeout_s)  # type: ignore[arg-type]
-        gate = None if in_flight_cap is None else TenantGate(
-            tables["listing_quota"], clock, kind, in_flight_cap, timing.item_stale_s * 1000)
-        worker = Worker(store, kind, timing, performs[kind], queues[kind], logger, gate=gate,
-                        defer_delay_s=pipeline.defer_delay_s)
+        gate = (
+            None
+            if in_flight_cap is None
+            else TenantGate(tables["listing_quota"], clock, kind, in_flight_cap, timing.item_stale_s * 1000)
+        )
+        worker = Worker(
+            store, kind, timing, performs[kind], queues[kind], logger, gate=gate, defer_delay_s=pipeline.defer_delay_s
+        )
         workers[kind] = granted(worker, CATALOG.queues[pipeline.queue].tables, f"{pipeline.queue} worker")
-    reclaimer = granted(Reclaimer(
-        store, {k: ReclaimPipeline(k, p.timing, queues[k]) for k, p in PIPELINES.items()}, clock, logger, page_size=25
-    ), CATALOG.job("reclaim_listings").tables, "reclaim_listings")
+    reclaimer = granted(
+        Reclaimer(
+            store,
+            {k: ReclaimPipeline(k, p.timing, queues[k]) for k, p in PIPELINES.items()},
+            clock,
+            logger,
+            page_size=25,
+        ),
+        CATALOG.job("reclaim_listings").tables,
+        "reclaim_listings",
+    )
     return Rig(
-        clock, store, quota, queues, generator, marketplace, Producer(store, queues, logger), workers, performs,
-        reclaimer, BatchOperations(store, queues, logger),
+        clock,
+        store,
+        quota,
+        queues,
+        generator,
+        marketplace,
+        Producer(store, queues, logger),
+        workers,
+        performs,
+        reclaimer,
+        BatchOperations(store, queues, logger),
     )

@@ -109,8 +109,10 @@ def _one_holder(observations, runs, leases, probes, now_ms) -> Check:
             # on a frozen clock a term can last 0 ms: two terms starting at one instant overlap too
             # a row still `running` has no end yet: its term is judged by its start alone
             if b["started_at"] < a.get("finished_at", a["started_at"]) or b["started_at"] == a["started_at"]:
-                problems.append(f"{job}: terms overlap (fence {a['fence']} until {a['finished_at']}, "
-                                f"fence {b['fence']} from {b['started_at']})")
+                problems.append(
+                    f"{job}: terms overlap (fence {a['fence']} until {a['finished_at']}, "
+                    f"fence {b['fence']} from {b['started_at']})"
+                )
     groups: dict[str, list[Observation]] = defaultdict(list)
     for obs in observations:
         if obs.group:
@@ -150,7 +152,10 @@ def _stale_term(probes: list[StaleTermProbe]) -> Check:
             problems.append(f"{probe.job}: the lease item changed under the stale holder's calls")
     if not probes:
         problems.append("no taken-over holder was probed")
-    detail = "; ".join(problems) or f"{len(probes)} stale holder(s): renew, release and fenced write all refused, lease unchanged"
+    detail = (
+        "; ".join(problems)
+        or f"{len(probes)} stale holder(s): renew, release and fenced write all refused, lease unchanged"
+    )
     return Check(2, "a taken-over holder cannot renew, release or fenced-write", not problems, detail)
 
 
@@ -168,8 +173,10 @@ def _skip_writes_nothing(observations: list[Observation], runs: list[dict[str, A
     snapshots = sum(1 for o in skipped if o.tables_changed is not None)
     if not skipped:
         problems.append("no tick was skipped")
-    detail = "; ".join(problems) or (f"{len(skipped)} skipped invocations got 0 writes accepted; "
-                                     f"{snapshots} with an unchanged snapshot of every table")
+    detail = "; ".join(problems) or (
+        f"{len(skipped)} skipped invocations got 0 writes accepted; "
+        f"{snapshots} with an unchanged snapshot of every table"
+    )
     return Check(3, "a skipped tick writes nothing", not problems, detail)
 
 
@@ -183,7 +190,9 @@ def _failure(observations: list[Observation], runs: list[dict[str, Any]], leases
         row = rows.get(obs.run_id or "")
         if row is None:
             # the runner re-raises, so the run id comes from the row itself
-            candidates = [r for r in runs if r["job"] == obs.job and r["outcome"] == "failed" and r["started_at"] == obs.at_ms]
+            candidates = [
+                r for r in runs if r["job"] == obs.job and r["outcome"] == "failed" and r["started_at"] == obs.at_ms
+            ]
             row = candidates[0] if candidates else None
         if row is None:
             problems.append(f"{obs.job}: no `failed` run row")
@@ -201,14 +210,19 @@ def _failure(observations: list[Observation], runs: list[dict[str, Any]], leases
             problems.append(f"{obs.job}: no other job ran at the failing tick")
     if not failed:
         problems.append("no job failed")
-    detail = "; ".join(problems) or f"{len(failed)} failure(s): re-raised, `failed` row with a bounded error, lease released, other jobs ran"
+    detail = (
+        "; ".join(problems)
+        or f"{len(failed)} failure(s): re-raised, `failed` row with a bounded error, lease released, other jobs ran"
+    )
     return Check(4, "a failing job releases, records `failed`, re-raises, blocks nobody", not problems, detail)
 
 
 # -- durable batches (5-9) and logs (10) --------------------------------------------------------
 
 
-def check_batch_invariants(runtime: Any, worker: Any, refs: list[Any], stubs: Mapping[str, Any] | None = None) -> list[Check]:
+def check_batch_invariants(
+    runtime: Any, worker: Any, refs: list[Any], stubs: Mapping[str, Any] | None = None
+) -> list[Check]:
     """Invariants 5-9 over the batch, item and quota rows of the demo's batches."""
     from jobfence.config import Settings
     from jobs.listings.pipelines import build_store
@@ -218,8 +232,9 @@ def check_batch_invariants(runtime: Any, worker: Any, refs: list[Any], stubs: Ma
     return check_batches(store, refs, acts)
 
 
-def check_batches(store: Any, refs: list[Any], acts: Mapping[str, Mapping[str, str]], cap: int = 5,
-                  strict_acts: bool = True) -> list[Check]:
+def check_batches(
+    store: Any, refs: list[Any], acts: Mapping[str, Mapping[str, str]], cap: int = 5, strict_acts: bool = True
+) -> list[Check]:
     """Invariants 5-9 over the rows of `refs` (a `WorkStore`'s batches), shared by the demo and the simulator.
 
     `acts` is, per provider, what it did for each idempotency key (its result).
@@ -256,8 +271,10 @@ def check_batches(store: Any, refs: list[Any], acts: Mapping[str, Mapping[str, s
             p7.append(f"{ref}: an item was refunded more often than it reserved")
         if any(i.status.value == "failed" and i.quota_refunds != i.quota_reservations for i in report.items):
             p7.append(f"{ref}: a failed item's reservation was not refunded exactly once")
-        if any(i.status.value == "completed" and i.quota_reservations and i.quota_refunds != i.quota_reservations - 1
-               for i in report.items):
+        if any(
+            i.status.value == "completed" and i.quota_reservations and i.quota_refunds != i.quota_reservations - 1
+            for i in report.items
+        ):
             p7.append(f"{ref}: a completed item's reservation was refunded")
         r, f = tenants.get(ref.tenant, (0, 0))
         tenants[ref.tenant] = (r + reserved, f + refunded)
@@ -286,16 +303,36 @@ def check_batches(store: Any, refs: list[Any], acts: Mapping[str, Mapping[str, s
             p9.append(f"{name}: {len(wrong)} completed item(s) do not hold the provider's result for their key")
     n = sum(1 for _ in refs)
     return [
-        Check(5, "every item ends completed or failed, attempts never over the cap", not p5,
-              "; ".join(p5) or f"{n} batch(es): no live item left, attempts <= {cap}"),
-        Check(6, "a finalized batch's counters equal a recount of its rows", not p6,
-              "; ".join(p6) or f"{n} batch(es) finalized with counters equal to the recount"),
-        Check(7, "quota used = reserved - refunded; each failed item refunded once", not p7,
-              "; ".join(p7) or f"{len(tenants)} tenant(s): books balance and match the item rows"),
-        Check(8, "no read, claim or write crosses tenants", not p8,
-              "; ".join(p8) or "every item row sits under its own tenant and batch"),
-        Check(9, "duplicate deliveries cause no duplicate side effect", not p9,
-              "; ".join(p9) or f"{len(completed_refs)} completed item(s), as many distinct provider results"),
+        Check(
+            5,
+            "every item ends completed or failed, attempts never over the cap",
+            not p5,
+            "; ".join(p5) or f"{n} batch(es): no live item left, attempts <= {cap}",
+        ),
+        Check(
+            6,
+            "a finalized batch's counters equal a recount of its rows",
+            not p6,
+            "; ".join(p6) or f"{n} batch(es) finalized with counters equal to the recount",
+        ),
+        Check(
+            7,
+            "quota used = reserved - refunded; each failed item refunded once",
+            not p7,
+            "; ".join(p7) or f"{len(tenants)} tenant(s): books balance and match the item rows",
+        ),
+        Check(
+            8,
+            "no read, claim or write crosses tenants",
+            not p8,
+            "; ".join(p8) or "every item row sits under its own tenant and batch",
+        ),
+        Check(
+            9,
+            "duplicate deliveries cause no duplicate side effect",
+            not p9,
+            "; ".join(p9) or f"{len(completed_refs)} completed item(s), as many distinct provider results",
+        ),
     ]
 
 
@@ -316,8 +353,15 @@ def check_logs(log_dir: Any, markers: list[str], secrets: list[str]) -> Check:
             for part in _secret_parts(secret):
                 if part in text:
                     problems.append(f"{path.name}: a secret value")
-    detail = "; ".join(sorted(set(problems))) or f"{lines} log lines in {len(files)} function log(s): no payload, no secret"
-    return Check(10, "logs never contain payloads or secrets", not problems and bool(files), detail if files else "no logs were written")
+    detail = (
+        "; ".join(sorted(set(problems))) or f"{lines} log lines in {len(files)} function log(s): no payload, no secret"
+    )
+    return Check(
+        10,
+        "logs never contain payloads or secrets",
+        not problems and bool(files),
+        detail if files else "no logs were written",
+    )
 
 
 def _secret_parts(secret: str) -> list[str]:

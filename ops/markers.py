@@ -17,6 +17,8 @@ def marker_write(table: str, only_if_absent: bool = False, **key: str) -> Write:
     if not 1 <= len(key) <= 2:
         raise ValueError("a marker row has a partition key and at most a sort key")
     attributes = {name: UnicodeAttribute(hash_key=i == 0, range_key=i == 1) for i, name in enumerate(key)}
-    model = type("Marker", (Model,), {"Meta": type("Meta", (), {"table_name": table}), "__module__": __name__, **attributes})
+    model = type(
+        "Marker", (Model,), {"Meta": type("Meta", (), {"table_name": table}), "__module__": __name__, **attributes}
+    )
     partition = getattr(model, next(iter(key)))
     return save_write(model(**key), partition.does_not_exist() if only_if_absent else None)

@@ -15,8 +15,9 @@ from jobfence.testing.tables import create_tables, table_request
 __all__ = ["create_catalog_tables", "table_request"]
 
 
-def create_catalog_tables(client: Any, names: Iterable[str] | None = None, suffix: str | None = None,
-                          registry: Registry | None = None) -> dict[str, str]:
+def create_catalog_tables(
+    client: Any, names: Iterable[str] | None = None, suffix: str | None = None, registry: Registry | None = None
+) -> dict[str, str]:
     """Create this application's catalog tables (all, or the named ones); return logical -> physical.
 
     `registry`: another catalog's tables instead (a job author's, in `jobfence.testing.simulate`).

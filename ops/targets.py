@@ -100,7 +100,9 @@ class LocalTarget:
 class AwsTarget:
     """A deployed stack in a real account (credentials from the profile or the environment)."""
 
-    def __init__(self, profile: str | None, region: str | None, stack: str = DEFAULT_STACK, read_only: bool = False) -> None:
+    def __init__(
+        self, profile: str | None, region: str | None, stack: str = DEFAULT_STACK, read_only: bool = False
+    ) -> None:
         self.session = boto3.Session(profile_name=profile, region_name=region)
         self.name = f"aws ({profile or 'default credentials'}, {self.session.region_name})"
         self.clock = SystemClock()
@@ -110,13 +112,20 @@ class AwsTarget:
 
     def invoke(self, function: str, event: Any) -> Invocation:
         started = time.monotonic()
-        out = self._lambda.invoke(FunctionName=function, InvocationType="RequestResponse", Payload=json.dumps(event).encode())
+        out = self._lambda.invoke(
+            FunctionName=function, InvocationType="RequestResponse", Payload=json.dumps(event).encode()
+        )
         wall_ms = int((time.monotonic() - started) * 1000)
         payload = json.loads(out["Payload"].read() or b"null")
         if out.get("FunctionError"):
             body = payload if isinstance(payload, dict) else {}
-            return Invocation(function, "error", error_type=body.get("errorType", out["FunctionError"]),
-                              error_message=body.get("errorMessage"), wall_ms=wall_ms)
+            return Invocation(
+                function,
+                "error",
+                error_type=body.get("errorType", out["FunctionError"]),
+                error_message=body.get("errorMessage"),
+                wall_ms=wall_ms,
+            )
         return Invocation(function, "ok", payload=payload, wall_ms=wall_ms)
 
     def refresh(self) -> None:

@@ -64,8 +64,9 @@ def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], Mapp
             delivery.dropped(batch.malformed)
         if not batch.records:
             return {"batchItemFailures": []}  # Powertools refuses an empty batch; there is nothing to report
-        return process_partial_response(event=batch.event(), record_handler=delivery.deliver, processor=processor,
-                                        context=context)
+        return process_partial_response(
+            event=batch.event(), record_handler=delivery.deliver, processor=processor, context=context
+        )
 
     return handler
 

@@ -117,15 +117,25 @@ def cloudwatch_emitter(namespace: str) -> Emit:
     """Emit `missed` for one job as its own EMF record, with that job's dimensions (not the auditor's)."""
 
     def emit(spec: JobSpec, missed: int) -> None:
-        with single_metric(name=MISSED_METRIC, unit=MetricUnit.Count, value=missed, namespace=namespace,
-                           default_dimensions=metric_dimensions(spec)):
+        with single_metric(
+            name=MISSED_METRIC,
+            unit=MetricUnit.Count,
+            value=missed,
+            namespace=namespace,
+            default_dimensions=metric_dimensions(spec),
+        ):
             pass
 
     return emit
 
 
 def audit_missed_runs(
-    specs: Sequence[JobSpec], runs: RunStore, toggles: RuleToggles, emit: Emit, invoke: Invoke, logger: Logger,
+    specs: Sequence[JobSpec],
+    runs: RunStore,
+    toggles: RuleToggles,
+    emit: Emit,
+    invoke: Invoke,
+    logger: Logger,
     ctx: RunContext,
 ) -> Iterator[dict[str, int]]:
     """One bounded batch: the window, every audited job's ledger over it, one metric per job, due catch-ups."""
@@ -137,8 +147,14 @@ def audit_missed_runs(
     for result in audits:
         emit(by_name[result.job], len(result.missed))
         if result.missed:
-            logger.warning("missed ticks", extra={"audited_job": result.job, "missed": len(result.missed),
-                                                  "missed_at": list(result.missed[:MAX_LOGGED_TICKS])})
+            logger.warning(
+                "missed ticks",
+                extra={
+                    "audited_job": result.job,
+                    "missed": len(result.missed),
+                    "missed_at": list(result.missed[:MAX_LOGGED_TICKS]),
+                },
+            )
         if result.catch_up is not None:
             try:
                 invoke(by_name[result.job], catch_up_event(result.catch_up, requested_by=ctx.job))
@@ -146,9 +162,15 @@ def audit_missed_runs(
                 logger.info("catch-up requested", extra={"audited_job": result.job, "tick": result.catch_up})
             except Exception as exc:  # noqa: BLE001 - the next audit asks again; the audit itself stands
                 failed += 1
-                logger.warning("catch-up request failed", extra={"audited_job": result.job, "tick": result.catch_up,
-                                                                 "error": type(exc).__name__,
-                                                                 "error_kind": classify(exc).value})
+                logger.warning(
+                    "catch-up request failed",
+                    extra={
+                        "audited_job": result.job,
+                        "tick": result.catch_up,
+                        "error": type(exc).__name__,
+                        "error_kind": classify(exc).value,
+                    },
+                )
     yield {
         "jobs_audited": len(audits),
         "ticks": sum(a.ticks for a in audits),

@@ -46,7 +46,7 @@ def due(
     entries = sorted((e for e in ledger_entries if e.tick_at <= now_ms), key=lambda e: e.tick_at)
     settled = now_ms - DELIVERY_TOLERANCE_MS  # a later tick may still be on its way: not missed yet
     past = [e for e in entries if e.tick_at <= settled]
-    if not past or any(e.label not in GAPS for e in entries[len(past):]):
+    if not past or any(e.label not in GAPS for e in entries[len(past) :]):
         return None
     enabled = enabled_at(toggles, now_ms + 1) if toggles is not None else past[-1].label is not TickLabel.DISABLED
     if not enabled:

@@ -91,7 +91,7 @@ def _granted(names: Mapping[str, str], name: str, env: str, lacks: str) -> str:
 
 
 def _prefixed(environ: Mapping[str, str], prefix: str) -> dict[str, str]:
-    return {k[len(prefix):].lower(): v for k, v in environ.items() if k.startswith(prefix) and v}
+    return {k[len(prefix) :].lower(): v for k, v in environ.items() if k.startswith(prefix) and v}
 
 
 class Settings(BaseModel):

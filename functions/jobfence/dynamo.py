@@ -137,7 +137,9 @@ def classify(exc: BaseException) -> ErrorKind:
             reasons = cancellation_codes(cause)
             if reasons and all(r in ("None", REASON_CONDITION_FAILED) for r in reasons):
                 return ErrorKind.TRANSACTION_CANCELED
-            if any(r in ("ThrottlingError", "ProvisionedThroughputExceeded", REASON_TRANSACTION_CONFLICT) for r in reasons):
+            if any(
+                r in ("ThrottlingError", "ProvisionedThroughputExceeded", REASON_TRANSACTION_CONFLICT) for r in reasons
+            ):
                 return ErrorKind.THROTTLED
             return ErrorKind.TRANSACTION_CANCELED
         if code in THROTTLING_CODES:
@@ -168,7 +170,9 @@ def old_image(exc: BaseException) -> dict[str, Any] | None:
     return dict(item) if isinstance(item, Mapping) else None
 
 
-def retry_transient(call: Callable[[], T], attempts: int = TRANSIENT_ATTEMPTS, retried: list[ErrorKind] | None = None) -> T:
+def retry_transient(
+    call: Callable[[], T], attempts: int = TRANSIENT_ATTEMPTS, retried: list[ErrorKind] | None = None
+) -> T:
     """`call()`, called again (at most `attempts` times in all) while it raises a transient AWS error.
 
     Only for an idempotent call: the same request sent again, whose refusal
@@ -277,9 +281,11 @@ def update_or_refusal(row: Any, actions: Sequence[Any], condition: Any, what: st
 
         def read() -> Mapping[str, Any] | None:
             with aws_call(what):
-                return model._get_connection().connection.client.get_item(
-                    TableName=kwargs["TableName"], Key=key, ConsistentRead=True
-                ).get("Item")
+                return (
+                    model._get_connection()
+                    .connection.client.get_item(TableName=kwargs["TableName"], Key=key, ConsistentRead=True)
+                    .get("Item")
+                )
 
         return deserialized(refused_item(exc, read))
     return None
@@ -333,7 +339,7 @@ def plain(item: Mapping[str, Any] | None) -> dict[str, Any]:
     """A low-level DynamoDB item (an old image) as plain Python values: numbers as int, other values as sent."""
     out: dict[str, Any] = {}
     for name, value in (item or {}).items():
-        (kind, raw), = value.items()
+        ((kind, raw),) = value.items()
         out[name] = int(raw) if kind == "N" else raw
     return out
 
@@ -368,7 +374,9 @@ def cancellation_reasons(exc: BaseException) -> list[dict[str, Any]]:
     kept = getattr(cause, "cancellation_reasons", None)
     if kept:
         return [
-            {"Code": r.code, "Message": r.message, **({"Item": r.raw_item} if r.raw_item else {})} if r else {"Code": "None"}
+            {"Code": r.code, "Message": r.message, **({"Item": r.raw_item} if r.raw_item else {})}
+            if r
+            else {"Code": "None"}
             for r in kept
         ]
     response = getattr(cause, "response", None) or {}

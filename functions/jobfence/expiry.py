@@ -50,7 +50,9 @@ def expired(model: Any, now_ms: int, limit: int) -> Iterator[Any]:
                 return
 
 
-def deletion_batches(delete_expired: Callable[[int], int], batch: int, max_batches: int, counter: str) -> Iterator[dict[str, int]]:
+def deletion_batches(
+    delete_expired: Callable[[int], int], batch: int, max_batches: int, counter: str
+) -> Iterator[dict[str, int]]:
     """A retention job's batches: `delete_expired(batch)` until a short batch, at most `max_batches` times.
 
     Each yield is one bounded batch (`{counter: rows deleted}`), so the runner renews

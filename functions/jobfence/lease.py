@@ -196,7 +196,10 @@ class LeaseStore:
 
     @staticmethod
     def would_skip(
-        state: LeaseState, now_ms: int, interval_ms: int | None, since_tick: int | None = None,
+        state: LeaseState,
+        now_ms: int,
+        interval_ms: int | None,
+        since_tick: int | None = None,
         pending_tick: int | None = None,
     ) -> type[Exception] | None:
         """The skip the pre-gate predicts for this state, or None to go on and acquire.
@@ -210,7 +213,11 @@ class LeaseStore:
             return RequestServed
         if state.holder and state.expires_at is not None and state.expires_at >= now_ms:
             return LeaseHeld
-        if interval_ms and state.last_started_at is not None and state.last_started_at > gate_cutoff(now_ms, interval_ms):
+        if (
+            interval_ms
+            and state.last_started_at is not None
+            and state.last_started_at > gate_cutoff(now_ms, interval_ms)
+        ):
             return IntervalNotElapsed
         return None
 
@@ -225,8 +232,14 @@ class LeaseStore:
     # -- term -------------------------------------------------------------------------------
 
     def acquire(
-        self, job: str, holder: str, ttl_ms: int, interval_ms: int | None = None, run_id: str | None = None,
-        since_tick: int | None = None, pending_tick: int | None = None,
+        self,
+        job: str,
+        holder: str,
+        ttl_ms: int,
+        interval_ms: int | None = None,
+        run_id: str | None = None,
+        since_tick: int | None = None,
+        pending_tick: int | None = None,
     ) -> Lease:
         """Take the lease (and pass the interval gate) in one conditional write.
 
@@ -259,7 +272,9 @@ class LeaseStore:
             " AND (attribute_not_exists(#prev) OR #prev = :none OR prev_run_id = :none)"
             " AND (attribute_not_exists(#acquired) OR #acquired <= :now)"
         )
-        sets = "#holder = :holder, lease_id = :lease_id, #acquired = :now, renewed_at = :now, #exp = :exp, ttl_ms = :ttl"
+        sets = (
+            "#holder = :holder, lease_id = :lease_id, #acquired = :now, renewed_at = :now, #exp = :exp, ttl_ms = :ttl"
+        )
         # the term this one replaces, copied from the old item (operands read it before the update):
         # an unreleased one died; kept on the item so a re-sent copy of this acquire still sees it
         sets += (
@@ -367,8 +382,11 @@ class LeaseStore:
         """
         now = self._clock.now_ms()
         names = {"#holder": "holder", "#exp": "expires_at", "#acquired": "acquired_at", "#pending": PENDING}
-        values: dict[str, Any] = {":now": {"N": str(now)}, ":tick": {"N": str(tick_ms)},
-                                  ":since": {"N": str(tick_ms - TICK_SLACK_MS)}}
+        values: dict[str, Any] = {
+            ":now": {"N": str(now)},
+            ":tick": {"N": str(tick_ms)},
+            ":since": {"N": str(tick_ms - TICK_SLACK_MS)},
+        }
         # live: a holder whose term has not run out; it started before the tick (else it is this tick's run);
         # and the gate would have let the tick run
         condition = f"attribute_exists(#holder) AND #exp >= :now AND #acquired < :since AND NOT {SERVED} >= :tick"
@@ -470,7 +488,11 @@ def predecessor_term(item: Mapping[str, Any]) -> Term | None:
 
 
 def _refusal(
-    job: str, seen: Mapping[str, Any], now: int, interval_ms: int | None, since_tick: int | None = None,
+    job: str,
+    seen: Mapping[str, Any],
+    now: int,
+    interval_ms: int | None,
+    since_tick: int | None = None,
     pending_tick: int | None = None,
 ) -> LeaseRefused:
     """Why an acquire was refused, from the item the refusal saw (not our own term)."""
@@ -596,5 +618,15 @@ def _lease(plain: Mapping[str, Any]) -> Lease:
     )
 
 
-__all__ = ["Lease", "LeaseState", "LeaseStore", "Pending", "Term", "gate_cutoff", "new_id", "predecessor_term",
-           "started_since", "unreleased_term"]
+__all__ = [
+    "Lease",
+    "LeaseState",
+    "LeaseStore",
+    "Pending",
+    "Term",
+    "gate_cutoff",
+    "new_id",
+    "predecessor_term",
+    "started_since",
+    "unreleased_term",
+]

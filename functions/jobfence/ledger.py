@@ -175,10 +175,14 @@ def label_ticks(
     for r in by_start:
         latest = max(latest, _NEVER if r.finished_at is None else r.finished_at)
         reach.append(latest)
-    answering = sorted((r for r in by_start if r.trigger not in (MANUAL_TRIGGER, *MAKE_UP_TRIGGERS)),
-                       key=lambda r: (r.tick_at, r.started_at))
+    answering = sorted(
+        (r for r in by_start if r.trigger not in (MANUAL_TRIGGER, *MAKE_UP_TRIGGERS)),
+        key=lambda r: (r.tick_at, r.started_at),
+    )
     answer_at = [r.tick_at for r in answering]
-    making_up = sorted((r for r in by_start if r.trigger in MAKE_UP_TRIGGERS), key=lambda r: (r.scheduled_at, r.started_at))
+    making_up = sorted(
+        (r for r in by_start if r.trigger in MAKE_UP_TRIGGERS), key=lambda r: (r.scheduled_at, r.started_at)
+    )
     make_up_at = [r.scheduled_at for r in making_up]
     claimed: set[str] = set()
     entries = []
@@ -198,7 +202,12 @@ def label_ticks(
 
 
 def _unanswered(
-    t: int, by_start: list[RunRecord], starts: list[int], reach: list[int], toggles: Sequence[Toggle], interval_ms: int | None
+    t: int,
+    by_start: list[RunRecord],
+    starts: list[int],
+    reach: list[int],
+    toggles: Sequence[Toggle],
+    interval_ms: int | None,
 ) -> LedgerEntry:
     """The label of a tick no run answered: disabled, skipped (by the lease's holder or the gate), or missed."""
     if not enabled_at(toggles, t):
@@ -258,7 +267,9 @@ def build_ledger(
     counts from the rule's creation, which its API does not return: the phase
     is taken from the latest scheduled run read (without one, from `since`).
     """
-    rows = [RunRecord.of(r) for r in runs.started_between(job, since_ms - lookback_ms, until_ms + DELIVERY_TOLERANCE_MS)]
+    rows = [
+        RunRecord.of(r) for r in runs.started_between(job, since_ms - lookback_ms, until_ms + DELIVERY_TOLERANCE_MS)
+    ]
     scheduled = [r.scheduled_at for r in rows if r.trigger == SCHEDULED_TRIGGER]
     schedule = Schedule(expression, since_ms)
     period = schedule.period_ms()
@@ -301,43 +312,72 @@ class RuleToggles:
         names = {"#t": TOGGLES_ATTRIBUTE}
         try:
             # a map key can only be set inside an existing map: make sure it is there first
-            retry_transient(lambda: self._client.update_item(
-                TableName=self._table, Key=key, UpdateExpression="SET #t = if_not_exists(#t, :empty)",
-                ExpressionAttributeNames=names, ExpressionAttributeValues={":empty": {"M": {}}}))
-            out = retry_transient(lambda: self._client.update_item(
-                TableName=self._table, Key=key, UpdateExpression="SET #t.#at = :state",
-                ExpressionAttributeNames={**names, "#at": f"{at_ms:015d}"},
-                ExpressionAttributeValues={":state": {"S": "enabled" if enabled else "disabled"}},
-                ReturnValues="ALL_NEW"))  # UPDATED_NEW holds only the key set
+            retry_transient(
+                lambda: self._client.update_item(
+                    TableName=self._table,
+                    Key=key,
+                    UpdateExpression="SET #t = if_not_exists(#t, :empty)",
+                    ExpressionAttributeNames=names,
+                    ExpressionAttributeValues={":empty": {"M": {}}},
+                )
+            )
+            out = retry_transient(
+                lambda: self._client.update_item(
+                    TableName=self._table,
+                    Key=key,
+                    UpdateExpression="SET #t.#at = :state",
+                    ExpressionAttributeNames={**names, "#at": f"{at_ms:015d}"},
+                    ExpressionAttributeValues={":state": {"S": "enabled" if enabled else "disabled"}},
+                    ReturnValues="ALL_NEW",
+                )
+            )  # UPDATED_NEW holds only the key set
             kept = sorted(out.get("Attributes", {}).get(TOGGLES_ATTRIBUTE, {}).get("M", {}))
             if len(kept) > MAX_TOGGLES:  # drop the oldest; removing a missing key is harmless, so a retry is too
                 old = {f"#o{i}": k for i, k in enumerate(kept[: len(kept) - MAX_TOGGLES])}
-                retry_transient(lambda: self._client.update_item(
-                    TableName=self._table, Key=key, UpdateExpression="REMOVE " + ", ".join(f"#t.{n}" for n in old),
-                    ExpressionAttributeNames={**names, **old}))
+                retry_transient(
+                    lambda: self._client.update_item(
+                        TableName=self._table,
+                        Key=key,
+                        UpdateExpression="REMOVE " + ", ".join(f"#t.{n}" for n in old),
+                        ExpressionAttributeNames={**names, **old},
+                    )
+                )
         except Exception as exc:
             raise_store_error(exc, f"recording the rule toggle of {job!r}")
 
     def record_created(self, job: str, at_ms: int) -> None:
         """Record when the job's rule was created (the deployer's call); the first record stands, so a retry is harmless."""
         try:
-            retry_transient(lambda: self._client.update_item(
-                TableName=self._table, Key={"job": {"S": job}}, UpdateExpression="SET #c = if_not_exists(#c, :at)",
-                ExpressionAttributeNames={"#c": CREATED_ATTRIBUTE}, ExpressionAttributeValues={":at": {"N": str(at_ms)}}))
+            retry_transient(
+                lambda: self._client.update_item(
+                    TableName=self._table,
+                    Key={"job": {"S": job}},
+                    UpdateExpression="SET #c = if_not_exists(#c, :at)",
+                    ExpressionAttributeNames={"#c": CREATED_ATTRIBUTE},
+                    ExpressionAttributeValues={":at": {"N": str(at_ms)}},
+                )
+            )
         except Exception as exc:
             raise_store_error(exc, f"recording the rule creation of {job!r}")
 
     def history(self, job: str) -> RuleHistory:
         """The job's recorded toggles, oldest first, and its rule's creation (one strongly consistent read)."""
         try:
-            item = retry_transient(lambda: self._client.get_item(
-                TableName=self._table, Key={"job": {"S": job}}, ConsistentRead=True,
-                ProjectionExpression="#t, #c", ExpressionAttributeNames={"#t": TOGGLES_ATTRIBUTE, "#c": CREATED_ATTRIBUTE},
-            )).get("Item", {})
+            item = retry_transient(
+                lambda: self._client.get_item(
+                    TableName=self._table,
+                    Key={"job": {"S": job}},
+                    ConsistentRead=True,
+                    ProjectionExpression="#t, #c",
+                    ExpressionAttributeNames={"#t": TOGGLES_ATTRIBUTE, "#c": CREATED_ATTRIBUTE},
+                )
+            ).get("Item", {})
         except Exception as exc:
             raise_store_error(exc, f"reading the rule toggles of {job!r}")
         created = item.get(CREATED_ATTRIBUTE, {}).get("N")
-        return RuleHistory(toggles_of(item.get(TOGGLES_ATTRIBUTE, {}).get("M", {})), None if created is None else int(created))
+        return RuleHistory(
+            toggles_of(item.get(TOGGLES_ATTRIBUTE, {}).get("M", {})), None if created is None else int(created)
+        )
 
     def read(self, job: str) -> tuple[Toggle, ...]:
         """The job's recorded toggles, oldest first (strongly consistent)."""

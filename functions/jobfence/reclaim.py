@@ -41,8 +41,19 @@ from aws_lambda_powertools import Logger
 from jobfence.clock import Clock
 from jobfence.errors import JobfenceError
 from jobfence.runs import safe_error
-from jobfence.work import (BatchDelta, BatchRef, BatchStatus, ItemKey, ItemStatus, OpenBatches, StaleVerdict, Tallies,
-                           Timing, Wakeups, WorkStore)
+from jobfence.work import (
+    BatchDelta,
+    BatchRef,
+    BatchStatus,
+    ItemKey,
+    ItemStatus,
+    OpenBatches,
+    StaleVerdict,
+    Tallies,
+    Timing,
+    Wakeups,
+    WorkStore,
+)
 
 DEFAULT_PAGE_SIZE = 100
 DEFAULT_MAX_PAGES = 50  # per pipeline and status in one run; the next run continues
@@ -113,8 +124,9 @@ class Reclaimer:
             try:
                 open_batches = self._store.open_batches(pipeline.kind)
             except JobfenceError as exc:
-                self._logger.warning("reading open batches failed", extra={"kind": pipeline.kind,
-                                                                           "reason": safe_error(exc)})
+                self._logger.warning(
+                    "reading open batches failed", extra={"kind": pipeline.kind, "reason": safe_error(exc)}
+                )
                 yield ReclaimCounts(errors=1)
                 continue
             # no open batch: no live item either (its batch would be open), so no index shard to read
@@ -135,9 +147,10 @@ class Reclaimer:
             try:
                 rows, cursor = self._store.stale_items(pipeline.kind, status, cutoff, self._page_size, shards, cursor)
             except JobfenceError as exc:
-                self._logger.warning("reading stale items failed", extra={"kind": pipeline.kind,
-                                                                          "status": status.value,
-                                                                          "reason": safe_error(exc)})
+                self._logger.warning(
+                    "reading stale items failed",
+                    extra={"kind": pipeline.kind, "status": status.value, "reason": safe_error(exc)},
+                )
                 yield ReclaimCounts(errors=1)
                 return
             if not rows:
@@ -146,8 +159,9 @@ class Reclaimer:
             if cursor is None:
                 return
 
-    def _reclaim_page(self, pipeline: ReclaimPipeline, status: ItemStatus,
-                      rows: list[tuple[ItemKey, int]]) -> ReclaimCounts:
+    def _reclaim_page(
+        self, pipeline: ReclaimPipeline, status: ItemStatus, rows: list[tuple[ItemKey, int]]
+    ) -> ReclaimCounts:
         timing = pipeline.timing
         tally = {"requeued": 0, "failed": 0, "changed": 0, "unsent": 0, "errors": 0}
         wake: list[ItemKey] = []
@@ -184,8 +198,9 @@ class Reclaimer:
                     self._store.finalize(ref, seen=row)
             except JobfenceError as exc:
                 # counters are only a hint: the batch-stale sweep finalizes from the rows
-                self._logger.warning("roll-up failed", extra={"tenant": ref.tenant, "batch": ref.batch_id,
-                                                              "reason": safe_error(exc)})
+                self._logger.warning(
+                    "roll-up failed", extra={"tenant": ref.tenant, "batch": ref.batch_id, "reason": safe_error(exc)}
+                )
                 tally["errors"] += 1
         read = {"stale_running": len(rows)} if status is ItemStatus.RUNNING else {"stale_pending": len(rows)}
         return ReclaimCounts(**read, **tally)
@@ -197,18 +212,26 @@ class Reclaimer:
         # the open read is oldest first; a batch heartbeated since is seen by finalize's own read
         stale = [b.ref for b in open_batches.batches if b.updated_at < cutoff]
         for start in range(0, min(len(stale), self._max_pages * self._page_size), self._page_size):
-            refs = stale[start:start + self._page_size]
+            refs = stale[start : start + self._page_size]
             counts = ReclaimCounts(batches_swept=len(refs))
             for ref in refs:
                 try:
                     row = self._store.finalize(ref, heartbeat=True, stale_before=cutoff)
                 except JobfenceError as exc:
-                    self._logger.warning("finalizing a batch failed", extra={"tenant": ref.tenant, "batch": ref.batch_id,
-                                                                            "reason": safe_error(exc)})
+                    self._logger.warning(
+                        "finalizing a batch failed",
+                        extra={"tenant": ref.tenant, "batch": ref.batch_id, "reason": safe_error(exc)},
+                    )
                     counts = replace(counts, errors=counts.errors + 1)
                     continue
                 if row is not None and row.status.final:
                     counts = replace(counts, batches_finalized=counts.batches_finalized + 1)
-                self._logger.info("reclaim batch", extra={"tenant": ref.tenant, "batch": ref.batch_id,
-                                                           "status": row.status.value if row else "missing"})
+                self._logger.info(
+                    "reclaim batch",
+                    extra={
+                        "tenant": ref.tenant,
+                        "batch": ref.batch_id,
+                        "status": row.status.value if row else "missing",
+                    },
+                )
             yield counts

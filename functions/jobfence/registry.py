@@ -56,7 +56,7 @@ def access_verbs(access: str) -> frozenset[str]:
             verbs.add(token)
         else:
             known = ", ".join([*ACCESS_BUNDLES, *ACCESS_VERBS])
-            raise CatalogError(f"access {str(access)[:60]!r} is not \"+\"-joined verbs of: {known}")
+            raise CatalogError(f'access {str(access)[:60]!r} is not "+"-joined verbs of: {known}')
     return frozenset(verbs)
 
 
@@ -248,15 +248,23 @@ class Registry:
                 f"{job.timeout_s}s plus a {LEASE_MARGIN_S}s margin"
             )
         if not (job.schedule.startswith("cron(") or job.schedule.startswith("rate(")) or not job.schedule.endswith(")"):
-            raise CatalogError(f"{where}: schedule {job.schedule!r} is not an EventBridge cron(...) or rate(...) expression")
+            raise CatalogError(
+                f"{where}: schedule {job.schedule!r} is not an EventBridge cron(...) or rate(...) expression"
+            )
         if job.interval_s is not None and job.interval_s <= 0:
             raise CatalogError(f"{where}: interval must be positive")
         if not 1 <= job.timeout_s <= 900:
             raise CatalogError(f"{where}: timeout {job.timeout_s}s is outside Lambda's 1..900s")
         if job.batch_budget_s >= job.timeout_s:
-            raise CatalogError(f"{where}: batch budget {job.batch_budget_s}s must be below the timeout {job.timeout_s}s")
+            raise CatalogError(
+                f"{where}: batch budget {job.batch_budget_s}s must be below the timeout {job.timeout_s}s"
+            )
         for key, value in job.config.items():
-            if not (key.replace("_", "").isalnum() and key.lower() == key) or not isinstance(value, str) or len(value) > 2000:
+            if (
+                not (key.replace("_", "").isalnum() and key.lower() == key)
+                or not isinstance(value, str)
+                or len(value) > 2000
+            ):
                 raise CatalogError(f"{where}: config {str(key)[:40]!r} must be lower_snake_case with a text value")
         _check_policies(where, job)
         self._check_uses(where, job.subsystem, job.tables, job.queues, job_scoped=True)
@@ -275,8 +283,9 @@ class Registry:
             raise CatalogError(f"{where}: maxReceiveCount {queue.max_receive_count} is under 5")
         self._check_uses(where, queue.subsystem, queue.tables, queue.queues, job_scoped=False)
 
-    def _check_uses(self, where: str, subsystem: str, tables: Mapping[str, Access], queues: Iterable[str],
-                    *, job_scoped: bool) -> None:
+    def _check_uses(
+        self, where: str, subsystem: str, tables: Mapping[str, Access], queues: Iterable[str], *, job_scoped: bool
+    ) -> None:
         for table_name, access in tables.items():
             table = self.tables.get(table_name)
             if table is None:
@@ -286,8 +295,10 @@ class Registry:
             except CatalogError as exc:
                 raise CatalogError(f"{where}: on {table_name!r}: {exc}") from None
             if table.keyed_by_job and ("scan" in verbs or not job_scoped):
-                raise CatalogError(f"{where}: table {table_name!r} is keyed by job: only a job may use it, "
-                                   "through its own partition (no scan)")
+                raise CatalogError(
+                    f"{where}: table {table_name!r} is keyed by job: only a job may use it, "
+                    "through its own partition (no scan)"
+                )
             if table.subsystem not in (subsystem, SHARED_SUBSYSTEM):
                 raise CatalogError(
                     f"{where}: table {table_name!r} belongs to subsystem {table.subsystem!r}, not {subsystem!r}"
@@ -300,16 +311,25 @@ class Registry:
 def _check_policies(where: str, job: JobSpec) -> None:
     """The catch-up and overlap policies of an entry: known values, and a window exactly where one is used."""
     if job.catch_up not in tuple(CatchUp):
-        raise CatalogError(f"{where}: catch_up {str(job.catch_up)[:40]!r} is not one of {', '.join(c.value for c in CatchUp)}")
+        raise CatalogError(
+            f"{where}: catch_up {str(job.catch_up)[:40]!r} is not one of {', '.join(c.value for c in CatchUp)}"
+        )
     window = job.catch_up_window_s
     if job.catch_up == CatchUp.NONE and window is not None:
-        raise CatalogError(f"{where}: catch_up_window_s is set but catch_up is 'none' (set catch_up='once', or drop the window)")
-    if job.catch_up == CatchUp.ONCE and (isinstance(window, bool) or not isinstance(window, int)
-                                   or not 0 < window <= CATCH_UP_WINDOW_MAX_S):
-        raise CatalogError(f"{where}: catch_up 'once' needs catch_up_window_s, whole seconds in 1..{CATCH_UP_WINDOW_MAX_S}; "
-                           f"got {str(window)[:40]}")
+        raise CatalogError(
+            f"{where}: catch_up_window_s is set but catch_up is 'none' (set catch_up='once', or drop the window)"
+        )
+    if job.catch_up == CatchUp.ONCE and (
+        isinstance(window, bool) or not isinstance(window, int) or not 0 < window <= CATCH_UP_WINDOW_MAX_S
+    ):
+        raise CatalogError(
+            f"{where}: catch_up 'once' needs catch_up_window_s, whole seconds in 1..{CATCH_UP_WINDOW_MAX_S}; "
+            f"got {str(window)[:40]}"
+        )
     if job.overlap not in tuple(Overlap):
-        raise CatalogError(f"{where}: overlap {str(job.overlap)[:40]!r} is not one of {', '.join(o.value for o in Overlap)}")
+        raise CatalogError(
+            f"{where}: overlap {str(job.overlap)[:40]!r} is not one of {', '.join(o.value for o in Overlap)}"
+        )
 
 
 def _unique(kind: str, specs: Iterable[Any]) -> dict[str, Any]:

@@ -211,7 +211,9 @@ class RunStore:
             self._update(run.job, run.run_key, fields, condition, extra, removed=removed)
         except Exception as exc:
             raise_unless_refused(exc, f"finishing the run row of {run.job!r}")
-            raise StoreError(f"the run row of {run.job!r} was already finished otherwise", ErrorKind.CONDITION_FAILED) from None
+            raise StoreError(
+                f"the run row of {run.job!r} was already finished otherwise", ErrorKind.CONDITION_FAILED
+            ) from None
 
     def mark_died(self, term: Term, observed_at: int, ended_at: int | None = None) -> bool:
         """Record the run of a term that ended unfinished as `died`. False if its row was already finished.
@@ -229,7 +231,9 @@ class RunStore:
             "duration_ms": max(0, ended - term.acquired_at),
             "holder": term.holder,
             "fence": term.fence,
-            "error": _bounded(f"died: the term (fence {term.fence}) ended without the run finishing; seen at {observed_at}"),
+            "error": _bounded(
+                f"died: the term (fence {term.fence}) ended without the run finishing; seen at {observed_at}"
+            ),
             "ttl": _ttl(ended),
         }
         kept = {"trigger": UNKNOWN_TRIGGER, "scheduled_at": term.acquired_at, "summary": {}}  # the start row's, if any

@@ -104,7 +104,9 @@ def adapt_cron(expression: str) -> tuple[str, set[int] | None]:
         raise ScheduleError(f"{expression!r} is neither cron(...) nor rate(n minute|minutes|hour|hours|day|days)")
     fields = match.group(1).split()
     if len(fields) != 6:
-        raise ScheduleError(f"{expression!r}: EventBridge cron has 6 fields (minutes hours day-of-month month day-of-week year)")
+        raise ScheduleError(
+            f"{expression!r}: EventBridge cron has 6 fields (minutes hours day-of-month month day-of-week year)"
+        )
     minutes, hours, dom, month, dow, year = fields
     if (dom == "?") == (dow == "?"):
         raise ScheduleError(f"{expression!r}: exactly one of day-of-month and day-of-week must be '?'")

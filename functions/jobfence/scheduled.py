@@ -79,7 +79,9 @@ class Outcome(str, enum.Enum):
     RAN = "ran"  # took the lease, ran its batches (maybe stopped early), released
     SKIPPED_LEASED = "skipped_leased"  # another holder's term is live; nothing written
     SKIPPED_INTERVAL = "skipped_interval"  # the gate stamp is too recent; nothing written
-    LEASE_LOST = "lease_lost"  # the term was taken over or expired mid-run, or its acquire answered too late; the job stopped
+    LEASE_LOST = (
+        "lease_lost"  # the term was taken over or expired mid-run, or its acquire answered too late; the job stopped
+    )
     FAILED = "failed"  # the job raised; row written, lease released, error re-raised
     SKIPPED_SERVED = "skipped_served"  # a catch-up or buffered request a run since its tick served; nothing written
     BUFFERED = "buffered"  # buffer_one: met a live holder, one pending request written on the lease item
@@ -101,7 +103,9 @@ class JobDeps:
 class RunContext:
     """What a running job sees: its live term, the clock, and fenced transactions."""
 
-    def __init__(self, spec: JobSpec, run_id: str, trigger: Trigger, lease: Lease, leases: LeaseStore, clock: Clock) -> None:
+    def __init__(
+        self, spec: JobSpec, run_id: str, trigger: Trigger, lease: Lease, leases: LeaseStore, clock: Clock
+    ) -> None:
         self.spec = spec
         self.run_id = run_id
         self.trigger = trigger
@@ -231,8 +235,16 @@ class ScheduledRunner:
         unmarked = lease.predecessor if lease.predecessor and not self._record_died(lease.predecessor) else None
 
         ctx = RunContext(spec, run_id, trigger, lease, self._leases, self._clock)
-        run = RunStart(spec.name, run_id, trigger.kind, trigger.scheduled_at, lease.acquired_at, holder, lease.fence,
-                       **trigger.who())
+        run = RunStart(
+            spec.name,
+            run_id,
+            trigger.kind,
+            trigger.scheduled_at,
+            lease.acquired_at,
+            holder,
+            lease.fence,
+            **trigger.who(),
+        )
         summary: dict[str, Any] = {"batches": 0}
         try:
             opened = self._runs.start(run)
@@ -270,14 +282,23 @@ class ScheduledRunner:
         """
         for _ in range(SETTLE_ATTEMPTS):
             try:
-                return self._leases.acquire(spec.name, holder, spec.lease_ttl_ms, interval_ms, run_id=run_id,
-                                            since_tick=since, pending_tick=pending)
+                return self._leases.acquire(
+                    spec.name,
+                    holder,
+                    spec.lease_ttl_ms,
+                    interval_ms,
+                    run_id=run_id,
+                    since_tick=since,
+                    pending_tick=pending,
+                )
             except LeaseRefused as exc:
                 self._raise_if_overtaken(exc.unanswered)
                 if not isinstance(exc, PredecessorUnrecorded):
                     raise
                 if not self._record_died(exc.term):
-                    raise StoreError(f"the run of fence {exc.term.fence} on {spec.name!r} could not be recorded died") from exc
+                    raise StoreError(
+                        f"the run of fence {exc.term.fence} on {spec.name!r} could not be recorded died"
+                    ) from exc
         raise LeaseHeld(spec.name)
 
     def _raise_if_overtaken(self, unanswered: Term | None) -> None:
@@ -306,7 +327,9 @@ class ScheduledRunner:
 
     # -- buffer_one ---------------------------------------------------------------------------
 
-    def _buffer(self, spec: JobSpec, trigger: Trigger, started: int, interval_ms: int | None, stage: str) -> RunResult | None:
+    def _buffer(
+        self, spec: JobSpec, trigger: Trigger, started: int, interval_ms: int | None, stage: str
+    ) -> RunResult | None:
         """A tick met a live holder: record one pending request. None when the lease turned out free (acquire)."""
         try:
             pending = self._leases.request_pending(spec.name, trigger.scheduled_at, interval_ms)
@@ -333,12 +356,16 @@ class ScheduledRunner:
         item and the next acquire (the next tick) consumes it.
         """
         if self._invoke_self is None:
-            self._logger.warning("pending request left for the next tick: no hand-over configured", extra={"tick": tick})
+            self._logger.warning(
+                "pending request left for the next tick: no hand-over configured", extra={"tick": tick}
+            )
             return
         try:
             self._invoke_self(buffered_event(tick))
         except Exception as exc:  # noqa: BLE001 - logged; the request stays on the item for the next acquire
-            self._logger.warning("hand-over failed; the next tick serves the request", extra={"reason": safe_error(exc)})
+            self._logger.warning(
+                "hand-over failed; the next tick serves the request", extra={"reason": safe_error(exc)}
+            )
             return
         self._logger.info("pending request handed over", extra={"tick": tick})
 
@@ -384,8 +411,16 @@ class ScheduledRunner:
 
     def _overtaken(self, spec: JobSpec, trigger: Trigger, term: Term) -> RunResult:
         """Report an acquire that was applied unanswered and overtaken: its run ran nothing, its term was lost."""
-        run = RunStart(spec.name, term.run_id, trigger.kind, trigger.scheduled_at, term.acquired_at, term.holder, term.fence,
-                       **trigger.who())
+        run = RunStart(
+            spec.name,
+            term.run_id,
+            trigger.kind,
+            trigger.scheduled_at,
+            term.acquired_at,
+            term.holder,
+            term.fence,
+            **trigger.who(),
+        )
         error = f"LeaseLost: the term (fence {term.fence}) was taken over before its acquire was answered"
         return self._close(spec, run, Outcome.LEASE_LOST, {"batches": 0}, error, release=None)
 
@@ -438,13 +473,22 @@ class ScheduledRunner:
                 self._logger.error("release failed", extra={"reason": safe_error(exc), "run_id": run.run_id})
         duration = finished - run.started_at
         # a manual run's requester and caller ride on its outcome line (passed per line: a logger is shared)
-        self._observe(spec, outcome, duration, run_id=run.run_id, fence=run.fence, error=error,
-                      trigger=run.trigger if run.trigger in _FOR_TICK else None,
-                      tick=run.scheduled_at if run.trigger in _FOR_TICK else None,
-                      **who_fields(run.requested_by, run.caller))
+        self._observe(
+            spec,
+            outcome,
+            duration,
+            run_id=run.run_id,
+            fence=run.fence,
+            error=error,
+            trigger=run.trigger if run.trigger in _FOR_TICK else None,
+            tick=run.scheduled_at if run.trigger in _FOR_TICK else None,
+            **who_fields(run.requested_by, run.caller),
+        )
         return RunResult(spec.name, outcome, run.run_id, duration, bounded_summary(summary), pending_tick=pending)
 
-    def _finish(self, run: RunStart, outcome: Outcome, finished: int, summary: Mapping[str, Any], error: str | None) -> bool:
+    def _finish(
+        self, run: RunStart, outcome: Outcome, finished: int, summary: Mapping[str, Any], error: str | None
+    ) -> bool:
         try:
             self._runs.finish(run, RunState(outcome.value), finished, summary, error)
         except Exception as exc:  # noqa: BLE001 - logged; must not replace the job's own error
@@ -462,7 +506,11 @@ class ScheduledRunner:
 
 
 _FOR_TICK = ("catch_up", "buffered")  # triggers that stand in for a past tick: their log line names it
-_SKIPS = {LeaseHeld: Outcome.SKIPPED_LEASED, IntervalNotElapsed: Outcome.SKIPPED_INTERVAL, RequestServed: Outcome.SKIPPED_SERVED}
+_SKIPS = {
+    LeaseHeld: Outcome.SKIPPED_LEASED,
+    IntervalNotElapsed: Outcome.SKIPPED_INTERVAL,
+    RequestServed: Outcome.SKIPPED_SERVED,
+}
 
 
 def _merge(summary: dict[str, Any], counts: Mapping[str, Any] | None) -> None:

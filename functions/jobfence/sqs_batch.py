@@ -31,8 +31,13 @@ class SqsRecords:
 
 
 def _processable(record: Any) -> bool:
-    return (isinstance(record, dict) and isinstance(record.get("messageId"), str) and record["messageId"] != ""
-            and isinstance(record.get("receiptHandle"), str) and isinstance(record.get("body"), str))
+    return (
+        isinstance(record, dict)
+        and isinstance(record.get("messageId"), str)
+        and record["messageId"] != ""
+        and isinstance(record.get("receiptHandle"), str)
+        and isinstance(record.get("body"), str)
+    )
 
 
 def split_records(event: Any) -> SqsRecords:

@@ -84,8 +84,15 @@ class FencedTransaction(TransactWrite):
         self._note("put", len(self._put_items))
         super().save(model, condition, return_values)
 
-    def update(self, model: Any, actions: Any, condition: Any = None, return_values: str | None = ALL_OLD,
-               *, add_version_condition: bool = True) -> None:
+    def update(
+        self,
+        model: Any,
+        actions: Any,
+        condition: Any = None,
+        return_values: str | None = ALL_OLD,
+        *,
+        add_version_condition: bool = True,
+    ) -> None:
         """Add an update of `model`'s item with `actions` under `condition`; refused, it reports the old image."""
         self._note("update", len(self._update_items))
         super().update(model, actions, condition, return_values, add_version_condition=add_version_condition)
@@ -118,8 +125,10 @@ class FencedTransaction(TransactWrite):
 
     def _refusal(self, exc: Exception) -> Exception:
         sizes = {
-            "check": len(self._condition_check_items), "delete": len(self._delete_items),
-            "put": len(self._put_items), "update": len(self._update_items),
+            "check": len(self._condition_check_items),
+            "delete": len(self._delete_items),
+            "put": len(self._put_items),
+            "update": len(self._update_items),
         }
         wire: list[tuple[str, int]] = [(kind, i) for kind in _KINDS for i in range(sizes[kind])]
         reasons = cancellation_reasons(exc)

@@ -115,7 +115,9 @@ def _request(event: dict[str, Any], clock: Clock) -> Trigger:
     if request.tick > now + TICK_SKEW_MS:
         raise InvalidEvent(f"invalid {request.trigger.replace('_', '-')} trigger: tick {request.tick} is in the future")
     if isinstance(request, CatchUpTrigger):
-        return Trigger(kind="catch_up", scheduled_at=request.tick, requested_by=request.requested_by, caller=request.caller)
+        return Trigger(
+            kind="catch_up", scheduled_at=request.tick, requested_by=request.requested_by, caller=request.caller
+        )
     return Trigger(kind="buffered", scheduled_at=request.tick)
 
 

@@ -74,7 +74,9 @@ class HttpItemProvider:
     def _post(self, body: bytes, idempotency_key: str, timeout_s: float) -> dict[str, Any]:
         what = self.endpoint.name
         req = urllib.request.Request(
-            f"{self._base}{self.endpoint.path}", data=body, method="POST",
+            f"{self._base}{self.endpoint.path}",
+            data=body,
+            method="POST",
             headers={"Content-Type": "application/json", "Idempotency-Key": idempotency_key},
         )
         try:

@@ -146,7 +146,9 @@ class FakePayments:
             order.status = "COMPLETED"
             order.capture_id = f"C-{self._seq}"
             order.captured_with = idempotency_key
-            result = CaptureResult(order_id, order.capture_id, CaptureStatus.COMPLETED, order.amount_cents, order.currency)
+            result = CaptureResult(
+                order_id, order.capture_id, CaptureStatus.COMPLETED, order.amount_cents, order.currency
+            )
             self._results[idempotency_key] = result
             self._maybe_lose()
             return result

@@ -38,7 +38,8 @@ class SqsVisibility:
 
     def delay(self, receipt_handle: str, seconds: int) -> None:
         try:
-            self._client.change_message_visibility(QueueUrl=self._url, ReceiptHandle=receipt_handle,
-                                                   VisibilityTimeout=seconds)
+            self._client.change_message_visibility(
+                QueueUrl=self._url, ReceiptHandle=receipt_handle, VisibilityTimeout=seconds
+            )
         except Exception as exc:
             raise_store_error(exc, "changing message visibility")

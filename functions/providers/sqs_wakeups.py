@@ -26,10 +26,14 @@ class SqsWakeups:
     def send(self, keys: Sequence[ItemKey], delay_s: int = 0) -> list[ItemKey]:
         failed: list[ItemKey] = []
         for start in range(0, len(keys), SEND_CHUNK):
-            chunk = list(keys[start:start + SEND_CHUNK])
+            chunk = list(keys[start : start + SEND_CHUNK])
             entries = [
-                {"Id": str(i), "MessageBody": key.body(), "MessageGroupId": key.tenant,
-                 "DelaySeconds": max(0, min(int(delay_s), MAX_DELAY_S))}
+                {
+                    "Id": str(i),
+                    "MessageBody": key.body(),
+                    "MessageGroupId": key.tenant,
+                    "DelaySeconds": max(0, min(int(delay_s), MAX_DELAY_S)),
+                }
                 for i, key in enumerate(chunk)
             ]
             try:

@@ -70,10 +70,23 @@ class _PipLayerBundling:
         target = pathlib.Path(output_dir) / "python"
         subprocess.run(
             [
-                sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                "--platform", WHEEL_PLATFORMS[ARCHITECTURE.name], "--implementation", "cp",
-                "--python-version", RUNTIME.name.removeprefix("python"), "--only-binary=:all:",
-                "--target", str(target), "-r", str(self.requirements),
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--platform",
+                WHEEL_PLATFORMS[ARCHITECTURE.name],
+                "--implementation",
+                "cp",
+                "--python-version",
+                RUNTIME.name.removeprefix("python"),
+                "--only-binary=:all:",
+                "--target",
+                str(target),
+                "-r",
+                str(self.requirements),
             ],
             check=True,
         )

@@ -52,9 +52,7 @@ class ServiceFunction(Construct):
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description=f"{function_name}: only what its catalog entry uses",
         )
-        self.log_group = logs.LogGroup(
-            self, "Logs", retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY
-        )
+        self.log_group = logs.LogGroup(self, "Logs", retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY)
         self.log_group.grant_write(self.role)
         destination = None
         if on_failure is not None:

@@ -91,5 +91,9 @@ class HealthApi(Construct):
         CfnOutput(self, "Url", value=self.url, description="health endpoint (GET / or /health)")
         for route in self.api.node.find_all():
             if isinstance(route, apigwv2.CfnRoute):
-                acknowledge(route, "AwsSolutions-APIG4", "public health check by design: reveals only service name and job count")
+                acknowledge(
+                    route,
+                    "AwsSolutions-APIG4",
+                    "public health check by design: reveals only service name and job count",
+                )
         acknowledge(self.stage, "Serverless-APIGWXrayTracing", "HTTP APIs do not support X-Ray tracing")

@@ -47,11 +47,14 @@ from jobfence_cdk.work_queue import WorkQueue
 ALARM_PERIOD = Duration.minutes(5)
 DAY_S = 86400
 MAX_EVALUATION_S = 7 * DAY_S  # CloudWatch's longest evaluation range (periods of an hour or more)
-MIN_OLDEST_AGE_S = 15 * 60  # the batch-stale bound (docs/architecture.md, "Durable batches"): older than this, reclaim is due
+MIN_OLDEST_AGE_S = (
+    15 * 60
+)  # the batch-stale bound (docs/architecture.md, "Durable batches"): older than this, reclaim is due
 
 
-def job_metric(namespace: str, spec: JobSpec, name: str, statistic: str,
-               period: Duration = ALARM_PERIOD) -> cloudwatch.Metric:
+def job_metric(
+    namespace: str, spec: JobSpec, name: str, statistic: str, period: Duration = ALARM_PERIOD
+) -> cloudwatch.Metric:
     """A runner metric of `spec` with its exact dimensions, in the stage's namespace (its prefix)."""
     return cloudwatch.Metric(
         namespace=namespace,
@@ -225,7 +228,9 @@ class Monitoring(Construct):
 
     def _queue(self, queue: WorkQueue) -> None:
         spec = queue.spec
-        self._dead_letter_alarm(f"{spec.name}-dead-letters", f"queue {spec.name}: items were dead-lettered", queue.dead_letters)
+        self._dead_letter_alarm(
+            f"{spec.name}-dead-letters", f"queue {spec.name}: items were dead-lettered", queue.dead_letters
+        )
         oldest = queue.queue.metric_approximate_age_of_oldest_message(statistic="Maximum", period=ALARM_PERIOD)
         threshold = oldest_age_threshold_s(spec)
         self._alarm(

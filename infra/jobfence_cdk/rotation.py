@@ -25,16 +25,28 @@ from jobfence_cdk.secrets import CatalogSecrets
 
 ROTATION_DAYS = 30
 HANDLER = "handlers.rotate_signing_key.handler"
-SIGNING_ACTIONS = ("secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue",
-                   "secretsmanager:PutSecretValue", "secretsmanager:UpdateSecretVersionStage")
+SIGNING_ACTIONS = (
+    "secretsmanager:DescribeSecret",
+    "secretsmanager:GetSecretValue",
+    "secretsmanager:PutSecretValue",
+    "secretsmanager:UpdateSecretVersionStage",
+)
 VERIFY_ACTIONS = ("secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue")
 
 
 class SigningKeyRotation(Construct):
     """Rotates `signing_keys` (the signing secret, the verify secret). Attributes: `function`, `role`."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, code: FunctionCode, prefix: str,
-                 secrets: CatalogSecrets, signing_keys: tuple[str, str]) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        code: FunctionCode,
+        prefix: str,
+        secrets: CatalogSecrets,
+        signing_keys: tuple[str, str],
+    ) -> None:
         super().__init__(scope, construct_id)
         signing, verify = signing_keys
         service = ServiceFunction(
@@ -56,8 +68,9 @@ class SigningKeyRotation(Construct):
         self.function, self.role = service.function, service.role
         for name, actions in ((signing, SIGNING_ACTIONS), (verify, VERIFY_ACTIONS)):
             # by its fixed name, as the catalog grants: the real ARN ends in "-" and six random characters
-            self.role.add_to_policy(iam.PolicyStatement(actions=list(actions),
-                                                        resources=[f"{secrets.grantable[name].secret_arn}-??????"]))
+            self.role.add_to_policy(
+                iam.PolicyStatement(actions=list(actions), resources=[f"{secrets.grantable[name].secret_arn}-??????"])
+            )
         self.function.add_permission(
             "SecretsManagerInvokes",
             principal=iam.ServicePrincipal("secretsmanager.amazonaws.com"),

@@ -97,7 +97,9 @@ class ScheduledJob(Construct):
             own_arn = Stack.of(self).format_arn(
                 service="lambda", resource="function", resource_name=name, arn_format=ArnFormat.COLON_RESOURCE_NAME
             )
-            self.function.add_to_role_policy(iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[own_arn]))
+            self.function.add_to_role_policy(
+                iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[own_arn])
+            )
 
         self.prefix = prefix
         self.rule = events.Rule(
@@ -130,4 +132,3 @@ class ScheduledJob(Construct):
         self.function.add_to_role_policy(
             iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[other.function.function_arn])
         )
-

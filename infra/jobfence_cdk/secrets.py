@@ -41,7 +41,9 @@ class CatalogSecrets(Construct):
     name is fixed anyway.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, names: Iterable[str], prefix: str = DEFAULT_PREFIX) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, names: Iterable[str], prefix: str = DEFAULT_PREFIX
+    ) -> None:
         super().__init__(scope, construct_id)
         self.secrets: dict[str, secretsmanager.Secret] = {}
         self.grantable: dict[str, secretsmanager.ISecret] = {}

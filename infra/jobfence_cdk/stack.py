@@ -92,17 +92,16 @@ class JobfenceStack(Stack):
         # The signing pair jobfence owns is rotated on a schedule (SMG4 met, not acknowledged).
         self.rotation = None
         if signing_keys is not None and set(signing_keys) <= set(self.secrets.secrets):
-            self.rotation = SigningKeyRotation(self, "SigningKeyRotation", code=code, prefix=prefix,
-                                               secrets=self.secrets, signing_keys=signing_keys)
+            self.rotation = SigningKeyRotation(
+                self, "SigningKeyRotation", code=code, prefix=prefix, secrets=self.secrets, signing_keys=signing_keys
+            )
             for name in signing_keys:
                 self.resources.readers.setdefault(name, []).append(self.rotation.role)
         self.secrets.admit_only(self.resources.readers)
         # The health handler is optional: without handlers/health.py the app still deploys.
         if health is None:
             health = handler_file(HEALTH_HANDLER, functions_dir).is_file()
-        self.health = (
-            HealthApi(self, "HealthApi", code=code, prefix=prefix) if health else None
-        )
+        self.health = HealthApi(self, "HealthApi", code=code, prefix=prefix) if health else None
         self.monitoring = Monitoring(
             self, "Monitoring", prefix=prefix, jobs=self.jobs.values(), queues=self.queues.values()
         )

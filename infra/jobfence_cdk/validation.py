@@ -80,7 +80,9 @@ def module_file(module: str, functions_dir: pathlib.Path) -> pathlib.Path:
 
 def _check_module(functions_dir: pathlib.Path, where: str, what: str, module: str) -> None:
     if not module or not module_file(module, functions_dir).is_file():
-        raise CatalogError(f"{where}: {what} module {module!r} does not exist under {pathlib.Path(functions_dir).name}/")
+        raise CatalogError(
+            f"{where}: {what} module {module!r} does not exist under {pathlib.Path(functions_dir).name}/"
+        )
 
 
 def _check_names(where: str, name: str, prefix: str) -> None:

@@ -6,6 +6,17 @@ all (or the ones named on the command line) and rewrites docs/benchmarks.md. A m
 figure is past its goal raises `GoalMissed` with its section: the page is written, the run exits 1.
 """
 
-MODULES = ("ops.bench.coldstart", "ops.bench.lease", "ops.bench.overlap", "ops.bench.takeover", "ops.bench.auditor",
-           "ops.bench.work", "ops.bench.reclaim", "ops.bench.fairness", "ops.bench.hotkey", "ops.bench.cost",
-           "ops.bench.sim", "ops.bench.demo")
+MODULES = (
+    "ops.bench.coldstart",
+    "ops.bench.lease",
+    "ops.bench.overlap",
+    "ops.bench.takeover",
+    "ops.bench.auditor",
+    "ops.bench.work",
+    "ops.bench.reclaim",
+    "ops.bench.fairness",
+    "ops.bench.hotkey",
+    "ops.bench.cost",
+    "ops.bench.sim",
+    "ops.bench.demo",
+)

@@ -81,27 +81,31 @@ def measure() -> tuple[list[str], float, float, int, int]:
         client = boto3.client("dynamodb")
         clock = FrozenClock(START_MS)
         runs = RunStore(client, tables["runs"])
-        runner = ScheduledRunner(LeaseStore(client, tables["leases"], clock), runs, clock, LOGGER,
-                                 NullMetrics())  # type: ignore[arg-type]  # add_metric is all it calls
+        runner = ScheduledRunner(LeaseStore(client, tables["leases"], clock), runs, clock, LOGGER, NullMetrics())  # type: ignore[arg-type]  # add_metric is all it calls
         audited = [CATALOG.job(name) for name in AUDITOR.audits]
         toggles = RuleToggles(client, tables["leases"])
         emitted: list[int] = []
         asked: list[str] = []
         auditor = lambda ctx: audit_missed_runs(  # noqa: E731
-            audited, runs, toggles, lambda _s, n: emitted.append(n), lambda s, _e: asked.append(s.name), LOGGER, ctx)
+            audited, runs, toggles, lambda _s, n: emitted.append(n), lambda s, _e: asked.append(s.name), LOGGER, ctx
+        )
         end = START_MS + HOURS * 3_600_000
         events = [(t, AUDITOR) for t in Schedule(AUDITOR.schedule, START_MS).fires_between(START_MS, end)]
         for spec in audited:
             events += [(t, spec) for t in Schedule(spec.schedule, START_MS).fires_between(START_MS - 1, end)]
         meter = Meter(client)
         ran = 0
-        for t, spec in sorted(events, key=lambda e: (e[0], e[1] is AUDITOR)):  # the audit after the ticks it shares a time with
+        for t, spec in sorted(
+            events, key=lambda e: (e[0], e[1] is AUDITOR)
+        ):  # the audit after the ticks it shares a time with
             clock.set(max(clock.now_ms(), t))
             meter.reset()
             job = auditor if spec is AUDITOR else _one_batch
             runner.run(spec, job, Trigger("scheduled", t))
             ran += 1
-        assert emitted[-len(audited):] == [0] * len(audited), "every tick was run: the last audit must count none missed"
+        assert emitted[-len(audited) :] == [0] * len(audited), (
+            "every tick was run: the last audit must count none missed"
+        )
         assert not asked, "every tick was run: no catch-up is due"
         return list(meter.requests), meter.rcu, meter.wcu, len(audited), ran
 

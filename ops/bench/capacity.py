@@ -15,7 +15,7 @@ def item_size(item: dict[str, Any] | None) -> int:
     """Size in bytes of a low-level DynamoDB item."""
     size = 0
     for name, value in (item or {}).items():
-        (kind, raw), = value.items()
+        ((kind, raw),) = value.items()
         size += len(name.encode())
         if kind == "N":
             size += math.ceil(len(raw.lstrip("-").replace(".", "")) / 2) + 1
@@ -29,5 +29,7 @@ def item_size(item: dict[str, Any] | None) -> int:
 def cost_table(rows: list[tuple[str, tuple[int, int, float, float]]]) -> list[str]:
     """A Markdown table of (operation, (requests, write requests, RCU, WCU)) rows."""
     lines = ["| operation | requests | write requests | RCU | WCU |", "|---|---:|---:|---:|---:|"]
-    lines += [f"| {name} | {requests:g} | {writes:g} | {rcu:g} | {wcu:g} |" for name, (requests, writes, rcu, wcu) in rows]
+    lines += [
+        f"| {name} | {requests:g} | {writes:g} | {rcu:g} | {wcu:g} |" for name, (requests, writes, rcu, wcu) in rows
+    ]
     return lines

@@ -76,22 +76,28 @@ BEFORE = (
 
 # What a function must load and build at init whatever its job: measured interleaved with the functions.
 FLOORS = (
-    ("`import boto3` + one DynamoDB client (the client every scheduled function and worker must have at init)",
-     "import boto3; boto3.Session().client('dynamodb')"),
-    ("+ Powertools Logger, Metrics and Tracer (the X-Ray SDK, patching botocore and httplib)",
-     "import boto3; boto3.Session().client('dynamodb')\n"
-     "from aws_lambda_powertools import Logger, Metrics, Tracer\n"
-     "Logger(service='bench'); Metrics(namespace='bench', service='bench')\n"
-     "Tracer(service='bench', patch_modules=('botocore', 'httplib'))"),
-    ("+ the pydantic models (Powertools' parser and its EventBridge model; the settings) and pynamodb: "
-     "every scheduled function's floor before its own job",
-     "import boto3; boto3.Session().client('dynamodb')\n"
-     "from aws_lambda_powertools import Logger, Metrics, Tracer\n"
-     "Logger(service='bench'); Metrics(namespace='bench', service='bench')\n"
-     "Tracer(service='bench', patch_modules=('botocore', 'httplib'))\n"
-     "from aws_lambda_powertools.utilities.parser import parse\n"
-     "from aws_lambda_powertools.utilities.parser.models import EventBridgeModel\n"
-     "import pydantic.main, pynamodb.models"),
+    (
+        "`import boto3` + one DynamoDB client (the client every scheduled function and worker must have at init)",
+        "import boto3; boto3.Session().client('dynamodb')",
+    ),
+    (
+        "+ Powertools Logger, Metrics and Tracer (the X-Ray SDK, patching botocore and httplib)",
+        "import boto3; boto3.Session().client('dynamodb')\n"
+        "from aws_lambda_powertools import Logger, Metrics, Tracer\n"
+        "Logger(service='bench'); Metrics(namespace='bench', service='bench')\n"
+        "Tracer(service='bench', patch_modules=('botocore', 'httplib'))",
+    ),
+    (
+        "+ the pydantic models (Powertools' parser and its EventBridge model; the settings) and pynamodb: "
+        "every scheduled function's floor before its own job",
+        "import boto3; boto3.Session().client('dynamodb')\n"
+        "from aws_lambda_powertools import Logger, Metrics, Tracer\n"
+        "Logger(service='bench'); Metrics(namespace='bench', service='bench')\n"
+        "Tracer(service='bench', patch_modules=('botocore', 'httplib'))\n"
+        "from aws_lambda_powertools.utilities.parser import parse\n"
+        "from aws_lambda_powertools.utilities.parser.models import EventBridgeModel\n"
+        "import pydantic.main, pynamodb.models",
+    ),
 )
 
 # What the floor table means for the goal (docs/benchmarks.md).
@@ -182,8 +188,15 @@ def template_functions(template: Mapping[str, Any]) -> list[Function]:
             key: value if isinstance(value, str) else f"bench-{key.lower().replace('_', '-')}"
             for key, value in props.get("Environment", {}).get("Variables", {}).items()
         }
-        out.append(Function(logical_id, props["Handler"], int(props.get("MemorySize", 128)),
-                            (props.get("Architectures") or ["x86_64"])[0], env))
+        out.append(
+            Function(
+                logical_id,
+                props["Handler"],
+                int(props.get("MemorySize", 128)),
+                (props.get("Architectures") or ["x86_64"])[0],
+                env,
+            )
+        )
     return sorted(out, key=lambda f: (f.kind, f.name))
 
 
@@ -203,14 +216,23 @@ def lambda_environment(function: Function | None) -> dict[str, str]:
         "PYTHONDONTWRITEBYTECODE": "1",
     }
     if function is not None:
-        env |= {"AWS_LAMBDA_FUNCTION_NAME": function.logical_id,
-                "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(function.memory_mb), **function.environment}
+        env |= {
+            "AWS_LAMBDA_FUNCTION_NAME": function.logical_id,
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(function.memory_mb),
+            **function.environment,
+        }
     return env
 
 
 def one_run(statement: str, env: Mapping[str, str], *flags: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-S", *flags, "-c", SNIPPET.format(statement=statement)],
-                          env=dict(env), cwd=FUNCTIONS, capture_output=True, text=True, check=True)
+    return subprocess.run(
+        [sys.executable, "-S", *flags, "-c", SNIPPET.format(statement=statement)],
+        env=dict(env),
+        cwd=FUNCTIONS,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
 
 
 @dataclass(frozen=True)
@@ -250,8 +272,10 @@ def measure(functions: list[Function], runs: int) -> Measured:
 
 
 def _medians(samples: Mapping[str, list[Sample]]) -> dict[str, Sample]:
-    return {key: Sample(statistics.median(s.seconds for s in values), max(s.rss_mb for s in values))
-            for key, values in samples.items()}
+    return {
+        key: Sample(statistics.median(s.seconds for s in values), max(s.rss_mb for s in values))
+        for key, values in samples.items()
+    }
 
 
 IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)")
@@ -280,8 +304,10 @@ def run() -> str:
         verdict = "ok" if ratio <= GOAL else "**over**"
         if ratio > GOAL:
             missed.append(f"{function.name} {ratio:.2f}x")
-        rows.append(f"| {function.kind} | `{function.name}` | {function.architecture} | {function.memory_mb} | "
-                    f"{measured.rss_mb:.0f} | {measured.seconds:.3f} | {ratio:.2f} | {verdict} |")
+        rows.append(
+            f"| {function.kind} | `{function.name}` | {function.architecture} | {function.memory_mb} | "
+            f"{measured.rss_mb:.0f} | {measured.seconds:.3f} | {ratio:.2f} | {verdict} |"
+        )
     lines = [
         "## Cold start",
         "",
@@ -306,11 +332,20 @@ def run() -> str:
         "",
         "| what is loaded and built | peak RSS MB | CPU s | x `import boto3` |",
         "|---|---:|---:|---:|",
-        *(f"| {label} | {floor.rss_mb:.0f} | {floor.seconds:.3f} | {floor.seconds / boto3_s:.2f} |"
-          for label, floor in measured_all.floors.items()),
+        *(
+            f"| {label} | {floor.rss_mb:.0f} | {floor.seconds:.3f} | {floor.seconds / boto3_s:.2f} |"
+            for label, floor in measured_all.floors.items()
+        ),
         "",
-        FLOOR_TEXT.format(**dict(zip(("client", "tracer", "floor"),
-                                     (f.seconds / boto3_s for f in measured_all.floors.values()), strict=True))),
+        FLOOR_TEXT.format(
+            **dict(
+                zip(
+                    ("client", "tracer", "floor"),
+                    (f.seconds / boto3_s for f in measured_all.floors.values()),
+                    strict=True,
+                )
+            )
+        ),
         "",
     ]
     lines += [BEFORE, ""]
@@ -324,18 +359,24 @@ def run() -> str:
 
 def top_imports_section(functions: list[Function]) -> list[str]:
     """The top import costs of one function of each kind, per top-level package."""
-    lines = ["### Top import costs", "",
-             "`python -X importtime`, self time summed per top-level package (ms, one run, so noisy), "
-             "for one function of each kind. `handlers` is the handler module's own line: its `build` runs at "
-             "import (Lambda's init), so its self time is the boto3 session and the clients it creates "
-             "(botocore's service models and endpoint rules) and the Tracer's X-Ray recorder, not imports; "
-             "`jobfence` includes compiling its modules (the asset ships no bytecode).", ""]
+    lines = [
+        "### Top import costs",
+        "",
+        "`python -X importtime`, self time summed per top-level package (ms, one run, so noisy), "
+        "for one function of each kind. `handlers` is the handler module's own line: its `build` runs at "
+        "import (Lambda's init), so its self time is the boto3 session and the clients it creates "
+        "(botocore's service models and endpoint rules) and the Tracer's X-Ray recorder, not imports; "
+        "`jobfence` includes compiling its modules (the asset ships no bytecode).",
+        "",
+    ]
     seen: set[str] = set()
     for function in functions:
         if function.kind in seen:
             continue
         seen.add(function.kind)
         costs = import_costs(function)
-        top = ", ".join(f"{name} {ms:.0f}" for name, ms in sorted(costs.items(), key=lambda c: c[1], reverse=True)[:TOP_IMPORTS])
+        top = ", ".join(
+            f"{name} {ms:.0f}" for name, ms in sorted(costs.items(), key=lambda c: c[1], reverse=True)[:TOP_IMPORTS]
+        )
         lines.append(f"- `{function.name}` ({function.kind}, {sum(costs.values()):.0f} ms in all): {top}")
     return lines

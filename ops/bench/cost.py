@@ -116,32 +116,47 @@ def _drain(n_items: int, metered: bool) -> dict[str, Any]:
         url = sqs.create_queue(QueueName="generation")["QueueUrl"]
         wakeups = SqsWakeups(sqs, url)
         producer = Producer(rig.store, {"generation": wakeups}, rig.logger)
-        worker = Worker(rig.store, "generation", PIPELINES["generation"].timing, rig.performs["generation"], wakeups,
-                        rig.logger)
+        worker = Worker(
+            rig.store, "generation", PIPELINES["generation"].timing, rig.performs["generation"], wakeups, rig.logger
+        )
         rig.quota.grant("acme", n_items)
         meter.reset()
         sqs_counter.requests.clear()
         started = time.perf_counter()
         producer.submit(BatchRef("acme", "cost"), "generation", _items(n_items), "bench")
         produce_s = time.perf_counter() - started
-        produce = {"wcu": sum(meter.wcu.values()), "gsi": sum(meter.gsi_wcu.values()), "rcu": sum(meter.rcu.values()),
-                   "by_table": (dict(meter.wcu), dict(meter.gsi_wcu), dict(meter.rcu), dict(meter.requests))}
+        produce = {
+            "wcu": sum(meter.wcu.values()),
+            "gsi": sum(meter.gsi_wcu.values()),
+            "rcu": sum(meter.rcu.values()),
+            "by_table": (dict(meter.wcu), dict(meter.gsi_wcu), dict(meter.rcu), dict(meter.requests)),
+        }
         meter.reset()
         invocations, durations = 0, []
         while True:
             got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=SQS_BATCH).get("Messages", [])
             if not got:
                 break
-            records = [{"messageId": m["MessageId"], "body": m["Body"], "receiptHandle": m["ReceiptHandle"],
-                        "eventSource": "aws:sqs"} for m in got]
+            records = [
+                {
+                    "messageId": m["MessageId"],
+                    "body": m["Body"],
+                    "receiptHandle": m["ReceiptHandle"],
+                    "eventSource": "aws:sqs",
+                }
+                for m in got
+            ]
             # CPU seconds of the whole process (the worker's threads, botocore, and moto serving its requests in
             # place of DynamoDB's and SQS's latency): unlike wall time, not stretched by other work on the machine
             started = time.process_time()
             result = worker.process(records)
             durations.append(time.process_time() - started)
             invocations += 1
-            done = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)
-                    if result.outcomes.get(m["MessageId"]) and result.outcomes[m["MessageId"]].ok]
+            done = [
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                for i, m in enumerate(got)
+                if result.outcomes.get(m["MessageId"]) and result.outcomes[m["MessageId"]].ok
+            ]
             if done:
                 sqs.delete_message_batch(QueueUrl=url, Entries=done)
             rig.clock.advance(ms=100)
@@ -149,9 +164,15 @@ def _drain(n_items: int, metered: bool) -> dict[str, Any]:
         assert batch is not None and batch.status.value == "finalized" and batch.completed == n_items, batch
         queue_spec = CATALOG.queues[PIPELINES["generation"].queue]
         return {
-            "wcu": sum(meter.wcu.values()), "gsi": sum(meter.gsi_wcu.values()), "rcu": sum(meter.rcu.values()),
-            "produce": produce, "produce_s": produce_s, "sqs": dict(sqs_counter.requests),
-            "invocations": invocations, "durations": durations, "memory_mb": queue_spec.memory_mb,
+            "wcu": sum(meter.wcu.values()),
+            "gsi": sum(meter.gsi_wcu.values()),
+            "rcu": sum(meter.rcu.values()),
+            "produce": produce,
+            "produce_s": produce_s,
+            "sqs": dict(sqs_counter.requests),
+            "invocations": invocations,
+            "durations": durations,
+            "memory_mb": queue_spec.memory_mb,
             "requests": dict(meter.requests),
             "by_table": (dict(meter.wcu), dict(meter.gsi_wcu), dict(meter.rcu), dict(meter.item_writes)),
         }
@@ -189,8 +210,11 @@ def jobfence_lines(p: PerItem, prices: Prices = PRICES) -> list[Line]:
         Line("DynamoDB reads", f"{p.rru:.2f} RRU", p.rru * m * prices.read_request_unit),
         Line("SQS requests", f"{p.sqs_requests:.2f}", p.sqs_requests * m * prices.sqs_request),
         Line("Lambda requests", f"{p.invocations:.2f}", p.invocations * m * prices.lambda_request),
-        Line(f"Lambda duration (arm64, {p.memory_mb} MB, {p.ms_per_invocation:.0f} ms an invocation)",
-             f"{p.gb_s:.5f} GB-s", p.gb_s * m * prices.lambda_gb_s_arm64),
+        Line(
+            f"Lambda duration (arm64, {p.memory_mb} MB, {p.ms_per_invocation:.0f} ms an invocation)",
+            f"{p.gb_s:.5f} GB-s",
+            p.gb_s * m * prices.lambda_gb_s_arm64,
+        ),
     ]
 
 
@@ -214,16 +238,21 @@ def sfn_lines(p: PerItem, batched: int = 1, prices: Prices = PRICES) -> dict[str
     m = 1e6
     children = m / batched
     item_ms = p.ms_per_invocation / SQS_BATCH  # jobfence's measured compute per item
-    lambda_ = (children * prices.lambda_request
-               + m * item_ms / 1000 * p.memory_mb / 1024 * prices.lambda_gb_s_arm64)
+    lambda_ = children * prices.lambda_request + m * item_ms / 1000 * p.memory_mb / 1024 * prices.lambda_gb_s_arm64
     dynamo = m * SFN_DYNAMO_WRU * prices.write_request_unit
     parent = children * prices.sfn_standard_transition
     standard = parent + children * CHILD_STATES * prices.sfn_standard_transition + lambda_ + dynamo
     child_ms = max(EXPRESS_MIN_MS, -(-int(item_ms * batched) // EXPRESS_MIN_MS) * EXPRESS_MIN_MS)
     express_duration = children * child_ms / 1000 * EXPRESS_MB / 1024 * prices.sfn_express_gb_s
     express = parent + children * prices.sfn_express_request + express_duration + lambda_ + dynamo
-    return {"standard": standard, "express": express, "parent": parent, "lambda": lambda_, "dynamo": dynamo,
-            "child_ms": child_ms}
+    return {
+        "standard": standard,
+        "express": express,
+        "parent": parent,
+        "lambda": lambda_,
+        "dynamo": dynamo,
+        "child_ms": child_ms,
+    }
 
 
 # Measured with this module on main at 6d1cb23 (before the hottest-key work), 300 items.
@@ -232,19 +261,28 @@ BEFORE = [
     "(producer 2.1, worker 3.3) + 4.19 GSI WRU + 1.18 RRU, 0.30 SQS requests and 0.10 Lambda requests an item,",
     "317 ms an invocation: **$6.39 per million items** ($3.38 + $2.62 + $0.15 + $0.12 + $0.02 + $0.11). The",
     'issue\'s "about $5.7" counted the same writes and requests '
-    'but not the producer\'s GSI entries (1 WRU an item) nor',
+    "but not the producer's GSI entries (1 WRU an item) nor",
     "Lambda duration.",
 ]
 
 # Cheaper encodings, cumulative, in WRU an item saved (the measured rows are about 0.3 KB: 1 WRU a plain write,
 # 2 a transactional one, 1 an index entry appearing or leaving, 2 an index key change). None is built.
 LEVERS = [
-    ("the claim a plain conditional UpdateItem (no second row changes with it: the row was born holding its "
-     "quota unit), not a transaction", 1.0),
-    ("and the reclaim index entry keeps its key from put to completion (a due time written at put; the reclaimer "
-     "checks the row and moves the entry only for an item that outlives it), instead of moving at claim", 2.0),
-    ("and no per-item reclaim index: the reclaimer queries the item partitions of open batches (reads grow with "
-     "the rows of open batches, not with stale rows: a change of the reclaim contract)", 2.0),
+    (
+        "the claim a plain conditional UpdateItem (no second row changes with it: the row was born holding its "
+        "quota unit), not a transaction",
+        1.0,
+    ),
+    (
+        "and the reclaim index entry keeps its key from put to completion (a due time written at put; the reclaimer "
+        "checks the row and moves the entry only for an item that outlives it), instead of moving at claim",
+        2.0,
+    ),
+    (
+        "and no per-item reclaim index: the reclaimer queries the item partitions of open batches (reads grow with "
+        "the rows of open batches, not with stale rows: a change of the reclaim contract)",
+        2.0,
+    ),
 ]
 FLOOR_WRU = 5.0  # put 1 + claim 1 + complete 1 (plain writes) + a sparse index entry appearing 1 and leaving 1
 
@@ -260,14 +298,18 @@ def _lever_rows(total: float) -> list[str]:
 def _verdict(total: float) -> list[str]:
     best = total - sum(w for _, w in LEVERS) * PRICES.write_request_unit * 1e6
     if best > GOAL_PER_MILLION:
-        return [f"Even all three leave about ${best:.2f}: what remains is the put transaction that reserves the quota",
-                "with the rows (2 WRU an item), the claim and the outcome (1 each), the claim's consistent read",
-                "and the roll-up tallies' reads, SQS and Lambda. Under $3 at on-demand prices needs fewer writes",
-                "than one per state per item: several items' states in one row (a row per SQS batch of 10, which",
-                "gives up the design's one row per item), or provisioned capacity at a steady load (the goal is",
-                "stated at on-demand prices)."]
-    return [f"All three would bring it to about ${best:.2f}, under the goal, only by giving up the per-item sparse",
-            "index (the third), a change of the design's reclaim contract."]
+        return [
+            f"Even all three leave about ${best:.2f}: what remains is the put transaction that reserves the quota",
+            "with the rows (2 WRU an item), the claim and the outcome (1 each), the claim's consistent read",
+            "and the roll-up tallies' reads, SQS and Lambda. Under $3 at on-demand prices needs fewer writes",
+            "than one per state per item: several items' states in one row (a row per SQS batch of 10, which",
+            "gives up the design's one row per item), or provisioned capacity at a steady load (the goal is",
+            "stated at on-demand prices).",
+        ]
+    return [
+        f"All three would bring it to about ${best:.2f}, under the goal, only by giving up the per-item sparse",
+        "index (the third), a change of the design's reclaim contract.",
+    ]
 
 
 def run() -> str:
@@ -361,7 +403,7 @@ def run() -> str:
         f"**The goal is {'missed' if total > GOAL_PER_MILLION else 'met'}: ${total:.2f} against "
         f"${GOAL_PER_MILLION:.2f}.** Writes are nearly all of it, and the floor of this design",
         "at on-demand prices is above the goal by itself: with one row per item (the design's \"the item row is the",
-        "truth\") and a sparse per-item reclaim index, an item costs at least a put, a claim and an outcome write",
+        'truth") and a sparse per-item reclaim index, an item costs at least a put, a claim and an outcome write',
         f"plus its index entry appearing and leaving, {FLOOR_WRU:g} WRU = "
         f"${FLOOR_WRU * PRICES.write_request_unit * 1e6:.2f} per million before any read, SQS or Lambda cost. What",
         "cheaper encodings would save, cumulative, from the measured figure (estimated, none is built):",
@@ -380,8 +422,9 @@ def run() -> str:
     ]
     section = "\n".join(out)
     if total > GOAL_PER_MILLION:
-        raise GoalMissed(section, [f"${total:.2f} per million items, goal ${GOAL_PER_MILLION:.2f}"],
-                         what="cost per million items")
+        raise GoalMissed(
+            section, [f"${total:.2f} per million items, goal ${GOAL_PER_MILLION:.2f}"], what="cost per million items"
+        )
     return section
 
 

@@ -92,14 +92,21 @@ def measure(hours: float | None = None) -> tuple[float, float, str, int]:
     before_self = resource.getrusage(resource.RUSAGE_SELF)
     before_children = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "120", "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"})
+    done = subprocess.run(
+        command,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "120", "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"},
+    )
     wall = time.monotonic() - started
     after_self = resource.getrusage(resource.RUSAGE_SELF)
     after_children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = sum(getattr(after, f) - getattr(before, f)
-              for after, before in ((after_self, before_self), (after_children, before_children))
-              for f in ("ru_utime", "ru_stime"))
+    cpu = sum(
+        getattr(after, f) - getattr(before, f)
+        for after, before in ((after_self, before_self), (after_children, before_children))
+        for f in ("ru_utime", "ru_stime")
+    )
     tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-3:])
     return wall, cpu, tail, done.returncode
 
@@ -166,7 +173,10 @@ def profile_hour() -> int:
         inner = app.__call__
 
         def counting(environ: dict, start_response: Any) -> Any:
-            target = environ.get("HTTP_X_AMZ_TARGET") or f"{environ.get('REQUEST_METHOD')} {environ.get('PATH_INFO', '')[:40]}"
+            target = (
+                environ.get("HTTP_X_AMZ_TARGET")
+                or f"{environ.get('REQUEST_METHOD')} {environ.get('PATH_INFO', '')[:40]}"
+            )
             counts[target] += 1
             return inner(environ, start_response)
 
@@ -184,9 +194,11 @@ def profile_hour() -> int:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         driver = usage.ru_utime + usage.ru_stime - driver
         isolates = _isolates_cpu(runtime) - isolates
-        print(f"one steady simulated hour: {len(timeline.ticks)} ticks, {sum(counts.values())} requests, "
-              f"{time.monotonic() - wall:.0f} s wall, {driver + isolates:.1f} CPU-s "
-              f"(driver and moto's server {driver:.1f}, isolates {isolates:.1f})")
+        print(
+            f"one steady simulated hour: {len(timeline.ticks)} ticks, {sum(counts.values())} requests, "
+            f"{time.monotonic() - wall:.0f} s wall, {driver + isolates:.1f} CPU-s "
+            f"(driver and moto's server {driver:.1f}, isolates {isolates:.1f})"
+        )
         for name, n in counts.most_common(15):
             print(f"{n:7d}  {name}")
     finally:
@@ -196,5 +208,7 @@ def profile_hour() -> int:
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--profile-hour"]:
-        raise SystemExit("usage: python -m ops.bench.demo --profile-hour   (the bench itself: python -m ops.bench ops.bench.demo)")
+        raise SystemExit(
+            "usage: python -m ops.bench.demo --profile-hour   (the bench itself: python -m ops.bench ops.bench.demo)"
+        )
     raise SystemExit(profile_hour())

@@ -174,12 +174,26 @@ def scenario(fair: bool, cap: int | None, noisy: int = NOISY_ITEMS) -> Result:
             quota.grant(tenant, noisy + QUIET_ITEMS)
         queue = BenchQueue(clock, fair)
         producer = Producer(store, {GENERATION: queue}, logger)
-        gate = None if cap is None else _ReleasedLater(
-            TenantGate(tables["listing_quota"], clock, GENERATION, cap, pipeline.timing.item_stale_s * 1000))
-        worker = Worker(store, GENERATION, pipeline.timing, lambda request, timeout_s: "ref", queue, logger,
-                        gate=gate, defer_delay_s=pipeline.defer_delay_s)
-        producer.submit(BatchRef("noisy", "backlog"), GENERATION,
-                        [ItemInput(f"n{i:05d}", {"t": i}) for i in range(noisy)], "bench")
+        gate = (
+            None
+            if cap is None
+            else _ReleasedLater(
+                TenantGate(tables["listing_quota"], clock, GENERATION, cap, pipeline.timing.item_stale_s * 1000)
+            )
+        )
+        worker = Worker(
+            store,
+            GENERATION,
+            pipeline.timing,
+            lambda request, timeout_s: "ref",
+            queue,
+            logger,
+            gate=gate,
+            defer_delay_s=pipeline.defer_delay_s,
+        )
+        producer.submit(
+            BatchRef("noisy", "backlog"), GENERATION, [ItemInput(f"n{i:05d}", {"t": i}) for i in range(noisy)], "bench"
+        )
         # workers (by the time they are free) and round ends (holds released, messages settled)
         t0 = clock.now_ms()
         quiet_at = t0 + QUIET_AT_S * 1000
@@ -195,8 +209,12 @@ def scenario(fair: bool, cap: int | None, noisy: int = NOISY_ITEMS) -> Result:
                 at = quiet_at
             clock.advance(ms=max(0, at - clock.now_ms()))
             if not quiet_submitted and clock.now_ms() >= quiet_at:
-                producer.submit(BatchRef("quiet", "small"), GENERATION,
-                                [ItemInput(f"q{i}", {"t": i}) for i in range(QUIET_ITEMS)], "bench")
+                producer.submit(
+                    BatchRef("quiet", "small"),
+                    GENERATION,
+                    [ItemInput(f"q{i}", {"t": i}) for i in range(QUIET_ITEMS)],
+                    "bench",
+                )
                 quiet_submitted = True
             if ends and ends[0][0] <= clock.now_ms():
                 _, _, taken, holds = heapq.heappop(ends)
@@ -260,9 +278,11 @@ def run() -> str:
         "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
-        lines.append(f"| {r.queue} | {r.cap if r.cap is not None else 'none'} | {statistics.median(r.dwell_s):.0f} "
-                     f"| {max(r.dwell_s):.0f} | {r.noisy_done:,} | {r.rounds:,} | {r.deferred:,} "
-                     f"| {r.sqs_requests:,} |")
+        lines.append(
+            f"| {r.queue} | {r.cap if r.cap is not None else 'none'} | {statistics.median(r.dwell_s):.0f} "
+            f"| {max(r.dwell_s):.0f} | {r.noisy_done:,} | {r.rounds:,} | {r.deferred:,} "
+            f"| {r.sqs_requests:,} |"
+        )
     lines += [
         "",
         "Without a cap on a standard queue the quiet tenant waits for the whole backlog ahead of it. The cap "
@@ -277,8 +297,9 @@ def run() -> str:
     section = "\n".join(lines)
     production = results[-1]
     if max(production.dwell_s) > GOAL_S:
-        raise GoalMissed(section, [f"quiet tenant dwell {max(production.dwell_s):.0f} s > {GOAL_S} s"],
-                         what="tenant fairness")
+        raise GoalMissed(
+            section, [f"quiet tenant dwell {max(production.dwell_s):.0f} s > {GOAL_S} s"], what="tenant fairness"
+        )
     return section
 
 

@@ -113,7 +113,7 @@ class KeyMeter(Meter):
 
 
 def _value(attribute: dict) -> str:
-    (_, raw), = attribute.items()
+    ((_, raw),) = attribute.items()
     return str(raw)
 
 
@@ -128,8 +128,9 @@ class HotKey:
     reads_per_s: float
 
 
-def drain(n_items: int, workers: int = WORKERS,
-          rate: int = RATE_ITEMS_PER_S) -> tuple[list[HotKey], list[HotKey], float, dict]:
+def drain(
+    n_items: int, workers: int = WORKERS, rate: int = RATE_ITEMS_PER_S
+) -> tuple[list[HotKey], list[HotKey], float, dict]:
     """Produce one batch of `n_items`, then drain it through `workers` workers at `rate` items/s.
 
     Returns the fleet's hottest keys, the producer's (its writes per key as if it put the batch at
@@ -145,8 +146,17 @@ def drain(n_items: int, workers: int = WORKERS,
         meter.reset()
         rig.submit("acme", "hot", n_items)
         produced = _hottest(meter, n_items / rate)  # as if the producer put the batch at the fleet's rate
-        fleet = [Worker(rig.store, "generation", PIPELINES["generation"].timing, rig.performs["generation"],
-                        rig.queues["generation"], rig.logger) for _ in range(workers)]
+        fleet = [
+            Worker(
+                rig.store,
+                "generation",
+                PIPELINES["generation"].timing,
+                rig.performs["generation"],
+                rig.queues["generation"],
+                rig.logger,
+            )
+            for _ in range(workers)
+        ]
         meter.reset()
         started = rig.clock.now_ms()
         step_ms = 1000 * SQS_BATCH / rate
@@ -246,8 +256,11 @@ def run() -> str:
         *small,
     ]
     section = "\n".join(lines)
-    missed = [f"{h.table} {h.where} `{h.key}` {h.writes_per_s:,.0f} writes/s" for h in big_keys + small_keys
-              if h.writes_per_s > GOAL_WRITES_PER_S]
+    missed = [
+        f"{h.table} {h.where} `{h.key}` {h.writes_per_s:,.0f} writes/s"
+        for h in big_keys + small_keys
+        if h.writes_per_s > GOAL_WRITES_PER_S
+    ]
     if missed:
         raise HotKeyGoalMissed(section, missed)
     return section

@@ -76,12 +76,25 @@ def overlap_costs() -> list[tuple[str, tuple[int, int, float, float]]]:
         meter = Meter(client, sizing)
         logger = Logger(service="bench-overlap", logger_handler=logging.StreamHandler(io.StringIO()))
         handed: list = []
-        runner = ScheduledRunner(LeaseStore(client, tables["leases"], clock), RunStore(client, tables["runs"]), clock,
-                                 logger, Metrics(namespace="bench", service="bench"), invoke_self=handed.append)
+        runner = ScheduledRunner(
+            LeaseStore(client, tables["leases"], clock),
+            RunStore(client, tables["runs"]),
+            clock,
+            logger,
+            Metrics(namespace="bench", service="bench"),
+            invoke_self=handed.append,
+        )
 
         def scenario(policy: Overlap, name: str) -> None:
-            spec = JobSpec(name=name, subsystem="bench", entry="unused:unused", schedule="cron(0 * * * ? *)",
-                           interval_s=3600, lease_ttl_s=3 * 3600, overlap=policy)
+            spec = JobSpec(
+                name=name,
+                subsystem="bench",
+                entry="unused:unused",
+                schedule="cron(0 * * * ? *)",
+                interval_s=3600,
+                lease_ttl_s=3 * 3600,
+                overlap=policy,
+            )
             label = policy.value
             measured: dict[str, tuple] = {}
 
@@ -98,13 +111,19 @@ def overlap_costs() -> list[tuple[str, tuple[int, int, float, float]]]:
                 yield {"done": 1}
 
             first: dict[str, Any] = {}
-            whole = meter.measure(lambda: first.setdefault("r", runner.run(spec, long_job, Trigger("scheduled", clock.now_ms()))))
+            whole = meter.measure(
+                lambda: first.setdefault("r", runner.run(spec, long_job, Trigger("scheduled", clock.now_ms())))
+            )
             assert first["r"].outcome is Outcome.RAN
             rows.append((f"{label}: a tick that meets the live holder", measured["tick"]))
             rows.append((f"{label}: a duplicate delivery of that tick", measured["duplicate"]))
             # the holder's own calls: its run of one batch (and, under buffer_one, the run once more)
-            rows.append((f"{label}: the holder: its run of one batch, and under buffer_one the run it owes",
-                         _minus(whole, measured["tick"], measured["duplicate"])))
+            rows.append(
+                (
+                    f"{label}: the holder: its run of one batch, and under buffer_one the run it owes",
+                    _minus(whole, measured["tick"], measured["duplicate"]),
+                )
+            )
             clock.advance(hours=3)
 
         def one_batch(ctx):
@@ -114,12 +133,29 @@ def overlap_costs() -> list[tuple[str, tuple[int, int, float, float]]]:
         scenario(Overlap.BUFFER_ONE, "bench_buffer")
 
         # a catch-up for a tick with no run since, then the same event again
-        spec = JobSpec(name="bench_catch_up", subsystem="bench", entry="unused:unused", schedule="cron(0 * * * ? *)",
-                       interval_s=3600, catch_up=CatchUp.ONCE, catch_up_window_s=6 * 3600)
+        spec = JobSpec(
+            name="bench_catch_up",
+            subsystem="bench",
+            entry="unused:unused",
+            schedule="cron(0 * * * ? *)",
+            interval_s=3600,
+            catch_up=CatchUp.ONCE,
+            catch_up_window_s=6 * 3600,
+        )
         missed = clock.now_ms() - HOUR
         event = Trigger("catch_up", missed, requested_by="auditor")
-        rows.append(("catch-up: the run (one batch) for a missed tick", meter.measure(lambda: runner.run(spec, one_batch, event))))
-        rows.append(("catch-up: the same event again (skipped_served)", meter.measure(lambda: runner.run(spec, one_batch, event))))
+        rows.append(
+            (
+                "catch-up: the run (one batch) for a missed tick",
+                meter.measure(lambda: runner.run(spec, one_batch, event)),
+            )
+        )
+        rows.append(
+            (
+                "catch-up: the same event again (skipped_served)",
+                meter.measure(lambda: runner.run(spec, one_batch, event)),
+            )
+        )
         assert handed == []
     return rows
 

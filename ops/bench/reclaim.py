@@ -22,8 +22,9 @@ from __future__ import annotations
 import os
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from moto import mock_aws
 
@@ -120,18 +121,30 @@ def tick_requests(batch_items: int) -> RequestCount:
 
     with mock_aws():
         clock = FrozenClock()
-        harness = JobHarness(boto3.Session(region_name="us-east-1"), CATALOG, "reclaim_listings", clock,
-                             logger=Logger(service="bench", level="ERROR"))
+        harness = JobHarness(
+            boto3.Session(region_name="us-east-1"),
+            CATALOG,
+            "reclaim_listings",
+            clock,
+            logger=Logger(service="bench", level="ERROR"),
+        )
         job = harness.build()
         harness.tick(job)  # the function's first tick (cold): what it learns it keeps
         if batch_items:
             deps = harness.deps()
             store = build_store(deps.settings, clock)
             store.quota.grant("acme", batch_items)
-            producer = Producer(store, build_wakeups(deps.settings, harness.session.client("sqs")),
-                                Logger(service="bench", level="ERROR"))
-            producer.submit(BatchRef("acme", "b1"), "generation",
-                            [ItemInput(f"i{i:04d}", {"title": "x"}) for i in range(batch_items)], "bench")
+            producer = Producer(
+                store,
+                build_wakeups(deps.settings, harness.session.client("sqs")),
+                Logger(service="bench", level="ERROR"),
+            )
+            producer.submit(
+                BatchRef("acme", "b1"),
+                "generation",
+                [ItemInput(f"i{i:04d}", {"title": "x"}) for i in range(batch_items)],
+                "bench",
+            )
         for _ in range(2):  # a tick that meets the batch first (cold for it), then the steady one measured
             clock.advance(minutes=5)
             # the runner alone (the harness's own read of the run row afterwards is not the tick's)
@@ -146,8 +159,11 @@ def run() -> str:
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
     from ops.bench.work import sweep_costs
 
-    cases = [("no batch", 0), ("one 12-item batch open, nothing stale (warm function)", 12),
-             ("one 200-item batch open (the demo's), nothing stale (warm function)", 200)]
+    cases = [
+        ("no batch", 0),
+        ("one 12-item batch open, nothing stale (warm function)", 12),
+        ("one 200-item batch open (the demo's), nothing stale (warm function)", 200),
+    ]
     ticks = [(label, tick_requests(n)) for label, n in cases]
     sweeps = [sweep_costs(1_000), sweep_costs(int(os.environ.get("BENCH_SWEEP_ITEMS", "100000")))]
     lines = [
@@ -176,8 +192,10 @@ def run() -> str:
         "|---|---:|---:|---:|---:|",
     ]
     for label, count in ticks:
-        lines.append(f"| {label} | {count.dynamodb} | {count.by_kind['sweep']} | {count.by_kind['lease and run']} | "
-                     f"{count.by_kind['sqs']} |")
+        lines.append(
+            f"| {label} | {count.dynamodb} | {count.by_kind['sweep']} | {count.by_kind['lease and run']} | "
+            f"{count.by_kind['sqs']} |"
+        )
     lines += [
         "",
         "A function meeting an open batch for the first time reads its shard count: one BatchGetItem per 100",
@@ -211,8 +229,11 @@ def run() -> str:
         "its own base, cover the ring, so the sweep is back to the ring's queries for that pipeline alone.",
     ]
     section = "\n".join(lines)
-    missed = [f"{label}: {count.by_kind['sweep']} requests of the sweep" for label, count in ticks
-              if count.by_kind["sweep"] > GOAL_REQUESTS]
+    missed = [
+        f"{label}: {count.by_kind['sweep']} requests of the sweep"
+        for label, count in ticks
+        if count.by_kind["sweep"] > GOAL_REQUESTS
+    ]
     if missed:
         raise GoalMissedReclaim(section, missed)
     return section

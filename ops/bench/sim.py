@@ -58,6 +58,8 @@ def section(result, seeds_text: str, jobs: int) -> str:
         "|---|---:|---:|" + "---:|" * len(result.by_family),
     ]
     for kind in FaultKind:
-        per = " | ".join(f"{result.injected_by_family[(fam, kind)] / n:.0%}" for fam, n in sorted(result.by_family.items()))
+        per = " | ".join(
+            f"{result.injected_by_family[(fam, kind)] / n:.0%}" for fam, n in sorted(result.by_family.items())
+        )
         lines.append(f"| {kind.value} | {result.share(kind):.0%} | {applicable_share(result, kind):.0%} | {per} |")
     return "\n".join(lines)

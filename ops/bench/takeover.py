@@ -88,7 +88,11 @@ def worst_takeover(trial: _Trial, spec: JobSpec, ttl_s: int) -> Takeover:
     tried (every hourly tick, say) is not tried again.
     """
     schedule = Schedule(spec.schedule, anchor_ms=START_MS)
-    deaths = [schedule.next_after(START_MS)] if schedule.period_ms() else schedule.fires_between(START_MS, START_MS + WEEK_MS)
+    deaths = (
+        [schedule.next_after(START_MS)]
+        if schedule.period_ms()
+        else schedule.fires_between(START_MS, START_MS + WEEK_MS)
+    )
     worst = Takeover(spec.name, ttl_s, -1, 0, 0)
     tried: set[tuple[int, ...]] = set()
     for dead_at in deaths:

@@ -81,7 +81,7 @@ class Meter:
         if name == "TransactWriteItems":
             out = []
             for entry in params["TransactItems"]:
-                (op, body), = entry.items()
+                ((op, body),) = entry.items()
                 if op == "ConditionCheck":
                     continue
                 key = body.get("Key") or self._key(body["TableName"], body["Item"])
@@ -112,7 +112,9 @@ class Meter:
         self._pending = []
         consistent = 1.0 if params.get("ConsistentRead") else 0.5
         if name == "GetItem" and "Item" in parsed:
-            self.rcu[self._logical(params["TableName"])] += consistent * max(1, math.ceil(item_size(parsed["Item"]) / 4096))
+            self.rcu[self._logical(params["TableName"])] += consistent * max(
+                1, math.ceil(item_size(parsed["Item"]) / 4096)
+            )
         elif name == "BatchGetItem":
             for table, items in parsed.get("Responses", {}).items():
                 factor = 1.0 if params["RequestItems"][table].get("ConsistentRead") else 0.5
@@ -153,12 +155,16 @@ def _setup(metered: bool = True, meter_class: type[Meter] | None = None):
         spec = CATALOG.tables[logical]
         keys = [spec.partition_key[0]] + ([spec.sort_key[0]] if spec.sort_key else [])
         indexes = [(i.partition_key[0], i.sort_key[0] if i.sort_key else None) for i in spec.indexes]
-        schemas[physical] = {"keys": keys, "indexes": indexes, "index_names": [i.name for i in spec.indexes],
-                           "logical": logical}
+        schemas[physical] = {
+            "keys": keys,
+            "indexes": indexes,
+            "index_names": [i.name for i in spec.indexes],
+            "logical": logical,
+        }
     clock = FrozenClock()
     rig = build_rig(client, tables, clock)
     meter = (meter_class or Meter)(boto3.client("dynamodb"), schemas)
-    for client in (() if not metered else [*rig.store.clients(), *rig.quota.clients()]):
+    for client in () if not metered else [*rig.store.clients(), *rig.quota.clients()]:
         meter.attach(client)
     return rig, meter, tables, client, clock
 
@@ -243,14 +249,27 @@ def sweep_costs(total_items: int, stale: int = 10, live_fraction: float = 0.1) -
         shards = shards_for(rows_per_batch)  # as the producer records it
         for b in range(n_batches):
             batch_id = f"b{b:04d}"
-            client.put_item(TableName=tables["listing_batches"], Item={
-                "tenant": {"S": "acme"}, "batch_id": {"S": batch_id}, "kind": {"S": "generation"},
-                "status": {"S": "open"}, "total": {"N": str(rows_per_batch)}, "completed": {"N": "0"},
-                "failed": {"N": "0"}, "enqueued": {"N": str(rows_per_batch)}, "rollups": {"N": "0"},
-                "recounts": {"N": "0"}, "retries": {"N": "0"}, "created_by": {"S": "bench"},
-                "created_at": {"N": str(now)}, "updated_at": {"N": str(now)}, "open_key": {"S": "generation"},
-                "shards": {"N": str(shards)},
-            })
+            client.put_item(
+                TableName=tables["listing_batches"],
+                Item={
+                    "tenant": {"S": "acme"},
+                    "batch_id": {"S": batch_id},
+                    "kind": {"S": "generation"},
+                    "status": {"S": "open"},
+                    "total": {"N": str(rows_per_batch)},
+                    "completed": {"N": "0"},
+                    "failed": {"N": "0"},
+                    "enqueued": {"N": str(rows_per_batch)},
+                    "rollups": {"N": "0"},
+                    "recounts": {"N": "0"},
+                    "retries": {"N": "0"},
+                    "created_by": {"S": "bench"},
+                    "created_at": {"N": str(now)},
+                    "updated_at": {"N": str(now)},
+                    "open_key": {"S": "generation"},
+                    "shards": {"N": str(shards)},
+                },
+            )
             for i in range(rows_per_batch):
                 key = ItemKey.of(BatchRef("acme", batch_id), f"i{i:05d}", shards)
                 if (b * rows_per_batch + i) % every == 0:
@@ -260,12 +279,20 @@ def sweep_costs(total_items: int, stale: int = 10, live_fraction: float = 0.1) -
                 else:
                     status, updated = ItemStatus.COMPLETED, now - 60_000
                 item = {
-                    "batch_key": {"S": key.partition}, "item_id": {"S": key.item_id},
-                    "tenant": {"S": "acme"}, "batch_id": {"S": batch_id}, "kind": {"S": "generation"},
-                    "seq": {"N": str(i)}, "status": {"S": status.value}, "attempts": {"N": "1"},
-                    "payload": {"S": '{"title":"a thing to sell"}'}, "quota": {"S": "reserved"},
-                    "quota_reservations": {"N": "1"}, "quota_refunds": {"N": "0"},
-                    "created_at": {"N": str(now - 3_600_000)}, "updated_at": {"N": str(updated)},
+                    "batch_key": {"S": key.partition},
+                    "item_id": {"S": key.item_id},
+                    "tenant": {"S": "acme"},
+                    "batch_id": {"S": batch_id},
+                    "kind": {"S": "generation"},
+                    "seq": {"N": str(i)},
+                    "status": {"S": status.value},
+                    "attempts": {"N": "1"},
+                    "payload": {"S": '{"title":"a thing to sell"}'},
+                    "quota": {"S": "reserved"},
+                    "quota_reservations": {"N": "1"},
+                    "quota_refunds": {"N": "0"},
+                    "created_at": {"N": str(now - 3_600_000)},
+                    "updated_at": {"N": str(updated)},
                 }
                 if status is not ItemStatus.COMPLETED:
                     item["reclaim_key"] = {"S": reclaim_key("generation", status, key)}

@@ -43,8 +43,9 @@ def parse_ref(text: str) -> BatchRef:
     try:
         return BatchRef.parse(text)
     except ValueError:
-        raise ValueError(f"{text!r}: a tenant and a batch id are 1-64 of A-Z a-z 0-9 _ . : -, "
-                         "starting with a letter or digit") from None
+        raise ValueError(
+            f"{text!r}: a tenant and a batch id are 1-64 of A-Z a-z 0-9 _ . : -, starting with a letter or digit"
+        ) from None
 
 
 def read_items(path: pathlib.Path) -> list[ItemInput]:
@@ -128,7 +129,10 @@ def stale_item_counts(target: Target) -> dict[str, int] | None:
     counts = {}
     for kind, pipeline in PIPELINES.items():
         shards = store.open_batches(kind).index_shards  # as the reclaimer reads them: the open batches' shards
-        for status, stale_s in ((ItemStatus.RUNNING, pipeline.timing.item_stale_s), (ItemStatus.PENDING, pipeline.timing.pending_stale_s)):
+        for status, stale_s in (
+            (ItemStatus.RUNNING, pipeline.timing.item_stale_s),
+            (ItemStatus.PENDING, pipeline.timing.pending_stale_s),
+        ):
             total, cursor = 0, None
             while shards:
                 page, cursor = store.stale_items(kind, status, now - stale_s * 1000, 500, shards, cursor)

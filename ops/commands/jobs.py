@@ -214,7 +214,9 @@ def sweep_runs(target: Target) -> SweepResult:
     """
     leases_table, runs_table = _core_tables(target)
     client = target.session.client("dynamodb")
-    return sweep_dead_runs(LeaseStore(client, leases_table, target.clock), RunStore(client, runs_table), target.clock.now_ms())
+    return sweep_dead_runs(
+        LeaseStore(client, leases_table, target.clock), RunStore(client, runs_table), target.clock.now_ms()
+    )
 
 
 def find_run(target: Target, job: str, run_id: str) -> RunView:
@@ -263,8 +265,10 @@ class JobResult:
 def operator_name(text: str) -> str:
     """The operator's name exactly as given ("Jane Doe"), or OperatorError saying why it cannot be recorded."""
     if not re.fullmatch(REQUESTED_BY_PATTERN, text) or len(text) > REQUESTED_BY_MAX:
-        raise OperatorError(f"a name to record is 1..{REQUESTED_BY_MAX} printable characters, not only spaces; "
-                            f"got {text[:REQUESTED_BY_MAX]!r}")
+        raise OperatorError(
+            f"a name to record is 1..{REQUESTED_BY_MAX} printable characters, not only spaces; "
+            f"got {text[:REQUESTED_BY_MAX]!r}"
+        )
     return text
 
 
@@ -342,6 +346,14 @@ def _timed(target: Target, job: str, function: str, event: Any) -> JobResult:
         invocation = Invocation(function, "error", error_type=type(exc).__name__, error_message=str(exc))
     wall_ms = int((time.monotonic() - started) * 1000)
     payload = invocation.payload if isinstance(invocation.payload, dict) else {}
-    error = f"{invocation.error_type}: {invocation.error_message or ''}"[:MAX_ERROR_CHARS] if invocation.error_type else None
-    outcome = payload.get("outcome") if invocation.ok else ("failed" if invocation.status == "error" else invocation.status)
-    return JobResult(job, function, invocation.status, outcome, wall_ms, bounded_summary(payload.get("summary") or {}), error)
+    error = (
+        f"{invocation.error_type}: {invocation.error_message or ''}"[:MAX_ERROR_CHARS]
+        if invocation.error_type
+        else None
+    )
+    outcome = (
+        payload.get("outcome") if invocation.ok else ("failed" if invocation.status == "error" else invocation.status)
+    )
+    return JobResult(
+        job, function, invocation.status, outcome, wall_ms, bounded_summary(payload.get("summary") or {}), error
+    )

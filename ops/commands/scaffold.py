@@ -66,8 +66,10 @@ def _shown(text: str) -> str:
 
 def check_name(name: str, what: str, longest: int) -> str:
     if not NAME.match(name or "") or len(name) > longest or keyword.iskeyword(name):
-        raise ScaffoldError(f"{what} {_shown(name)} must be lower_snake_case (a-z, 0-9, single underscores), "
-                            f"start with a letter, at most {longest} characters, and not a Python keyword")
+        raise ScaffoldError(
+            f"{what} {_shown(name)} must be lower_snake_case (a-z, 0-9, single underscores), "
+            f"start with a letter, at most {longest} characters, and not a Python keyword"
+        )
     return name
 
 
@@ -75,14 +77,18 @@ def interval_of(schedule: str) -> int:
     """The interval gate in seconds: a rate()'s period, or a cron()'s shortest gap. Raises ScaffoldError."""
     rate = _RATE.match(schedule)
     if schedule.startswith("rate(") and (not rate or (rate.group(1) == "1") != (not rate.group(2).endswith("s"))):
-        raise ScaffoldError(f"schedule {_shown(schedule)}: a rate is rate(1 minute|hour|day) or rate(N minutes|hours|days)")
+        raise ScaffoldError(
+            f"schedule {_shown(schedule)}: a rate is rate(1 minute|hour|day) or rate(N minutes|hours|days)"
+        )
     try:
         times = [Schedule(schedule, GAP_START_MS).next_after(GAP_START_MS)]
         for _ in range(GAP_TICKS if schedule.startswith("cron(") else 1):
             times.append(Schedule(schedule, GAP_START_MS).next_after(times[-1]))
     except (ScheduleError, ValueError, KeyError) as exc:
-        raise ScaffoldError(f"schedule {_shown(schedule)} is not an EventBridge rate(...) or cron(...) expression: "
-                            f"{' '.join(str(exc).split())[:120]}") from None
+        raise ScaffoldError(
+            f"schedule {_shown(schedule)} is not an EventBridge rate(...) or cron(...) expression: "
+            f"{' '.join(str(exc).split())[:120]}"
+        ) from None
     return min(b - a for a, b in pairwise(times)) // 1000
 
 
@@ -96,14 +102,23 @@ def plan_job(root: pathlib.Path, name: str, subsystem: str, schedule: str) -> Sc
     jobs_dir = root / "functions" / "jobs"
     top_catalog = jobs_dir / "catalog.py"
     if not top_catalog.is_file():
-        raise ScaffoldError(f"{str(root)[:120]} is not a jobfence app: functions/jobs/catalog.py not found (use --root)")
+        raise ScaffoldError(
+            f"{str(root)[:120]} is not a jobfence app: functions/jobs/catalog.py not found (use --root)"
+        )
     table = f"{name}_rows"
     taken = _names_in_catalogs(jobs_dir)
     for wanted in (name, table):
         if wanted in taken:
             raise ScaffoldError(f"a job or table named {_shown(wanted)} is already in the catalog")
-    fields = dict(name=name, subsystem=subsystem, schedule=schedule, table=table, interval=interval,
-                  half_interval=interval // 2, event_id=str(uuid.UUID(int=uuid.uuid5(uuid.NAMESPACE_URL, name).int)))
+    fields = dict(
+        name=name,
+        subsystem=subsystem,
+        schedule=schedule,
+        table=table,
+        interval=interval,
+        half_interval=interval // 2,
+        event_id=str(uuid.UUID(int=uuid.uuid5(uuid.NAMESPACE_URL, name).int)),
+    )
     _check_entry(name, subsystem, schedule, interval, table)
     files: dict[str, str] = {}
     package = jobs_dir / subsystem
@@ -112,21 +127,27 @@ def plan_job(root: pathlib.Path, name: str, subsystem: str, schedule: str) -> Sc
         text = catalog.read_text() if catalog.is_file() else ""
         if not (re.search(r"^TABLES\b", text, re.M) and re.search(r"^JOBS\b", text, re.M)):
             raise ScaffoldError(f"functions/jobs/{subsystem}/catalog.py has no TABLES and JOBS to add the entry to")
-        imported = any({"JobSpec", "TableSpec"} <= set(re.findall(r"\w+", line))
-                       for line in re.findall(r"^from jobfence\.registry import .*$", text, re.M))
+        imported = any(
+            {"JobSpec", "TableSpec"} <= set(re.findall(r"\w+", line))
+            for line in re.findall(r"^from jobfence\.registry import .*$", text, re.M)
+        )
         block = templates.APPENDED if not imported else templates.APPENDED_NO_IMPORT
-        files[f"functions/jobs/{subsystem}/catalog.py"] = (text.rstrip("\n") + "\n" + block.substitute(fields)
-                                                            + templates.ENTRIES.substitute(fields))
+        files[f"functions/jobs/{subsystem}/catalog.py"] = (
+            text.rstrip("\n") + "\n" + block.substitute(fields) + templates.ENTRIES.substitute(fields)
+        )
     elif (jobs_dir / f"{subsystem}.py").exists():
         raise ScaffoldError(f"functions/jobs/{subsystem}.py exists: a subsystem is a package, pick another name")
     else:
         files[f"functions/jobs/{subsystem}/__init__.py"] = templates.PACKAGE.substitute(fields)
-        files[f"functions/jobs/{subsystem}/catalog.py"] = (templates.NEW_CATALOG.substitute(fields)
-                                                            + templates.ENTRIES.substitute(fields))
+        files[f"functions/jobs/{subsystem}/catalog.py"] = templates.NEW_CATALOG.substitute(
+            fields
+        ) + templates.ENTRIES.substitute(fields)
         files["functions/jobs/catalog.py"] = _register(top_catalog.read_text(), subsystem)
-    written = {f"functions/jobs/{subsystem}/{name}.py": templates.JOB_MODULE.substitute(fields),
-               f"tests/unit/test_job_{name}.py": templates.TEST.substitute(fields),
-               f"events/scheduled_tick_{name}.json": templates.EVENT.substitute(fields)}
+    written = {
+        f"functions/jobs/{subsystem}/{name}.py": templates.JOB_MODULE.substitute(fields),
+        f"tests/unit/test_job_{name}.py": templates.TEST.substitute(fields),
+        f"events/scheduled_tick_{name}.json": templates.EVENT.substitute(fields),
+    }
     for relative in written:
         if (root / relative).exists():
             raise ScaffoldError(f"{relative} exists already: nothing written")
@@ -147,9 +168,20 @@ def _check_entry(name: str, subsystem: str, schedule: str, interval: int, table:
     from jobfence.registry import CatalogError
 
     try:
-        Registry(tables=[TableSpec(name=table, subsystem=subsystem, partition_key=("row_id", "S"))],
-                 jobs=[JobSpec(name=name, subsystem=subsystem, entry="unused:unused", schedule=schedule,
-                               interval_s=interval, timeout_s=300, tables={table: "scan+update"})])
+        Registry(
+            tables=[TableSpec(name=table, subsystem=subsystem, partition_key=("row_id", "S"))],
+            jobs=[
+                JobSpec(
+                    name=name,
+                    subsystem=subsystem,
+                    entry="unused:unused",
+                    schedule=schedule,
+                    interval_s=interval,
+                    timeout_s=300,
+                    tables={table: "scan+update"},
+                )
+            ],
+        )
     except CatalogError as exc:
         raise ScaffoldError(str(exc)[:200]) from None
 
@@ -158,8 +190,10 @@ def _register(text: str, subsystem: str) -> str:
     """functions/jobs/catalog.py with a new subsystem's catalog imported and its jobs and tables gathered."""
     imports = list(_IMPORT.finditer(text))
     if not imports or not _JOBS.search(text) or not _TABLES.search(text):
-        raise ScaffoldError("functions/jobs/catalog.py does not have the shape the scaffold edits (its `from jobs.X "
-                            "import catalog as X` lines, `JOBS = (...)` and `tables=[...]`): register the subsystem by hand")
+        raise ScaffoldError(
+            "functions/jobs/catalog.py does not have the shape the scaffold edits (its `from jobs.X "
+            "import catalog as X` lines, `JOBS = (...)` and `tables=[...]`): register the subsystem by hand"
+        )
     at = imports[-1].end()
     text = text[:at] + f"from jobs.{subsystem} import catalog as {subsystem}\n" + text[at:]
     text = _JOBS.sub(lambda m: f"{m.group(1)}, *{subsystem}.JOBS)", text, count=1)

@@ -87,7 +87,7 @@ def build_$name(deps: JobDeps, batch: int = BATCH):
     return lambda ctx: $name(store, ctx, batch)
 ''')
 
-ENTRIES = Template('''TABLES = (*TABLES, TableSpec(
+ENTRIES = Template("""TABLES = (*TABLES, TableSpec(
     name="$table",
     subsystem="$subsystem",
     partition_key=("row_id", "S"),
@@ -104,7 +104,7 @@ JOBS = (*JOBS, JobSpec(
     tables={"$table": "scan+update"},  # what its store calls: the scan of pending rows, the fenced update
     description="marks each pending row of $table done, 25 a batch, at most 40 batches",
 ))
-''')
+""")
 
 NEW_CATALOG = Template('''"""Catalog entries of the $subsystem subsystem: its tables and jobs (`jobs/catalog.py` gathers them)."""
 
@@ -114,19 +114,19 @@ TABLES: tuple[TableSpec, ...] = ()
 JOBS: tuple[JobSpec, ...] = ()
 
 # $name (scaffolded by `jobfence new job`)
-''')  # noqa: E501 - the generated docstring is one line, as every catalog's
+''')
 
-APPENDED = Template('''
+APPENDED = Template("""
 
 # $name (scaffolded by `jobfence new job`)
 from jobfence.registry import JobSpec, TableSpec  # noqa: E402
 
-''')
+""")
 
-APPENDED_NO_IMPORT = Template('''
+APPENDED_NO_IMPORT = Template("""
 
 # $name (scaffolded by `jobfence new job`)
-''')
+""")
 
 PACKAGE = Template('''"""The $subsystem subsystem's jobs (see its `catalog.py`)."""
 ''')
@@ -174,7 +174,7 @@ def test_each_row_is_marked_exactly_once_under_faults():
     report.assert_ok()
 ''')
 
-EVENT = Template('''{
+EVENT = Template("""{
   "version": "0",
   "id": "$event_id",
   "detail-type": "Scheduled Event",
@@ -185,4 +185,4 @@ EVENT = Template('''{
   "resources": ["arn:aws:events:us-east-1:123456789012:rule/jobfence-$name"],
   "detail": {}
 }
-''')
+""")

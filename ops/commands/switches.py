@@ -37,7 +37,11 @@ def set_rules(target: Target, enabled: bool, job: str | None = None) -> list[Swi
     if job is not None and job not in rules:
         raise OperatorError(f"no rule ticks job {job!r}; jobs with rules: {', '.join(sorted(rules))}")
     events = target.session.client("events")
-    toggles = RuleToggles(target.session.client("dynamodb"), target.topology.leases_table) if target.topology.leases_table else None
+    toggles = (
+        RuleToggles(target.session.client("dynamodb"), target.topology.leases_table)
+        if target.topology.leases_table
+        else None
+    )
     changes = []
     for name, rule in sorted(rules.items()):
         if job is not None and name != job:
@@ -56,7 +60,9 @@ def set_workers(target: Target, enabled: bool) -> list[Switch]:
     for mapping in sorted(target.topology.mappings, key=lambda m: m.function_arn):
         lam.update_event_source_mapping(UUID=mapping.uuid, Enabled=enabled)
         state = lam.get_event_source_mapping(UUID=mapping.uuid).get("State", "?")
-        changes.append(Switch("mapping", target.topology.function_by_arn(mapping.function_arn).name, mapping.uuid, state))
+        changes.append(
+            Switch("mapping", target.topology.function_by_arn(mapping.function_arn).name, mapping.uuid, state)
+        )
     return changes
 
 

@@ -71,12 +71,15 @@ class IamSimulator:
     def decisions(self, principal_arn: str, calls: tuple[str, ...], resources: tuple[str, ...]) -> dict[str, str]:
         out: dict[str, str] = {}
         pages = self.iam.get_paginator("simulate_principal_policy").paginate(
-            PolicySourceArn=principal_arn, ActionNames=list(calls), ResourceArns=list(resources))
+            PolicySourceArn=principal_arn, ActionNames=list(calls), ResourceArns=list(resources)
+        )
         for page in pages:
             for result in page.get("EvaluationResults", []):
                 name, decision = result["EvalActionName"], result["EvalDecision"]
                 details = result.get("ResourceSpecificResults") or []
-                worst = next((d["EvalResourceDecision"] for d in details if d["EvalResourceDecision"] != ALLOWED), decision)
+                worst = next(
+                    (d["EvalResourceDecision"] for d in details if d["EvalResourceDecision"] != ALLOWED), decision
+                )
                 if out.get(name, ALLOWED) == ALLOWED:
                     out[name] = worst
         return out
@@ -94,7 +97,9 @@ def principal_of(session: Any) -> tuple[str, str, str]:
     if service == "sts" and resource.startswith("assumed-role/"):
         role = resource.split("/")[1]
         return str(session.client("iam").get_role(RoleName=role)["Role"]["Arn"]), partition, account
-    raise OperatorError(f"the caller {arn} is neither an IAM user nor an assumed role: its permissions cannot be simulated")
+    raise OperatorError(
+        f"the caller {arn} is neither an IAM user nor an assumed role: its permissions cannot be simulated"
+    )
 
 
 def needs(target: Target, partition: str, account: str) -> list[Need]:
@@ -112,7 +117,11 @@ def needs(target: Target, partition: str, account: str) -> list[Need]:
     out.append(Need("disable and enable", ("events:DisableRule", "events:EnableRule"), rules))
     if top.leases_table:
         out.append(Need("disable and enable", ("dynamodb:UpdateItem",), (table_arn(top.leases_table),)))
-    out.append(Need("retry failed", ("dynamodb:UpdateItem", "dynamodb:TransactWriteItems"), tuple(table_arn(t) for t in tables)))
+    out.append(
+        Need(
+            "retry failed", ("dynamodb:UpdateItem", "dynamodb:TransactWriteItems"), tuple(table_arn(t) for t in tables)
+        )
+    )
     if queue_arns:
         out.append(Need("retry failed", ("sqs:SendMessage",), queue_arns))
     return [n for n in out if n.resources]
@@ -130,7 +139,9 @@ def detect(target: Target, simulator: PolicySimulator | None = None) -> Access:
             refused = [call for call in need.calls if decisions.get(call) != ALLOWED]
             if refused:
                 verdict = decisions.get(refused[0], "no decision")
-                return Access(False, f"{principal} may not {refused[0]} ({need.action}): {verdict} by IAM's policy simulator")
+                return Access(
+                    False, f"{principal} may not {refused[0]} ({need.action}): {verdict} by IAM's policy simulator"
+                )
     except (ClientError, BotoCoreError, ResponseParserError) as exc:  # a service that answers garbage: unsure too
         return Access(False, f"could not check the caller's permissions ({error_code(exc)}); read-only when unsure")
     except OperatorError as exc:

@@ -30,8 +30,16 @@ pre{background:#f4f5f9;padding:.5rem;white-space:pre-wrap}
 BAD_OUTCOMES = {"failed", "lease_lost", "died", "error", "timeout"}
 
 
-def page(title: str, body: str, *, target: str, now_ms: int, flash: str | None = None, refresh_s: int | None = None,
-         mode: str | None = None) -> str:
+def page(
+    title: str,
+    body: str,
+    *,
+    target: str,
+    now_ms: int,
+    flash: str | None = None,
+    refresh_s: int | None = None,
+    mode: str | None = None,
+) -> str:
     """One page; `mode` (why the console is read-only) is printed under the navigation."""
     meta = f'<meta http-equiv="refresh" content="{refresh_s}">' if refresh_s else ""
     note = f'<p class="flash" id="flash">{escape(flash)}</p>' if flash else ""
@@ -76,9 +84,11 @@ def action(path: str, label: str, fields: Mapping[str, str], csrf: str, read_onl
 
 def progress(done: int, failed: int, total: int) -> str:
     total = max(total, 1)
-    return (f"<div class='bar' title='{done} completed, {failed} failed of {total}'>"
-            f"<div class='done' style='width:{100 * done / total:.1f}%'></div>"
-            f"<div class='failed' style='width:{100 * failed / total:.1f}%'></div></div>")
+    return (
+        f"<div class='bar' title='{done} completed, {failed} failed of {total}'>"
+        f"<div class='done' style='width:{100 * done / total:.1f}%'></div>"
+        f"<div class='failed' style='width:{100 * failed / total:.1f}%'></div></div>"
+    )
 
 
 def jobs_page(report: Any, ledgers: Mapping[str, Mapping[str, int]], csrf: str, read_only: bool) -> str:
@@ -87,68 +97,142 @@ def jobs_page(report: Any, ledgers: Mapping[str, Mapping[str, int]], csrf: str, 
     for job in report.jobs:
         last = job.last_run
         switch = "disable" if job.rule_state == "ENABLED" else "enable"
-        buttons = (action("/actions/run", "Run now", {"job": job.job}, csrf, read_only)
-                   + (action(f"/actions/{switch}", switch.capitalize(), {"job": job.job}, csrf, read_only) if job.rule_state else ""))
-        lease = f"{escape(job.holder)}<br><span class='muted'>until {escape(when(job.expires_at, now))}</span>" if job.holder else "free"
-        body.append([
-            f"<a href='/jobs/{quote(job.job)}'>{escape(job.job)}</a>",
-            escape(job.schedule or "-"), f"<span class='rule'>{escape(job.rule_state or '-')}</span>",
-            escape(when(job.next_tick_at, now)) if job.next_tick_at else "-", lease,
-            (outcome(last.outcome) + f"<br><span class='muted'>{escape(when(last.started_at, now))}</span>") if last else "-",
-            escape(pairs(ledgers.get(job.job, {}))) or "-", buttons,
-        ])
+        buttons = action("/actions/run", "Run now", {"job": job.job}, csrf, read_only) + (
+            action(f"/actions/{switch}", switch.capitalize(), {"job": job.job}, csrf, read_only)
+            if job.rule_state
+            else ""
+        )
+        lease = (
+            f"{escape(job.holder)}<br><span class='muted'>until {escape(when(job.expires_at, now))}</span>"
+            if job.holder
+            else "free"
+        )
+        body.append(
+            [
+                f"<a href='/jobs/{quote(job.job)}'>{escape(job.job)}</a>",
+                escape(job.schedule or "-"),
+                f"<span class='rule'>{escape(job.rule_state or '-')}</span>",
+                escape(when(job.next_tick_at, now)) if job.next_tick_at else "-",
+                lease,
+                (outcome(last.outcome) + f"<br><span class='muted'>{escape(when(last.started_at, now))}</span>")
+                if last
+                else "-",
+                escape(pairs(ledgers.get(job.job, {}))) or "-",
+                buttons,
+            ]
+        )
     table = rows(["job", "schedule", "rule", "next tick", "lease", "last run", "last 24 h", ""], body, "jobs")
-    queues = rows(["queue", "visible", "in flight"],
-                  [[escape(q.queue), str(q.visible), str(q.in_flight)] for q in report.queues], "queues")
+    queues = rows(
+        ["queue", "visible", "in flight"],
+        [[escape(q.queue), str(q.visible), str(q.in_flight)] for q in report.queues],
+        "queues",
+    )
     stale = f"<p>stale live items: {escape(pairs(report.stale_items))}</p>" if report.stale_items is not None else ""
     return table + stale + "<h2>Queues</h2>" + queues
 
 
 def job_page(job: str, runs: list[Any], now_ms: int, csrf: str, read_only: bool) -> str:
-    body = [[
-        f"<a href='/jobs/{quote(job)}/runs/{quote(r.run_id or '-')}'>{escape(when(r.started_at, now_ms))}</a>",
-        escape(r.trigger or "-"), outcome(r.outcome), escape(str(r.duration_ms if r.duration_ms is not None else "-")),
-        escape(str(r.fence if r.fence is not None else "-")), escape(pairs(r.summary)), escape(r.error or ""),
-    ] for r in runs]
-    return (action("/actions/run", "Run now", {"job": job}, csrf, read_only)
-            + rows(["started", "trigger", "outcome", "duration ms", "fence", "summary", "error"], body, "runs"))
+    body = [
+        [
+            f"<a href='/jobs/{quote(job)}/runs/{quote(r.run_id or '-')}'>{escape(when(r.started_at, now_ms))}</a>",
+            escape(r.trigger or "-"),
+            outcome(r.outcome),
+            escape(str(r.duration_ms if r.duration_ms is not None else "-")),
+            escape(str(r.fence if r.fence is not None else "-")),
+            escape(pairs(r.summary)),
+            escape(r.error or ""),
+        ]
+        for r in runs
+    ]
+    return action("/actions/run", "Run now", {"job": job}, csrf, read_only) + rows(
+        ["started", "trigger", "outcome", "duration ms", "fence", "summary", "error"], body, "runs"
+    )
 
 
 def run_page(run: Any, query: str) -> str:
-    fields = [("job", run.job), ("run id", run.run_id), ("outcome", run.outcome), ("trigger", run.trigger),
-              ("started", when(run.started_at)), ("finished", when(run.finished_at)), ("duration ms", run.duration_ms),
-              ("holder", run.holder), ("fence", run.fence), ("summary", pairs(run.summary)), ("error", run.error)]
+    fields = [
+        ("job", run.job),
+        ("run id", run.run_id),
+        ("outcome", run.outcome),
+        ("trigger", run.trigger),
+        ("started", when(run.started_at)),
+        ("finished", when(run.finished_at)),
+        ("duration ms", run.duration_ms),
+        ("holder", run.holder),
+        ("fence", run.fence),
+        ("summary", pairs(run.summary)),
+        ("error", run.error),
+    ]
     table = rows(["field", "value"], [[escape(k), escape(str(v if v is not None else "-"))] for k, v in fields], "run")
-    return table + "<h2>Its log lines (CloudWatch Logs Insights, the job's log group)</h2>" + f"<pre id='query'>{escape(query)}</pre>"
+    return (
+        table
+        + "<h2>Its log lines (CloudWatch Logs Insights, the job's log group)</h2>"
+        + f"<pre id='query'>{escape(query)}</pre>"
+    )
 
 
 def batches_page(batches: list[Any], tenant: str | None) -> str:
-    body = [[
-        f"<a href='/batches/{quote(b.tenant)}/{quote(b.batch_id)}'>{escape(str(b.ref))}</a>", escape(b.kind),
-        f"<span class='status'>{escape(b.status.value)}</span>", progress(b.completed, b.failed, b.total),
-        f"{b.completed} / {b.failed} / {b.total}", escape(when(b.created_at)), escape(b.created_by),
-    ] for b in batches]
-    filt = (f"<form method='get'><input name='tenant' value='{escape(tenant or '')}' placeholder='tenant'>"
-            "<button>filter</button></form>")
-    return filt + rows(["batch", "kind", "status", "progress", "completed / failed / total", "created", "by"], body, "batches")
+    body = [
+        [
+            f"<a href='/batches/{quote(b.tenant)}/{quote(b.batch_id)}'>{escape(str(b.ref))}</a>",
+            escape(b.kind),
+            f"<span class='status'>{escape(b.status.value)}</span>",
+            progress(b.completed, b.failed, b.total),
+            f"{b.completed} / {b.failed} / {b.total}",
+            escape(when(b.created_at)),
+            escape(b.created_by),
+        ]
+        for b in batches
+    ]
+    filt = (
+        f"<form method='get'><input name='tenant' value='{escape(tenant or '')}' placeholder='tenant'>"
+        "<button>filter</button></form>"
+    )
+    return filt + rows(
+        ["batch", "kind", "status", "progress", "completed / failed / total", "created", "by"], body, "batches"
+    )
 
 
 def batch_page(report: Any, csrf: str, read_only: bool) -> str:
     b = report.batch
     counts = report.counts()
-    head = rows(["kind", "status", "total", "completed", "failed", "updated", "finalized", "retries", "retried by"],
-                [[escape(b.kind), f"<span id='status'>{escape(b.status.value)}</span>", str(b.total), str(b.completed),
-                  str(b.failed), escape(when(b.updated_at)), escape(when(b.finalized_at)), str(b.retries), escape(b.retried_by or "-")]],
-                "batch")
-    retry = action("/actions/retry", "Retry failed items", {"batch": str(b.ref)}, csrf, read_only) if counts.get("failed") else ""
+    head = rows(
+        ["kind", "status", "total", "completed", "failed", "updated", "finalized", "retries", "retried by"],
+        [
+            [
+                escape(b.kind),
+                f"<span id='status'>{escape(b.status.value)}</span>",
+                str(b.total),
+                str(b.completed),
+                str(b.failed),
+                escape(when(b.updated_at)),
+                escape(when(b.finalized_at)),
+                str(b.retries),
+                escape(b.retried_by or "-"),
+            ]
+        ],
+        "batch",
+    )
+    retry = (
+        action("/actions/retry", "Retry failed items", {"batch": str(b.ref)}, csrf, read_only)
+        if counts.get("failed")
+        else ""
+    )
     sections = []
     for status in ("failed", "running", "pending", "completed"):  # rows first: what went wrong on top
         items = [i for i in report.items if i.status.value == status]
         if not items:
             continue
-        sections.append(f"<h2>{escape(status)} ({len(items)})</h2>" + rows(
-            ["item", "attempts", "error", "updated"],
-            [[escape(i.item_id), str(i.attempts), escape(i.error or ""), escape(when(i.updated_at))] for i in items],
-            f"items-{status}"))
+        sections.append(
+            f"<h2>{escape(status)} ({len(items)})</h2>"
+            + rows(
+                ["item", "attempts", "error", "updated"],
+                [
+                    [escape(i.item_id), str(i.attempts), escape(i.error or ""), escape(when(i.updated_at))]
+                    for i in items
+                ],
+                f"items-{status}",
+            )
+        )
     summary = f"<p id='counts'>{escape(', '.join(f'{k}={v}' for k, v in counts.items()))}</p>"
     return head + progress(b.completed, b.failed, b.total) + summary + retry + "".join(sections)

@@ -72,8 +72,13 @@ class ConsoleApp:
     `read_only=True` is the explicit switch and wins over it.
     """
 
-    def __init__(self, target: Target, read_only: bool = False, audit: Callable[[str], None] = print,
-                 access: Access | None = None) -> None:
+    def __init__(
+        self,
+        target: Target,
+        read_only: bool = False,
+        audit: Callable[[str], None] = print,
+        access: Access | None = None,
+    ) -> None:
         self.target = target
         granted = access or Access(True, "actions need a confirmation and your name")
         self.access = Access(False, "started with --read-only") if read_only else granted
@@ -86,8 +91,15 @@ class ConsoleApp:
 
     def page(self, title: str, body: str, flash: str | None = None, refresh_s: int | None = None) -> str:
         mode = f"read-only: {self.access.reason}" if self.read_only else None
-        return pages.page(title, body, target=self.target.name, now_ms=self.target.clock.now_ms(), flash=flash,
-                          refresh_s=refresh_s, mode=mode)
+        return pages.page(
+            title,
+            body,
+            target=self.target.name,
+            now_ms=self.target.clock.now_ms(),
+            flash=flash,
+            refresh_s=refresh_s,
+            mode=mode,
+        )
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -100,7 +112,9 @@ class ConsoleApp:
     def job(self, job: str, flash: str | None) -> str:
         self.target.refresh()
         runs = jobs.runs(self.target, job, 50)
-        return self.page(f"Runs of {job}", pages.job_page(job, runs, self.target.clock.now_ms(), self.csrf, self.read_only), flash)
+        return self.page(
+            f"Runs of {job}", pages.job_page(job, runs, self.target.clock.now_ms(), self.csrf, self.read_only), flash
+        )
 
     def run(self, job: str, run_id: str, flash: str | None) -> str:
         self.target.refresh()
@@ -115,8 +129,12 @@ class ConsoleApp:
         self.target.refresh()
         report = batches.batch(self.target, _ref(ref_text))
         live = report.batch.status.value == "open"
-        return self.page(f"Batch {report.batch.ref}", pages.batch_page(report, self.csrf, self.read_only), flash,
-                         refresh_s=BATCH_REFRESH_S if live else None)
+        return self.page(
+            f"Batch {report.batch.ref}",
+            pages.batch_page(report, self.csrf, self.read_only),
+            flash,
+            refresh_s=BATCH_REFRESH_S if live else None,
+        )
 
     # -- actions -------------------------------------------------------------------------------
 
@@ -124,7 +142,10 @@ class ConsoleApp:
         """Do one action; returns where to go next (a page with the result as its flash line)."""
         if self.read_only:
             raise Refused(403, f"this console is read-only: {self.access.reason}")
-        if not (secrets.compare_digest(form.get("csrf", ""), self.csrf) and secrets.compare_digest(cookie_token or "", self.csrf)):
+        if not (
+            secrets.compare_digest(form.get("csrf", ""), self.csrf)
+            and secrets.compare_digest(cookie_token or "", self.csrf)
+        ):
             raise Refused(403, "missing or stale form token: reload the page")
         if form.get("confirm") != "yes":
             raise Refused(400, "tick the confirmation first")
@@ -135,7 +156,9 @@ class ConsoleApp:
         if path == "/actions/run":
             job = form.get("job", "")
             result = jobs.run(self.target, job, who)
-            message = f"{who} ran {job}: {result.outcome or result.status}" + (f" ({result.error})" if result.error else "")
+            message = f"{who} ran {job}: {result.outcome or result.status}" + (
+                f" ({result.error})" if result.error else ""
+            )
             back = f"/jobs/{quote(job)}"
         elif path in ("/actions/disable", "/actions/enable"):
             job = form.get("job", "")
@@ -146,7 +169,9 @@ class ConsoleApp:
         elif path == "/actions/retry":
             ref = _ref(form.get("batch", ""))
             counts = batches.retry_failed(self.target, ref, who)
-            message = f"{who} retried {counts.retried} failed item(s) of {ref}; {counts.skipped_quota} left failed (quota)"
+            message = (
+                f"{who} retried {counts.retried} failed item(s) of {ref}; {counts.skipped_quota} left failed (quota)"
+            )
             back = f"/batches/{quote(ref.tenant)}/{quote(ref.batch_id)}"
         else:
             raise Refused(404, f"no action {path}")
@@ -243,8 +268,13 @@ def asgi(app: ConsoleApp) -> Starlette:
     return Starlette(
         routes=routes,
         middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=LOCAL_NAMES)],
-        exception_handlers={Refused: refused, OperatorError: operator_error, HTTPException: http_error,
-                            ClientError: aws_error, BotoCoreError: aws_error},
+        exception_handlers={
+            Refused: refused,
+            OperatorError: operator_error,
+            HTTPException: http_error,
+            ClientError: aws_error,
+            BotoCoreError: aws_error,
+        },
     )
 
 
@@ -264,10 +294,19 @@ class ConsoleServer:
         self.socket.listen(BACKLOG)
         self.port = self.socket.getsockname()[1]
         self.url = f"http://{HOST}:{self.port}"
-        config = uvicorn.Config(asgi(app), lifespan="off", log_config=None, log_level="warning", access_log=False,
-                                backlog=BACKLOG, timeout_graceful_shutdown=2)
+        config = uvicorn.Config(
+            asgi(app),
+            lifespan="off",
+            log_config=None,
+            log_level="warning",
+            access_log=False,
+            backlog=BACKLOG,
+            timeout_graceful_shutdown=2,
+        )
         self.server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, name="console", daemon=True)
+        self._thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.socket]}, name="console", daemon=True
+        )
 
     def start(self) -> ConsoleServer:
         self._thread.start()

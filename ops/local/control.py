@@ -64,7 +64,9 @@ class LocalControl:
         self._host, _, port = url.partition(":")
         self._port = int(port)
 
-    def _request(self, method: str, path: str, body: Any = None, timeout: float | None = 60) -> http.client.HTTPResponse:
+    def _request(
+        self, method: str, path: str, body: Any = None, timeout: float | None = 60
+    ) -> http.client.HTTPResponse:
         connection = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
         data = json.dumps(body).encode() if body is not None else None
         headers = {TOKEN_HEADER: self._token, "Content-Type": "application/json"}
@@ -72,7 +74,9 @@ class LocalControl:
             connection.request(method, path, body=data, headers=headers)
             response = connection.getresponse()
         except OSError as exc:
-            raise LocalError(f"the local runtime (pid {self.pid}) does not answer: {exc}; `jobfence local down` then `up`") from None
+            raise LocalError(
+                f"the local runtime (pid {self.pid}) does not answer: {exc}; `jobfence local down` then `up`"
+            ) from None
         if response.status != 200:
             try:
                 message = json.loads(response.read()).get("error")
@@ -92,8 +96,15 @@ class LocalControl:
 
     def invoke(self, function: str, event: Any) -> Invocation:
         out = self._call("POST", "/invoke", {"function": function, "event": event}, timeout=INVOKE_TIMEOUT_S)
-        return Invocation(out["function"], out["status"], payload=out["payload"], error_type=out["error_type"],
-                          error_message=out["error_message"], cold=out["cold"], wall_ms=out["wall_ms"])
+        return Invocation(
+            out["function"],
+            out["status"],
+            payload=out["payload"],
+            error_type=out["error_type"],
+            error_message=out["error_message"],
+            cold=out["cold"],
+            wall_ms=out["wall_ms"],
+        )
 
     def advance(self, ms: int) -> Iterator[dict[str, Any]]:
         """Move simulated time; yields the daemon's progress, event and done messages as they come."""
@@ -137,7 +148,9 @@ def running(directory: pathlib.Path = DEFAULT_DIR) -> LocalControl | None:
     return control
 
 
-def up(directory: pathlib.Path = DEFAULT_DIR, on_wait: Callable[[float], None] | None = None) -> tuple[LocalControl, bool]:
+def up(
+    directory: pathlib.Path = DEFAULT_DIR, on_wait: Callable[[float], None] | None = None
+) -> tuple[LocalControl, bool]:
     """Start the daemon unless one is running; (its control, True if started now)."""
     existing = running(directory)
     if existing is not None:
@@ -147,7 +160,11 @@ def up(directory: pathlib.Path = DEFAULT_DIR, on_wait: Callable[[float], None] |
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "ops.local.daemon", str(directory)],
-            cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     started = time.monotonic()
     while not (directory / STATE_FILE).is_file():

@@ -55,8 +55,13 @@ class ControlError(Exception):
 
 def invocation_json(inv: Invocation) -> dict[str, Any]:
     return {
-        "function": inv.function, "status": inv.status, "payload": inv.payload, "error_type": inv.error_type,
-        "error_message": inv.error_message, "cold": inv.cold, "wall_ms": inv.wall_ms,
+        "function": inv.function,
+        "status": inv.status,
+        "payload": inv.payload,
+        "error_type": inv.error_type,
+        "error_message": inv.error_message,
+        "cold": inv.cold,
+        "wall_ms": inv.wall_ms,
     }
 
 
@@ -119,9 +124,15 @@ class Daemon:
     def state(self) -> dict[str, Any]:
         rt = self.runtime
         return {
-            "pid": os.getpid(), "control_url": f"http://127.0.0.1:{self.server.server_port}", "token": self.token,
-            "endpoint": rt.emulator.endpoint, "region": rt.session.region_name, "stack": rt.topology.stack_name,
-            "now_ms": rt.clock.now_ms(), "start_ms": rt.start_ms, "log_dir": str(rt.log_dir),
+            "pid": os.getpid(),
+            "control_url": f"http://127.0.0.1:{self.server.server_port}",
+            "token": self.token,
+            "endpoint": rt.emulator.endpoint,
+            "region": rt.session.region_name,
+            "stack": rt.topology.stack_name,
+            "now_ms": rt.clock.now_ms(),
+            "start_ms": rt.start_ms,
+            "log_dir": str(rt.log_dir),
         }
 
     def advance(self, ms: int, send: Callable[[dict[str, Any]], None]) -> None:
@@ -144,7 +155,14 @@ class Daemon:
             try:
                 for step in range(1, PROGRESS_STEPS + 1):
                     self.runtime.advance_to(start + ms * step // PROGRESS_STEPS)
-                    send({"type": "progress", "start_ms": start, "now_ms": self.runtime.clock.now_ms(), "until_ms": until})
+                    send(
+                        {
+                            "type": "progress",
+                            "start_ms": start,
+                            "now_ms": self.runtime.clock.now_ms(),
+                            "until_ms": until,
+                        }
+                    )
             finally:
                 self._listeners.remove(listen)
         send({"type": "done", "now_ms": self.runtime.clock.now_ms(), "totals": dict(sorted(totals.items()))})
@@ -278,7 +296,10 @@ def main(argv: list[str] | None = None) -> int:
         daemon = Daemon(runtime, directory)
         signal.signal(signal.SIGTERM, lambda *_: daemon.shutdown())
         daemon.write_state()
-        print(f"local runtime up: emulator {runtime.emulator.endpoint}, control {daemon.state()['control_url']}", flush=True)
+        print(
+            f"local runtime up: emulator {runtime.emulator.endpoint}, control {daemon.state()['control_url']}",
+            flush=True,
+        )
         daemon.server.serve_forever()
         daemon.server.server_close()  # refuse connections from here on
     finally:

@@ -124,7 +124,11 @@ def complete_environments(
     for function, env in environments.items():
         spec = _catalog_spec(env)
         add: dict[str, str] = {}
-        provider_names = {k[len(ENV_PROVIDER_PREFIX) : -len("_URL")].lower() for k in env if k.startswith(ENV_PROVIDER_PREFIX) and k.endswith("_URL")}
+        provider_names = {
+            k[len(ENV_PROVIDER_PREFIX) : -len("_URL")].lower()
+            for k in env
+            if k.startswith(ENV_PROVIDER_PREFIX) and k.endswith("_URL")
+        }
         provider_names |= set(getattr(spec, "providers", ()) or ())
         for name in sorted(provider_names):
             if name not in providers.stubs and name not in providers.missing_stubs:

@@ -30,6 +30,7 @@ from typing import Any
 
 from jobfence.clock import FrozenClock
 from jobfence.ledger import RuleToggles
+from jobfence.schedule import Schedule
 from ops.emulator import Emulator
 from ops.runtime.providers import LocalProviders, complete_environments
 from ops.runtime.sqs import PumpStats, QueuePoller
@@ -105,7 +106,9 @@ class LocalRuntime:
         self.start_ms = clock.now_ms()
         self.timeline = Timeline()
         self.on_tick: Callable[[Tick], None] | None = None
-        self._schedules = {name: Schedule(rule.schedule, self.start_ms) for name, rule in topology.rules.items() if rule.schedule}
+        self._schedules = {
+            name: Schedule(rule.schedule, self.start_ms) for name, rule in topology.rules.items() if rule.schedule
+        }
         # driver-injected conditions for the next tick of a rule: deliver it twice at once, never deliver
         # it (EventBridge dropped it: the ledger's `missed`), or arm faults
         self.duplicate_next: set[str] = set()
@@ -148,9 +151,13 @@ class LocalRuntime:
                 if code is None:
                     raise DeployError(f"function {name}: its code asset {info.code_key} is not in the assembly")
                 code_dirs[name] = code
-            clock = FrozenClock() if start_ms is None else FrozenClock(start_ms)  # simulated time: only the driver moves it
+            clock = (
+                FrozenClock() if start_ms is None else FrozenClock(start_ms)
+            )  # simulated time: only the driver moves it
             record_rule_creation(session, topology, clock.now_ms())
-            extra = complete_environments(session, {n: f.environment for n, f in topology.functions.items()}, clock, providers)
+            extra = complete_environments(
+                session, {n: f.environment for n, f in topology.functions.items()}, clock, providers
+            )
             log_dir = folder / "logs"
             log_dir.mkdir(parents=True, exist_ok=True)
             pool = WorkerPool(topology.functions, code_dirs, clock, emulator.environment(), extra, log_dir)
@@ -161,8 +168,18 @@ class LocalRuntime:
             if workdir is None:
                 shutil.rmtree(folder, ignore_errors=True)
             raise
-        return cls(emulator=emulator, assembly=assembly, topology=topology, pool=pool, poller=poller, providers=providers,
-                   clock=clock, account=account, workdir=folder, own_workdir=workdir is None)
+        return cls(
+            emulator=emulator,
+            assembly=assembly,
+            topology=topology,
+            pool=pool,
+            poller=poller,
+            providers=providers,
+            clock=clock,
+            account=account,
+            workdir=folder,
+            own_workdir=workdir is None,
+        )
 
     def stop(self) -> None:
         """Stop every isolate, stub and the emulator; remove a temporary work folder."""
@@ -193,12 +210,18 @@ class LocalRuntime:
         """Invoke a function synchronously in one of its isolates (Lambda's RequestResponse)."""
         return self.pool.invoke(function, event, faults)
 
-    def _lambda_invoke(self, function: str, invocation_type: str, body: bytes) -> tuple[str, list[tuple[str, str]], bytes]:
+    def _lambda_invoke(
+        self, function: str, invocation_type: str, body: bytes
+    ) -> tuple[str, list[tuple[str, str]], bytes]:
         """Lambda's Invoke API, answered from the isolates (called by the emulator's server threads)."""
         json_type = [("Content-Type", "application/json")]
         if function not in self.topology.functions:
             error = {"Type": "User", "message": f"Function not found: {function}"}
-            return "404 Not Found", [*json_type, ("x-amzn-ErrorType", "ResourceNotFoundException")], json.dumps(error).encode()
+            return (
+                "404 Not Found",
+                [*json_type, ("x-amzn-ErrorType", "ResourceNotFoundException")],
+                json.dumps(error).encode(),
+            )
         event = json.loads(body or b"null")
         if invocation_type == "DryRun":
             return "204 No Content", [], b""
@@ -221,7 +244,7 @@ class LocalRuntime:
             return 0
         with ThreadPoolExecutor(max_workers=len(queued)) as executor:
             results = list(executor.map(lambda call: self.invoke(*call), queued))
-        for (function, event), result in zip(queued, results):
+        for (function, event), result in zip(queued, results, strict=False):
             if not result.ok:
                 self._on_failure(function, event, result)
             if timeline is not None:
@@ -263,7 +286,12 @@ class LocalRuntime:
 
     def advance(self, **delta: float) -> Timeline:
         """`advance_to(now + delta)`; keywords as `FrozenClock.advance`."""
-        step = int(delta.get("ms", 0) + delta.get("seconds", 0) * 1000 + delta.get("minutes", 0) * 60_000 + delta.get("hours", 0) * 3_600_000)
+        step = int(
+            delta.get("ms", 0)
+            + delta.get("seconds", 0) * 1000
+            + delta.get("minutes", 0) * 60_000
+            + delta.get("hours", 0) * 3_600_000
+        )
         return self.advance_to(self.clock.now_ms() + step)
 
     def pump(self, timeline: Timeline | None = None) -> PumpStats:
@@ -299,7 +327,11 @@ class LocalRuntime:
 
     def _fire_due(self, timeline: Timeline) -> None:
         now = self.clock.now_ms()
-        due = [(name, at) for name, schedule in self._schedules.items() for at in schedule.fires_between(self._scheduled_until, now)]
+        due = [
+            (name, at)
+            for name, schedule in self._schedules.items()
+            for at in schedule.fires_between(self._scheduled_until, now)
+        ]
         self._scheduled_until = now
         if not due:
             return
@@ -319,9 +351,15 @@ class LocalRuntime:
             faults = self.faults_next.pop(name, None) if enabled else None
             for arn, constant in rule.targets:
                 function = self.topology.function_by_arn(arn)
-                event = scheduled_event(rule, at, self.account, self.session.region_name) if constant is None else _json(constant)
+                event = (
+                    scheduled_event(rule, at, self.account, self.session.region_name)
+                    if constant is None
+                    else _json(constant)
+                )
                 for copy in range(copies):
-                    tick = Tick(name, function.job, at, enabled, event_id=event.get("id"), duplicate=copy > 0, dropped=dropped)
+                    tick = Tick(
+                        name, function.job, at, enabled, event_id=event.get("id"), duplicate=copy > 0, dropped=dropped
+                    )
                     fired.append(tick)
                     if enabled:
                         calls.append((tick, function.name, event, faults if copy == 0 else None))
@@ -337,7 +375,6 @@ class LocalRuntime:
             self.timeline.ticks.append(tick)
             if self.on_tick:
                 self.on_tick(tick)
-
 
     def _on_failure(self, function: str, event: Any, result: Invocation) -> None:
         """A failed asynchronous invoke (retry attempts 0): its record goes to the on-failure destination."""

@@ -139,7 +139,9 @@ class QueuePoller:
                     delayed_until = _delayed_until(m)
                     if delayed_until is not None and delayed_until > now:
                         # a delayed send, received early: it stays hidden until its simulated delay is over
-                        self.in_flight[m["ReceiptHandle"]] = InFlight(queue.url, m["ReceiptHandle"], m["MessageId"], delayed_until)
+                        self.in_flight[m["ReceiptHandle"]] = InFlight(
+                            queue.url, m["ReceiptHandle"], m["MessageId"], delayed_until
+                        )
                         continue
                     self.in_flight[m["ReceiptHandle"]] = InFlight(
                         queue.url, m["ReceiptHandle"], m["MessageId"], now + queue.visibility_timeout_s * 1000
@@ -167,7 +169,9 @@ class QueuePoller:
         faults = self.faults.pop(function, None)
         return self._pool.invoke(function, sqs_event(messages, mapping.queue_arn, self._region), faults)
 
-    def _settle(self, queue_url: str, mapping: MappingInfo, messages: list[dict[str, Any]], invocation: Invocation) -> int:
+    def _settle(
+        self, queue_url: str, mapping: MappingInfo, messages: list[dict[str, Any]], invocation: Invocation
+    ) -> int:
         """Delete what succeeded; leave the rest in flight. Returns how many failed."""
         if not invocation.ok:
             return len(messages)
@@ -182,7 +186,8 @@ class QueuePoller:
         for start in range(0, len(done), 10):
             chunk = done[start : start + 10]
             self._sqs.delete_message_batch(
-                QueueUrl=queue_url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)]
+                QueueUrl=queue_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)],
             )
         with self._lock:
             for m in done:

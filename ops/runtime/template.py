@@ -67,7 +67,9 @@ class CloudAssembly:
         return None
 
 
-def synthesize(out_dir: pathlib.Path, context: Mapping[str, Any] | None = None, app_dir: pathlib.Path = ROOT) -> CloudAssembly:
+def synthesize(
+    out_dir: pathlib.Path, context: Mapping[str, Any] | None = None, app_dir: pathlib.Path = ROOT
+) -> CloudAssembly:
     """Run the CDK app (`app.py`) into `out_dir` and read the assembly back."""
     app = app_dir / "app.py"
     if not app.is_file():
@@ -93,13 +95,19 @@ def inputs_hash(app_dir: pathlib.Path, context: Mapping[str, Any]) -> str:
     digest = hashlib.sha256(json.dumps(dict(context), sort_keys=True).encode())
     for name in APP_INPUTS:
         top = app_dir / name
-        files = [top] if top.is_file() else sorted(p for p in top.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        files = (
+            [top]
+            if top.is_file()
+            else sorted(p for p in top.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+        )
         for path in files:
             digest.update(str(path.relative_to(app_dir)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:20]
 
 
-def cached_synthesis(context: Mapping[str, Any] | None = None, app_dir: pathlib.Path = ROOT, cache: pathlib.Path = CACHE) -> CloudAssembly:
+def cached_synthesis(
+    context: Mapping[str, Any] | None = None, app_dir: pathlib.Path = ROOT, cache: pathlib.Path = CACHE
+) -> CloudAssembly:
     """`synthesize`, once per hash of the app's inputs: later starts reuse the assembly (seconds saved each)."""
     ctx = dict(context or {})
     final = cache / inputs_hash(app_dir, ctx)

@@ -156,10 +156,19 @@ def discover(session: Any, stack_name: str, template: Mapping[str, Any] | None =
         if res.get("ResourceType") == "AWS::Events::Rule" and res.get("PhysicalResourceId"):
             rule = read_rule(events, _rule_name(res["PhysicalResourceId"]))
             top.rules[rule.name] = rule
-    queue_names = {res.get("LogicalResourceId"): q.name for res in resources for q in top.queues.values() if res.get("PhysicalResourceId") == q.url}
+    queue_names = {
+        res.get("LogicalResourceId"): q.name
+        for res in resources
+        for q in top.queues.values()
+        if res.get("PhysicalResourceId") == q.url
+    }
     declared = {
         queue_names.get(_ref(props.get("EventSourceArn"))): props
-        for props in (r.get("Properties", {}) for r in template_resources.values() if r.get("Type") == "AWS::Lambda::EventSourceMapping")
+        for props in (
+            r.get("Properties", {})
+            for r in template_resources.values()
+            if r.get("Type") == "AWS::Lambda::EventSourceMapping"
+        )
     }
     for function in top.functions.values():
         for mapping in lam.list_event_source_mappings(FunctionName=function.name).get("EventSourceMappings", []):
@@ -171,7 +180,12 @@ def _async_destinations(top: Topology, resources: list[dict[str, Any]], template
     # moto does not model AWS::Lambda::EventInvokeConfig; the template says where failed async
     # invocations go, so the local runtime can send them there as Lambda would.
     functions = {f.logical_id: name for name, f in top.functions.items()}
-    queues = {res.get("LogicalResourceId"): q.arn for res in resources for q in top.queues.values() if res.get("PhysicalResourceId") == q.url}
+    queues = {
+        res.get("LogicalResourceId"): q.arn
+        for res in resources
+        for q in top.queues.values()
+        if res.get("PhysicalResourceId") == q.url
+    }
     for res in template.values():
         if res.get("Type") != "AWS::Lambda::EventInvokeConfig":
             continue

@@ -80,7 +80,12 @@ class FaultPlan:
             from botocore.exceptions import ClientError
 
             raise ClientError(
-                {"Error": {"Code": fault.get("code", "InternalServerError"), "Message": "injected by the local runtime"}},
+                {
+                    "Error": {
+                        "Code": fault.get("code", "InternalServerError"),
+                        "Message": "injected by the local runtime",
+                    }
+                },
                 operation,
             )
 
@@ -136,7 +141,9 @@ def main(conn: Any, meta: dict[str, Any]) -> None:
     os.environ.clear()
     os.environ.update(meta["environment"])
     # the function sees its own code folder first, never the checkout's functions/
-    sys.path[:] = [meta["code_dir"]] + [p for p in sys.path if os.path.realpath(p) != os.path.realpath(meta["checkout_functions"])]
+    sys.path[:] = [meta["code_dir"]] + [
+        p for p in sys.path if os.path.realpath(p) != os.path.realpath(meta["checkout_functions"])
+    ]
     plan: list[FaultPlan | None] = [None]
     calls: dict[str, int] = {}
     try:

@@ -47,7 +47,11 @@ class Invocation:
     def writes(self, service: str = "dynamodb") -> int:
         """Accepted write calls to a service during this invocation."""
         prefixes = ("Put", "Update", "Delete", "BatchWrite", "TransactWrite", "Send", "Create")
-        return sum(n for key, n in self.calls.items() if key.startswith(service + ":") and key.split(":", 1)[1].startswith(prefixes))
+        return sum(
+            n
+            for key, n in self.calls.items()
+            if key.startswith(service + ":") and key.split(":", 1)[1].startswith(prefixes)
+        )
 
     @property
     def ok(self) -> bool:
@@ -120,14 +124,22 @@ class Isolate:
                 return result
             kind, detail, result.calls = self._conn.recv()
         except (EOFError, ConnectionError, OSError):
-            result.status, result.error_type, result.error_message = "died", "Runtime.ExitError", "the isolate's process died mid-invocation"
+            result.status, result.error_type, result.error_message = (
+                "died",
+                "Runtime.ExitError",
+                "the isolate's process died mid-invocation",
+            )
             return result
         finally:
             result.wall_ms = int((time.monotonic() - started) * 1000)
         if kind == "ok":
             result.payload = detail
         else:
-            result.status, result.error_type, result.error_message = "error", detail["errorType"], detail["errorMessage"]
+            result.status, result.error_type, result.error_message = (
+                "error",
+                detail["errorType"],
+                detail["errorMessage"],
+            )
         return result
 
     def kill(self) -> None:

@@ -22,7 +22,7 @@ def tables_of(runtime: Any) -> dict[str, str]:
     for function in runtime.topology.functions.values():
         for key, value in function.environment.items():
             if key.startswith(ENV_TABLE_PREFIX) and value:
-                tables[key[len(ENV_TABLE_PREFIX):].lower()] = value
+                tables[key[len(ENV_TABLE_PREFIX) :].lower()] = value
     return tables
 
 

@@ -22,15 +22,23 @@ REQUESTS_CHANNEL = "120000000000000004"
 MINUTE = 60_000
 HOUR = 60 * MINUTE
 DAY = 24 * HOUR
-DEFAULT_MESSAGE_IDS = {"schedule": "140000000000000001", "stats": "140000000000000002",
-                       "request": "140000000000000003", "request_2": "140000000000000004"}
+DEFAULT_MESSAGE_IDS = {
+    "schedule": "140000000000000001",
+    "stats": "140000000000000002",
+    "request": "140000000000000003",
+    "request_2": "140000000000000004",
+}
 
 
 def existing_messages(message_ids: dict[str, str] | None = None) -> list[tuple[str, str]]:
     """(channel, message id) of the messages the seed's boards and requests point at."""
     ids = message_ids or DEFAULT_MESSAGE_IDS
-    return [(SCHEDULE_CHANNEL, ids["schedule"]), (STATS_CHANNEL, ids["stats"]), (REQUESTS_CHANNEL, ids["request"]),
-            (REQUESTS_CHANNEL, ids["request_2"])]
+    return [
+        (SCHEDULE_CHANNEL, ids["schedule"]),
+        (STATS_CHANNEL, ids["stats"]),
+        (REQUESTS_CHANNEL, ids["request"]),
+        (REQUESTS_CHANNEL, ids["request_2"]),
+    ]
 
 
 def user(n: int) -> str:
@@ -106,7 +114,11 @@ Valid-Until: 2027-01-01T00:00:00Z
 """
 MALFORMED_EMAIL = "From: shop@photoclub.example\nSubject: hi\n\nno receipt here"
 # A receipt that fails DKIM (forged or altered on the way): quarantined, never a receipt.
-UNAUTHENTIC_VERDICTS = {"spfVerdict": {"status": "PASS"}, "dkimVerdict": {"status": "FAIL"}, "dmarcVerdict": {"status": "FAIL"}}
+UNAUTHENTIC_VERDICTS = {
+    "spfVerdict": {"status": "PASS"},
+    "dkimVerdict": {"status": "FAIL"},
+    "dmarcVerdict": {"status": "FAIL"},
+}
 
 
 def seed_for_runtime(tables: dict[str, str], clock, discord: Any | None) -> dict[str, int]:
@@ -115,7 +127,7 @@ def seed_for_runtime(tables: dict[str, str], clock, discord: Any | None) -> dict
         return {}
     ids = dict(DEFAULT_MESSAGE_IDS)
     if discord is not None:
-        for (channel, message_id) in existing_messages(ids):
+        for channel, message_id in existing_messages(ids):
             discord.add_message(channel, "seeded by the demo", message_id=message_id)
     seed(tables, clock, ids)
     counts = {"club_jobs_with_work": 7}

@@ -50,4 +50,3 @@ def seed_for_runtime(tables: dict[str, str], clock: Any, paypal: Any | None) -> 
             )
         counts["expiring_diagnostics"] = EXPIRED_DIAGNOSTICS
     return counts
-

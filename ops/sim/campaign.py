@@ -80,8 +80,10 @@ class CampaignResult:
         ]
         for report in self.failed[:show]:
             first = report.violations[0]
-            out.append(f"  seed {report.seed} ({report.family}): invariant {first.number}: {first.text[:160]}"
-                       + (f" (+{len(report.violations) - 1} more)" if len(report.violations) > 1 else ""))
+            out.append(
+                f"  seed {report.seed} ({report.family}): invariant {first.number}: {first.text[:160]}"
+                + (f" (+{len(report.violations) - 1} more)" if len(report.violations) > 1 else "")
+            )
         out.append(f"beyond the time budget (the fault model's limit, not violations): {len(self.limited)} run(s)")
         for report in self.limited[:show]:
             first = report.limits[0]
@@ -102,8 +104,15 @@ def _slice(args: tuple[Sequence[int], str | None]) -> list[RunReport]:
 
 def _without_trace(report: RunReport) -> RunReport:
     if report.ok:
-        return RunReport(report.family, report.seed, report.violations, report.injected, report.steps, report.writes,
-                         limits=report.limits)
+        return RunReport(
+            report.family,
+            report.seed,
+            report.violations,
+            report.injected,
+            report.steps,
+            report.writes,
+            limits=report.limits,
+        )
     return report
 
 

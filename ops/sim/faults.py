@@ -75,8 +75,13 @@ class FaultPlan:
     drawn: set[FaultKind] = field(default_factory=set)  # kinds drawn so far in this run
 
     @classmethod
-    def draw(cls, rng: random.Random, kinds: tuple[FaultKind, ...], share: float = 0.8,
-             call_rates: tuple[float, ...] = DEFAULT_CALL_RATES) -> FaultPlan:
+    def draw(
+        cls,
+        rng: random.Random,
+        kinds: tuple[FaultKind, ...],
+        share: float = 0.8,
+        call_rates: tuple[float, ...] = DEFAULT_CALL_RATES,
+    ) -> FaultPlan:
         """Enable each applicable kind with probability `share`; rates vary per run.
 
         A family with few calls a run passes higher `call_rates`, so that each kind it
@@ -97,8 +102,9 @@ class FaultPlan:
     def on(self, kind: FaultKind) -> bool:
         return kind in self.enabled
 
-    def call_fault(self, rng: random.Random, op: str, service: str,
-                   spared: frozenset[FaultKind] = frozenset()) -> FaultKind | None:
+    def call_fault(
+        self, rng: random.Random, op: str, service: str, spared: frozenset[FaultKind] = frozenset()
+    ) -> FaultKind | None:
         """At most one fault for one AWS call (drawn in the calling actor's turn), none of `spared`."""
         if not self.enabled or rng.random() >= self.call_rate:
             return None

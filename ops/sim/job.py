@@ -42,9 +42,15 @@ class Snapshot:
 class CatalogJobFamily(ScheduledJobScenario):
     """The lease family's scenario for `job` of `registry`, with the author's setup and invariant."""
 
-    def __init__(self, registry: Registry, job: str, *, setup: Callable[[JobDeps], None] | None = None,
-                 invariant: Callable[[Snapshot], None] | None = None,
-                 factory: Callable[[JobDeps], Any] | None = None) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        job: str,
+        *,
+        setup: Callable[[JobDeps], None] | None = None,
+        invariant: Callable[[Snapshot], None] | None = None,
+        factory: Callable[[JobDeps], Any] | None = None,
+    ) -> None:
         self.registry = registry
         self.spec = registry.job(job)
         self.name = f"job:{job}"

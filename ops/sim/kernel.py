@@ -108,11 +108,20 @@ class Kernel:
 
     # -- actors ---------------------------------------------------------------------------
 
-    def spawn(self, name: str, fn: Callable[[Actor], Any], *, at: int | None = None, skew_ms: int = 0,
-              faulty: bool = True, spared: frozenset = frozenset()) -> Actor:
+    def spawn(
+        self,
+        name: str,
+        fn: Callable[[Actor], Any],
+        *,
+        at: int | None = None,
+        skew_ms: int = 0,
+        faulty: bool = True,
+        spared: frozenset = frozenset(),
+    ) -> Actor:
         """An actor that starts at true time `at` (default: now); it never draws the fault kinds `spared`."""
-        actor = Actor(name, fn, SkewedClock(self.clock, skew_ms), faulty, self.clock.now_ms() if at is None else at,
-                      spared=spared)
+        actor = Actor(
+            name, fn, SkewedClock(self.clock, skew_ms), faulty, self.clock.now_ms() if at is None else at, spared=spared
+        )
         self.actors.append(actor)
         return actor
 

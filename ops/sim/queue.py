@@ -96,13 +96,24 @@ class SimQueues:
         records = []
         for message in taken:
             message.receives += 1
-            fault = world.plan.one_of(world.rng, DELIVERY_FAULTS, world.plan.delivery_rate) if actor and actor.faulty else None
+            fault = (
+                world.plan.one_of(world.rng, DELIVERY_FAULTS, world.plan.delivery_rate)
+                if actor and actor.faulty
+                else None
+            )
             if fault is FaultKind.DUPLICATE_DELIVERY:
                 world.wire.count(fault, actor, f"{message.message_id} stays visible for another receiver")
             else:
                 message.visible_at = now + self.visibility_ms
-            records.append({"messageId": message.message_id, "body": message.body, "receiptHandle": message.message_id,
-                            "eventSource": "aws:sqs", "attributes": {"ApproximateReceiveCount": str(message.receives)}})
+            records.append(
+                {
+                    "messageId": message.message_id,
+                    "body": message.body,
+                    "receiptHandle": message.message_id,
+                    "eventSource": "aws:sqs",
+                    "attributes": {"ApproximateReceiveCount": str(message.receives)},
+                }
+            )
             if fault is FaultKind.LATE_DELIVERY:
                 late = Message(self._next_id(), message.body, now + self.late_ms + world.rng.randrange(self.late_ms))
                 queue.messages.append(late)
@@ -110,8 +121,15 @@ class SimQueues:
             if fault is FaultKind.FORGED_DELIVERY:
                 forged = self._forge(message.body)
                 if forged is not None:
-                    records.append({"messageId": self._next_id(), "body": forged, "receiptHandle": "forged",
-                                    "eventSource": "aws:sqs", "attributes": {"ApproximateReceiveCount": "1"}})
+                    records.append(
+                        {
+                            "messageId": self._next_id(),
+                            "body": forged,
+                            "receiptHandle": "forged",
+                            "eventSource": "aws:sqs",
+                            "attributes": {"ApproximateReceiveCount": "1"},
+                        }
+                    )
                     world.wire.count(fault, actor, f"a copy of {message.message_id} naming another tenant")
         return records
 

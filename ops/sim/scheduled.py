@@ -60,8 +60,9 @@ def clean_tick(world: World, runner: Any, spec: Any, job: Any, clock: Any, what:
     or None when the tick raised.
     """
     try:
-        result = runner.run(spec, job, Trigger("scheduled", clock.now_ms()),
-                            LambdaContext("clean-tick", clock, spec.timeout_s * 1000))
+        result = runner.run(
+            spec, job, Trigger("scheduled", clock.now_ms()), LambdaContext("clean-tick", clock, spec.timeout_s * 1000)
+        )
     except Exception as exc:  # noqa: BLE001 - judged, not raised
         world.violate(0, f"liveness: {what} raised {type(exc).__name__}: {exc}")
         return None
@@ -95,8 +96,11 @@ class ScheduledJobScenario:
         world.data["spec"] = spec
         audit = f"sim-audit-{world.kernel.seed}"
         world.wire.dynamodb.create_table(
-            TableName=audit, KeySchema=[{"AttributeName": "slot", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "slot", "AttributeType": "S"}], BillingMode="PAY_PER_REQUEST")
+            TableName=audit,
+            KeySchema=[{"AttributeName": "slot", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "slot", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
         world.tables["audit"] = audit
         world.wire.tables[audit] = "audit"
         self._seed(world, SkewedClock(world.kernel.clock))
@@ -144,9 +148,9 @@ class ScheduledJobScenario:
                     fail_at = world.rng.randrange(3)
                 name = f"tick{tick}.{n}"
                 n += 1
-                world.data["watch"].tick(world.spawn(name, self._tick(world, at, fail_at),
-                                                     at=at + world.rng.randrange(3_000)))
-
+                world.data["watch"].tick(
+                    world.spawn(name, self._tick(world, at, fail_at), at=at + world.rng.randrange(3_000))
+                )
 
     def _job(self, world: World, clock: Any, actor: Actor | None, fail_at: int | None):
         real = self._build(self._deps(world, clock))
@@ -180,6 +184,7 @@ class ScheduledJobScenario:
 
     def _invocation(self, world: World, trigger: Trigger, fail_at: int | None, timeout_ms: int | None = None):
         """One Lambda invocation of the job's function with `trigger` (the job's timeout unless given)."""
+
         def run(actor: Actor) -> Any:
             spec = world.data["spec"]
             job = self._job(world, actor.clock, actor, fail_at)
@@ -199,8 +204,9 @@ class ScheduledJobScenario:
                 fence = int(str(change.after["slot"]).split(":")[0])
                 live = (world.scan("leases") or [{}])[0]
                 if int(live.get("fence", -1)) != fence:
-                    world.violate(1, f"{write.actor} wrote under fence {fence} while the lease is at fence "
-                                     f"{live.get('fence')}")
+                    world.violate(
+                        1, f"{write.actor} wrote under fence {fence} while the lease is at fence {live.get('fence')}"
+                    )
 
     # -- liveness -------------------------------------------------------------------------
 
@@ -211,8 +217,14 @@ class ScheduledJobScenario:
         ready = max(int(lease.get("expires_at", 0)), int(lease.get("last_started_at", 0)) + interval_ms) + 1_000
         world.kernel.clock.set(max(world.kernel.clock.now_ms(), ready + MARGIN_MS))
         clock = SkewedClock(world.kernel.clock)
-        result = clean_tick(world, self._runner(world, clock), spec, self._job(world, clock, None, None), clock,
-                            "the clean tick after every term ended")
+        result = clean_tick(
+            world,
+            self._runner(world, clock),
+            spec,
+            self._job(world, clock, None, None),
+            clock,
+            "the clean tick after every term ended",
+        )
         if result is not None and result.outcome.value == "ran":
             self._done(world)
 

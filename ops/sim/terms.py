@@ -29,6 +29,7 @@ Judged at the end, per tick (an actor that ran `ScheduledRunner.run`):
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import pairwise
 from typing import Any
 
 from jobfence.clock import REQUEST_AGE_BUDGET_MS, SKEW_BUDGET_MS
@@ -84,10 +85,17 @@ class TermWatch:
                 if fence != int(before.get("fence", 0)) + 1:
                     world.violate(1, f"{job}: fence went {before.get('fence')} -> {after.get('fence')}")
                 if before.get("holder") and int(before.get("expires_at", 0)) >= write.at + MARGIN_MS // 2:
-                    world.violate(1, f"{job}: fence {fence} taken by {write.actor} while {before['holder']} held an "
-                                     f"unexpired term (expires {before['expires_at']}, now {write.at})")
-                self.terms[(job, fence)] = {"lease_id": after.get("lease_id"), "actor": write.actor, "at": write.at,
-                                            "age": write.age_ms}
+                    world.violate(
+                        1,
+                        f"{job}: fence {fence} taken by {write.actor} while {before['holder']} held an "
+                        f"unexpired term (expires {before['expires_at']}, now {write.at})",
+                    )
+                self.terms[(job, fence)] = {
+                    "lease_id": after.get("lease_id"),
+                    "actor": write.actor,
+                    "at": write.at,
+                    "age": write.age_ms,
+                }
                 self.holders.setdefault(write.actor, set()).add(after.get("lease_id"))
             elif _requests(before, after):
                 self.recorded[write.actor] = self.recorded.get(write.actor, 0) + 1
@@ -98,11 +106,17 @@ class TermWatch:
                 run_id = before.get("prev_run_id")
                 rows = [r for r in world.scan("runs") if r["job"] == job and r.get("run_id") == run_id]
                 if not rows or rows[0]["outcome"] == "running":
-                    world.violate(2, f"{write.actor} settled the {job} copy of run {run_id} before its row was "
-                                     f"final ({rows[0]['outcome'] if rows else 'no row'})")
+                    world.violate(
+                        2,
+                        f"{write.actor} settled the {job} copy of run {run_id} before its row was "
+                        f"final ({rows[0]['outcome'] if rows else 'no row'})",
+                    )
             elif before.get("lease_id") not in self.holders.get(write.actor, set()):
-                world.violate(2, f"{write.actor} changed the {job} lease of another term "
-                                 f"({before.get('lease_id')}, fence {before.get('fence')})")
+                world.violate(
+                    2,
+                    f"{write.actor} changed the {job} lease of another term "
+                    f"({before.get('lease_id')}, fence {before.get('fence')})",
+                )
 
     def check(self, ended_before: set[tuple[str, int]] | None = None) -> None:
         """Judge every tick; `ended_before`: terms that a later term followed (their rows must be final)."""
@@ -118,12 +132,17 @@ class TermWatch:
             own = self.job_errors.get(actor.name)
             own_writes = actor.writes - self.recorded.get(actor.name, 0)
             if outcome_is_skip(actor) and own_writes:
-                world.violate(3, f"{actor.name} reported {outcome.value} but {own_writes} write(s) of its own were applied")
+                world.violate(
+                    3, f"{actor.name} reported {outcome.value} but {own_writes} write(s) of its own were applied"
+                )
             if actor.error is not None and actor.error is not own and not isinstance(actor.error, JobfenceError):
                 world.violate(13, f"{actor.name} raised {type(actor.error).__name__} (not classified)")
             if own is not None and not actor.crashed and actor.error is not own:
-                world.violate(4, f"{actor.name}: the job raised {type(own).__name__} but the tick "
-                                 f"{'raised ' + type(actor.error).__name__ if actor.error else 'returned'}")
+                world.violate(
+                    4,
+                    f"{actor.name}: the job raised {type(own).__name__} but the tick "
+                    f"{'raised ' + type(actor.error).__name__ if actor.error else 'returned'}",
+                )
         self._check_gate()
         latest: dict[str, int] = {}
         last_of: dict[str, int] = {}  # actor -> the last fence it took (a buffer_one holder may take two)
@@ -136,8 +155,10 @@ class TermWatch:
             if not found and actor is not None and actor.crashed and fence == latest[job]:
                 continue  # the documented limit: a dead term is recorded by the next acquire or a sweep
             if len(found) != 1:
-                world.violate(12, f"{job} fence {fence} (taken by {term['actor']}, which {_fate(actor)}) has "
-                                  f"{len(found)} run rows")
+                world.violate(
+                    12,
+                    f"{job} fence {fence} (taken by {term['actor']}, which {_fate(actor)}) has {len(found)} run rows",
+                )
                 continue
             row = found[0]
             if actor is None:
@@ -147,12 +168,17 @@ class TermWatch:
             if actor.name in judged or raised_later:
                 # a holder's run once more (buffer_one), or its first run when a later one raised: the tick
                 # reported nothing of it; the job's own error belongs to its last run, whose row says failed
-                if fence == last_of[actor.name] and own is not None and actor.error is own \
-                        and row["outcome"] not in ("failed", "running", "died"):
+                if (
+                    fence == last_of[actor.name]
+                    and own is not None
+                    and actor.error is own
+                    and row["outcome"] not in ("failed", "running", "died")
+                ):
                     world.violate(4, f"{job} fence {fence}: the job failed, its row says {row['outcome']}")
                 if row["outcome"] == "running" and fence < latest[job]:
-                    world.violate(12, f"{job} fence {fence}: {actor.name}'s run still `running` after fence "
-                                      f"{latest[job]}")
+                    world.violate(
+                        12, f"{job} fence {fence}: {actor.name}'s run still `running` after fence {latest[job]}"
+                    )
                 judged.add(actor.name)
                 continue
             judged.add(actor.name)
@@ -167,9 +193,9 @@ class TermWatch:
                 if row["outcome"] != "failed":
                     world.violate(4, f"{job} fence {fence}: the job failed, its row says {row['outcome']}")
             elif outcome is not None and row["outcome"] != outcome.value:
-                world.violate(12, f"{job} fence {fence}: {actor.name} reported {outcome.value}, "
-                                  f"row says {row['outcome']}")
-
+                world.violate(
+                    12, f"{job} fence {fence}: {actor.name} reported {outcome.value}, row says {row['outcome']}"
+                )
 
     def _check_gate(self) -> None:
         """15: runs of a gated job start the stated bound apart in true time (terms whose job began)."""
@@ -178,13 +204,16 @@ class TermWatch:
             return
         bound = int(spec.interval_s * 1000 * INTERVAL_TOLERANCE) - SKEW_BUDGET_MS - REQUEST_AGE_BUDGET_MS
         ran = [(job, fence, t) for (job, fence), t in sorted(self.terms.items()) if t["actor"] in self.worked]
-        for (job, fence, earlier), (job2, fence2, later) in zip(ran, ran[1:]):
+        for (job, fence, earlier), (job2, fence2, later) in pairwise(ran):
             gap = later["at"] - earlier["at"]
             if job != job2 or gap >= bound:
                 continue
-            self.world.violate(15, f"{job}: fence {fence2} ({later['actor']}) started {gap // 1000} s after fence "
-                                   f"{fence} ({earlier['actor']}, its acquire applied {earlier['age'] // 1000} s after "
-                                   f"it was built); the bound is {bound // 1000} s")
+            self.world.violate(
+                15,
+                f"{job}: fence {fence2} ({later['actor']}) started {gap // 1000} s after fence "
+                f"{fence} ({earlier['actor']}, its acquire applied {earlier['age'] // 1000} s after "
+                f"it was built); the bound is {bound // 1000} s",
+            )
 
 
 def outcome_is_skip(actor: Actor) -> bool:

@@ -50,8 +50,8 @@ from moto.dynamodb.models import dynamodb_backends
 from pynamodb.connection.base import Connection
 from pynamodb.settings import get_settings_value
 
-from ops.invariants import plain_items
 from jobfence.clock import REQUEST_AGE_BUDGET_MS
+from ops.invariants import plain_items
 from ops.sim.faults import LATE_REQUESTS, PAUSES, WRITE_OPS, FaultKind, FaultPlan
 from ops.sim.kernel import Actor, Crash, Kernel
 
@@ -133,8 +133,9 @@ def _on_send(request: Any, **_: Any) -> Any:
 class Wire:
     """The hooks' state for one run: faults, the applied-write record, client tokens."""
 
-    def __init__(self, kernel: Kernel, plan: FaultPlan, pause_ms: Callable[[FaultKind], int],
-                 queue: Any = None) -> None:
+    def __init__(
+        self, kernel: Kernel, plan: FaultPlan, pause_ms: Callable[[FaultKind], int], queue: Any = None
+    ) -> None:
         self.kernel = kernel
         self.plan = plan
         self.pause_ms = pause_ms
@@ -153,9 +154,15 @@ class Wire:
         self.sqs = self.boto3.client("sqs", config=Config(signature_version=UNSIGNED))
         # One client for every pynamodb connection of the run, configured as pynamodb configures its own
         # (standard retries, 1 + max_retry_attempts attempts, no parameter validation).
-        self.pynamo_client = session.create_client("dynamodb", REGION, config=Config(
-            signature_version=UNSIGNED, parameter_validation=False,
-            retries={"total_max_attempts": 1 + int(get_settings_value("max_retry_attempts")), "mode": "standard"}))
+        self.pynamo_client = session.create_client(
+            "dynamodb",
+            REGION,
+            config=Config(
+                signature_version=UNSIGNED,
+                parameter_validation=False,
+                retries={"total_max_attempts": 1 + int(get_settings_value("max_retry_attempts")), "mode": "standard"},
+            ),
+        )
 
     # -- the run --------------------------------------------------------------------------
 
@@ -218,8 +225,12 @@ class Wire:
             fault = actor.call_fault = self._draw(actor, op)
             if fault in PAUSES or fault in LATE_REQUESTS:
                 ms = self.pause_ms(fault) if fault in PAUSES else self._late_ms(fault)
-                self.count(fault, actor, f"{'paused' if fault in PAUSES else 'applied'} {ms / 1000:.0f} s "
-                                         f"{'before' if fault in PAUSES else 'late:'} {op}")
+                self.count(
+                    fault,
+                    actor,
+                    f"{'paused' if fault in PAUSES else 'applied'} {ms / 1000:.0f} s "
+                    f"{'before' if fault in PAUSES else 'late:'} {op}",
+                )
                 self.kernel.park(actor, ms)
                 fault = actor.call_fault = None
             elif fault is not None:
@@ -253,9 +264,13 @@ class Wire:
                 n = len(json.loads(request.body).get("TransactItems", []))
                 reasons = [{"Code": "None"} for _ in range(n)]
                 reasons[self.kernel.rng.randrange(n)] = {"Code": "TransactionConflict", "Message": "simulated"}
-                return _error(request, 400, "TransactionCanceledException",
-                              "Transaction cancelled, please refer cancellation reasons for specific reasons",
-                              CancellationReasons=reasons)
+                return _error(
+                    request,
+                    400,
+                    "TransactionCanceledException",
+                    "Transaction cancelled, please refer cancellation reasons for specific reasons",
+                    CancellationReasons=reasons,
+                )
             return _error(request, 400, "TransactionConflictException", "simulated conflict")
         return self._dispatch(actor, op, request)
 
@@ -288,8 +303,9 @@ class Wire:
         digest = ""  # of a TransactWriteItems with a ClientRequestToken: its replay must be the same request
         if op == "TransactWriteItems" and body.get("ClientRequestToken"):
             token = body["ClientRequestToken"]
-            digest = hashlib.sha256(json.dumps({k: v for k, v in body.items() if k != "ClientRequestToken"},
-                                               sort_keys=True).encode()).hexdigest()
+            digest = hashlib.sha256(
+                json.dumps({k: v for k, v in body.items() if k != "ClientRequestToken"}, sort_keys=True).encode()
+            ).hexdigest()
             seen = self._tokens.get(token)
             if seen is not None and self.kernel.clock.now_ms() - seen[1] < TOKEN_WINDOW_MS:
                 if seen[0] != digest:
@@ -377,8 +393,10 @@ class Wire:
             raise RuntimeError(f"the simulator does not model SQS {op}")
         single = op == "SendMessage"  # one message: the same as a batch of one
         if single:
-            params = {"QueueUrl": params.get("QueueUrl", ""),
-                      "Entries": [{"Id": "0", "MessageBody": params.get("MessageBody", "")}]}
+            params = {
+                "QueueUrl": params.get("QueueUrl", ""),
+                "Entries": [{"Id": "0", "MessageBody": params.get("MessageBody", "")}],
+            }
         fault = None
         if actor is not None:
             self._turn(actor)
@@ -395,8 +413,11 @@ class Wire:
         if fault is FaultKind.CRASH_BEFORE:
             actor.crashed = True  # type: ignore[union-attr]
             raise Crash("died before SendMessageBatch")
-        applied = fault is None or fault in (FaultKind.CRASH_AFTER, FaultKind.REPLY_LOST_RESENT,
-                                             FaultKind.REPLY_LOST_SURFACED)
+        applied = fault is None or fault in (
+            FaultKind.CRASH_AFTER,
+            FaultKind.REPLY_LOST_RESENT,
+            FaultKind.REPLY_LOST_SURFACED,
+        )
         if fault is FaultKind.UNAVAILABLE:
             applied = self.kernel.rng.random() < 0.5
         ids = self.queue.send(url, params.get("Entries", []), actor) if applied else []
@@ -407,16 +428,33 @@ class Wire:
             raise ReadTimeoutError(endpoint_url=url)
         if fault is not None:
             code = {FaultKind.THROTTLED: "RequestThrottled", FaultKind.UNAVAILABLE: "InternalError"}.get(
-                fault, "InternalError")
+                fault, "InternalError"
+            )
             status = 400 if fault is FaultKind.THROTTLED else 500
-            return (_Http(status), {"Error": {"Code": code, "Message": "simulated"},
-                                    "ResponseMetadata": {"HTTPStatusCode": status}})
+            return (
+                _Http(status),
+                {"Error": {"Code": code, "Message": "simulated"}, "ResponseMetadata": {"HTTPStatusCode": status}},
+            )
         if single:
-            return (_Http(200), {"MessageId": ids[0] if ids else "", "MD5OfMessageBody": "",
-                                 "ResponseMetadata": {"HTTPStatusCode": 200}})
-        return (_Http(200), {"Successful": [{"Id": e["Id"], "MessageId": m, "MD5OfMessageBody": ""}
-                                            for e, m in zip(params.get("Entries", []), ids, strict=False)],
-                             "Failed": [], "ResponseMetadata": {"HTTPStatusCode": 200}})
+            return (
+                _Http(200),
+                {
+                    "MessageId": ids[0] if ids else "",
+                    "MD5OfMessageBody": "",
+                    "ResponseMetadata": {"HTTPStatusCode": 200},
+                },
+            )
+        return (
+            _Http(200),
+            {
+                "Successful": [
+                    {"Id": e["Id"], "MessageId": m, "MD5OfMessageBody": ""}
+                    for e, m in zip(params.get("Entries", []), ids, strict=False)
+                ],
+                "Failed": [],
+                "ResponseMetadata": {"HTTPStatusCode": 200},
+            },
+        )
 
 
 class _Http:

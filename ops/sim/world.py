@@ -1,13 +1,13 @@
 """One run of one family: the kernel, the wire, the tables, the verdicts, and how a seed is run.
 
-    run_seed(family, seed)
-        patch uuid4 (seeded), the worker's thread pool (inline), pynamodb's client (shared session)
-        draw the fault plan from the seed
-        create only the family's tables (fresh names), let the family seed data and spawn actors
-        kernel.run()            the faulty phase: every applied write is checked as it lands
-        family.settle(world)    fault-free sweeps: liveness within a bounded number of them
-        family.check(world)     the invariants over the final tables and the applied-write record
-        drop the tables
+run_seed(family, seed)
+    patch uuid4 (seeded), the worker's thread pool (inline), pynamodb's client (shared session)
+    draw the fault plan from the seed
+    create only the family's tables (fresh names), let the family seed data and spawn actors
+    kernel.run()            the faulty phase: every applied write is checked as it lands
+    family.settle(world)    fault-free sweeps: liveness within a bounded number of them
+    family.check(world)     the invariants over the final tables and the applied-write record
+    drop the tables
 """
 
 from __future__ import annotations
@@ -78,6 +78,7 @@ class Family(Protocol):
     # optional: registry, the catalog those tables are in (default this application's, `jobs.catalog`)
     @property
     def kinds(self) -> tuple[FaultKind, ...]: ...  # fault kinds that apply to it
+
     # optional: call_rates, the per-call fault rates a run draws from (default DEFAULT_CALL_RATES)
 
     def pause_ms(self, world: World, kind: FaultKind) -> int: ...
@@ -135,8 +136,14 @@ class World:
             self.wire.injected[FaultKind.CLOCK_SKEW] = self.wire.injected.get(FaultKind.CLOCK_SKEW, 0) + 1
         return skew
 
-    def spawn(self, name: str, fn: Callable[[Actor], Any], at: int | None = None, faulty: bool = True,
-              spared: frozenset = frozenset()) -> Actor:
+    def spawn(
+        self,
+        name: str,
+        fn: Callable[[Actor], Any],
+        at: int | None = None,
+        faulty: bool = True,
+        spared: frozenset = frozenset(),
+    ) -> Actor:
         return self.kernel.spawn(name, fn, at=at, skew_ms=self.skew(), faulty=faulty, spared=spared)
 
     def limit(self, number: int, text: str) -> None:
@@ -166,9 +173,15 @@ class World:
         `invoke_self`: the function's async invoke of itself (a buffer_one hand-over), where a family models it.
         """
         dynamodb = self.wire.dynamodb
-        return ScheduledRunner(LeaseStore(dynamodb, self.tables["leases"], clock), RunStore(dynamodb, self.tables["runs"]),
-                               clock, self.logger, NullMetrics(),  # type: ignore[arg-type]  # add_metric is all it calls
-                               safety_margin_ms=MARGIN_MS, invoke_self=invoke_self)
+        return ScheduledRunner(
+            LeaseStore(dynamodb, self.tables["leases"], clock),
+            RunStore(dynamodb, self.tables["runs"]),
+            clock,
+            self.logger,
+            NullMetrics(),  # type: ignore[arg-type]  # add_metric is all it calls
+            safety_margin_ms=MARGIN_MS,
+            invoke_self=invoke_self,
+        )
 
     def scan(self, logical: str) -> list[dict[str, Any]]:
         """Every item of a table, read from moto's backend (no call, no fault)."""
@@ -244,8 +257,9 @@ def run_seed(family: Family, seed: int, verbose: bool = False) -> RunReport:
         world_ref: list[World] = []
         wire = Wire(kernel, plan, lambda kind: family.pause_ms(world_ref[0], kind))
         with wire.active():
-            tables = create_catalog_tables(wire.dynamodb, family.tables, suffix=f"sim{seed}",
-                                           registry=getattr(family, "registry", None))
+            tables = create_catalog_tables(
+                wire.dynamodb, family.tables, suffix=f"sim{seed}", registry=getattr(family, "registry", None)
+            )
             wire.tables = {physical: logical for logical, physical in tables.items()}
             world = World(kernel, wire, plan, tables)
             world_ref.append(world)
@@ -267,8 +281,16 @@ def run_seed(family: Family, seed: int, verbose: bool = False) -> RunReport:
                     with contextlib.suppress(Exception):
                         wire._backend.delete_table(physical)  # noqa: SLF001
     injected = frozenset(wire.injected)
-    return RunReport(family.name, seed, tuple(world.violations), injected, kernel.steps, len(wire.writes),
-                     tuple(kernel.trace), tuple(world.limits))
+    return RunReport(
+        family.name,
+        seed,
+        tuple(world.violations),
+        injected,
+        kernel.steps,
+        len(wire.writes),
+        tuple(kernel.trace),
+        tuple(world.limits),
+    )
 
 
 __all__ = ["REGION", "START_MS", "Family", "NullMetrics", "RunReport", "SimTimeout", "Violation", "World", "run_seed"]

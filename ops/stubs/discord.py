@@ -54,8 +54,14 @@ class DiscordStub(LoopbackStub):
     name = "discord"
     url_suffix = API_PREFIX
 
-    def __init__(self, token: str = "local-bot-token", host: str = "127.0.0.1", port: int = 0,
-                 clock: Clock | None = None, nonce_window_ms: int = NONCE_WINDOW_MS) -> None:
+    def __init__(
+        self,
+        token: str = "local-bot-token",
+        host: str = "127.0.0.1",
+        port: int = 0,
+        clock: Clock | None = None,
+        nonce_window_ms: int = NONCE_WINDOW_MS,
+    ) -> None:
         self.token = token
         self._clock = clock or SystemClock()
         self._nonce_window_ms = nonce_window_ms
@@ -121,7 +127,9 @@ class DiscordStub(LoopbackStub):
             self._nonces[(channel, str(nonce))] = (message_id, now)
         return message_id
 
-    def handle(self, method: str, path: str, auth: str | None, body: Any) -> tuple[int, dict[str, Any] | None, dict[str, str]]:
+    def handle(
+        self, method: str, path: str, auth: str | None, body: Any
+    ) -> tuple[int, dict[str, Any] | None, dict[str, str]]:
         """One request: (status, JSON body or None, extra headers); raises `DropConnection` for a lost reply."""
         answer = self._handle(method, path, auth, body)
         with self._lock:
@@ -130,17 +138,23 @@ class DiscordStub(LoopbackStub):
                 raise DropConnection()
         return answer
 
-    def _handle(self, method: str, path: str, auth: str | None, body: Any) -> tuple[int, dict[str, Any] | None, dict[str, str]]:
+    def _handle(
+        self, method: str, path: str, auth: str | None, body: Any
+    ) -> tuple[int, dict[str, Any] | None, dict[str, str]]:
         with self._lock:
             if auth != f"Bot {self.token}":
                 return 401, {"message": "401: Unauthorized", "code": 0}, {}
             if self._limited:
                 retry_after = self._limited.pop(0)
                 headers = {"Retry-After": str(max(1, int(retry_after + 0.999))), "X-RateLimit-Scope": "user"}
-                return 429, {"message": "You are being rate limited.", "retry_after": retry_after, "global": False}, headers
+                return (
+                    429,
+                    {"message": "You are being rate limited.", "retry_after": retry_after, "global": False},
+                    headers,
+                )
             if not path.startswith(API_PREFIX):
                 return 404, {"message": "404: Not Found", "code": 0}, {}
-            route = path[len(API_PREFIX):]
+            route = path[len(API_PREFIX) :]
             self.requests.append((method, route))
             if match := ROLE.match(route):
                 guild, user, role = match.groups()
@@ -198,7 +212,9 @@ class _Handler(QuietHandler):
             self.reply_json(400, {"message": "400: Bad Request", "code": 50109})
             return
         try:
-            status, payload, headers = self.owner.handle(self.command, self.path, self.headers.get("Authorization"), body)
+            status, payload, headers = self.owner.handle(
+                self.command, self.path, self.headers.get("Authorization"), body
+            )
         except DropConnection:
             self.close_connection = True  # acted on, never answered: the client sees the connection drop
             return

@@ -68,7 +68,9 @@ class PayPalStub(LoopbackStub):
 
     name = "paypal"
 
-    def __init__(self, clock: Any, client_id: str = "stub-client", client_secret: str = "stub-secret", token_ttl_s: int = 32_400):
+    def __init__(
+        self, clock: Any, client_id: str = "stub-client", client_secret: str = "stub-secret", token_ttl_s: int = 32_400
+    ):
         self._clock = clock
         self.client_id = client_id
         self.client_secret = client_secret
@@ -138,7 +140,7 @@ class PayPalStub(LoopbackStub):
     def _authorized(self, authorization: str | None) -> bool:
         if not authorization or not authorization.startswith("Bearer "):
             return False
-        expires = self.tokens.get(authorization[len("Bearer "):])
+        expires = self.tokens.get(authorization[len("Bearer ") :])
         return expires is not None and expires > self._clock.now_ms()
 
     def handle(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, Any]] | None:
@@ -186,7 +188,11 @@ class PayPalStub(LoopbackStub):
             if request_id and status < 300:
                 self._replies[request_id] = (status, reply)
             if fault:
-                return fault[0], {"name": "INTERNAL_SERVER_ERROR", "message": "stub fault after commit", "debug_id": "stub"}
+                return fault[0], {
+                    "name": "INTERNAL_SERVER_ERROR",
+                    "message": "stub fault after commit",
+                    "debug_id": "stub",
+                }
             return status, reply
 
     def _create(self, body: bytes) -> tuple[int, dict[str, Any]]:
@@ -263,7 +269,11 @@ def _cents(value: str) -> int:
 
 
 def _error(name: str, issue: str) -> dict[str, Any]:
-    return {"name": name, "details": [{"issue": issue, "description": issue.replace("_", " ").lower()}], "debug_id": "stub"}
+    return {
+        "name": name,
+        "details": [{"issue": issue, "description": issue.replace("_", " ").lower()}],
+        "debug_id": "stub",
+    }
 
 
 def _not_found() -> tuple[int, dict[str, Any]]:

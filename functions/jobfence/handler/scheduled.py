@@ -34,7 +34,9 @@ from jobfence.tracing import handler_tracer, traced
 from jobfence.triggers import parse_trigger
 
 
-def scheduled_handler(catalog: Registry, environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict[str, Any]]:
+def scheduled_handler(
+    catalog: Registry, environ: Mapping[str, str], clock: Clock
+) -> Callable[[Any, Any], dict[str, Any]]:
     """The Lambda handler of the job of `catalog` that `environ` names, its collaborators built once.
 
     Call it at import time of the handler module (the cold start): it validates the environment
@@ -53,7 +55,11 @@ def scheduled_handler(catalog: Registry, environ: Mapping[str, str], clock: Cloc
     metrics.set_default_dimensions(job=spec.name)
     job = spec.load()(JobDeps(settings, spec, clock, session, dynamodb, logger, namespace))
     runner = ScheduledRunner(
-        LeaseStore(dynamodb, settings.leases_table, clock), RunStore(dynamodb, settings.runs_table), clock, logger, metrics,
+        LeaseStore(dynamodb, settings.leases_table, clock),
+        RunStore(dynamodb, settings.runs_table),
+        clock,
+        logger,
+        metrics,
         invoke_self=self_invoker(session, environ) if spec.overlap == Overlap.BUFFER_ONE else None,
     )
 

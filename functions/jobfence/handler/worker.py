@@ -33,9 +33,14 @@ from jobfence.work.pipeline import WorkerPipeline
 from jobfence.work.worker import Worker
 
 
-def worker_handler(catalog: Registry, environ: Mapping[str, str], clock: Clock,
-                   pipelines: Callable[[str], WorkerPipeline] | Mapping[str, WorkerPipeline], *,
-                   perform: Perform | None = None) -> Callable[[Any, Any], Mapping[str, Any]]:
+def worker_handler(
+    catalog: Registry,
+    environ: Mapping[str, str],
+    clock: Clock,
+    pipelines: Callable[[str], WorkerPipeline] | Mapping[str, WorkerPipeline],
+    *,
+    perform: Perform | None = None,
+) -> Callable[[Any, Any], Mapping[str, Any]]:
     """The Lambda handler of the worker of `catalog`'s queue that `environ` names, its `Worker` built once.
 
     Call it at import time of the handler module (the cold start): it validates the environment
@@ -74,15 +79,18 @@ def worker_handler(catalog: Registry, environ: Mapping[str, str], clock: Clock,
         # by id, so it is counted and dropped rather than raising a KeyError out of the handler.
         batch = split_records(event)
         if batch.malformed:
-            logger.warning("worker_records_dropped",
-                           extra={"count": batch.malformed, "reason": "no messageId, receiptHandle or body"})
+            logger.warning(
+                "worker_records_dropped",
+                extra={"count": batch.malformed, "reason": "no messageId, receiptHandle or body"},
+            )
             metrics.add_metric(name="malformed_records", unit=MetricUnit.Count, value=batch.malformed)
         if not batch.records:
             return {"batchItemFailures": []}  # Powertools refuses an empty batch; there is nothing to report
         result = worker.process(batch.records, context.get_remaining_time_in_millis())
         for tally, count in result.counts.items():
             metrics.add_metric(name=tally.value, unit=MetricUnit.Count, value=count)
-        return process_partial_response(event=batch.event(), record_handler=result.settle, processor=processor,
-                                        context=context)
+        return process_partial_response(
+            event=batch.event(), record_handler=result.settle, processor=processor, context=context
+        )
 
     return handler

@@ -25,9 +25,11 @@ from typing import Any
 from jobfence.registry import Registry
 from jobfence.scheduled import JobDeps
 
-SIMULATOR_MISSING = ("simulate() runs jobfence's fault simulator, `ops.sim`, which ships with the operator tooling "
-                     "(the jobfence-ops distribution, not the jobfence wheel): install the extra jobfence[testing], "
-                     "which requires it (`make dist` builds its wheel into dist/)")
+SIMULATOR_MISSING = (
+    "simulate() runs jobfence's fault simulator, `ops.sim`, which ships with the operator tooling "
+    "(the jobfence-ops distribution, not the jobfence wheel): install the extra jobfence[testing], "
+    "which requires it (`make dist` builds its wheel into dist/)"
+)
 
 
 @dataclass(frozen=True)
@@ -55,16 +57,25 @@ class SimulationReport:
 
     def assert_ok(self) -> SimulationReport:
         """Raise AssertionError naming the failing seeds and their first violations."""
-        lines = [f"seed {f.seed} (faults: {', '.join(f.faults) or 'none'}): {'; '.join(f.violations[:3])}"
-                 for f in self.failures[:5]]
-        assert self.ok, f"{self.job}: {len(self.failures)} of {self.seeds} seeds broke an invariant:\n" + "\n".join(lines)
+        lines = [
+            f"seed {f.seed} (faults: {', '.join(f.faults) or 'none'}): {'; '.join(f.violations[:3])}"
+            for f in self.failures[:5]
+        ]
+        assert self.ok, f"{self.job}: {len(self.failures)} of {self.seeds} seeds broke an invariant:\n" + "\n".join(
+            lines
+        )
         return self
 
 
-def simulate(registry: Registry, job: str, seeds: Iterable[int] = range(20), *,
-             setup: Callable[[JobDeps], None] | None = None,
-             invariant: Callable[[Any], None] | None = None,
-             factory: Callable[[JobDeps], Any] | None = None) -> SimulationReport:
+def simulate(
+    registry: Registry,
+    job: str,
+    seeds: Iterable[int] = range(20),
+    *,
+    setup: Callable[[JobDeps], None] | None = None,
+    invariant: Callable[[Any], None] | None = None,
+    factory: Callable[[JobDeps], Any] | None = None,
+) -> SimulationReport:
     """Run `job` of `registry` under faults for each seed.
 
     `setup(deps)`: the job's data, written before the first tick with the job's
@@ -89,5 +100,7 @@ def simulate(registry: Registry, job: str, seeds: Iterable[int] = range(20), *,
         injected = tuple(sorted(kind.value for kind in report.injected))
         faults.update(injected)
         if not report.ok:
-            failures.append(SeedFailure(seed, tuple(f"invariant {v.number}: {v.text}" for v in report.violations), injected))
+            failures.append(
+                SeedFailure(seed, tuple(f"invariant {v.number}: {v.text}" for v in report.violations), injected)
+            )
     return SimulationReport(job, ran, tuple(failures), frozenset(faults))

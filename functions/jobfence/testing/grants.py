@@ -24,8 +24,13 @@ from botocore.client import BaseClient
 from jobfence.registry import LEASE_ACCESS, LEASES_TABLE, RUN_ACCESS, RUNS_TABLE, access_actions
 from jobfence.testing.tables import created_tables, creating_tables
 
-_TRANSACT_ACTIONS = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem",
-                     "ConditionCheck": "ConditionCheckItem", "Get": "GetItem"}
+_TRANSACT_ACTIONS = {
+    "Put": "PutItem",
+    "Update": "UpdateItem",
+    "Delete": "DeleteItem",
+    "ConditionCheck": "ConditionCheckItem",
+    "Get": "GetItem",
+}
 
 
 def _actions(operation: str, params: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
@@ -47,7 +52,7 @@ def recorded_actions() -> Iterator[set[tuple[str, str]]]:
     lock = threading.Lock()
     original = BaseClient._make_api_call
 
-    def recording(client, operation_name, api_params):
+    def recording(client: Any, operation_name: str, api_params: dict[str, Any]) -> Any:
         if client.meta.service_model.service_name == "dynamodb" and not creating_tables():
             with lock:
                 calls.update(_actions(operation_name, api_params))
@@ -60,7 +65,9 @@ def recorded_actions() -> Iterator[set[tuple[str, str]]]:
         BaseClient._make_api_call = original
 
 
-def ungranted(calls: set[tuple[str, str]], tables: Mapping[str, str], declared: Mapping[str, str]) -> set[tuple[str, str]]:
+def ungranted(
+    calls: set[tuple[str, str]], tables: Mapping[str, str], declared: Mapping[str, str]
+) -> set[tuple[str, str]]:
     """The recorded (logical table, action) pairs that a job declaring `declared` is not granted.
 
     `tables` maps logical names to the physical names the test created.
@@ -70,8 +77,11 @@ def ungranted(calls: set[tuple[str, str]], tables: Mapping[str, str], declared: 
     # only tables that exist can have been called (and reading a lazy catalog's items would create the rest)
     existing = created_tables(tables)
     logical = {physical: name for name, physical in existing.items()}
-    return {(logical.get(table, table), action) for table, action in calls
-            if action not in granted.get(logical.get(table, ""), set())}
+    return {
+        (logical.get(table, table), action)
+        for table, action in calls
+        if action not in granted.get(logical.get(table, ""), set())
+    }
 
 
 @contextlib.contextmanager

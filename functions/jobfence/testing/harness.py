@@ -48,8 +48,17 @@ class RunRow:
     @classmethod
     def from_item(cls, item: Mapping[str, Any]) -> RunRow:
         """The row of a runs-table item (plain values, as `JobHarness.rows` returns them)."""
-        return cls(item["job"], item["run_id"], RunState(item["outcome"]), item.get("trigger", ""), int(item["fence"]),
-                   int(item["started_at"]), item.get("finished_at"), dict(item.get("summary") or {}), item.get("error"))
+        return cls(
+            item["job"],
+            item["run_id"],
+            RunState(item["outcome"]),
+            item.get("trigger", ""),
+            int(item["fence"]),
+            int(item["started_at"]),
+            item.get("finished_at"),
+            dict(item.get("summary") or {}),
+            item.get("error"),
+        )
 
 
 @dataclass(frozen=True)
@@ -76,7 +85,9 @@ class Tick:
             assert self.row is None, f"a {outcome.value} tick wrote a run row: {self.row}"
         else:
             assert self.row is not None, f"a {outcome.value} run has no run row"
-            assert self.row.outcome.value == outcome.value, f"the run row says {self.row.outcome.value}, the tick {outcome.value}"
+            assert self.row.outcome.value == outcome.value, (
+                f"the run row says {self.row.outcome.value}, the tick {outcome.value}"
+            )
         return self
 
     def assert_ran(self, **summary: Any) -> Tick:
@@ -84,7 +95,8 @@ class Tick:
         self.assert_outcome(Outcome.RAN)
         assert self.row is not None  # assert_outcome saw it
         assert dict(self.row.summary) == dict(self.result.summary), (
-            f"the run row's summary {dict(self.row.summary)} is not the tick's {dict(self.result.summary)}")
+            f"the run row's summary {dict(self.row.summary)} is not the tick's {dict(self.result.summary)}"
+        )
         wrong = {k: self.summary.get(k) for k, v in summary.items() if self.summary.get(k) != v}
         assert not wrong, f"summary {dict(self.summary)}: expected {summary}, these differ: {wrong}"
         return self
@@ -151,13 +163,16 @@ class JobHarness:
         unmade = [name for name in self.spec.queues if name not in self.queues]
         if unmade:
             sqs = self.session.client("sqs")
-            self.queues = {**self.queues,
-                           **{name: sqs.create_queue(QueueName=f"jobfence-{name}")["QueueUrl"] for name in unmade}}
+            self.queues = {
+                **self.queues,
+                **{name: sqs.create_queue(QueueName=f"jobfence-{name}")["QueueUrl"] for name in unmade},
+            }
         self.metrics = CountedMetrics()
         self._runs = RunStore(self.dynamodb, self.tables["runs"])
         published: Metrics = self.metrics  # type: ignore[assignment]  # add_metric is all the runner calls
-        self.runner = ScheduledRunner(LeaseStore(self.dynamodb, self.tables["leases"], self.clock), self._runs,
-                                      self.clock, self.logger, published)
+        self.runner = ScheduledRunner(
+            LeaseStore(self.dynamodb, self.tables["leases"], self.clock), self._runs, self.clock, self.logger, published
+        )
 
     def environ(self) -> dict[str, str]:
         """The environment infra gives the job's function: its name, the core tables, its own tables and queues."""

@@ -27,8 +27,9 @@ DEFAULT_REGION = "us-east-1"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addini("jobfence_catalog", f"the catalog Registry as module:NAME (default {DEFAULT_CATALOG})",
-                  default=DEFAULT_CATALOG)
+    parser.addini(
+        "jobfence_catalog", f"the catalog Registry as module:NAME (default {DEFAULT_CATALOG})", default=DEFAULT_CATALOG
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:

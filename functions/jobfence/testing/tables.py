@@ -42,8 +42,9 @@ def table_request(physical: str, spec: TableSpec) -> dict[str, Any]:
     return request
 
 
-def create_tables(client: Any, registry: Registry, names: Iterable[str] | None = None,
-                  suffix: str | None = None) -> dict[str, str]:
+def create_tables(
+    client: Any, registry: Registry, names: Iterable[str] | None = None, suffix: str | None = None
+) -> dict[str, str]:
     """Create the registry's tables (all, or the named ones); return logical -> physical name."""
     wanted = set(names) if names is not None else None
     if wanted is not None and not wanted <= set(registry.tables):

@@ -176,8 +176,11 @@ class TenantGate(ModelStore):
                 condition = part if condition is None else condition & part
             try:
                 m(self.row_key(tenant)).update(
-                    actions=[*(m.holds[h].remove() for h in mine), m.version.add(1),
-                             m.updated_at.set(self._clock.now_ms())],
+                    actions=[
+                        *(m.holds[h].remove() for h in mine),
+                        m.version.add(1),
+                        m.updated_at.set(self._clock.now_ms()),
+                    ],
                     condition=condition,
                 )
             except PynamoDBException as exc:

@@ -34,7 +34,9 @@ SEND_CHUNK = 10  # SendMessageBatch takes at most 10 entries
 ITEMS_PER_TRANSACTION = 100  # TransactWriteItems takes at most 100 actions
 RECLAIM_SHARDS = 64  # the reclaim index's ring: a batch's entries take `shards` consecutive ones from its base
 MAX_SHARDS = 64  # the most item shards a batch uses, and the count of a batch row written before counts were recorded
-KEY_WRITES_PER_S = 500  # the most writes a second a batch may put on one partition key (docs/benchmarks.md, hottest key)
+KEY_WRITES_PER_S = (
+    500  # the most writes a second a batch may put on one partition key (docs/benchmarks.md, hottest key)
+)
 WRITES_PER_ITEM = 3  # writes one item puts on its partition key in a pass: put, claim, outcome (see `shards_for`)
 PEAK_ITEMS_PER_S = 10_000  # the rate a pipeline's fleet is sized for (a batch is worked at most this fast)
 ROLLUP_SHARDS = 8  # a batch's roll-up tallies spread over this many partition keys (docs/benchmarks.md, hottest key)
@@ -151,7 +153,7 @@ class ItemKey:
     shard: int  # the item shard of its row (`shard_of` its id under the batch's recorded count)
 
     @classmethod
-    def of(cls, ref: BatchRef, item_id: str, shards: int) -> "ItemKey":
+    def of(cls, ref: BatchRef, item_id: str, shards: int) -> ItemKey:
         """The key of an item of a batch whose row records `shards` item shards."""
         return cls(ref.tenant, ref.batch_id, item_id, shard_of(item_id, shards))
 
@@ -175,8 +177,10 @@ class ItemKey:
         return cls(tenant, batch_id, item_id, int(shard))
 
     def body(self) -> str:
-        return json.dumps({"tenant": self.tenant, "batch": self.batch_id, "item": self.item_id, "shard": self.shard},
-                          separators=(",", ":"))
+        return json.dumps(
+            {"tenant": self.tenant, "batch": self.batch_id, "item": self.item_id, "shard": self.shard},
+            separators=(",", ":"),
+        )
 
     def log_ids(self) -> dict[str, str]:
         """The keys as log fields (never the payload)."""
@@ -242,8 +246,10 @@ def tolerated_failures(percent: float | None, total: int) -> int | None:
 
 def threshold_error(failed: int, total: int, tolerated: int) -> str:
     """The reason a pending item of a batch past its failure threshold is failed with."""
-    return (f"not attempted: the batch crossed its failure threshold ({failed} of {total} items failed, "
-            f"{tolerated} tolerated); retry-failed reopens it")
+    return (
+        f"not attempted: the batch crossed its failure threshold ({failed} of {total} items failed, "
+        f"{tolerated} tolerated); retry-failed reopens it"
+    )
 
 
 def bounded_error(text: str) -> str:

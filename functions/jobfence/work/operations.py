@@ -48,7 +48,15 @@ class BatchOperations:
         reopened = self._store.reopen_failed(ref, requested_by)
         unsent = self._wakeups[batch.kind].send(reopened.retried) if reopened.retried else []
         result = RetryResult(retried=len(reopened.retried), skipped_quota=reopened.skipped_quota, unsent=len(unsent))
-        self._logger.info("retry_failed", extra={"tenant": ref.tenant, "batch": ref.batch_id,
-                                                   "requested_by": requested_by, "retried": result.retried,
-                                                   "skipped_quota": result.skipped_quota, "unsent": result.unsent})
+        self._logger.info(
+            "retry_failed",
+            extra={
+                "tenant": ref.tenant,
+                "batch": ref.batch_id,
+                "requested_by": requested_by,
+                "retried": result.retried,
+                "skipped_quota": result.skipped_quota,
+                "unsent": result.unsent,
+            },
+        )
         return result

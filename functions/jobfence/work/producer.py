@@ -57,8 +57,13 @@ class Producer:
     it, the batch's pending items are failed and it finalizes `failed_threshold`.
     """
 
-    def __init__(self, store: WorkStore, wakeups: Mapping[str, Wakeups], logger: Logger,
-                 tolerated_failure_pct: Mapping[str, float | None] | None = None) -> None:
+    def __init__(
+        self,
+        store: WorkStore,
+        wakeups: Mapping[str, Wakeups],
+        logger: Logger,
+        tolerated_failure_pct: Mapping[str, float | None] | None = None,
+    ) -> None:
         self._store = store
         self._wakeups = dict(wakeups)
         self._logger = logger
@@ -94,7 +99,7 @@ class Producer:
         sent = 0
         marked = batch.enqueued  # the checkpoint as this call last wrote (or found) it
         for start in range(batch.enqueued, len(items), SEND_CHUNK):
-            chunk = [batch.item_key(i.item_id) for i in items[start:start + SEND_CHUNK]]
+            chunk = [batch.item_key(i.item_id) for i in items[start : start + SEND_CHUNK]]
             failed = self._wakeups[kind].send(chunk)
             if failed:
                 failed = self._wakeups[kind].send(failed)  # one more try for a partial failure
@@ -102,9 +107,13 @@ class Producer:
                 if start > marked:  # what went out before the failure is not sent again by the repeat
                     try:
                         self._store.checkpoint_enqueued(ref, start)
-                    except JobfenceError as exc:  # best effort: the repeat re-sends a few more; the send error is the news
-                        self._logger.warning("checkpointing wake-ups failed", extra={
-                            "tenant": ref.tenant, "batch": ref.batch_id, "reason": safe_error(exc)})
+                    except (
+                        JobfenceError
+                    ) as exc:  # best effort: the repeat re-sends a few more; the send error is the news
+                        self._logger.warning(
+                            "checkpointing wake-ups failed",
+                            extra={"tenant": ref.tenant, "batch": ref.batch_id, "reason": safe_error(exc)},
+                        )
                 raise StoreError(f"{len(failed)} wake-ups of batch {ref} could not be sent; repeat the call to resume")
             sent += len(chunk)
             done = start + len(chunk)
@@ -113,7 +122,13 @@ class Producer:
                 marked = done
         self._logger.info(
             "batch submitted",
-            extra={"tenant": ref.tenant, "batch": ref.batch_id, "kind": kind, "batch_created": created,
-                   "rows_written": written, "enqueued": sent},
+            extra={
+                "tenant": ref.tenant,
+                "batch": ref.batch_id,
+                "kind": kind,
+                "batch_created": created,
+                "rows_written": written,
+                "enqueued": sent,
+            },
         )
         return SubmitResult(ref, created, written, sent)

@@ -75,8 +75,12 @@ class Rollups(ModelStore):
         t = self._model
         row = t(tally_partition(ref, shard_of(tally.writer)), tally.writer)
         newer = t.seq.does_not_exist() | (t.seq < tally.seq)
-        actions = [t.completed.set(tally.completed), t.failed.set(tally.failed), t.seq.set(tally.seq),
-                   t.updated_at.set(store.now_ms())]
+        actions = [
+            t.completed.set(tally.completed),
+            t.failed.set(tally.failed),
+            t.seq.set(tally.seq),
+            t.updated_at.set(store.now_ms()),
+        ]
         try:
             store._update_returning_old(row, actions, newer)
         except Exception as exc:  # noqa: BLE001 - classified below, re-raised as a StoreError
@@ -109,8 +113,9 @@ def batch_view(store: WorkStore, raw: Any) -> BatchRow:
         return row
     completed, failed, rollups, newest = store._rollups.sums(row.ref)
     failed = max(failed + int(raw.swept or 0) - row.reopened, 0)
-    return dataclasses.replace(row, completed=completed, failed=failed, rollups=rollups,
-                               updated_at=max(row.updated_at, newest))
+    return dataclasses.replace(
+        row, completed=completed, failed=failed, rollups=rollups, updated_at=max(row.updated_at, newest)
+    )
 
 
 def recount_and_write(store: WorkStore, ref: BatchRef, seen: BatchRow, heartbeat: bool = False) -> BatchRow | None:
@@ -136,8 +141,9 @@ def recount_and_write(store: WorkStore, ref: BatchRef, seen: BatchRow, heartbeat
     if over and pending:  # past its failure threshold: fail what has not started (a claimed one is left alone)
         assert tolerated is not None  # over implies a threshold
         reason = threshold_error(counts[ItemStatus.FAILED], seen.total, tolerated)
-        swept = sum(store._fail_terminally(key, store._items.status == ItemStatus.PENDING.value, reason)
-                    for key in pending)
+        swept = sum(
+            store._fail_terminally(key, store._items.status == ItemStatus.PENDING.value, reason) for key in pending
+        )
         counts[ItemStatus.PENDING] -= swept
         counts[ItemStatus.FAILED] += swept
     now = store.now_ms()
@@ -149,13 +155,18 @@ def recount_and_write(store: WorkStore, ref: BatchRef, seen: BatchRow, heartbeat
     if swept:
         actions.append(b.swept.add(swept))
     if done:
-        actions += [b.completed.set(counts[ItemStatus.COMPLETED]), b.failed.set(counts[ItemStatus.FAILED]),
-                    b.status.set(final.value), b.finalized_at.set(now), b.open_key.remove()]
+        actions += [
+            b.completed.set(counts[ItemStatus.COMPLETED]),
+            b.failed.set(counts[ItemStatus.FAILED]),
+            b.status.set(final.value),
+            b.finalized_at.set(now),
+            b.open_key.remove(),
+        ]
     if done or heartbeat:
         actions.append(b.updated_at.set(now))
     still_open = b.status == BatchStatus.OPEN.value
-    no_reopen_since = (b.reopened == seen.reopened) if seen.reopened else (
-        b.reopened.does_not_exist() | (b.reopened == 0)
+    no_reopen_since = (
+        (b.reopened == seen.reopened) if seen.reopened else (b.reopened.does_not_exist() | (b.reopened == 0))
     )
     row = b(ref.tenant, ref.batch_id)
     try:

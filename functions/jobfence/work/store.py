@@ -65,6 +65,7 @@ from jobfence.work.keys import (
     shards_for,
 )
 from jobfence.work.rollup import Rollups, batch_view, carry_heartbeat, recount_and_write
+from jobfence.work.schema import _Batch, _Item, batch_row, item_row
 from jobfence.work.sweep import ShardCounts, open_batches, stale_items
 from jobfence.work.transactions import ReopenResult, claim_items, reopen_failed
 
@@ -89,9 +90,13 @@ class WorkStore:
         self._connection = Connection(region=getattr(meta, "region", None), host=getattr(meta, "host", None))
 
     def clients(self) -> list[Any]:
-        """The botocore clients this store sends its requests through (for a meter or a fault injector, not a write)."""
+        """The botocore clients this store sends its requests through (for a meter or a fault injector, never a write)."""
         models = (self._items, self._batches)
-        return [m._get_connection().connection.client for m in models] + self._rollups.clients() + [self._connection.client]
+        return (
+            [m._get_connection().connection.client for m in models]
+            + self._rollups.clients()
+            + [self._connection.client]
+        )
 
     def transaction(self, token: str | None = None) -> TransactWrite:
         """A TransactWriteItems; `token` (ClientRequestToken) makes botocore's re-send of it idempotent."""
@@ -115,8 +120,9 @@ class WorkStore:
 
     # -- producer side ------------------------------------------------------------------------
 
-    def open_batch(self, ref: BatchRef, kind: str, total: int, created_by: str,
-                   tolerated_failures: int | None = None) -> tuple[BatchRow, bool]:
+    def open_batch(
+        self, ref: BatchRef, kind: str, total: int, created_by: str, tolerated_failures: int | None = None
+    ) -> tuple[BatchRow, bool]:
         """Create the batch row (with the failed items it tolerates), or return the existing one. True if created now.
 
         The row records the batch's item-shard count (`shards_for` its size)
@@ -186,7 +192,7 @@ class WorkStore:
         left: int | None = None  # units the tenant has left (None: not known yet, try all)
         per_tx = ITEMS_PER_TRANSACTION - 1  # and the quota row's reservation
         for start in range(0, len(items), per_tx):
-            chunk = list(items[start:start + per_tx])
+            chunk = list(items[start : start + per_tx])
             for _ in range(CLAIM_ROUNDS):
                 if not chunk:
                     break
@@ -194,15 +200,21 @@ class WorkStore:
                 try:
                     with self.transaction(uuid.uuid4().hex) as tx:
                         for i, (seq, item) in enumerate(chunk):
-                            tx.save(self._new_item(ItemKey.of(ref, item.item_id, shards), kind, seq, item, now,
-                                                   reserved=i < reserve), condition=absent)
+                            tx.save(
+                                self._new_item(
+                                    ItemKey.of(ref, item.item_id, shards), kind, seq, item, now, reserved=i < reserve
+                                ),
+                                condition=absent,
+                            )
                         if reserve:
                             self.quota.reserve_in(tx, ref.tenant, reserve, now)
                 except PynamoDBException as exc:
                     error_kind = classify(exc)
                     if error_kind is ErrorKind.TRANSACTION_CANCELED:
                         reasons = cancellation_reasons(exc)
-                        exist = {i for i, r in enumerate(reasons[:len(chunk)]) if r.get("Code") == REASON_CONDITION_FAILED}
+                        exist = {
+                            i for i, r in enumerate(reasons[: len(chunk)]) if r.get("Code") == REASON_CONDITION_FAILED
+                        }
                         quota = reasons[len(chunk)] if reserve and len(reasons) > len(chunk) else {}
                         if quota.get("Code") == REASON_CONDITION_FAILED:
                             left = available_in(quota.get("Item"))
@@ -291,7 +303,7 @@ class WorkStore:
         return sorted(rows, key=lambda r: r.seq)
 
     def all_item_rows(self) -> list[ItemRow]:
-        """Every item row of the table, of every batch (a strongly consistent scan: small tables, tests, checks)."""
+        """Every item row of the table, of every batch (a strongly consistent scan: small tables, tests and checks only)."""
         with aws_call("scanning the items"):
             return [item_row(r) for r in self._items.scan(consistent_read=True)]
 
@@ -431,8 +443,9 @@ class WorkStore:
         self._rollups.write(self, ref, tally)
         return self.batch(ref)
 
-    def finalize(self, ref: BatchRef, seen: BatchRow | None = None, heartbeat: bool = False,
-                 stale_before: int | None = None) -> BatchRow | None:
+    def finalize(
+        self, ref: BatchRef, seen: BatchRow | None = None, heartbeat: bool = False, stale_before: int | None = None
+    ) -> BatchRow | None:
         """Recount the item rows and finalize the batch when they number `total` and none is live.
 
         Idempotent; the counters written are the recount's, never tallies.
@@ -456,7 +469,12 @@ class WorkStore:
         return open_batches(self, kind)
 
     def stale_items(
-        self, kind: str, status: ItemStatus, cutoff: int, limit: int, shards: Sequence[int],
+        self,
+        kind: str,
+        status: ItemStatus,
+        cutoff: int,
+        limit: int,
+        shards: Sequence[int],
         cursor: tuple[int, Any] | None = None,
     ) -> tuple[list[tuple[ItemKey, int]], tuple[int, Any] | None]:
         """One page of stale live items in the given reclaim-index shards (see `sweep.stale_items`)."""
@@ -466,8 +484,9 @@ class WorkStore:
         """The row is exactly as the reclaimer's index read saw it."""
         return (self._items.status == status.value) & (self._items.updated_at == seen_updated_at)
 
-    def requeue_stale(self, key: ItemKey, kind: str, status: ItemStatus, seen_updated_at: int, attempts_cap: int,
-                      error: str) -> StaleVerdict:
+    def requeue_stale(
+        self, key: ItemKey, kind: str, status: ItemStatus, seen_updated_at: int, attempts_cap: int, error: str
+    ) -> StaleVerdict:
         """Move a stale live item on to pending, or say it is at the cap or has changed.
 
         The condition re-checks status, `updated_at` and attempts, so an item
@@ -492,7 +511,9 @@ class WorkStore:
             if classify(exc) is not ErrorKind.CONDITION_FAILED:
                 raise_store_error(exc, "reclaiming an item")
             image = old_image(exc) or {}
-        as_seen = _s(image, "status") == status.value and int((image.get("updated_at") or {}).get("N", -1)) == seen_updated_at
+        as_seen = (
+            _s(image, "status") == status.value and int((image.get("updated_at") or {}).get("N", -1)) == seen_updated_at
+        )
         if as_seen and int((image.get("attempts") or {}).get("N", 0)) >= attempts_cap:
             return StaleVerdict.CAPPED
         return StaleVerdict.CHANGED

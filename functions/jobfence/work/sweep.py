@@ -15,7 +15,8 @@ minutes younger than any stale limit, and the next sweep sees it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from jobfence.dynamo import aws_call
 from jobfence.work.keys import (
@@ -52,7 +53,7 @@ class ShardCounts:
         self._counts[ref] = shards
 
 
-def open_batches(store: "WorkStore", kind: str) -> OpenBatches:
+def open_batches(store: WorkStore, kind: str) -> OpenBatches:
     """The pipeline's open batches (oldest heartbeat first) and the reclaim-index shards they use.
 
     One Query of the open index (keys only); then, for the batches whose
@@ -76,12 +77,13 @@ def open_batches(store: "WorkStore", kind: str) -> OpenBatches:
     for start in range(0, len(unknown), BATCH_GET_KEYS):
         if len(shards) == RECLAIM_SHARDS:
             break
-        chunk = unknown[start:start + BATCH_GET_KEYS]
+        chunk = unknown[start : start + BATCH_GET_KEYS]
         with aws_call(f"reading the shard counts of open {kind} batches"):
             got = {
                 BatchRef(r.tenant, r.batch_id): int(r.shards) if r.shards is not None else MAX_SHARDS
-                for r in batches.batch_get([(ref.tenant, ref.batch_id) for ref in chunk],
-                                           attributes_to_get=["tenant", "batch_id", "shards"])
+                for r in batches.batch_get(
+                    [(ref.tenant, ref.batch_id) for ref in chunk], attributes_to_get=["tenant", "batch_id", "shards"]
+                )
             }
         for ref in chunk:
             count = got.get(ref, MAX_SHARDS)  # a row not returned (gone meanwhile): assume the most
@@ -92,7 +94,12 @@ def open_batches(store: "WorkStore", kind: str) -> OpenBatches:
 
 
 def stale_items(
-    store: "WorkStore", kind: str, status: ItemStatus, cutoff: int, limit: int, shards: Sequence[int],
+    store: WorkStore,
+    kind: str,
+    status: ItemStatus,
+    cutoff: int,
+    limit: int,
+    shards: Sequence[int],
     cursor: tuple[int, Any] | None = None,
 ) -> tuple[list[tuple[ItemKey, int]], tuple[int, Any] | None]:
     """One page: up to `limit` (key, updated_at) of live items with `updated_at < cutoff` in `shards`.

@@ -113,7 +113,9 @@ class _ClaimPlan:
             actions += [m.quota.set(QuotaHold.RESERVED.value), m.quota_reservations.add(1)]
         target = m(key.partition, key.item_id)
         self.ops.append(
-            _ClaimOp(key, None, lambda tx: tx.update(target, actions=actions, condition=condition, return_values="ALL_OLD"))
+            _ClaimOp(
+                key, None, lambda tx: tx.update(target, actions=actions, condition=condition, return_values="ALL_OLD")
+            )
         )
         self.results[key] = Claim(
             key,
@@ -138,7 +140,9 @@ class _ClaimPlan:
         ]
         target = m(key.partition, key.item_id)
         self.ops.append(
-            _ClaimOp(key, None, lambda tx: tx.update(target, actions=actions, condition=condition, return_values="ALL_OLD"))
+            _ClaimOp(
+                key, None, lambda tx: tx.update(target, actions=actions, condition=condition, return_values="ALL_OLD")
+            )
         )
         self.results[key] = Claim(key, ClaimState.QUOTA_EXHAUSTED, reason="quota exhausted")
 
@@ -238,7 +242,7 @@ def _plan_claims(
     for tenant, wanted in wanting.items():
         left = quota_left.get(tenant)
         granted = wanted if left is None else wanted[: max(left, 0)]
-        for key in wanted[len(granted):]:
+        for key in wanted[len(granted) :]:
             plan.exhaust(store, key, rows[key], now=now)
         if granted:
             plan.reserve(store, tenant, len(granted), now)
@@ -248,7 +252,10 @@ def _plan_claims(
 
 
 def _read_refusals(
-    store: WorkStore, reasons: list[dict[str, Any]], plan: _ClaimPlan, rows: dict[ItemKey, Any],
+    store: WorkStore,
+    reasons: list[dict[str, Any]],
+    plan: _ClaimPlan,
+    rows: dict[ItemKey, Any],
     quota_left: dict[str, int | None],
 ) -> None:
     for op, reason in zip(plan.ops, reasons, strict=False):  # a reply may carry no reasons
@@ -264,7 +271,7 @@ def _read_refusals(
             rows[op.key] = store._items.from_raw_data(image)
 
 
-def reopen_failed(store: "WorkStore", batch: BatchRow, requested_by: str, chunk: int = 48) -> ReopenResult:
+def reopen_failed(store: WorkStore, batch: BatchRow, requested_by: str, chunk: int = 48) -> ReopenResult:
     """Reset failed items to pending with a fresh attempts budget, re-reserving their quota.
 
     Per chunk: one transaction with the tenant's quota reservation, the batch
@@ -278,13 +285,16 @@ def reopen_failed(store: "WorkStore", batch: BatchRow, requested_by: str, chunk:
     m = store._items
     ref, kind = batch.ref, batch.kind
     with aws_call(f"reading the failed items of batch {ref}"):
-        failed = [m.get(r.key.partition, r.item_id, consistent_read=True)
-                  for r in store.item_rows(ref, batch.shards) if r.status is ItemStatus.FAILED]
+        failed = [
+            m.get(r.key.partition, r.item_id, consistent_read=True)
+            for r in store.item_rows(ref, batch.shards)
+            if r.status is ItemStatus.FAILED
+        ]
     retried: list[ItemKey] = []
     skipped = 0
     for start in range(0, len(failed), chunk):
-        part = failed[start:start + chunk]
-        nonce, now = "", 0  # a new nonce (and time) per plan; a re-send after a transient error keeps both
+        part = failed[start : start + chunk]
+        now, nonce = 0, ""  # a new nonce (and time) per plan; a re-send after a transient error keeps both
         for _ in range(CLAIM_ROUNDS):
             if not part:
                 break
@@ -304,7 +314,9 @@ def reopen_failed(store: "WorkStore", batch: BatchRow, requested_by: str, chunk:
                                 m.status.set(ItemStatus.PENDING.value),
                                 m.attempts.set(0),
                                 m.updated_at.set(now),
-                                m.error.set(bounded_error(f"retry requested by {requested_by}; last error: {row.error}")),
+                                m.error.set(
+                                    bounded_error(f"retry requested by {requested_by}; last error: {row.error}")
+                                ),
                                 m.quota.set(QuotaHold.RESERVED.value),
                                 m.quota_reservations.add(1),
                                 m.claim_token.set(nonce),
@@ -326,7 +338,9 @@ def reopen_failed(store: "WorkStore", batch: BatchRow, requested_by: str, chunk:
                     retried += [ItemKey.of_row(row.batch_key, row.item_id) for row in part]
                     break
                 changed = {
-                    row.item_id for row, reason in zip(part, item_reasons, strict=False) if reason.get("Code") == REASON_CONDITION_FAILED
+                    row.item_id
+                    for row, reason in zip(part, item_reasons, strict=False)
+                    if reason.get("Code") == REASON_CONDITION_FAILED
                 }
                 part = [row for row in part if row.item_id not in changed]
                 quota_reason = reasons[0] if reasons else {}

@@ -201,8 +201,14 @@ class Worker:
                 if key in unsent:  # a redelivery of this very message tries again
                     self._reject(rnd, rnd.message_of[key], "deferred wake-up could not be sent", "wake_error", key)
                 else:
-                    self._ack(rnd, rnd.message_of[key], key, "deferred: the tenant is at its in-flight cap",
-                              Tally.DEFERRED, log=False)
+                    self._ack(
+                        rnd,
+                        rnd.message_of[key],
+                        key,
+                        "deferred: the tenant is at its in-flight cap",
+                        Tally.DEFERRED,
+                        log=False,
+                    )
         return list(admission.admitted)
 
     def _release(self, keys: list[ItemKey], owner: str) -> None:
@@ -263,8 +269,13 @@ class Worker:
             else:
                 if self._store.release(claim, self.kind, detail):
                     rnd.retry.append(claim)
-                    self._ack(rnd, message_id, claim.key, f"attempt {claim.attempts} failed, will retry: {detail}",
-                              Tally.RETRIED)
+                    self._ack(
+                        rnd,
+                        message_id,
+                        claim.key,
+                        f"attempt {claim.attempts} failed, will retry: {detail}",
+                        Tally.RETRIED,
+                    )
                     return
         except JobfenceError as exc:
             # the row still says running: reclaim picks it up after item-stale
@@ -286,8 +297,11 @@ class Worker:
         try:
             row = self._store.rollup(ref, self._tallies.add(ref, delta))
             result.count(Tally.ROLLUPS)
-            if row is not None and row.status is BatchStatus.OPEN and (
-                    row.completed + row.failed >= row.total or row.over_threshold):
+            if (
+                row is not None
+                and row.status is BatchStatus.OPEN
+                and (row.completed + row.failed >= row.total or row.over_threshold)
+            ):
                 # maybe done, or the batch crossed its failure threshold (the recount decides and fails its
                 # pending items): recount
                 row = self._store.finalize(ref, seen=row)
@@ -295,8 +309,9 @@ class Worker:
                 self._tallies.forget(ref)
         except JobfenceError as exc:
             # counters are only a hint: the reclaimer finalizes a quiet batch from its rows
-            self._logger.warning("roll-up failed", extra={"tenant": ref.tenant, "batch": ref.batch_id,
-                                                          "reason": safe_error(exc)})
+            self._logger.warning(
+                "roll-up failed", extra={"tenant": ref.tenant, "batch": ref.batch_id, "reason": safe_error(exc)}
+            )
 
     # -- message outcomes ---------------------------------------------------------------------
 
@@ -310,8 +325,10 @@ class Worker:
         """`why` names the refusal in the log line (malformed, claim_error, not_found, ...)."""
         rnd.result.outcomes[message_id] = MessageOutcome(False, reason)
         rnd.result.count(Tally.MESSAGE_FAILURES)
-        self._logger.warning("message failed", extra={"outcome": why, "reason": reason, "message_id": message_id,
-                                                       **(key.log_ids() if key else {})})
+        self._logger.warning(
+            "message failed",
+            extra={"outcome": why, "reason": reason, "message_id": message_id, **(key.log_ids() if key else {})},
+        )
 
 
 def _as_completed(futures: Iterable[Future[str]], timeout_s: float) -> Iterator[Future[str]]:

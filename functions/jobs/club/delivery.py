@@ -85,8 +85,15 @@ def claim_token(receipt_handle: str) -> str:
 class DiscordDelivery:
     """Delivers one notification-queue record to Discord: at most once per nonce while the worker lives."""
 
-    def __init__(self, verifier: Verifier, nonces: NonceStore, discord: Discord, visibility: Visibility,
-                 logger: Logger, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        verifier: Verifier,
+        nonces: NonceStore,
+        discord: Discord,
+        visibility: Visibility,
+        logger: Logger,
+        metrics: Metrics,
+    ) -> None:
         self._verifier = verifier
         self._nonces = nonces
         self._discord = discord
@@ -149,8 +156,14 @@ class DiscordDelivery:
 
     def dropped(self, count: int) -> None:
         """Records without a message id or body (a hand-made event): logged and counted as rejected."""
-        self._logger.warning("discord_event", extra={"outcome": "rejected", "reason": "malformed",
-                                                     "detail": f"{count} record(s) without messageId or body"})
+        self._logger.warning(
+            "discord_event",
+            extra={
+                "outcome": "rejected",
+                "reason": "malformed",
+                "detail": f"{count} record(s) without messageId or body",
+            },
+        )
         self._metrics.add_metric(name="discord_rejected", unit=MetricUnit.Count, value=count)
 
     def _observe(self, outcome: str, **fields: Any) -> None:

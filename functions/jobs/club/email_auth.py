@@ -38,6 +38,7 @@ class MailVerdicts:
     @classmethod
     def from_ses_receipt(cls, receipt: Mapping[str, Any]) -> MailVerdicts:
         """From the `receipt` object of an SES receipt-rule event (`Records[].ses.receipt`)."""
+
         def status(field: str) -> str:
             verdict = receipt.get(field) if isinstance(receipt, Mapping) else None
             value = verdict.get("status") if isinstance(verdict, Mapping) else None

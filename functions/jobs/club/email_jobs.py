@@ -38,8 +38,9 @@ def backoff_ms(attempts: int) -> int:
     return min(BACKOFF_BASE_MS * 2 ** max(attempts - 1, 0), BACKOFF_MAX_MS)
 
 
-def retry_email_intake(intake: EmailIntakeStore, receipts: ReceiptStore, senders: SenderAllowlist,
-                       ctx: RunContext) -> Iterator[dict[str, Any]]:
+def retry_email_intake(
+    intake: EmailIntakeStore, receipts: ReceiptStore, senders: SenderAllowlist, ctx: RunContext
+) -> Iterator[dict[str, Any]]:
     """Deliver due authentic intake records; quarantine the rest; back off failures; dead at the cap."""
     for _ in range(MAX_BATCHES):
         now = ctx.now_ms()
@@ -64,8 +65,10 @@ def retry_email_intake(intake: EmailIntakeStore, receipts: ReceiptStore, senders
                 else:
                     outcome, ops = "retried", [intake.retry_op(row, str(exc), now + backoff_ms(attempts), now)]
             else:
-                outcome, ops = "delivered", [receipts.record_op(receipt, intake_id),
-                                             intake.delivered_op(row, receipt.receipt_id, now)]
+                outcome, ops = (
+                    "delivered",
+                    [receipts.record_op(receipt, intake_id), intake.delivered_op(row, receipt.receipt_id, now)],
+                )
             counts[outcome if commit_plain(ctx, ops) else "skipped"] += 1
         yield counts
         if len(ids) < BATCH or counts["skipped"] == len(ids):

@@ -43,8 +43,12 @@ def send_equipment_reminders(
         if loan is None or loan.returned_at is not None:
             op = reminders.finish_op(reminder_id, ReminderState.CANCELLED, ctx.run_id)
             return "cancelled" if changes.commit(ctx, [op]) else None  # another run cancelled it
-        event = Event.build(EventType.DIRECT_NOTIFICATION, nonce_for(ctx.job, reminder_id),
-                            user_id=row.recipient_user_id, content=reminder_text(row.recipient_kind, loan))
+        event = Event.build(
+            EventType.DIRECT_NOTIFICATION,
+            nonce_for(ctx.job, reminder_id),
+            user_id=row.recipient_user_id,
+            content=reminder_text(row.recipient_kind, loan),
+        )
         if changes.commit(ctx, [reminders.finish_op(reminder_id, ReminderState.SENT, ctx.run_id)], [event]):
             return "claimed"
         return "skipped"  # claimed by another run first: that run sends it, we never do

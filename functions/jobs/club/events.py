@@ -186,8 +186,16 @@ class Signer:
         issued_at = self._clock.now_ms()
         payload = event.payload.model_dump()
         signature = key.sign(canonical(event.type.value, event.nonce, issued_at, payload, key.kid))
-        return json.dumps({"type": event.type.value, "nonce": event.nonce, "issued_at": issued_at,
-                           "payload": payload, "kid": key.kid, "signature": signature})
+        return json.dumps(
+            {
+                "type": event.type.value,
+                "nonce": event.nonce,
+                "issued_at": issued_at,
+                "payload": payload,
+                "kid": key.kid,
+                "signature": signature,
+            }
+        )
 
 
 def _parse(body: Any) -> dict[str, Any]:
@@ -219,8 +227,15 @@ class Verifier:
         """The verified event, or `EventRejected` (malformed, forged or stale)."""
         data = _parse(body)
         type_, nonce, issued_at, payload, kid, signature = (data[k] for k in FIELDS)
-        if not (isinstance(type_, str) and isinstance(nonce, str) and isinstance(signature, str) and isinstance(kid, str)
-                and isinstance(issued_at, int) and not isinstance(issued_at, bool) and isinstance(payload, dict)):
+        if not (
+            isinstance(type_, str)
+            and isinstance(nonce, str)
+            and isinstance(signature, str)
+            and isinstance(kid, str)
+            and isinstance(issued_at, int)
+            and not isinstance(issued_at, bool)
+            and isinstance(payload, dict)
+        ):
             raise EventRejected(RejectReason.MALFORMED, "a field has the wrong JSON type")
         key = self._keys.find(kid)
         if key is None:
@@ -233,7 +248,9 @@ class Verifier:
             raise EventRejected(RejectReason.FORGED, "signature does not match")
         now = self._clock.now_ms()
         if issued_at < now - self._max_age or issued_at > now + MAX_SKEW_MS:
-            raise EventRejected(RejectReason.STALE, f"issued {now - issued_at} ms ago; accepted window is {self._max_age} ms")
+            raise EventRejected(
+                RejectReason.STALE, f"issued {now - issued_at} ms ago; accepted window is {self._max_age} ms"
+            )
         try:
             event = Event.build(EventType(type_), nonce, **payload)
         except (InvalidEvent, ValueError) as exc:
@@ -243,6 +260,8 @@ class Verifier:
 
 def _describe(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
-        return "; ".join(f"{bounded('.'.join(str(p) for p in e['loc']), 64) or 'payload'}: {bounded(e['msg'], 120)}"
-                         for e in exc.errors()[:5])
+        return "; ".join(
+            f"{bounded('.'.join(str(p) for p in e['loc']), 64) or 'payload'}: {bounded(e['msg'], 120)}"
+            for e in exc.errors()[:5]
+        )
     return bounded(str(exc), 200)

@@ -29,8 +29,13 @@ def expire_photographer_requests(
         row = requests.get(request_id)
         if row is None or row.status != RequestStatus.OPEN.value or int(row.expires_at) > now:
             return "skipped"
-        event = Event.build(EventType.MESSAGE_EDIT, nonce_for(ctx.job, request_id), channel_id=row.channel_id,
-                            message_id=row.message_id, content=f"~~{row.title}~~\nThis request has expired.")
+        event = Event.build(
+            EventType.MESSAGE_EDIT,
+            nonce_for(ctx.job, request_id),
+            channel_id=row.channel_id,
+            message_id=row.message_id,
+            content=f"~~{row.title}~~\nThis request has expired.",
+        )
         return "expired" if changes.commit(ctx, [requests.expire_op(request_id, now)], [event]) else "skipped"
 
     return sweep(changes, ctx, requests.expirable, handle, ("expired", "skipped"), ("expired",), BATCH, MAX_BATCHES)

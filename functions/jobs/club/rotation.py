@@ -61,8 +61,9 @@ class SigningRotation:
         for step in Step:
             self.run(step, token)
         # Secrets Manager drops AWSPENDING itself after a scheduled rotation; here nobody else would.
-        self._call("update_secret_version_stage", SecretId=self.signing_secret, VersionStage=PENDING,
-                   RemoveFromVersionId=token)
+        self._call(
+            "update_secret_version_stage", SecretId=self.signing_secret, VersionStage=PENDING, RemoveFromVersionId=token
+        )
         return self._pending_key(token, stage=None).kid
 
     def run(self, step: Step, token: str) -> None:
@@ -71,8 +72,12 @@ class SigningRotation:
             self._create(token)
         elif step is Step.SET:
             public = self._pending_key(token).private.public_key().public_bytes_raw()
-            self._call("put_secret_value", SecretId=self.verify_secret, ClientRequestToken=token,
-                       SecretString=base64.b64encode(public).decode())
+            self._call(
+                "put_secret_value",
+                SecretId=self.verify_secret,
+                ClientRequestToken=token,
+                SecretString=base64.b64encode(public).decode(),
+            )
         elif step is Step.TEST:
             key = self._pending_key(token)
             current = VerifyKey.from_secret(self._value(self.verify_secret, stage=CURRENT))
@@ -99,8 +104,13 @@ class SigningRotation:
             return  # a retry: the pending key exists already
         except _Missing:
             pass
-        self._call("put_secret_value", SecretId=self.signing_secret, ClientRequestToken=token,
-                   SecretString=new_key_pair().signing_value, VersionStages=[PENDING])
+        self._call(
+            "put_secret_value",
+            SecretId=self.signing_secret,
+            ClientRequestToken=token,
+            SecretString=new_key_pair().signing_value,
+            VersionStages=[PENDING],
+        )
 
     def _finish(self, token: str) -> None:
         versions = self._call("describe_secret", SecretId=self.signing_secret).get("VersionIdsToStages", {})
@@ -108,8 +118,13 @@ class SigningRotation:
         if current == token:
             return
         kwargs = {"RemoveFromVersionId": current} if current is not None else {}
-        self._call("update_secret_version_stage", SecretId=self.signing_secret, VersionStage=CURRENT,
-                   MoveToVersionId=token, **kwargs)
+        self._call(
+            "update_secret_version_stage",
+            SecretId=self.signing_secret,
+            VersionStage=CURRENT,
+            MoveToVersionId=token,
+            **kwargs,
+        )
 
     def _pending_key(self, token: str, stage: str | None = PENDING) -> SigningKey:
         return SigningKey.from_secret(self._value(self.signing_secret, stage=stage, version=token))
@@ -129,7 +144,9 @@ class SigningRotation:
             code = error_code(exc)
             if code == NOT_FOUND:
                 raise _Missing(f"{operation} on {kwargs.get('SecretId', '?')[:128]!r}: not found") from None
-            raise StoreError(f"{operation} on {kwargs.get('SecretId', '?')[:128]!r} failed: {code}", classify(exc)) from None
+            raise StoreError(
+                f"{operation} on {kwargs.get('SecretId', '?')[:128]!r} failed: {code}", classify(exc)
+            ) from None
 
 
 class _Missing(StoreError):

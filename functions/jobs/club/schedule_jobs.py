@@ -27,7 +27,11 @@ def _when(epoch_ms: int) -> str:
 
 
 def publish_board(
-    boards: BoardStore, changes: ChangeLog, ctx: RunContext, board_id: str, content: str,
+    boards: BoardStore,
+    changes: ChangeLog,
+    ctx: RunContext,
+    board_id: str,
+    content: str,
     totals: Mapping[str, Any] | None = None,
 ) -> str:
     """Edit a board's message when its content changed; return what happened."""
@@ -37,8 +41,9 @@ def publish_board(
     if board.content_hash == content_hash(content):
         return "unchanged"
     nonce = nonce_for(ctx.job, board_id, int(board.version) + 1)
-    event = Event.build(EventType.MESSAGE_EDIT, nonce, channel_id=board.channel_id, message_id=board.message_id,
-                        content=content)
+    event = Event.build(
+        EventType.MESSAGE_EDIT, nonce, channel_id=board.channel_id, message_id=board.message_id, content=content
+    )
     return "published" if changes.commit(ctx, [boards.publish_op(board, content, totals)], [event]) else "conflict"
 
 
@@ -59,7 +64,9 @@ def sweep_darkroom_schedule(
     sent = changes.flush(ctx)
     for _ in range(MAX_BATCHES):
         due = schedule.started(DARKROOM, ctx.now_ms(), (DarkroomChange.PENDING.value,), BATCH)
-        applied = sum(1 for row in due if commit_plain(ctx, [schedule.transition_op(row, DarkroomChange.APPLIED.value)]))
+        applied = sum(
+            1 for row in due if commit_plain(ctx, [schedule.transition_op(row, DarkroomChange.APPLIED.value)])
+        )
         yield {"applied": applied, "skipped": len(due) - applied}
         if len(due) < BATCH or applied == 0:
             break
@@ -85,8 +92,14 @@ def sweep_studio_schedule(
             events = []
             if board is not None:
                 text = f"Studio: {row.label} {'has ended' if ended else 'is on now'} ({_when(int(row.starts_at))})"
-                events.append(Event.build(EventType.MESSAGE_POST, nonce_for(ctx.job, row.entry_key, target.value),
-                                          channel_id=board.channel_id, content=text))
+                events.append(
+                    Event.build(
+                        EventType.MESSAGE_POST,
+                        nonce_for(ctx.job, row.entry_key, target.value),
+                        channel_id=board.channel_id,
+                        content=text,
+                    )
+                )
             if changes.commit(ctx, [schedule.transition_op(row, target.value)], events):
                 moved += 1
             else:
@@ -116,8 +129,10 @@ def sync_darkroom_stats(
         if read % STATS_PAGE == 0:
             yield {"read": STATS_PAGE}  # a checkpoint: the runner renews the lease before the next page
     totals = {"sessions": sessions, "hours": round(hours, 2), "members": len(members)}
-    content = (f"**Darkroom stats**\nSessions: {totals['sessions']}\nHours booked: {totals['hours']:g}\n"
-               f"Members: {totals['members']}")
+    content = (
+        f"**Darkroom stats**\nSessions: {totals['sessions']}\nHours booked: {totals['hours']:g}\n"
+        f"Members: {totals['members']}"
+    )
     board = publish_board(boards, changes, ctx, DARKROOM_STATS, content, totals)
     yield {"read": read % STATS_PAGE, "board": board, "events": sent + changes.flush(ctx)}
 

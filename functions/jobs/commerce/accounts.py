@@ -108,13 +108,17 @@ class AccountStore(ModelStore):
         found = self._model.batch_get(ids, attributes_to_get=["account_id", "status"])
         return {row.account_id: row.status for row in each_row(found, "reading account statuses")}
 
-    def request_operation(self, account_id: str, operation_id: str, kind: OperationKind, new_email: str | None = None) -> None:
+    def request_operation(
+        self, account_id: str, operation_id: str, kind: OperationKind, new_email: str | None = None
+    ) -> None:
         """The API records a pending operation (deletion also moves the account to deletion_pending)."""
         model = self._model
         now = self._clock.now_ms()
         actions = [
             model.pending_operation.set(
-                _PendingOperation(operation_id=operation_id, kind=kind.value, new_email=new_email, requested_at=now, attempts=0)
+                _PendingOperation(
+                    operation_id=operation_id, kind=kind.value, new_email=new_email, requested_at=now, attempts=0
+                )
             ),
             model.updated_at.set(now),
         ]
@@ -122,7 +126,8 @@ class AccountStore(ModelStore):
             actions.append(model.status.set(AccountStatus.DELETION_PENDING.value))
         with aws_call(f"requesting an operation on account {account_id}"):
             model(account_id).update(
-                actions=actions, condition=model.status.is_in(AccountStatus.ACTIVE.value, AccountStatus.DELETION_PENDING.value)
+                actions=actions,
+                condition=model.status.is_in(AccountStatus.ACTIVE.value, AccountStatus.DELETION_PENDING.value),
             )
 
     def note_attempt(self, account_id: str, operation_id: str, attempts_read: int) -> None:
@@ -137,18 +142,25 @@ class AccountStore(ModelStore):
         refused = update_or_refusal(
             model(account_id),
             [model.pending_operation.attempts.set(attempts_read + 1)],
-            (model.pending_operation.operation_id == operation_id) & (model.pending_operation.attempts == attempts_read),
+            (model.pending_operation.operation_id == operation_id)
+            & (model.pending_operation.attempts == attempts_read),
             f"counting an attempt on account {account_id}",
         )
         pending = (refused or {}).get("pending_operation") or {}
-        if refused is not None and not (pending.get("operation_id") == operation_id and int(pending.get("attempts", 0)) > attempts_read):
+        if refused is not None and not (
+            pending.get("operation_id") == operation_id and int(pending.get("attempts", 0)) > attempts_read
+        ):
             raise AccountOperationGone(f"account {account_id}: the pending operation is no longer the one requested")
 
     def complete_email_change(self, account_id: str, operation_id: str, new_email: str) -> None:
         model = self._model
         try:
             model(account_id).update(
-                actions=[model.email.set(new_email), model.pending_operation.remove(), model.updated_at.set(self._clock.now_ms())],
+                actions=[
+                    model.email.set(new_email),
+                    model.pending_operation.remove(),
+                    model.updated_at.set(self._clock.now_ms()),
+                ],
                 condition=model.pending_operation.operation_id == operation_id,
             )
         except UpdateError as exc:
@@ -177,8 +189,10 @@ class AccountStore(ModelStore):
 
     def recovery_due(self, limit: int, after: dict[str, Any] | None = None) -> tuple[list[str], dict[str, Any] | None]:
         """Up to `limit` deleted accounts with open recovery, and a cursor for the next page."""
-        found, cursor = one_page(self._model.by_recovery.query(RECOVERY_DUE, limit=limit, last_evaluated_key=after),
-                                 "querying accounts due for recovery")
+        found, cursor = one_page(
+            self._model.by_recovery.query(RECOVERY_DUE, limit=limit, last_evaluated_key=after),
+            "querying accounts due for recovery",
+        )
         return [row.account_id for row in found], cursor
 
     def clear_recovery(self, account_id: str) -> bool:

@@ -96,5 +96,7 @@ class AgentInvitationStore(ModelStore):
                 deleted += 1
             except DeleteError as exc:
                 if classify(exc) is not ErrorKind.CONDITION_FAILED:
-                    raise StoreError(f"deleting invitation {row.invitation_id} failed: {error_code(exc)}", classify(exc)) from exc
+                    raise StoreError(
+                        f"deleting invitation {row.invitation_id} failed: {error_code(exc)}", classify(exc)
+                    ) from exc
         return deleted, len(rows)

@@ -51,8 +51,12 @@ from jobs.commerce.catalog import DEFERRED_BY_STATUS_UPDATED as BY_STATUS_UPDATE
 class DeferredStatus(str, enum.Enum):
     """Lifecycle of a deferred intent."""
 
-    DEFERRED = "deferred"  # checkout approved it uncaptured; the buyer's final capture or the safety net's claim moves it on
-    CAPTURING = "capturing"  # the safety net claimed it (amount frozen); the safety net settles it, this tick or a later one
+    DEFERRED = (
+        "deferred"  # checkout approved it uncaptured; the buyer's final capture or the safety net's claim moves it on
+    )
+    CAPTURING = (
+        "capturing"  # the safety net claimed it (amount frozen); the safety net settles it, this tick or a later one
+    )
     CAPTURED = "captured"  # terminal: captured by the buyer's path or the safety net (captured_by says which)
     CAPTURE_FAILED = "capture_failed"  # terminal: the provider refused the capture for good; operators follow up
 
@@ -96,7 +100,14 @@ class DeferredPaymentStore(ModelStore):
 
     _model_class = _Intent
 
-    def create(self, intent_id: str, sale_ref: str | None, amount_cents: int, currency: str = "EUR", account_id: str | None = None) -> None:
+    def create(
+        self,
+        intent_id: str,
+        sale_ref: str | None,
+        amount_cents: int,
+        currency: str = "EUR",
+        account_id: str | None = None,
+    ) -> None:
         """Checkout approved the order and deferred its capture."""
         now = self._clock.now_ms()
         with aws_call(f"creating intent {intent_id}"):
@@ -127,7 +138,11 @@ class DeferredPaymentStore(ModelStore):
         model = self._model
         refused = update_or_refusal(
             model(intent_id),
-            [model.amount_cents.add(add_cents), model.upsell_ids.add({upsell_id}), model.updated_at.set(self._clock.now_ms())],
+            [
+                model.amount_cents.add(add_cents),
+                model.upsell_ids.add({upsell_id}),
+                model.updated_at.set(self._clock.now_ms()),
+            ],
             (model.status == DeferredStatus.DEFERRED.value) & ~model.upsell_ids.contains(upsell_id),
             f"patching intent {intent_id}",
         )
@@ -137,15 +152,19 @@ class DeferredPaymentStore(ModelStore):
         self, cutoff: int, limit: int, after: dict[str, Any] | None = None
     ) -> tuple[list[Any], dict[str, Any] | None]:
         """Up to `limit` intents still deferred and untouched since before `cutoff`, and a cursor."""
-        return one_page(self._model.by_status_updated.query(
-            DeferredStatus.DEFERRED.value, self._model.updated_at < cutoff, limit=limit, last_evaluated_key=after
-        ), "querying stale deferred intents")
+        return one_page(
+            self._model.by_status_updated.query(
+                DeferredStatus.DEFERRED.value, self._model.updated_at < cutoff, limit=limit, last_evaluated_key=after
+            ),
+            "querying stale deferred intents",
+        )
 
     def capturing(self, limit: int, after: dict[str, Any] | None = None) -> tuple[list[Any], dict[str, Any] | None]:
         """Up to `limit` intents left `capturing` by an earlier attempt (unknown outcome, crash), and a cursor."""
-        return one_page(self._model.by_status_updated.query(
-            DeferredStatus.CAPTURING.value, limit=limit, last_evaluated_key=after
-        ), "querying capturing intents")
+        return one_page(
+            self._model.by_status_updated.query(DeferredStatus.CAPTURING.value, limit=limit, last_evaluated_key=after),
+            "querying capturing intents",
+        )
 
     def claim_op(self, row: Any, run_id: str) -> Write:
         """A fenced `Write`: deferred -> capturing, only if nobody touched the intent since `row` was read.
@@ -167,7 +186,11 @@ class DeferredPaymentStore(ModelStore):
     def captured_op(self, row: Any, by: Initiator, capture_ref: str | None) -> Write:
         """A fenced `Write`: capturing -> captured (by whom), only if still ours to settle."""
         m = self._model
-        actions = [m.status.set(DeferredStatus.CAPTURED.value), m.captured_by.set(by.value), m.updated_at.set(self._clock.now_ms())]
+        actions = [
+            m.status.set(DeferredStatus.CAPTURED.value),
+            m.captured_by.set(by.value),
+            m.updated_at.set(self._clock.now_ms()),
+        ]
         if capture_ref:
             actions.append(m.capture_ref.set(capture_ref))
         return update_write(m(row.intent_id), actions, m.status == DeferredStatus.CAPTURING.value)
@@ -191,7 +214,9 @@ class DeferredPaymentStore(ModelStore):
 
     def invalid_op(self, row: Any, error: str) -> Write:
         """A fenced `Write`: a deferred intent that can never be captured (no sale reference) -> capture_failed."""
-        return self._from_deferred_as_read(row, DeferredStatus.CAPTURE_FAILED, [self._model.last_error.set(error[:200])])
+        return self._from_deferred_as_read(
+            row, DeferredStatus.CAPTURE_FAILED, [self._model.last_error.set(error[:200])]
+        )
 
     def mark_captured(self, intent_id: str, by: Initiator, capture_ref: str | None) -> bool:
         """The buyer's own path records its capture (unfenced: it holds no job lease).
@@ -200,10 +225,16 @@ class DeferredPaymentStore(ModelStore):
         holds the claim; the safety net then meets `AlreadyCaptured` and finds it settled.
         """
         model = self._model
-        actions = [model.status.set(DeferredStatus.CAPTURED.value), model.captured_by.set(by.value), model.updated_at.set(self._clock.now_ms())]
+        actions = [
+            model.status.set(DeferredStatus.CAPTURED.value),
+            model.captured_by.set(by.value),
+            model.updated_at.set(self._clock.now_ms()),
+        ]
         if capture_ref:
             actions.append(model.capture_ref.set(capture_ref))
         return update_if(
-            model(intent_id), actions,
-            model.status.is_in(DeferredStatus.DEFERRED.value, DeferredStatus.CAPTURING.value), f"recording capture of {intent_id}",
+            model(intent_id),
+            actions,
+            model.status.is_in(DeferredStatus.DEFERRED.value, DeferredStatus.CAPTURING.value),
+            f"recording capture of {intent_id}",
         )

@@ -48,7 +48,11 @@ def retention_batches(
                         logger.error("retained charge has no usage row", extra={"capture_id": parent.capture_id})
                     # index 0: already released by an earlier or overlapping run -> never twice
             rows_deleted += diagnostics.delete_capture(parent)
-        yield {"diagnostics_expired": len(parents), "charges_released": released, "diagnostic_rows_deleted": rows_deleted}
+        yield {
+            "diagnostics_expired": len(parents),
+            "charges_released": released,
+            "diagnostic_rows_deleted": rows_deleted,
+        }
         if len(parents) < DIAGNOSTIC_CHUNK:
             break
     yield from deletion_batches(activity.delete_expired, ACTIVITY_BATCH, ACTIVITY_MAX_BATCHES, "activity_deleted")

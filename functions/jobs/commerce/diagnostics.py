@@ -84,7 +84,10 @@ class DiagnosticStore(ModelStore):
         """Write a parent, its children and the account's charges in one transaction."""
         model = self._model
         ttl = ttl_seconds(expires_at)
-        with aws_call(f"recording diagnostic {capture_id}"), TransactWrite(connection=model._get_connection().connection) as tx:
+        with (
+            aws_call(f"recording diagnostic {capture_id}"),
+            TransactWrite(connection=model._get_connection().connection) as tx,
+        ):
             tx.save(
                 model(
                     capture_id,
@@ -104,7 +107,10 @@ class DiagnosticStore(ModelStore):
             tx.save(model(capture_id, TOKEN, body=token, ttl=ttl))
             tx.update(
                 model(_usage_key(account_id), USAGE),
-                actions=[model.retained_cents.add(retained_charge_cents), model.minute_write_cents.add(minute_write_cents)],
+                actions=[
+                    model.retained_cents.add(retained_charge_cents),
+                    model.minute_write_cents.add(minute_write_cents),
+                ],
             )
 
     def read(self, capture_id: str) -> dict[str, Any] | None:
@@ -148,11 +154,13 @@ class DiagnosticStore(ModelStore):
         now = self._clock.now_ms()
         return [
             update_write(
-                m(parent.capture_id, PARENT), [m.charge_released_at.set(now)],
+                m(parent.capture_id, PARENT),
+                [m.charge_released_at.set(now)],
                 m.charge_released_at.does_not_exist() & (m.expires_at <= now),
             ),
             update_write(
-                m(_usage_key(parent.account_id), USAGE), [m.retained_cents.add(-int(parent.retained_charge_cents))],
+                m(_usage_key(parent.account_id), USAGE),
+                [m.retained_cents.add(-int(parent.retained_charge_cents))],
                 m.retained_cents.exists(),
             ),
         ]
@@ -174,10 +182,16 @@ class DiagnosticStore(ModelStore):
         try:
             model(parent.capture_id, PARENT).delete(
                 condition=(model.expires_at <= now)
-                & (model.charge_released_at.exists() | model.retained_charge_cents.does_not_exist() | (model.retained_charge_cents == 0))
+                & (
+                    model.charge_released_at.exists()
+                    | model.retained_charge_cents.does_not_exist()
+                    | (model.retained_charge_cents == 0)
+                )
             )
         except DeleteError as exc:
             if classify(exc) is ErrorKind.CONDITION_FAILED:
                 return len(children)
-            raise StoreError(f"deleting diagnostic {parent.capture_id} failed: {error_code(exc)}", classify(exc)) from exc
+            raise StoreError(
+                f"deleting diagnostic {parent.capture_id} failed: {error_code(exc)}", classify(exc)
+            ) from exc
         return len(children) + 1

@@ -66,9 +66,15 @@ class OperationKind(str, enum.Enum):
 class OperationStatus(str, enum.Enum):
     """Where an operation is. Terminal: succeeded, failed, voided."""
 
-    PENDING = "pending"  # created by the request path (which may void or amend it); recovery claims it after the grace period
-    IN_PROGRESS = "in_progress"  # recovery claimed it (frozen) and calls the provider; recovery settles it, now or later
-    RETRY_SCHEDULED = "retry_scheduled"  # recovery's call had an unknown outcome; recovery claims it again at due_at, same key
+    PENDING = (
+        "pending"  # created by the request path (which may void or amend it); recovery claims it after the grace period
+    )
+    IN_PROGRESS = (
+        "in_progress"  # recovery claimed it (frozen) and calls the provider; recovery settles it, now or later
+    )
+    RETRY_SCHEDULED = (
+        "retry_scheduled"  # recovery's call had an unknown outcome; recovery claims it again at due_at, same key
+    )
     SUCCEEDED = "succeeded"  # terminal: the provider confirmed it (request path or recovery)
     FAILED = "failed"  # terminal: declined / not capturable / attempts cap (recovery); only operators act on it
     VOIDED = "voided"  # terminal: recovery dropped a deleted account's uncaptured charge (no money moved)
@@ -119,8 +125,15 @@ class FinancialOperationStore(ModelStore):
     _model_class = _Operation
 
     def _new_row(
-        self, operation_id: str, account_id: str, kind: OperationKind, target_ref: str | None, amount_cents: int,
-        currency: str, initiator: str, order_id: str | None,
+        self,
+        operation_id: str,
+        account_id: str,
+        kind: OperationKind,
+        target_ref: str | None,
+        amount_cents: int,
+        currency: str,
+        initiator: str,
+        order_id: str | None,
     ) -> Any:
         """The row of a new pending operation (absent attributes left out)."""
         now = self._clock.now_ms()
@@ -143,8 +156,15 @@ class FinancialOperationStore(ModelStore):
         return self._model(**{k: v for k, v in item.items() if v is not None})
 
     def create(
-        self, operation_id: str, account_id: str, kind: OperationKind, target_ref: str | None, amount_cents: int,
-        currency: str, initiator: str, order_id: str | None = None,
+        self,
+        operation_id: str,
+        account_id: str,
+        kind: OperationKind,
+        target_ref: str | None,
+        amount_cents: int,
+        currency: str,
+        initiator: str,
+        order_id: str | None = None,
     ) -> bool:
         """Record a new pending operation; False if that id already exists (idempotent)."""
         row = self._new_row(operation_id, account_id, kind, target_ref, amount_cents, currency, initiator, order_id)
@@ -157,8 +177,15 @@ class FinancialOperationStore(ModelStore):
         return True
 
     def create_op(
-        self, operation_id: str, account_id: str, kind: OperationKind, target_ref: str | None, amount_cents: int,
-        currency: str, initiator: str, order_id: str | None = None,
+        self,
+        operation_id: str,
+        account_id: str,
+        kind: OperationKind,
+        target_ref: str | None,
+        amount_cents: int,
+        currency: str,
+        initiator: str,
+        order_id: str | None = None,
     ) -> Write:
         """A fenced `Write` creating a pending operation unless that id exists."""
         row = self._new_row(operation_id, account_id, kind, target_ref, amount_cents, currency, initiator, order_id)
@@ -174,7 +201,12 @@ class FinancialOperationStore(ModelStore):
 
     def of_account(self, account_id: str, limit: int) -> list[Any]:
         """Up to `limit` operations of one account (for deleted-account recovery)."""
-        return list(each_row(self._model.by_account.query(account_id, limit=limit), f"querying the operations of account {account_id}"))
+        return list(
+            each_row(
+                self._model.by_account.query(account_id, limit=limit),
+                f"querying the operations of account {account_id}",
+            )
+        )
 
     def claim_op(self, row: Any, run_id: str) -> Write:
         """A fenced `Write`: pending|retry_scheduled -> in_progress, only if nobody changed it since `row` was read.
@@ -187,14 +219,27 @@ class FinancialOperationStore(ModelStore):
         """
         m = self._model
         now = self._clock.now_ms()
-        actions = [m.status.set(OperationStatus.IN_PROGRESS.value), m.claimed_by.set(run_id), m.claimed_at.set(now),
-                   m.updated_at.set(now), m.due_at.set(now)]
-        condition = (m.status == row.status) & (m.attempts == int(row.attempts or 0)) & (m.updated_at == int(row.updated_at))
+        actions = [
+            m.status.set(OperationStatus.IN_PROGRESS.value),
+            m.claimed_by.set(run_id),
+            m.claimed_at.set(now),
+            m.updated_at.set(now),
+            m.due_at.set(now),
+        ]
+        condition = (
+            (m.status == row.status) & (m.attempts == int(row.attempts or 0)) & (m.updated_at == int(row.updated_at))
+        )
         return update_write(m(row.operation_id), actions, condition)
 
     def settle_op(
-        self, row: Any, status: OperationStatus, *, attempted: bool, claimed: bool = False,
-        result_ref: str | None = None, error: str | None = None,
+        self,
+        row: Any,
+        status: OperationStatus,
+        *,
+        attempted: bool,
+        claimed: bool = False,
+        result_ref: str | None = None,
+        error: str | None = None,
     ) -> Write:
         """A fenced `Write` moving an operation on, only if nobody moved it since `row` was read.
 
@@ -225,9 +270,14 @@ class FinancialOperationStore(ModelStore):
         False if it is not `pending` any more (recovery claimed it: its provider call may be under way).
         """
         model = self._model
-        return self._request_change(operation_id, [
-            model.status.set(OperationStatus.VOIDED.value), model.due_at.remove(),
-        ], "voiding")
+        return self._request_change(
+            operation_id,
+            [
+                model.status.set(OperationStatus.VOIDED.value),
+                model.due_at.remove(),
+            ],
+            "voiding",
+        )
 
     def amend_amount(self, operation_id: str, amount_cents: int) -> bool:
         """The request path changes the amount of an operation recovery has not claimed (still `pending`).
@@ -237,11 +287,15 @@ class FinancialOperationStore(ModelStore):
         model = self._model
         # the request path is working on it again: recovery leaves it alone for another grace period
         due = self._clock.now_ms() + PENDING_GRACE_MS
-        return self._request_change(operation_id, [model.amount_cents.set(amount_cents), model.due_at.set(due)], "amending")
+        return self._request_change(
+            operation_id, [model.amount_cents.set(amount_cents), model.due_at.set(due)], "amending"
+        )
 
     def _request_change(self, operation_id: str, actions: list[Any], what: str) -> bool:
         model = self._model
         return update_if(
-            model(operation_id), [*actions, model.updated_at.set(self._clock.now_ms())],
-            model.status == OperationStatus.PENDING.value, f"{what} operation {operation_id}",
+            model(operation_id),
+            [*actions, model.updated_at.set(self._clock.now_ms())],
+            model.status == OperationStatus.PENDING.value,
+            f"{what} operation {operation_id}",
         )

@@ -93,14 +93,23 @@ class OperationOutcome(str, enum.Enum):
     FAILED = "failed"  # the provider refused it for good (decline, not capturable)
     VOIDED = "voided"  # a deleted account's charge recovery never sent: dropped, no provider call
     INVALID = "invalid"  # a record that can never be executed (unknown kind, no target)
-    UNKNOWN = "unknown"  # the provider's outcome, the claim or the record of either is unknown: a later run settles it by key
-    SKIPPED = "skipped"  # changed since it was read (the request path, another run): not called, or settled by someone else
+    UNKNOWN = (
+        "unknown"  # the provider's outcome, the claim or the record of either is unknown: a later run settles it by key
+    )
+    SKIPPED = (
+        "skipped"  # changed since it was read (the request path, another run): not called, or settled by someone else
+    )
 
 
-_SETTLED = frozenset({
-    OperationOutcome.SUCCEEDED, OperationOutcome.RECONCILED, OperationOutcome.FAILED, OperationOutcome.VOIDED,
-    OperationOutcome.INVALID,
-})
+_SETTLED = frozenset(
+    {
+        OperationOutcome.SUCCEEDED,
+        OperationOutcome.RECONCILED,
+        OperationOutcome.FAILED,
+        OperationOutcome.VOIDED,
+        OperationOutcome.INVALID,
+    }
+)
 
 
 class FinancialRecovery:
@@ -168,7 +177,9 @@ class FinancialRecovery:
                     counts["orders_redacted"] += 1
             except UnknownOrderState as exc:
                 # a clear error on this record; the others proceed; the account stays due
-                self.logger.error("order in unknown state", extra={"order_id": order.order_id, "error": safe_error(exc)})
+                self.logger.error(
+                    "order in unknown state", extra={"order_id": order.order_id, "error": safe_error(exc)}
+                )
                 counts["invalid_records"] += 1
                 settled = False
                 continue
@@ -182,11 +193,15 @@ class FinancialRecovery:
     def recover_due(self, ctx: RunContext, status: OperationStatus, label: str) -> Iterator[dict[str, Any]]:
         for _ in range(MAX_BATCHES_PER_STEP):
             rows = self.operations.due(status, ctx.now_ms(), OPERATION_BATCH)
-            deleted = {
-                account_id
-                for account_id, account_status in self.accounts.statuses(r.account_id for r in rows).items()
-                if account_status == AccountStatus.DELETED.value
-            } if rows else set()
+            deleted = (
+                {
+                    account_id
+                    for account_id, account_status in self.accounts.statuses(r.account_id for r in rows).items()
+                    if account_status == AccountStatus.DELETED.value
+                }
+                if rows
+                else set()
+            )
             counts: dict[str, int] = {f"{label}_scanned": len(rows)}
             for op in rows:
                 _count(counts, self._execute(ctx, op, account_deleted=op.account_id in deleted))
@@ -201,7 +216,9 @@ class FinancialRecovery:
         try:
             kind = OperationKind(op.kind)
         except ValueError:
-            return self._settle(ctx, op, OperationStatus.FAILED, OperationOutcome.INVALID, error="invalid: unknown kind")
+            return self._settle(
+                ctx, op, OperationStatus.FAILED, OperationOutcome.INVALID, error="invalid: unknown kind"
+            )
         if op.status == OperationStatus.IN_PROGRESS.value:
             # claimed by an earlier run that died (or could not record the outcome): resume it by its key
             return self._call(ctx, op, kind)
@@ -210,7 +227,9 @@ class FinancialRecovery:
             # finished by its key instead (the provider may have captured it; `voided` would say it did not)
             return self._settle(ctx, op, OperationStatus.VOIDED, OperationOutcome.VOIDED)
         if not op.target_ref:
-            return self._settle(ctx, op, OperationStatus.FAILED, OperationOutcome.INVALID, error="invalid: no target reference")
+            return self._settle(
+                ctx, op, OperationStatus.FAILED, OperationOutcome.INVALID, error="invalid: no target reference"
+            )
         run_id = ctx.run_id
         claimed = fenced_write_retried(
             ctx,
@@ -232,24 +251,44 @@ class FinancialRecovery:
             if kind is OperationKind.CHARGE:
                 ref = self.payments.capture(op.target_ref, op.idempotency_key).capture_id
             else:
-                ref = self.payments.refund(op.target_ref, int(op.amount_cents), op.currency, op.idempotency_key).refund_id
+                ref = self.payments.refund(
+                    op.target_ref, int(op.amount_cents), op.currency, op.idempotency_key
+                ).refund_id
         except AlreadyCaptured:
             # captured under another key (the buyer's path or the safety net): money moved once, reconcile
-            return self._settle(ctx, op, OperationStatus.SUCCEEDED, OperationOutcome.RECONCILED, claimed=True,
-                                error="reconciled: captured under another key")
+            return self._settle(
+                ctx,
+                op,
+                OperationStatus.SUCCEEDED,
+                OperationOutcome.RECONCILED,
+                claimed=True,
+                error="reconciled: captured under another key",
+            )
         except (InstrumentDeclined, OrderNotCapturable) as exc:
             self._log("financial operation refused", op, type(exc).__name__)
-            return self._settle(ctx, op, OperationStatus.FAILED, OperationOutcome.FAILED, claimed=True, error=type(exc).__name__)
+            return self._settle(
+                ctx, op, OperationStatus.FAILED, OperationOutcome.FAILED, claimed=True, error=type(exc).__name__
+            )
         except TransientPaymentError as exc:
             # the provider may have acted (a lost reply) or not (a timeout): the same key finds out next time
             self._log("financial operation outcome unknown", op, type(exc).__name__)
-            return self._settle(ctx, op, OperationStatus.RETRY_SCHEDULED, OperationOutcome.UNKNOWN, claimed=True,
-                                error="transient")
-        return self._settle(ctx, op, OperationStatus.SUCCEEDED, OperationOutcome.SUCCEEDED, claimed=True, result_ref=ref)
+            return self._settle(
+                ctx, op, OperationStatus.RETRY_SCHEDULED, OperationOutcome.UNKNOWN, claimed=True, error="transient"
+            )
+        return self._settle(
+            ctx, op, OperationStatus.SUCCEEDED, OperationOutcome.SUCCEEDED, claimed=True, result_ref=ref
+        )
 
     def _settle(
-        self, ctx: RunContext, op: Any, status: OperationStatus, outcome: OperationOutcome, *, claimed: bool = False,
-        result_ref: str | None = None, error: str | None = None,
+        self,
+        ctx: RunContext,
+        op: Any,
+        status: OperationStatus,
+        outcome: OperationOutcome,
+        *,
+        claimed: bool = False,
+        result_ref: str | None = None,
+        error: str | None = None,
     ) -> OperationOutcome:
         """Record an outcome; a refusal whose old image already holds it (our lost reply) is ours.
 
@@ -258,7 +297,9 @@ class FinancialRecovery:
         attempts = int(op.attempts or 0) + (1 if claimed else 0)
         written = fenced_write_retried(
             ctx,
-            self.operations.settle_op(op, status, attempted=claimed, claimed=claimed, result_ref=result_ref, error=error),
+            self.operations.settle_op(
+                op, status, attempted=claimed, claimed=claimed, result_ref=result_ref, error=error
+            ),
             lambda old: old.get("status") == status.value and int(old.get("attempts", 0)) == attempts,
         )
         if written is WriteResult.APPLIED:

@@ -30,7 +30,9 @@ class OrderStatus(str, enum.Enum):
 
     PLACED = "placed"  # checkout created it; the buyer's capture moves it to paid
     PAID = "paid"  # captured; fulfilment moves it to fulfilled, a cancel request to cancellation_pending
-    CANCELLATION_PENDING = "cancellation_pending"  # the API accepted a cancel; recover_pending_cancellations completes it
+    CANCELLATION_PENDING = (
+        "cancellation_pending"  # the API accepted a cancel; recover_pending_cancellations completes it
+    )
     CANCELLED = "cancelled"  # terminal: recover_pending_cancellations (or the request itself) finished the cancel
     FULFILLED = "fulfilled"  # terminal: fulfilment shipped it
     REFUNDED = "refunded"  # terminal: a full return was paid back
@@ -79,7 +81,9 @@ class OrderStore(ModelStore):
 
     _model_class = _Order
 
-    def create(self, order_id: str, account_id: str, amount_cents: int, currency: str, status: str = "placed", **fields: Any) -> None:
+    def create(
+        self, order_id: str, account_id: str, amount_cents: int, currency: str, status: str = "placed", **fields: Any
+    ) -> None:
         """Write an order (the API's checkout path; also test and demo seeding)."""
         now = self._clock.now_ms()
         row = self._model(
@@ -100,7 +104,9 @@ class OrderStore(ModelStore):
 
     def pending_cancellations(self, older_than: int, limit: int) -> list[Any]:
         """Orders waiting in cancellation_pending since before `older_than` (oldest first)."""
-        query = self._model.by_status.query(OrderStatus.CANCELLATION_PENDING.value, self._model.updated_at < older_than, limit=limit)
+        query = self._model.by_status.query(
+            OrderStatus.CANCELLATION_PENDING.value, self._model.updated_at < older_than, limit=limit
+        )
         return list(each_row(query, "querying orders pending cancellation"))
 
     def cancel_op(self, row: Any) -> Write:
@@ -112,7 +118,11 @@ class OrderStore(ModelStore):
 
     def of_account(self, account_id: str, limit: int) -> list[Any]:
         """Up to `limit` orders of one account."""
-        return list(each_row(self._model.by_account.query(account_id, limit=limit), f"querying the orders of account {account_id}"))
+        return list(
+            each_row(
+                self._model.by_account.query(account_id, limit=limit), f"querying the orders of account {account_id}"
+            )
+        )
 
     def redact(self, row: Any) -> bool:
         """Remove the personal fields of a terminal order; False if already redacted (idempotent).
@@ -136,6 +146,9 @@ class OrderStore(ModelStore):
         model = self._model
         with aws_call(f"requesting cancellation of order {order_id}"):
             model(order_id).update(
-                actions=[model.status.set(OrderStatus.CANCELLATION_PENDING.value), model.updated_at.set(self._clock.now_ms())],
+                actions=[
+                    model.status.set(OrderStatus.CANCELLATION_PENDING.value),
+                    model.updated_at.set(self._clock.now_ms()),
+                ],
                 condition=model.status.is_in(OrderStatus.PLACED.value, OrderStatus.PAID.value),
             )

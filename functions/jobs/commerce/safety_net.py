@@ -131,7 +131,10 @@ class _SafetyNet:
         """A stale deferred intent: claim it against the `updated_at` read, then capture it."""
         if not row.sale_ref:
             self._log_failure(row, "no sale reference")
-            if self._write(self._intents.invalid_op(row, "invalid: no sale reference"), lambda old: False) is WriteResult.APPLIED:
+            if (
+                self._write(self._intents.invalid_op(row, "invalid: no sale reference"), lambda old: False)
+                is WriteResult.APPLIED
+            ):
                 return IntentOutcome.FAILED
             return IntentOutcome.SKIPPED
         run_id = self._ctx.run_id
@@ -155,7 +158,9 @@ class _SafetyNet:
             result = self._payments.capture(row.sale_ref, capture_key(Initiator.SAFETY_NET, intent_id))
         except AlreadyCaptured:
             # the buyer's own capture won the race: it is theirs, not ours
-            return self._settle(row, self._intents.captured_op(row, Initiator.BUYER, None), Initiator.BUYER, IntentOutcome.RECONCILED)
+            return self._settle(
+                row, self._intents.captured_op(row, Initiator.BUYER, None), Initiator.BUYER, IntentOutcome.RECONCILED
+            )
         except Exception as exc:  # noqa: BLE001 - one intent's failure never stops the others
             self._log_failure(row, safe_error(exc))
             terminal = isinstance(exc, _TERMINAL_ERRORS)
@@ -167,7 +172,10 @@ class _SafetyNet:
             # a typed refusal is an answer (no money moved); anything else may have captured
             return IntentOutcome.FAILED if terminal or isinstance(exc, _REFUSED_ERRORS) else IntentOutcome.UNKNOWN
         return self._settle(
-            row, self._intents.captured_op(row, Initiator.SAFETY_NET, result.capture_id), Initiator.SAFETY_NET, IntentOutcome.CAPTURED
+            row,
+            self._intents.captured_op(row, Initiator.SAFETY_NET, result.capture_id),
+            Initiator.SAFETY_NET,
+            IntentOutcome.CAPTURED,
         )
 
     def _settle(self, row: Any, write: Write, by: Initiator, outcome: IntentOutcome) -> IntentOutcome:

@@ -59,13 +59,17 @@ TENANT_IN_FLIGHT_CAP = 20
 
 PIPELINES: Mapping[str, Pipeline] = {
     GENERATION: Pipeline(
-        GENERATION, GENERATION_QUEUE, "generator",
+        GENERATION,
+        GENERATION_QUEUE,
+        "generator",
         Timing(per_item_timeout_s=240, item_stale_s=360, pending_stale_s=900, batch_stale_s=900),
         tolerated_failure_pct=25,  # a provider that refuses a quarter of the inputs is down or misused
         tenant_in_flight_cap=TENANT_IN_FLIGHT_CAP,
     ),
     PUBLISH: Pipeline(
-        PUBLISH, PUBLISH_QUEUE, "publisher",
+        PUBLISH,
+        PUBLISH_QUEUE,
+        "publisher",
         Timing(per_item_timeout_s=180, item_stale_s=300, pending_stale_s=900, batch_stale_s=900),
         tolerated_failure_pct=10,  # publishing is paid per listing: stop early when the marketplace refuses
         tenant_in_flight_cap=TENANT_IN_FLIGHT_CAP,
@@ -114,8 +118,11 @@ TABLES = (
 # What a worker and the reclaimer call on the work tables: claims, settles and refunds are conditional
 # updates (in transactions), reads are a batch row, item queries and a BatchGet of claimed items.
 # Only the producers' store puts batches and items (they are not catalog entries).
-_WORKER_TABLES = {BATCHES_TABLE: "get+query+update", ITEMS_TABLE: "batch_get+query+update",
-                  QUOTA_TABLE: "get+update"}  # get: the in-flight holds row (jobfence.work.fairness)
+_WORKER_TABLES = {
+    BATCHES_TABLE: "get+query+update",
+    ITEMS_TABLE: "batch_get+query+update",
+    QUOTA_TABLE: "get+update",
+}  # get: the in-flight holds row (jobfence.work.fairness)
 # The reclaimer also reads the open batches' shard counts, a BatchGet of their rows (jobfence.work.sweep).
 _RECLAIM_TABLES = {BATCHES_TABLE: "get+batch_get+query+update", ITEMS_TABLE: "query+update", QUOTA_TABLE: "update"}
 

@@ -76,8 +76,13 @@ def build_gate(pipeline: Pipeline, settings: Settings, clock: Clock) -> TenantGa
     """The pipeline's per-tenant in-flight cap, its holds in the quota table (None: the catalog sets no cap)."""
     if pipeline.tenant_in_flight_cap is None:
         return None
-    return TenantGate(settings.table(QUOTA_TABLE), clock, pipeline.kind, pipeline.tenant_in_flight_cap,
-                      hold_ms=pipeline.timing.item_stale_s * 1000)
+    return TenantGate(
+        settings.table(QUOTA_TABLE),
+        clock,
+        pipeline.kind,
+        pipeline.tenant_in_flight_cap,
+        hold_ms=pipeline.timing.item_stale_s * 1000,
+    )
 
 
 def worker_pipeline(queue: str) -> WorkerPipeline:

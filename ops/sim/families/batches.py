@@ -82,7 +82,7 @@ class BatchFamily:
     def pause_ms(self, world: World, kind: FaultKind) -> int:
         timing = PIPELINES[GENERATION].timing
         base = {
-            FaultKind.PAUSE_TTL: CATALOG.job(RECLAIM_JOB).lease_ttl_ms // 1000,
+            FaultKind.PAUSE_TTL: CATALOG.job(RECLAIM_JOB).lease_ttl_s,
             FaultKind.PAUSE_ITEM_STALE: timing.item_stale_s,
             FaultKind.PAUSE_BATCH_STALE: timing.batch_stale_s,
         }[kind]
@@ -112,7 +112,8 @@ class BatchFamily:
         reclaimer = Reclaimer(
             self.store(world, clock),
             {k: ReclaimPipeline(k, PIPELINES[k].timing, w) for k, w in self.wakeups(world).items()},
-            clock, world.logger,
+            clock,
+            world.logger,
         )
         return lambda ctx: reclaimer.job_batches()
 
@@ -148,16 +149,22 @@ class BatchFamily:
         world.data["end"] = end
         for planned in batches:
             world.spawn(f"producer-{planned.ref.tenant}", self._producer(world, planned), at=START_MS)
-            world.spawn(f"client-{planned.ref.tenant}", self._producer(world, planned),
-                        at=START_MS + world.rng.randrange(HOUR_MS // 2))
+            world.spawn(
+                f"client-{planned.ref.tenant}",
+                self._producer(world, planned),
+                at=START_MS + world.rng.randrange(HOUR_MS // 2),
+            )
         for kind in self.kinds_of_batches:
             for n in range(2):
-                world.spawn(f"worker-{kind[:3]}{n}", self._worker(world, kind, end), at=START_MS + world.rng.randrange(5_000))
+                world.spawn(
+                    f"worker-{kind[:3]}{n}", self._worker(world, kind, end), at=START_MS + world.rng.randrange(5_000)
+                )
         # the catalog ticks every 5 minutes; a handful of ticks at random instants (some at once) is
         # what matters here, and each costs a dozen index queries
         for k in range(RECLAIM_TICKS):
-            world.data["watch"].tick(world.spawn(f"reclaim{k}", self._reclaim(world),
-                                                 at=START_MS + world.rng.randrange(HOUR_MS)))
+            world.data["watch"].tick(
+                world.spawn(f"reclaim{k}", self._reclaim(world), at=START_MS + world.rng.randrange(HOUR_MS))
+            )
         first = batches[0]
         world.spawn(OPERATOR, self._operator(world, first), at=START_MS + world.rng.randrange(600_000, HOUR_MS))
 
@@ -165,7 +172,9 @@ class BatchFamily:
 
     def _producer(self, world: World, planned: PlannedBatch):
         def run(actor: Actor) -> Any:
-            producer = Producer(self.store(world, actor.clock), self.wakeups(world), world.logger, TOLERATED_FAILURE_PCT)
+            producer = Producer(
+                self.store(world, actor.clock), self.wakeups(world), world.logger, TOLERATED_FAILURE_PCT
+            )
             return producer.submit(planned.ref, planned.kind, list(planned.items), "sim-client")
 
         return run
@@ -175,9 +184,16 @@ class BatchFamily:
             queues: SimQueues = world.data["queues"]
             url = world.data["urls"][kind]
             wakeups = self.wakeups(world)[kind]
-            worker = Worker(self.store(world, actor.clock), kind, PIPELINES[kind].timing, self.perform(world, kind),
-                            wakeups, world.logger, gate=self.gate(world, kind, actor.clock),
-                            defer_delay_s=PIPELINES[kind].defer_delay_s)
+            worker = Worker(
+                self.store(world, actor.clock),
+                kind,
+                PIPELINES[kind].timing,
+                self.perform(world, kind),
+                wakeups,
+                world.logger,
+                gate=self.gate(world, kind, actor.clock),
+                defer_delay_s=PIPELINES[kind].defer_delay_s,
+            )
             rounds = 0
             while world.kernel.clock.now_ms() < end:
                 records = queues.receive(url, 3, actor)
@@ -201,11 +217,14 @@ class BatchFamily:
             job = self.reclaim_job(world, actor.clock)
             watch: TermWatch = world.data["watch"]
             fail = world.plan.on(FaultKind.JOB_FAILURE) and world.rng.random() < 0.5
-            return runner.run(spec, lambda ctx: watch.guard(actor, _failing(world, actor, iter(job(ctx)), fail)),
-                              Trigger("scheduled", actor.clock.now_ms()), context)
+            return runner.run(
+                spec,
+                lambda ctx: watch.guard(actor, _failing(world, actor, iter(job(ctx)), fail)),
+                Trigger("scheduled", actor.clock.now_ms()),
+                context,
+            )
 
         return run
-
 
     def _operator(self, world: World, planned: PlannedBatch):
         def run(actor: Actor) -> Any:
@@ -219,7 +238,7 @@ class BatchFamily:
     def _on_write(self, world: World, write: Any) -> None:
         cap = PIPELINES[GENERATION].timing.attempts_cap
         item_tenants = set()
-        quota_tenants: set[Any] = set()  # a quota row's tenant, as written
+        quota_tenants = set()
         for change in write.changes:
             before, after = change.before or {}, change.after or {}
             if change.table == "listing_items":
@@ -228,8 +247,11 @@ class BatchFamily:
                 if after.get("status") in ("running", "completed") and after.get("status") != before.get("status"):
                     self._check_not_past_threshold(world, write, after)
                 if before.get("status") in TERMINAL and after != before and write.actor != OPERATOR:
-                    world.violate(5, f"{write.actor} changed terminal item {change.key}: "
-                                     f"{before.get('status')} -> {after.get('status') if after else 'deleted'}")
+                    world.violate(
+                        5,
+                        f"{write.actor} changed terminal item {change.key}: "
+                        f"{before.get('status')} -> {after.get('status') if after else 'deleted'}",
+                    )
                 if after:
                     tenant = str(after.get("batch_key", "")).split("#")[0]
                     if after.get("tenant") != tenant:
@@ -246,7 +268,9 @@ class BatchFamily:
                 if after.get("status") in FINAL and before.get("status") not in FINAL:
                     self._check_finalize(world, write, after)
         if item_tenants and quota_tenants and not quota_tenants <= item_tenants:
-            world.violate(8, f"{write.actor}: quota of {sorted(quota_tenants)} moved with items of {sorted(item_tenants)}")
+            world.violate(
+                8, f"{write.actor}: quota of {sorted(quota_tenants)} moved with items of {sorted(item_tenants)}"
+            )
 
     def _items_of(self, world: World, tenant: str, batch_id: str) -> list[dict[str, Any]]:
         return [i for i in world.scan("listing_items") if i["tenant"] == tenant and i["batch_id"] == batch_id]
@@ -256,31 +280,52 @@ class BatchFamily:
         live = [i for i in items if i["status"] in LIVE]
         counts = (sum(i["status"] == "completed" for i in items), sum(i["status"] == "failed" for i in items))
         if len(items) != int(batch["total"]) or live:
-            world.violate(11, f"{write.actor} finalized {batch['tenant']}/{batch['batch_id']} with {len(items)} of "
-                              f"{batch['total']} rows, {len(live)} live")
+            world.violate(
+                11,
+                f"{write.actor} finalized {batch['tenant']}/{batch['batch_id']} with {len(items)} of "
+                f"{batch['total']} rows, {len(live)} live",
+            )
         if (int(batch.get("completed", 0)), int(batch.get("failed", 0))) != counts:
-            world.violate(6, f"{write.actor} finalized {batch['tenant']}/{batch['batch_id']} with counters "
-                             f"{batch.get('completed')}/{batch.get('failed')}, rows say {counts[0]}/{counts[1]}")
+            world.violate(
+                6,
+                f"{write.actor} finalized {batch['tenant']}/{batch['batch_id']} with counters "
+                f"{batch.get('completed')}/{batch.get('failed')}, rows say {counts[0]}/{counts[1]}",
+            )
         tolerated = batch.get("tolerated_failures")
         over = tolerated is not None and counts[1] > int(tolerated)
         if (batch["status"] == "failed_threshold") != over:
-            world.violate(14, f"{write.actor} finalized {batch['tenant']}/{batch['batch_id']} {batch['status']} with "
-                              f"{counts[1]} failed of {batch['total']}, {tolerated} tolerated")
+            world.violate(
+                14,
+                f"{write.actor} finalized {batch['tenant']}/{batch['batch_id']} {batch['status']} with "
+                f"{counts[1]} failed of {batch['total']}, {tolerated} tolerated",
+            )
 
     def _check_not_past_threshold(self, world: World, write: Any, item: dict[str, Any]) -> None:
         """No item of a batch finalized `failed_threshold` is claimed or completed (until it is reopened)."""
-        rows = [b for b in world.scan("listing_batches")
-                if b["tenant"] == item.get("tenant") and b["batch_id"] == item.get("batch_id")]
+        rows = [
+            b
+            for b in world.scan("listing_batches")
+            if b["tenant"] == item.get("tenant") and b["batch_id"] == item.get("batch_id")
+        ]
         if rows and rows[0].get("status") == "failed_threshold":
-            world.violate(14, f"{write.actor} moved item {item.get('item_id')} of failed_threshold batch "
-                              f"{item.get('tenant')}/{item.get('batch_id')} to {item.get('status')}")
+            world.violate(
+                14,
+                f"{write.actor} moved item {item.get('item_id')} of failed_threshold batch "
+                f"{item.get('tenant')}/{item.get('batch_id')} to {item.get('status')}",
+            )
 
     def _check_batch_open_for(self, world: World, write: Any, item: dict[str, Any]) -> None:
-        rows = [b for b in world.scan("listing_batches")
-                if b["tenant"] == item.get("tenant") and b["batch_id"] == item.get("batch_id")]
+        rows = [
+            b
+            for b in world.scan("listing_batches")
+            if b["tenant"] == item.get("tenant") and b["batch_id"] == item.get("batch_id")
+        ]
         if rows and rows[0].get("status") in FINAL:
-            world.violate(11, f"{write.actor} added item {item.get('item_id')} to finalized batch "
-                              f"{item.get('tenant')}/{item.get('batch_id')}")
+            world.violate(
+                11,
+                f"{write.actor} added item {item.get('item_id')} to finalized batch "
+                f"{item.get('tenant')}/{item.get('batch_id')}",
+            )
 
     # -- liveness -------------------------------------------------------------------------
 
@@ -292,7 +337,8 @@ class BatchFamily:
         for planned in world.data["batches"]:  # the client repeats its submit until it succeeds
             try:
                 Producer(self.store(world, clock), self.wakeups(world), world.logger, TOLERATED_FAILURE_PCT).submit(
-                    planned.ref, planned.kind, list(planned.items), "sim-client")
+                    planned.ref, planned.kind, list(planned.items), "sim-client"
+                )
             except JobfenceError as exc:
                 world.violate(0, f"liveness: repeating the submit of {planned.ref} failed: {exc}")
         # every term taken so far has expired (an actor's clock may have run up to half the margin ahead)
@@ -304,8 +350,11 @@ class BatchFamily:
             kernel.clock.advance(ms=PIPELINES[GENERATION].timing.batch_stale_s * 1000 + 1_000)
             try:
                 result = world.runner(clock).run(
-                    spec, self.reclaim_job(world, clock), Trigger("scheduled", clock.now_ms()),
-                    LambdaContext("clean-reclaim", clock, spec.timeout_s * 1000))
+                    spec,
+                    self.reclaim_job(world, clock),
+                    Trigger("scheduled", clock.now_ms()),
+                    LambdaContext("clean-reclaim", clock, spec.timeout_s * 1000),
+                )
             except JobfenceError as exc:
                 world.violate(0, f"liveness: the clean reclaim tick raised {exc}")
             else:
@@ -313,8 +362,14 @@ class BatchFamily:
                     world.violate(0, f"liveness: the clean tick of the reclaim job came to {result.outcome.value}")
             for kind in self.kinds_of_batches:
                 url = world.data["urls"][kind]
-                worker = Worker(self.store(world, clock), kind, PIPELINES[kind].timing, self.perform(world, kind),
-                                self.wakeups(world)[kind], world.logger)
+                worker = Worker(
+                    self.store(world, clock),
+                    kind,
+                    PIPELINES[kind].timing,
+                    self.perform(world, kind),
+                    self.wakeups(world)[kind],
+                    world.logger,
+                )
                 for _ in range(50):
                     kernel.clock.advance(ms=PIPELINES[kind].timing.max_retry_delay_s * 1000)
                     records = queues.receive(url, 10, None)
@@ -324,8 +379,11 @@ class BatchFamily:
         if not self._done(world):
             for planned in world.data["batches"]:
                 items = self._items_of(world, planned.ref.tenant, planned.ref.batch_id)
-                world.violate(5, f"liveness: after {SWEEPS} clean sweeps {planned.ref} has items "
-                                 f"{sorted((i['item_id'], i['status']) for i in items)}")
+                world.violate(
+                    5,
+                    f"liveness: after {SWEEPS} clean sweeps {planned.ref} has items "
+                    f"{sorted((i['item_id'], i['status']) for i in items)}",
+                )
 
     def _done(self, world: World) -> bool:
         batches = {(b["tenant"], b["batch_id"]): b for b in world.scan("listing_batches")}
@@ -408,7 +466,6 @@ class ListingsFamily(BatchFamily):
     def reclaim_job(self, world: World, clock: Any) -> Callable[..., Any]:
         spec = CATALOG.job(RECLAIM_JOB)
         settings = self._settings(world, scheduled=True)
-        assert isinstance(settings, ScheduledSettings)
         return spec.load()(JobDeps(settings, spec, clock, world.wire.boto3, world.wire.dynamodb, world.logger))
 
     def plan_batches(self, world: World) -> list[PlannedBatch]:
@@ -430,6 +487,6 @@ class _Adapter:
     def call(self, request: Any, timeout_s: float) -> str:
         from jobfence.work import ItemKey
 
-        tenant, batch_id, item_id = (request.idempotency_key.split(":") + ["", "", ""])[:3]
+        tenant, batch_id, item_id = [*request.idempotency_key.split(":"), "", "", ""][:3]
         # the simulated provider reads the ids only (a provider never sees where the row lives)
         return self._provider.perform(ItemKey(tenant, batch_id, item_id, 0), request.idempotency_key, timeout_s)

@@ -80,4 +80,6 @@ class BufferOneFamily(LeaseFamily):
                 world.violate(0, f"B1: the pending request of tick {tick - START_MS} ms was served {runs} times")
         lease = (world.scan("leases") or [{}])[0]
         if lease.get("pending_tick") is not None:
-            world.violate(0, f"B2: a pending request ({lease['pending_tick'] - START_MS} ms) is left after the clean tick")
+            world.violate(
+                0, f"B2: a pending request ({lease['pending_tick'] - START_MS} ms) is left after the clean tick"
+            )

@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from aws_lambda_powertools import Metrics
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from jobfence.errors import JobfenceError, StoreError
@@ -52,7 +51,6 @@ from jobs.club.stores.nonces import CLAIM_TTL_MS, NonceStore
 from jobs.club.stores.outbox import OutboxStore
 from jobs.club.stores.reminders import Recipient, ReminderStore
 from ops.sim.faults import AWS_CALL_FAULTS, CRASHES, PROVIDER_FAULTS, TIME_FAULTS, FaultKind
-from ops.sim.scheduled import LambdaContext, clean_tick
 from ops.sim.kernel import START_MS, Actor, Crash, SkewedClock
 from ops.sim.queue import SimQueues
 from ops.sim.scheduled import LambdaContext, clean_tick
@@ -144,23 +142,31 @@ class QueueVisibility:
 class ClubFamily:
     name = "club"
     tables = ("leases", "runs", "club_equipment_reminders", "club_equipment_loans", "club_outbox", "club_event_nonces")
-    kinds = (*AWS_CALL_FAULTS, *TIME_FAULTS, FaultKind.PAUSE_TTL, FaultKind.CLOCK_SKEW, FaultKind.DUPLICATE_DELIVERY,
-             FaultKind.LATE_DELIVERY, *PROVIDER_FAULTS)  # forged bodies fail the signature: tests/unit cover them
+    kinds = (
+        *AWS_CALL_FAULTS,
+        *TIME_FAULTS,
+        FaultKind.PAUSE_TTL,
+        FaultKind.CLOCK_SKEW,
+        FaultKind.DUPLICATE_DELIVERY,
+        FaultKind.LATE_DELIVERY,
+        *PROVIDER_FAULTS,
+    )  # forged bodies fail the signature: tests/unit cover them
     call_rates = (0.05, 0.1, 0.15)
 
     def pause_ms(self, world: World, kind: FaultKind) -> int:
         actor = world.kernel.current()
         if actor is not None and actor.name.startswith("worker"):
             return world.rng.randrange(1, QUEUES[0].worker_timeout_s * 1000)  # Lambda ends a worker at its timeout
-        return CATALOG.job(JOB).lease_ttl_ms + world.rng.randrange(1, TICK_MS)
+        return CATALOG.job(JOB).lease_ttl_s * 1000 + world.rng.randrange(1, TICK_MS)
 
     # -- setup ----------------------------------------------------------------------------
 
     def setup(self, world: World) -> None:
         marker = f"LENS{world.kernel.seed}MARK"
         world.data.update(marker=marker, in_flight={}, records={}, spec=CATALOG.job(JOB))
-        queues = SimQueues(world, visibility_ms=QUEUES[0].visibility_timeout_s * 1000,
-                           max_receives=QUEUES[0].max_receive_count)
+        queues = SimQueues(
+            world, visibility_ms=QUEUES[0].visibility_timeout_s * 1000, max_receives=QUEUES[0].max_receive_count
+        )
         world.wire.queue = queues
         world.data["queues"] = queues
         world.data["url"] = queues.url(NOTIFICATIONS_QUEUE)
@@ -186,10 +192,15 @@ class ClubFamily:
             world.spawn(f"member-{loan}", self._member(world, loan), at=at, spared=frozenset(CRASHES))
         for tick in range(TICKS):
             for n in range(world.rng.randint(1, 2)):
-                watch.tick(world.spawn(f"tick{tick}.{n}", self._tick(world),
-                                       at=START_MS + tick * TICK_MS + world.rng.randrange(3_000)))
+                watch.tick(
+                    world.spawn(
+                        f"tick{tick}.{n}", self._tick(world), at=START_MS + tick * TICK_MS + world.rng.randrange(3_000)
+                    )
+                )
         for n in range(WORKERS):
-            world.spawn(f"worker{n}", self._worker(world, START_MS + WINDOW_MS), at=START_MS + world.rng.randrange(5_000))
+            world.spawn(
+                f"worker{n}", self._worker(world, START_MS + WINDOW_MS), at=START_MS + world.rng.randrange(5_000)
+            )
 
     def _member(self, world: World, loan: str):
         def run(actor: Actor) -> Any:
@@ -202,12 +213,14 @@ class ClubFamily:
                     continue
             return None
 
-
         return run
 
     def _changes(self, world: World, clock: Any) -> ChangeLog:
         queue = SqsNotificationQueue(world.wire.sqs, world.data["url"])
-        return ChangeLog(OutboxStore(world.tables["club_outbox"], clock), Publisher(Signer(SigningKeys(world.data["secrets"], "signing"), clock), queue))
+        return ChangeLog(
+            OutboxStore(world.tables["club_outbox"], clock),
+            Publisher(Signer(SigningKeys(world.data["secrets"], "signing"), clock), queue),
+        )
 
     def _job(self, world: World, clock: Any, actor: Actor | None):
         reminders = ReminderStore(world.tables["club_equipment_reminders"], clock)
@@ -216,21 +229,27 @@ class ClubFamily:
         watch: TermWatch = world.data["watch"]
         return lambda ctx: watch.guard(actor, send_equipment_reminders(reminders, loans, changes, ctx))
 
-
     def _tick(self, world: World):
         def run(actor: Actor) -> Any:
             spec = world.data["spec"]
-            return world.runner(actor.clock).run(spec, self._job(world, actor.clock, actor),
-                                                        Trigger("scheduled", actor.clock.now_ms()),
-                                                        LambdaContext(actor.name, actor.clock, spec.timeout_s * 1000))
+            return world.runner(actor.clock).run(
+                spec,
+                self._job(world, actor.clock, actor),
+                Trigger("scheduled", actor.clock.now_ms()),
+                LambdaContext(actor.name, actor.clock, spec.timeout_s * 1000),
+            )
 
         return run
 
     def _delivery(self, world: World, clock: Any) -> DiscordDelivery:
-        metrics: Metrics = NullMetrics()  # type: ignore[assignment]  # add_metric is all it calls
-        return DiscordDelivery(Verifier(VerifyKeyring(world.data["secrets"], "verify", clock), clock), NonceStore(world.tables["club_event_nonces"], clock),
-                               world.data["discord"], QueueVisibility(world, world.data["url"]), world.logger,
-                               metrics)
+        return DiscordDelivery(
+            Verifier(VerifyKeyring(world.data["secrets"], "verify", clock), clock),
+            NonceStore(world.tables["club_event_nonces"], clock),
+            world.data["discord"],
+            QueueVisibility(world, world.data["url"]),
+            world.logger,
+            NullMetrics(),
+        )
 
     def _deliver(self, world: World, delivery: DiscordDelivery, name: str, records: list[dict[str, Any]]) -> list[str]:
         """Deliver a receive's records one by one (the batch processor); return the acknowledged ids."""
@@ -274,8 +293,10 @@ class ClubFamily:
                 # Lambda's poller long-polls: a message is picked up within moments of becoming visible,
                 # so two workers often hold copies of one message at once when SQS duplicates it
                 world.kernel.park(actor, world.rng.randrange(200, POLL_MS))
-                records = [dict(r, receiptHandle=f"{r['messageId']}#{r['attributes']['ApproximateReceiveCount']}")
-                           for r in queues.receive(url, 10, actor)]
+                records = [
+                    dict(r, receiptHandle=f"{r['messageId']}#{r['attributes']['ApproximateReceiveCount']}")
+                    for r in queues.receive(url, 10, actor)
+                ]
                 if records:
                     self._ack(world, self._deliver(world, delivery, actor.name, records))
                     rounds += 1
@@ -286,18 +307,22 @@ class ClubFamily:
     # -- checks on every applied write ------------------------------------------------------
 
     def _on_write(self, world: World, write: Any) -> None:
-        sent, cancelled, outbox = set[str](), set[str](), set[str]()
+        sent, cancelled, outbox = set(), set(), set()
         for change in write.changes:
             before, after = change.before or {}, change.after or {}
             if change.table == "club_equipment_reminders" and before.get("state") == "pending":
-                (sent if after.get("state") == "sent" else cancelled if after.get("state") == "cancelled" else set()).add(
-                    before["reminder_id"])
+                (
+                    sent if after.get("state") == "sent" else cancelled if after.get("state") == "cancelled" else set()
+                ).add(before["reminder_id"])
             if change.table == "club_outbox" and change.after is not None and change.before is None:
                 outbox.add(after["nonce"])
         expected = {nonce_for(JOB, r) for r in sent}
         if expected != outbox:
-            world.violate(31, f"{write.actor}: reminders sent {sorted(sent)} / cancelled {sorted(cancelled)} wrote "
-                              f"{len(outbox)} outbox row(s), expected {len(expected)}")
+            world.violate(
+                31,
+                f"{write.actor}: reminders sent {sorted(sent)} / cancelled {sorted(cancelled)} wrote "
+                f"{len(outbox)} outbox row(s), expected {len(expected)}",
+            )
 
     # -- liveness -------------------------------------------------------------------------
 
@@ -322,8 +347,10 @@ class ClubFamily:
                 return
             later = queues.next_visible_at(url) or world.kernel.clock.now_ms()
             world.kernel.clock.set(max(world.kernel.clock.now_ms(), later))
-            records = [dict(r, receiptHandle=f"{r['messageId']}#{r['attributes']['ApproximateReceiveCount']}")
-                       for r in queues.receive(url, 10, None)]
+            records = [
+                dict(r, receiptHandle=f"{r['messageId']}#{r['attributes']['ApproximateReceiveCount']}")
+                for r in queues.receive(url, 10, None)
+            ]
             self._ack(world, self._deliver(world, delivery, "driver", records))
 
     # -- end checks -----------------------------------------------------------------------
@@ -356,8 +383,11 @@ class ClubFamily:
         # design: never Discord); only an event that never reached Discord is lost
         lost = [m.message_id for m in queues.queues[url].dead if json.loads(m.body).get("nonce") not in discord.created]
         if lost or queues.queues[url].messages:
-            world.violate(34, f"undelivered message(s) {lost} in the DLQ, "
-                              f"{len(queues.queues[url].messages)} still queued after the drains")
+            world.violate(
+                34,
+                f"undelivered message(s) {lost} in the DLQ, "
+                f"{len(queues.queues[url].messages)} still queued after the drains",
+            )
         if world.data["marker"] in world.logs():
             world.violate(10, "a message's text reached a log line")
         world.data["watch"].check()
@@ -381,5 +411,8 @@ class ClubFamily:
                 continue
             if fate == "handled" and call.at - first.at > CLAIM_TTL_MS - MARGIN_MS:
                 continue
-            world.violate(33, f"{call.actor} called Discord for {call.nonce[:8]} {(call.at - first.at) // 1000} s "
-                              f"after {first.actor} did (that receive {fate})")
+            world.violate(
+                33,
+                f"{call.actor} called Discord for {call.nonce[:8]} {(call.at - first.at) // 1000} s "
+                f"after {first.actor} did (that receive {fate})",
+            )

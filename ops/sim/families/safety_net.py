@@ -34,16 +34,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from jobfence.clock import REQUEST_AGE_BUDGET_MS
+from jobfence.errors import StoreError
 from jobfence.triggers import Trigger
 from jobs.catalog import CATALOG
 from jobs.commerce import safety_net
 from jobs.commerce.checkout import capture_for_buyer
 from jobs.commerce.deferred_payments import DeferredPaymentStore
 from jobs.commerce.safety_net import CUTOFF_MS, capture_abandoned_deferred
-from jobfence.clock import REQUEST_AGE_BUDGET_MS
-from jobfence.errors import StoreError
 from ops.sim.faults import AWS_CALL_FAULTS, CRASHES, PROVIDER_FAULTS, TIME_FAULTS, FaultKind
-from ops.sim.scheduled import LambdaContext, clean_tick
 from ops.sim.kernel import START_MS, Actor, SkewedClock
 from ops.sim.scheduled import LambdaContext, clean_tick
 from ops.sim.terms import TermWatch
@@ -84,7 +83,9 @@ class SimPayments:
         actor = world.kernel.current()
         fault = world.provider_fault(actor, f"PayPal capture of {order_id}")
         name = actor.name if actor is not None else "driver"
-        if fault is FaultKind.PROVIDER_CRASH_BEFORE or (fault is FaultKind.PROVIDER_TIMEOUT and world.rng.random() < 0.5):
+        if fault is FaultKind.PROVIDER_CRASH_BEFORE or (
+            fault is FaultKind.PROVIDER_TIMEOUT and world.rng.random() < 0.5
+        ):
             raise TransientPaymentError("connection reset before PayPal acted")
         before = self.fake.orders[order_id].status
         self._check_claimed(order_id, idempotency_key)
@@ -113,11 +114,14 @@ class SimPayments:
         touched_within_cutoff(self.world, intent_id, now, f"PayPal captures {order_id} under {key}")
         row = next((r for r in self.world.scan("payment_intents") if r["intent_id"] == intent_id), {})
         if row.get("status") != "capturing":
-            self.world.violate(23, f"PayPal captures order {order_id} under {key} while its intent is "
-                                   f"{row.get('status')!r}, not claimed")
+            self.world.violate(
+                23,
+                f"PayPal captures order {order_id} under {key} while its intent is {row.get('status')!r}, not claimed",
+            )
         elif int(row.get("amount_cents", -1)) != order.amount_cents:
-            self.world.violate(23, f"PayPal captures {order.amount_cents} on {order_id}; the claim froze "
-                                   f"{row.get('amount_cents')}")
+            self.world.violate(
+                23, f"PayPal captures {order.amount_cents} on {order_id}; the claim froze {row.get('amount_cents')}"
+            )
 
 
 def touched_within_cutoff(world: World, intent: str, now: int, what: str) -> None:
@@ -153,7 +157,7 @@ class SafetyNetFamily:
 
     def pause_ms(self, world: World, kind: FaultKind) -> int:
         """Past the lease TTL, so a later tick takes over while the paused holder still acts."""
-        return CATALOG.job(JOB).lease_ttl_ms + world.rng.randrange(1, 2 * TICK_MS)
+        return CATALOG.job(JOB).lease_ttl_s * 1000 + world.rng.randrange(1, 2 * TICK_MS)
 
     # -- setup ----------------------------------------------------------------------------
 
@@ -220,8 +224,9 @@ class SafetyNetFamily:
         def run(actor: Actor) -> Any:
             spec = world.data["spec"]
             context = LambdaContext(actor.name, actor.clock, spec.timeout_s * 1000)
-            return world.runner(actor.clock).run(spec, self._job(world, actor.clock, actor),
-                                                        Trigger("scheduled", actor.clock.now_ms()), context)
+            return world.runner(actor.clock).run(
+                spec, self._job(world, actor.clock, actor), Trigger("scheduled", actor.clock.now_ms()), context
+            )
 
         return run
 
@@ -233,7 +238,9 @@ class SafetyNetFamily:
                 continue
             before, after = change.before, change.after
             intent = before.get("intent_id")
-            if before.get("status") == "deferred" and int(after.get("amount_cents", 0)) > int(before.get("amount_cents", 0)):
+            if before.get("status") == "deferred" and int(after.get("amount_cents", 0)) > int(
+                before.get("amount_cents", 0)
+            ):
                 world.data["patches"].setdefault(intent, []).append((write.at, write.age_ms))  # an upsell applied
             if before.get("status") == "deferred" and after.get("status") == "capturing":
                 touched_within_cutoff(world, intent, write.at, f"{write.actor} claimed {intent}")
@@ -249,8 +256,9 @@ class SafetyNetFamily:
         kernel.clock.set(clean_tick_after(spec, max(kernel.clock.now_ms(), START_MS + WINDOW_MS)))
         for _ in range(SETTLE_TICKS):
             kernel.clock.advance(ms=TICK_MS)
-            result = clean_tick(world, world.runner(clock), spec, self._job(world, clock, None), clock,
-                                "a clean safety-net tick")
+            result = clean_tick(
+                world, world.runner(clock), spec, self._job(world, clock, None), clock, "a clean safety-net tick"
+            )
             if result is None or result.outcome.value != "ran":
                 return
 
@@ -262,9 +270,9 @@ class SafetyNetFamily:
         moved: dict[str, int] = {}
         for act in payments.acts:
             moved[act.order_id] = moved.get(act.order_id, 0) + act.moved
-        for moved_order, times in moved.items():
+        for order, times in moved.items():
             if times > 1:
-                world.violate(23, f"money moved {times} times on {moved_order}")
+                world.violate(23, f"money moved {times} times on {order}")
         self._check_counts(world, payments)
         rows = {r["intent_id"]: r for r in world.scan("payment_intents")}
         for intent, order_id in world.data["orders"].items():
@@ -295,10 +303,16 @@ class SafetyNetFamily:
             already = sum(a.answer == "already_captured" for a in acts)
             captured, unknown = int(summary.get("captured", 0)), int(summary.get("unknown", 0))
             if captured + unknown < moved:
-                world.violate(24, f"{actor.name}'s calls moved money {moved} times; its run row counts "
-                                  f"captured {captured}, unknown {unknown}, failed {summary.get('failed', 0)}")
+                world.violate(
+                    24,
+                    f"{actor.name}'s calls moved money {moved} times; its run row counts "
+                    f"captured {captured}, unknown {unknown}, failed {summary.get('failed', 0)}",
+                )
             if captured > answered:
                 world.violate(24, f"{actor.name} counts {captured} captured; PayPal answered {answered} captures")
             if int(summary.get("reconciled", 0)) > already:
-                world.violate(24, f"{actor.name} counts {summary.get('reconciled')} reconciled; PayPal answered "
-                                  f"{already} already-captured")
+                world.violate(
+                    24,
+                    f"{actor.name} counts {summary.get('reconciled')} reconciled; PayPal answered "
+                    f"{already} already-captured",
+                )

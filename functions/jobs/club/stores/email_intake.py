@@ -67,9 +67,18 @@ class EmailIntakeStore(ModelStore):
         """Store a received email and its authentication verdicts for its first attempt now."""
         now = self._clock.now_ms()
         with aws_call(f"storing intake {intake_id}"):
-            self._model(intake_id, raw=raw, spf=verdicts.spf, dkim=verdicts.dkim, dmarc=verdicts.dmarc,
-                       status=IntakeStatus.PENDING.value, attempts=0, next_attempt_at=now,
-                       retry_shard=shard_of(intake_id), received_at=now).save(condition=self._model.intake_id.does_not_exist())
+            self._model(
+                intake_id,
+                raw=raw,
+                spf=verdicts.spf,
+                dkim=verdicts.dkim,
+                dmarc=verdicts.dmarc,
+                status=IntakeStatus.PENDING.value,
+                attempts=0,
+                next_attempt_at=now,
+                retry_shard=shard_of(intake_id),
+                received_at=now,
+            ).save(condition=self._model.intake_id.does_not_exist())
 
     @staticmethod
     def verdicts(row: Any) -> MailVerdicts:
@@ -85,29 +94,48 @@ class EmailIntakeStore(ModelStore):
 
     def _guard(self, row: Any, now_ms: int):
         m = self._model
-        return (m.status == IntakeStatus.PENDING.value) & (m.attempts == int(row.attempts)) & (m.next_attempt_at <= now_ms)
+        return (
+            (m.status == IntakeStatus.PENDING.value) & (m.attempts == int(row.attempts)) & (m.next_attempt_at <= now_ms)
+        )
 
     def delivered_op(self, row: Any, receipt_id: str, now_ms: int) -> Write:
         m = self._model
-        actions = [m.status.set(IntakeStatus.DELIVERED.value), m.attempts.set(int(row.attempts) + 1),
-                   m.receipt_id.set(receipt_id), m.finished_at.set(now_ms), m.retry_shard.remove()]
+        actions = [
+            m.status.set(IntakeStatus.DELIVERED.value),
+            m.attempts.set(int(row.attempts) + 1),
+            m.receipt_id.set(receipt_id),
+            m.finished_at.set(now_ms),
+            m.retry_shard.remove(),
+        ]
         return update_write(m(row.intake_id), actions, self._guard(row, now_ms))
 
     def retry_op(self, row: Any, error: str, next_attempt_at: int, now_ms: int) -> Write:
         m = self._model
-        actions = [m.attempts.set(int(row.attempts) + 1), m.next_attempt_at.set(next_attempt_at),
-                   m.last_error.set(error[:MAX_ERROR_CHARS])]
+        actions = [
+            m.attempts.set(int(row.attempts) + 1),
+            m.next_attempt_at.set(next_attempt_at),
+            m.last_error.set(error[:MAX_ERROR_CHARS]),
+        ]
         return update_write(m(row.intake_id), actions, self._guard(row, now_ms))
 
     def quarantined_op(self, row: Any, reason: str, now_ms: int) -> Write:
         """Terminal, without an attempt: the email is kept with the reason and never parsed."""
         m = self._model
-        actions = [m.status.set(IntakeStatus.QUARANTINED.value), m.last_error.set(reason[:MAX_ERROR_CHARS]),
-                   m.finished_at.set(now_ms), m.retry_shard.remove()]
+        actions = [
+            m.status.set(IntakeStatus.QUARANTINED.value),
+            m.last_error.set(reason[:MAX_ERROR_CHARS]),
+            m.finished_at.set(now_ms),
+            m.retry_shard.remove(),
+        ]
         return update_write(m(row.intake_id), actions, self._guard(row, now_ms))
 
     def dead_op(self, row: Any, error: str, now_ms: int) -> Write:
         m = self._model
-        actions = [m.status.set(IntakeStatus.DEAD.value), m.attempts.set(int(row.attempts) + 1),
-                   m.last_error.set(error[:MAX_ERROR_CHARS]), m.finished_at.set(now_ms), m.retry_shard.remove()]
+        actions = [
+            m.status.set(IntakeStatus.DEAD.value),
+            m.attempts.set(int(row.attempts) + 1),
+            m.last_error.set(error[:MAX_ERROR_CHARS]),
+            m.finished_at.set(now_ms),
+            m.retry_shard.remove(),
+        ]
         return update_write(m(row.intake_id), actions, self._guard(row, now_ms))

@@ -1,6 +1,6 @@
 """Store of equipment loans (`club_equipment_loans`): which member has which item until when.
 
-    loan_id (key) | member_id | item | due_back_at | returned_at
+loan_id (key) | member_id | item | due_back_at | returned_at
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ class LoanStore(ModelStore):
 
     def mark_returned(self, loan_id: str) -> None:
         with aws_call(f"returning loan {loan_id}"):
-            self._model(loan_id).update(actions=[self._model.returned_at.set(self._clock.now_ms())],
-                                       condition=self._model.loan_id.exists())
+            self._model(loan_id).update(
+                actions=[self._model.returned_at.set(self._clock.now_ms())], condition=self._model.loan_id.exists()
+            )
 
     def get(self, loan_id: str) -> Any | None:
         return get_row(self._model, loan_id, what="reading a row of loans")

@@ -98,7 +98,9 @@ class MembershipStore(ModelStore):
             m.active_shard.remove(),
         ]
         condition = (
-            (m.status == MembershipStatus.ACTIVE.value) & (m.ends_at <= now_ms) & (m.roles_version == int(row.roles_version))
+            (m.status == MembershipStatus.ACTIVE.value)
+            & (m.ends_at <= now_ms)
+            & (m.roles_version == int(row.roles_version))
         )
         return update_write(m(row.member_id), actions, condition)
 

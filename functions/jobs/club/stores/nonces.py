@@ -83,8 +83,15 @@ class NonceStore(ModelStore):
         """Claim the event for this receive; DONE for a replay, BUSY while another receive holds it."""
         m = self._model
         now = self._clock.now_ms()
-        row = m(nonce, state=NonceState.CLAIMED.value, token=token, message_id=message_id, claimed_at=now,
-                claim_expires_at=now + self._claim_ttl_ms, ttl=ttl_seconds(now + NONCE_TTL_MS))
+        row = m(
+            nonce,
+            state=NonceState.CLAIMED.value,
+            token=token,
+            message_id=message_id,
+            claimed_at=now,
+            claim_expires_at=now + self._claim_ttl_ms,
+            ttl=ttl_seconds(now + NONCE_TTL_MS),
+        )
         claimed = m.state == NonceState.CLAIMED.value
         mine_or_expired = (m.token == token) | (m.claim_expires_at < now)
         if self._write(lambda: row.save(condition=m.nonce.does_not_exist() | (claimed & mine_or_expired)), "claiming"):
@@ -94,8 +101,9 @@ class NonceStore(ModelStore):
     def release(self, nonce: str, token: str) -> None:
         """Give the claim back so this delivery's retry can claim it again (no-op if it is not ours)."""
         m = self._model
-        self._write(lambda: m(nonce).delete(condition=(m.state == NonceState.CLAIMED.value) & (m.token == token)),
-                    "releasing")
+        self._write(
+            lambda: m(nonce).delete(condition=(m.state == NonceState.CLAIMED.value) & (m.token == token)), "releasing"
+        )
 
     def complete(self, nonce: str, token: str) -> bool:
         """Mark the event done; False if the claim was not ours any more (it expired and was taken over).
@@ -103,9 +111,13 @@ class NonceStore(ModelStore):
         A retry whose first try was applied is refused by state = done, and is the same success.
         """
         m = self._model
-        applied = self._write(lambda: m(nonce).update(actions=[m.state.set(NonceState.DONE.value)],
-                                                      condition=(m.state == NonceState.CLAIMED.value) & (m.token == token)),
-                              "completing")
+        applied = self._write(
+            lambda: m(nonce).update(
+                actions=[m.state.set(NonceState.DONE.value)],
+                condition=(m.state == NonceState.CLAIMED.value) & (m.token == token),
+            ),
+            "completing",
+        )
         return applied or self.state(nonce) == NonceState.DONE.value
 
     def state(self, nonce: str) -> str | None:

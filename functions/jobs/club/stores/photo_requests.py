@@ -63,9 +63,17 @@ class PhotoRequestStore(ModelStore):
 
     def put(self, request_id: str, title: str, expires_at: int, channel_id: str, message_id: str) -> None:
         with aws_call(f"recording photo request {request_id}"):
-            self._model(request_id, title=title, status=RequestStatus.OPEN.value, expires_at=expires_at,
-                       expiry_shard=expiry_shard(request_id), public_status=PublicStatus.LISTED.value,
-                       discord_status=DiscordStatus.POSTED.value, channel_id=channel_id, message_id=message_id).save()
+            self._model(
+                request_id,
+                title=title,
+                status=RequestStatus.OPEN.value,
+                expires_at=expires_at,
+                expiry_shard=expiry_shard(request_id),
+                public_status=PublicStatus.LISTED.value,
+                discord_status=DiscordStatus.POSTED.value,
+                channel_id=channel_id,
+                message_id=message_id,
+            ).save()
 
     def get(self, request_id: str) -> Any | None:
         return get_row(self._model, request_id, what="reading a row of photo_requests")

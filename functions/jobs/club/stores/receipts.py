@@ -69,7 +69,9 @@ class ReceiptStore(ModelStore):
     def for_member(self, member_id: str) -> list[Receipt]:
         return [
             Receipt(r.receipt_id, r.member_id, r.role_id, int(r.valid_from), int(r.valid_until))
-            for r in each_row(self._model.query(member_id, consistent_read=True), f"reading the receipts of {member_id}")
+            for r in each_row(
+                self._model.query(member_id, consistent_read=True), f"reading the receipts of {member_id}"
+            )
         ]
 
     def granted_roles(self, member_id: str, now_ms: int) -> set[str]:

@@ -58,9 +58,15 @@ class ReminderStore(ModelStore):
 
     def put(self, reminder_id: str, loan_id: str, due_at: int, recipient: Recipient, recipient_user_id: str) -> None:
         with aws_call(f"recording reminder {reminder_id}"):
-            self._model(reminder_id, loan_id=loan_id, due_at=due_at, recipient_kind=Recipient(recipient).value,
-                       recipient_user_id=recipient_user_id, state=ReminderState.PENDING.value,
-                       due_shard=shard_of(reminder_id)).save()
+            self._model(
+                reminder_id,
+                loan_id=loan_id,
+                due_at=due_at,
+                recipient_kind=Recipient(recipient).value,
+                recipient_user_id=recipient_user_id,
+                state=ReminderState.PENDING.value,
+                due_shard=shard_of(reminder_id),
+            ).save()
 
     def get(self, reminder_id: str) -> Any | None:
         return get_row(self._model, reminder_id, what="reading a row of reminders")

@@ -65,20 +65,44 @@ class ScheduleStore(ModelStore):
 
     _model_class = _Entry
 
-    def add(self, space: str, entry_id: str, starts_at: int, label: str, *, ends_at: int | None = None,
-            member_id: str | None = None, hours: float | None = None) -> None:
+    def add(
+        self,
+        space: str,
+        entry_id: str,
+        starts_at: int,
+        label: str,
+        *,
+        ends_at: int | None = None,
+        member_id: str | None = None,
+        hours: float | None = None,
+    ) -> None:
         """Create an entry in its first state (seed data, staff tools)."""
         status = DarkroomChange.PENDING if space == DARKROOM else StudioSlot.UPCOMING
         with aws_call(f"adding schedule entry {entry_id}"):
-            self._model(space, entry_key(starts_at, entry_id), entry_id=entry_id, label=label, starts_at=starts_at,
-                       ends_at=ends_at, status=status.value, member_id=member_id, hours=hours).save()
+            self._model(
+                space,
+                entry_key(starts_at, entry_id),
+                entry_id=entry_id,
+                label=label,
+                starts_at=starts_at,
+                ends_at=ends_at,
+                status=status.value,
+                member_id=member_id,
+                hours=hours,
+            ).save()
 
     def started(self, space: str, now_ms: int, statuses: tuple[str, ...], limit: int) -> list[Any]:
         """Up to `limit` entries that started at or before now and are in one of `statuses`."""
         m = self._model
         condition = m.status.is_in(*statuses)
-        query = m.query(space, m.entry_key <= f"{now_ms:013d}#\uffff", filter_condition=condition,
-                        consistent_read=True, limit=limit, page_size=max(limit, 25))
+        query = m.query(
+            space,
+            m.entry_key <= f"{now_ms:013d}#\uffff",
+            filter_condition=condition,
+            consistent_read=True,
+            limit=limit,
+            page_size=max(limit, 25),
+        )
         return list(each_row(query, f"querying started {space} entries"))
 
     def to_advance(self, now_ms: int, limit: int) -> list[Any]:
@@ -87,8 +111,14 @@ class ScheduleStore(ModelStore):
         condition = (m.status == StudioSlot.UPCOMING.value) | (
             (m.status == StudioSlot.CURRENT.value) & (m.ends_at <= now_ms)
         )
-        query = m.query(STUDIO, m.entry_key <= f"{now_ms:013d}#\uffff", filter_condition=condition,
-                        consistent_read=True, limit=limit, page_size=max(limit, 25))
+        query = m.query(
+            STUDIO,
+            m.entry_key <= f"{now_ms:013d}#\uffff",
+            filter_condition=condition,
+            consistent_read=True,
+            limit=limit,
+            page_size=max(limit, 25),
+        )
         return list(each_row(query, "querying studio slots to advance"))
 
     def entries(self, space: str) -> Iterator[Any]:
@@ -98,8 +128,14 @@ class ScheduleStore(ModelStore):
     def latest(self, space: str, now_ms: int, status: str) -> Any | None:
         """The entry in `status` that started last at or before now."""
         m = self._model
-        query = m.query(space, m.entry_key <= f"{now_ms:013d}#\uffff", filter_condition=m.status == status,
-                        scan_index_forward=False, consistent_read=True, limit=1)
+        query = m.query(
+            space,
+            m.entry_key <= f"{now_ms:013d}#\uffff",
+            filter_condition=m.status == status,
+            scan_index_forward=False,
+            consistent_read=True,
+            limit=1,
+        )
         for row in each_row(query, f"querying the latest {space} entry"):
             return row
         return None
