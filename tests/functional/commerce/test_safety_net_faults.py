@@ -232,7 +232,7 @@ class Skewed:
 
 
 def test_a_delayed_buyer_write_from_a_clock_behind_is_not_captured_within_20_true_minutes(
-    stores, payments, dynamodb, tables, clock
+    aws, stores, payments, dynamodb, tables, clock
 ):
     # GIVEN a buyer whose clock runs 30 s behind, a safety net whose clock runs 30 s ahead (60 s apart:
     # the skew budget), and the buyer's upsell applied 9 s after it stamped `updated_at` (inside the
@@ -242,7 +242,7 @@ def test_a_delayed_buyer_write_from_a_clock_behind_is_not_captured_within_20_tru
     from tests.aws_faults import Faults
 
     buyer = DeferredPaymentStore(tables["payment_intents"], Skewed(clock, -30_000))
-    net = Harness(dynamodb, tables, Skewed(clock, 30_000))
+    net = Harness(aws, dynamodb, tables, Skewed(clock, 30_000))
     payments.approve("O-1", 1_000)
     buyer.create("i1", "O-1", 1_000)
     clock.advance(minutes=5)
