@@ -4,6 +4,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export AWS_DEFAULT_REGION ?= us-east-1
+# Python caches compiled modules (__pycache__, ignored by git and by every asset and wheel): where the
+# environment turns that off, every process (each pytest worker, each isolate of the local runtime, each
+# subprocess test) compiles the project's modules and pytest rewrites every test module again.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test test-fast lint format sim synth deploy bench install dist clean
 

@@ -11,12 +11,12 @@ import pathlib
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
-import boto3
 from boto3.dynamodb.types import TypeSerializer
 from pynamodb.signals import pre_dynamodb_send
 
 from jobfence.dynamo import plain
 from jobfence.registry import TableSpec
+from jobfence.testing.harness import aws_session
 from jobfence.testing.harness import LambdaContext  # noqa: F401 (the kit's, imported from here by older tests)
 from jobfence.testing.tables import CatalogTables as KitTables
 from jobfence.testing.tables import create_tables, table_request
@@ -60,7 +60,7 @@ class CatalogTables(KitTables):
 class ServerSession:
     def __init__(self, endpoint: str) -> None:
         self.endpoint = endpoint
-        self._session = boto3.Session(region_name=os.environ["AWS_DEFAULT_REGION"])
+        self._session = aws_session(os.environ["AWS_DEFAULT_REGION"])  # the test kit's: one shared data loader
 
     def client(self, name: str, **kwargs):
         return self._session.client(name, endpoint_url=self.endpoint, **kwargs)

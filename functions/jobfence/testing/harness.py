@@ -225,3 +225,26 @@ class JobHarness:
 
 
 JobFactory = Callable[[JobDeps], Job]
+
+
+_LOADER: Any = None  # botocore's data loader, shared by every test's session (see `aws_session`)
+
+
+def aws_session(region_name: str | None = None) -> Any:
+    """A fresh boto3 session whose botocore data loader is the process's one.
+
+    A new botocore session reads and parses its service models, endpoint rules and partitions from
+    JSON again (about 0.1 CPU-second for DynamoDB): paid once per test, that is most of a small test's
+    time. The loader only caches those read-only files, as it does for every client of one session, so
+    sharing it changes nothing a test can see: credentials, config and event hooks stay per session.
+    """
+    import boto3
+    import botocore.session
+
+    global _LOADER
+    core = botocore.session.get_session()
+    if _LOADER is None:
+        _LOADER = core.get_component("data_loader")
+    else:
+        core.register_component("data_loader", _LOADER)
+    return boto3.Session(botocore_session=core, region_name=region_name)

@@ -58,11 +58,12 @@ def clock() -> FrozenClock:
 @pytest.fixture
 def aws() -> Iterator[Any]:
     """In-process moto: no socket is opened."""
-    import boto3
     from moto import mock_aws
 
+    from jobfence.testing.harness import aws_session
+
     with mock_aws():
-        yield boto3.Session(region_name=os.environ.get("AWS_DEFAULT_REGION", DEFAULT_REGION))
+        yield aws_session(os.environ.get("AWS_DEFAULT_REGION", DEFAULT_REGION))
 
 
 @pytest.fixture
