@@ -26,6 +26,7 @@ from aws_lambda_powertools import Logger, Metrics
 
 from jobfence.clock import Clock
 from jobfence.config import ScheduledSettings, metrics_namespace
+from jobfence.dynamo import new_session
 from jobfence.lease import LeaseStore
 from jobfence.registry import Overlap, Registry
 from jobfence.runs import RunStore
@@ -45,7 +46,7 @@ def scheduled_handler(
     """
     settings = ScheduledSettings.from_environ(environ)
     spec = catalog.job(settings.job_name)
-    session = boto3.Session()
+    session = boto3.Session(botocore_session=new_session())  # pynamodb's sessions share its data loader
     dynamodb = session.client("dynamodb")
     logger = Logger(service=spec.subsystem)
     tracer = handler_tracer(spec.subsystem)

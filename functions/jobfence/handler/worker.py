@@ -25,6 +25,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 
 from jobfence.clock import Clock
 from jobfence.config import WorkerSettings, metrics_namespace
+from jobfence.dynamo import new_session
 from jobfence.registry import Registry
 from jobfence.sqs_batch import split_records
 from jobfence.tracing import handler_tracer, traced
@@ -53,7 +54,7 @@ def worker_handler(
     settings = WorkerSettings.from_environ(environ)
     spec = catalog.queues[settings.own_queue]
     pipeline = pipelines[spec.name] if isinstance(pipelines, Mapping) else pipelines(spec.name)
-    sqs = boto3.Session().client("sqs")
+    sqs = boto3.Session(botocore_session=new_session()).client("sqs")
     logger = Logger(service=spec.subsystem)
     logger.append_keys(worker=spec.subsystem, stage=spec.name)
     metrics = Metrics(namespace=metrics_namespace(environ), service=spec.subsystem)

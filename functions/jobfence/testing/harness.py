@@ -21,7 +21,7 @@ from aws_lambda_powertools import Logger, Metrics
 
 from jobfence.clock import FrozenClock
 from jobfence.config import ScheduledSettings, config_env, queue_env, secret_env, table_env
-from jobfence.dynamo import plain
+from jobfence.dynamo import new_session, plain
 from jobfence.lease import LeaseStore
 from jobfence.registry import JobSpec, Registry
 from jobfence.runs import RunState, RunStore
@@ -227,24 +227,12 @@ class JobHarness:
 JobFactory = Callable[[JobDeps], Job]
 
 
-_LOADER: Any = None  # botocore's data loader, shared by every test's session (see `aws_session`)
-
-
 def aws_session(region_name: str | None = None) -> Any:
-    """A fresh boto3 session whose botocore data loader is the process's one.
+    """A fresh boto3 session (in moto under the `aws` fixture) sharing the process's botocore data loader.
 
-    A new botocore session reads and parses its service models, endpoint rules and partitions from
-    JSON again (about 0.1 CPU-second for DynamoDB): paid once per test, that is most of a small test's
-    time. The loader only caches those read-only files, as it does for every client of one session, so
-    sharing it changes nothing a test can see: credentials, config and event hooks stay per session.
+    See `jobfence.dynamo.new_session`: parsing the service models again for every test's session would be
+    most of a small test's time.
     """
     import boto3
-    import botocore.session
 
-    global _LOADER
-    core = botocore.session.get_session()
-    if _LOADER is None:
-        _LOADER = core.get_component("data_loader")
-    else:
-        core.register_component("data_loader", _LOADER)
-    return boto3.Session(botocore_session=core, region_name=region_name)
+    return boto3.Session(botocore_session=new_session(), region_name=region_name)
