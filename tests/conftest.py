@@ -5,6 +5,7 @@ server for wire tests. The test kit's plugin (`jobfence.testing.plugin`) gives `
 from __future__ import annotations
 
 import os
+import pathlib
 
 import pytest
 
@@ -102,20 +103,15 @@ def pytest_xdist_make_scheduler(config, log):
     return SharedResourceScheduling(config, log)
 
 
-# Measured slow (`--durations` of `make test-fast`: ten seconds and more each on a loaded two-core machine;
-# Hypothesis state machines, hundreds of items through the work pipeline, thousands of rows), listed here
-# rather than marked in files that other work is changing.
-_MEASURED_SLOW = (
-    "tests/functional/test_work_stateful.py::TestDurableBatches",
-    "tests/unit/test_lease_stateful.py::TestLeaseMachine",
-    "tests/functional/test_work.py::test_random_failures_over_hundreds_of_items_keep_the_books",
-    "tests/functional/test_work.py::test_the_enqueue_checkpoint_is_written_per_hundred_wake_ups",
-    "tests/functional/test_work.py::test_an_item_that_always_fails_stops_at_exactly_five_attempts",
-    "tests/functional/test_work_rollup.py::test_a_fleet_spreads_its_roll_ups_over_the_shards_and_finalizes_once",
-    "tests/functional/test_work_fairness.py::test_with_the_cap_a_quiet_tenant_does_not_wait_for_a_noisy_backlog",
-    "tests/unit/test_retention_jobs.py::test_dpop_cleanup_deletes_expired_rows_in_batches_of_1000",
-    "tests/unit/test_retention_jobs.py::test_dpop_cleanup_cost_does_not_grow_with_live_rows",
-    "tests/unit/test_takeover.py::test_a_dead_holder_costs_a_five_minute_job_six_ticks",
+# Measured slow: the tests of the fast tier that cost two CPU-seconds or more each (Hypothesis state machines,
+# hundreds of items through the work pipeline, seeded club days, single-seed simulator replays), listed by node id
+# (a prefix) in tests/measured_slow.txt with how that list was measured, rather than marked in files that other
+# work is changing. Every test that starts a moto server (`server`: real concurrency and wire faults over HTTP)
+# is slow too.
+_MEASURED_SLOW = tuple(
+    line.split()[0]
+    for line in (pathlib.Path(__file__).parent / "measured_slow.txt").read_text().splitlines()
+    if line.strip() and not line.startswith("#")
 )
 
 
@@ -123,5 +119,5 @@ def pytest_collection_modifyitems(config, items):
     """tests/sim first: the longest group, so its worker starts on it while the others take the rest."""
     items.sort(key=lambda item: not item.nodeid.startswith(_SHARED_DIRS[0]))  # stable: every other order kept
     for item in items:
-        if item.nodeid.startswith(_MEASURED_SLOW):
+        if item.nodeid.startswith(_MEASURED_SLOW) or item.get_closest_marker("server") is not None:
             item.add_marker(pytest.mark.slow)
