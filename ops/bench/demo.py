@@ -169,7 +169,9 @@ def profile_hour() -> int:
     counts: collections.Counter = collections.Counter()
     runtime = LocalRuntime.start()
     try:
-        app = runtime.emulator._server.invokes  # the outermost WSGI layer: every request passes it
+        server = runtime.emulator._server
+        assert server is not None
+        app = server.invokes  # the outermost WSGI layer: every request passes it
         inner = app.__call__
 
         def counting(environ: dict, start_response: Any) -> Any:
@@ -180,7 +182,7 @@ def profile_hour() -> int:
             counts[target] += 1
             return inner(environ, start_response)
 
-        runtime.emulator._server._server.app = counting
+        server._server.app = counting
         point_process_at(runtime.emulator)
         scenario = DayScenario(runtime, DayConfig(), SEED)
         runtime.advance_to(scenario.start_ms)
