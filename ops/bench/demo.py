@@ -38,6 +38,17 @@ GOAL_WALL_S = 150
 GOAL_CPU_S = 120
 SEED = 7
 
+# The runs recorded before this one (the table keeps them when the bench rewrites the section).
+EARLIER_RUNS = (
+    "| kept-alive connections, Lambda invokes in the isolates (953203f) | cached | 9.0 | 1599 | 779 | MISSED |",
+    "| and the reclaim sweep reading only open batches' shards (merge of 634ed60, f347e53) | included (cold cache) "
+    "| 5.2 | 348 | 256 | MISSED |",
+    "| the base of issue 27's runtime branch, synth cached (4be0900) | cached | 7.3, 6.2 | 418 | 244 | MISSED |",
+    "| isolates forked from a fork server that preloaded the layer's libraries (47994ad) | cached | 10.5, 6.9 | 452 "
+    "| 228 | MISSED |",
+    "| and moto's backend lookup kept per host (cc54e5f) | cached | 6.0, 7.3 | 354 | 217 | MISSED |",
+)
+
 BEFORE = """Before (36644d1, issue 27): `make demo` took **864 CPU-s** (18 min wall at load about 2 on 2 cores; 110 s wall
 at e83065a). `python -m ops demo --hours 1 --no-live` (which ran 5 simulated hours: `--hours` did not bound the
 scenario's fixed phases) took 248 CPU-s and 8 min 43 s wall at load 5-19 (`/usr/bin/time -v`)."""
@@ -47,35 +58,55 @@ PROFILE = """### Where a simulated hour goes (the local runtime's profile)
 Command: `python -m ops.bench.demo --profile-hour` (one steady simulated hour after a first one that cold-starts
 every isolate: requests to the emulator by operation, CPU of the driver process with moto's server and of the
 isolates), and for the samples `py-spy record --subprocesses --format raw --rate 40 -- python -m ops.bench.demo
---profile-hour`. Measured at load average 7-19 on 2 cores (the CPU figures are inflated by contention, the
-request counts are exact).
+--profile-hour` (py-spy is not a project dependency). The CPU figures move with the machine's load (given with
+each row); the request counts are exact.
 
-| one steady simulated hour (60 ticks, 12 of them `reclaim_listings`) | requests | CPU-s | driver + moto | isolates |
-|---|---:|---:|---:|---:|
-| before (36644d1) | 3,863 | 26.4 | 16.5 | 9.9 |
-| after the kept-alive connections (cc0094c) | 3,863 | 22.3 | 13.8 | 8.5 |
+| one steady simulated hour (60 ticks) | load | requests | CPU-s | driver + moto | isolates |
+|---|---:|---:|---:|---:|---:|
+| before (36644d1) | 7-19 | 3,863 | 26.4 | 16.5 | 9.9 |
+| after the kept-alive connections (cc0094c) | 7-19 | 3,863 | 22.3 | 13.8 | 8.5 |
+| after the reclaim shards (4be0900) | 8-9 | 791 | 8.7 | 6.5 | 2.3 |
+| after the forked isolates and moto's host cache (this branch) | 4-6 | 791 | 6.4 | 4.6 | 1.8 |
 
 | requests / hour | operation |
 |---:|---|
-| 3,339 | DynamoDB Query (3,096 of them the 12 reclaim ticks: 258 each, the 64-shard reclaim index) |
+| 267 | DynamoDB Query |
 | 236 | DynamoDB UpdateItem |
 | 131 | DynamoDB GetItem |
 | 60 | DynamoDB PutItem |
 | 39 | SQS ReceiveMessage |
+| 18 | DynamoDB DeleteItem |
 | 13 / 12 | Lambda ListEventSourceMappings / EventBridge ListRules (the runtime reading live states) |
+| 15 | the rest (BatchWriteItem 7, TransactWriteItems 5, Scan 2, BatchGetItem 1) |
 
-Samples before (py-spy, all processes): 55% in the emulator's request threads (werkzeug, Flask, moto), 30% in
+Samples at 36644d1 (py-spy, all processes): 55% in the emulator's request threads (werkzeug, Flask, moto), 30% in
 the isolates (two thirds of it the reclaim sweep's queries), the rest the driver. Werkzeug's development server
 **closed the connection after every response**: each request paid a TCP connect, a new server thread and a
-10 ms drain wait (`HTTPConnection.connect` 6%, `Thread.start` 4.5% of the samples of a GetItem loop); a GetItem
-round trip cost 5.5 ms CPU (client and server in one process), 2.6 ms on kept-alive connections (one connection
-per client instead of one per request).
+10 ms drain wait; a GetItem round trip cost 5.5 ms CPU (client and server in one process), 2.6 ms on kept-alive
+connections. The reclaim sweep made 80% of that hour's requests (3,096 of 3,863: 258 queries a tick); since the
+reclaim shards (issue 27 part 1) a steady hour makes 791.
 
-**The reclaim sweep's share**: 80% of a steady hour's requests (3,096 of 3,863) and about two thirds of the
-isolates' CPU. It is cut by the reclaim shards change
-(issue 27 part 1), not here; the demo's figure above still includes it. What remains per hour without it is
-about 770 requests: the jobs' own lease, run-row and work requests (5-8 per tick) and the auditor's toggles read and runs
-query per audited job."""
+**Simulated hour 1** (`/usr/bin/time -v python -m ops demo --no-live --seed 7 --hours 1`, synth cached, children
+included): 52 CPU-s (46 user, 6 sys; 91 s wall at load 6-7) at 4be0900; 35 CPU-s (31 user, 5 sys; 59 s wall at
+load 5-6) with the isolates forked from the fork server. Its py-spy samples at 4be0900 (busy samples only, load
+6-10): a third of the samples were the 22 isolates' cold starts (interpreter start 16%, imports 17%: boto3,
+botocore, pydantic, pynamodb and Powertools about 2.5 of the 3.7 s a handler module took to import at that load,
+the function's own packages the rest), 7% their botocore clients' creation, 25% moto's server, the rest the driver.
+Since then an isolate is forked from a fork server that imported those libraries once (`ops.runtime.workers`):
+its cold start imports only its function's code.
+
+**The steady hour** (thread CPU time of moto's request threads during the steady hour at 4be0900, load 8-10): of
+the driver's 5.2 CPU-s, 4.4 were inside moto's WSGI app (5.6 ms a request at that load), 0.2 werkzeug's HTTP
+handling around it, 0.3 the driver's own thread (schedules, pumps), the rest the invocation threads. Inside moto
+(cProfile of 300 replayed GetItems): its response serializer about a quarter, Flask's dispatch an eighth, and the
+lookup of the backend serving the request's host a fifth: moto listed and stat'ed its ~200 package folders and
+matched its URL patterns on every request. That lookup is now kept per host (`ops.emulator`): a GetItem's time
+in moto's app 1.97 -> 1.55 ms, an UpdateItem's 3.45 -> 3.18 ms (two runs, at load 10 and 17).
+
+**What remains** is moto's own DynamoDB work per request (the update-expression validator, the response
+serializer, Flask's dispatch) times 791 requests an hour: about two thirds of a steady hour's CPU, 24 times a day.
+Cutting it means fewer requests per tick (the jobs' lease, run-row and work requests: 5-8 per tick, the auditor's
+toggles and runs per audited job) or a cheaper emulator path for DynamoDB; neither is done here."""
 
 
 def synth_cached() -> bool:
@@ -116,6 +147,7 @@ def run() -> str:
     cached = synth_cached()
     load = os.getloadavg()[0]
     wall, cpu, tail, status = measure(hours)
+    load_end = os.getloadavg()[0]
     if status != 0:
         raise RuntimeError(f"the demo itself failed (exit {status}): {tail}")
     day = "the full day (24 simulated hours)" if hours is None else f"{hours:g} simulated hours (not the goal's figure)"
@@ -131,10 +163,14 @@ def run() -> str:
         f"CPU = RUSAGE_SELF + RUSAGE_CHILDREN: the demo, its isolates, its synth). Goal: at most **{GOAL_WALL_S} s wall** "
         f"and **{GOAL_CPU_S} CPU-s** on an idle 2-core machine; the bench exits 1 past either.",
         "",
-        "| run | synth | load average (1 min) at start | wall s | CPU s | goal |",
+        "The machine is shared (2 cores, other sessions' suites and benches running): the load average says how "
+        "busy it was; contention inflates the CPU figure too (less than the wall figure).",
+        "",
+        "| run | synth | load average (1 min) at start, at end | wall s | CPU s | goal |",
         "|---|---|---:|---:|---:|---|",
-        f"| this run | {'cached' if cached else 'included (cold cache)'} | {load:.1f} | {wall:.0f} | {cpu:.0f} | "
-        f"{'MISSED' if missed else ('met' if hours is None else 'n/a')} |",
+        *EARLIER_RUNS,
+        f"| this run | {'cached' if cached else 'included (cold cache)'} | {load:.1f}, {load_end:.1f} | {wall:.0f} | "
+        f"{cpu:.0f} | {'MISSED' if missed else ('met' if hours is None else 'n/a')} |",
         "",
         BEFORE,
         "",
@@ -169,7 +205,9 @@ def profile_hour() -> int:
     counts: collections.Counter = collections.Counter()
     runtime = LocalRuntime.start()
     try:
-        app = runtime.emulator._server.invokes  # the outermost WSGI layer: every request passes it
+        server = runtime.emulator._server
+        assert server is not None
+        app = server.invokes  # the outermost WSGI layer: every request passes it
         inner = app.__call__
 
         def counting(environ: dict, start_response: Any) -> Any:
@@ -180,7 +218,7 @@ def profile_hour() -> int:
             counts[target] += 1
             return inner(environ, start_response)
 
-        runtime.emulator._server._server.app = counting
+        server._server.app = counting
         point_process_at(runtime.emulator)
         scenario = DayScenario(runtime, DayConfig(), SEED)
         runtime.advance_to(scenario.start_ms)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import pathlib
 import signal
 import sys
 import traceback
@@ -132,6 +133,14 @@ def _delay_on_simulated_clock(operation: str, params: dict[str, Any]) -> dict[st
     return {**params, "Entries": [rewrite(e) for e in params.get("Entries", [])]}
 
 
+def _refuse_preloaded_code(code_dir: str) -> None:
+    """The function's code is loaded here, at its cold start: none of it may come from the parent process."""
+    packages = {p.stem for p in pathlib.Path(code_dir).iterdir() if p.suffix == ".py" or (p / "__init__.py").is_file()}
+    loaded = sorted(name for name in sys.modules if name.partition(".")[0] in packages)
+    if loaded:
+        raise ImportError(f"the function's modules were loaded before its cold start: {', '.join(loaded[:5])}")
+
+
 def main(conn: Any, meta: dict[str, Any]) -> None:
     """Cold start, then serve invocations until told to stop or killed."""
     log = open(meta["log_path"], "a", buffering=1)  # noqa: SIM115 - open for the process's life (stdout, stderr)
@@ -147,6 +156,7 @@ def main(conn: Any, meta: dict[str, Any]) -> None:
     plan: list[FaultPlan | None] = [None]
     calls: dict[str, int] = {}
     try:
+        _refuse_preloaded_code(meta["code_dir"])
         # the function's own clock class, from its own code folder (now first on the path)
         clock = importlib.import_module("jobfence.clock").FrozenClock(meta["now_ms"])
         _clock[0] = clock
