@@ -59,14 +59,14 @@ class Audits:
 
     def at(self, t_ms: int, auditor=AUDITOR_SPEC) -> dict[str, int]:
         self.h.clock.set(t_ms)
-        result = self.h.runner.run(auditor, self.job, Trigger("scheduled", t_ms))
+        result = self.h.tick(auditor, self.job, trigger=Trigger("scheduled", t_ms))
         assert result.outcome is Outcome.RAN
         return self.emitted[-1]
 
 
 def tick(h, t_ms, delay_ms=0, job_spec=HOURLY):
     h.clock.set(t_ms + delay_ms)
-    return h.runner.run(job_spec, counting_job(1, []), Trigger("scheduled", t_ms))
+    return h.tick(job_spec, counting_job(1, []), trigger=Trigger("scheduled", t_ms))
 
 
 def test_a_missed_tick_is_counted_once_by_the_audit_whose_window_holds_it(h, clock):
@@ -99,7 +99,7 @@ def test_a_tick_skipped_by_a_live_holder_or_the_gate_or_a_disabled_rule_is_not_m
     audits.at(at(0, 50))  # the first audit, before any tick of the window below
     # 01:00 is answered by a run that started at 00:59:40 by hand; 02:00 arrives while a manual run holds the lease
     h.clock.set(at(0, 59) + 40_000)
-    assert h.runner.run(HOURLY, counting_job(1, []), Trigger("manual", h.clock.now_ms(), requested_by="ops")).outcome \
+    assert h.tick(HOURLY, counting_job(1, []), trigger=Trigger("manual", h.clock.now_ms(), requested_by="ops")).outcome \
         is Outcome.RAN
     assert tick(h, at(1)).outcome is Outcome.SKIPPED_INTERVAL
     RuleToggles(h.dynamodb, h.tables["leases"]).record(HOURLY.name, False, at(1, 30))  # disabled 01:30 to 02:30
@@ -121,7 +121,7 @@ def test_an_audit_that_failed_is_made_up_by_the_next(h, clock):
         raise RuntimeError("the auditor crashed")
 
     with pytest.raises(RuntimeError):
-        h.runner.run(AUDITOR_SPEC, failing, Trigger("scheduled", at(1, 15)))
+        h.tick(AUDITOR_SPEC, failing, trigger=Trigger("scheduled", at(1, 15)))
     # THEN 01:30 judges again from the 00:45 audit's end: 01:00 (never delivered) is counted
     assert audits.at(at(1, 30)) == {HOURLY.name: 1}
 
@@ -198,7 +198,7 @@ def test_the_auditor_asks_a_catch_up_job_to_run_once_for_its_missed_tick_until_a
     # the job's function receives it (the real trigger parser and runner) and runs once
     h.clock.set(at(3, 31))
     event = audits.invoked[0][1]
-    assert h.runner.run(CATCHING_UP, counting_job(1, []), parse_trigger(event, h.clock)).outcome is Outcome.RAN
+    assert h.tick(CATCHING_UP, counting_job(1, []), trigger=parse_trigger(event, h.clock)).outcome is Outcome.RAN
     # 03:45: made up for: no more asks; the metric counts nothing again
     assert audits.at(at(3, 45), CATCH_UP_AUDITOR) == {CATCHING_UP.name: 0} and len(audits.invoked) == 1
     rows = sorted(h.runs.recent(CATCH_UP_AUDITOR.name), key=lambda r: r["started_at"])

@@ -9,7 +9,7 @@ import pytest
 
 from jobfence.lease import PENDING, Pending
 from jobfence.registry import Overlap
-from jobfence.scheduled import Outcome, ScheduledRunner
+from jobfence.scheduled import Outcome
 from jobfence.triggers import Trigger, buffered_event
 from tests.aws_faults import Faults, acquires, read_timeout, releases
 from tests.backends import backend, dynamodb, pytest_generate_tests, tables  # noqa: F401
@@ -31,15 +31,14 @@ class IsolateDeath(BaseException):
 
 @pytest.fixture
 def h(dynamodb, tables, clock):
-    harness = Harness(dynamodb, tables, clock)
-    harness.handed = []
-    harness.runner = ScheduledRunner(harness.leases, harness.runs, clock, harness.logger, harness.metrics,
-                                     invoke_self=harness.handed.append)
+    handed = []
+    harness = Harness(dynamodb, tables, clock, invoke_self=handed.append)
+    harness.handed = handed
     return harness
 
 
 def tick(h, job_spec=BUFFERED, job=None, context=None):
-    return h.runner.run(job_spec, job or one_batch, Trigger("scheduled", h.clock.now_ms()), context)
+    return h.tick(job_spec, job or one_batch, context)
 
 
 def one_batch(ctx):
@@ -116,8 +115,8 @@ def test_a_holder_short_of_time_hands_the_request_over_to_its_own_function(h, cl
     assert h.handed == [buffered_event(t0 + HOUR)]
     assert len(h.rows()) == 1 and h.leases.read("job_a")[PENDING] == t0 + HOUR
     # WHEN the hand-over is delivered (twice: an async invoke may be) THEN it runs once
-    handed = h.runner.run(BUFFERED, one_batch, Trigger("buffered", t0 + HOUR))
-    again = h.runner.run(BUFFERED, one_batch, Trigger("buffered", t0 + HOUR))
+    handed = h.tick(BUFFERED, one_batch, trigger=Trigger("buffered", t0 + HOUR))
+    again = h.tick(BUFFERED, one_batch, trigger=Trigger("buffered", t0 + HOUR))
     assert handed.outcome is Outcome.RAN and again.outcome is Outcome.SKIPPED_SERVED
     assert [r["trigger"] for r in sorted(h.rows(), key=lambda r: r["started_at"])] == ["scheduled", "buffered"]
     assert PENDING not in h.leases.read("job_a")
@@ -143,14 +142,14 @@ def test_a_request_survives_the_holders_death_and_the_next_term_consumes_it(h, c
     assert PENDING not in h.leases.read("job_a")
     assert sorted(r["outcome"] for r in h.rows()) == ["died", "ran"]
     # AND a late hand-over for that tick finds its request gone
-    assert h.runner.run(BUFFERED, one_batch, Trigger("buffered", t0 + HOUR)).outcome is Outcome.SKIPPED_SERVED
+    assert h.tick(BUFFERED, one_batch, trigger=Trigger("buffered", t0 + HOUR)).outcome is Outcome.SKIPPED_SERVED
 
 
 def test_the_holders_own_tick_or_a_gated_tick_is_not_buffered(h, clock):
     seen = {}
 
     def during():  # 20 min into the holder's run
-        seen["own"] = h.runner.run(BUFFERED, one_batch, Trigger("scheduled", seen["t0"]))  # a late duplicate of its tick
+        seen["own"] = h.tick(BUFFERED, one_batch, trigger=Trigger("scheduled", seen["t0"]))  # a late duplicate of its tick
         seen["gated"] = tick(h)  # an off-schedule tick 20 min after the holder started: the gate says no
         seen["item"] = h.leases.read("job_a")
 

@@ -24,7 +24,7 @@ def h(dynamodb, tables, clock):
 
 
 def catch_up(h, tick, job=None):
-    return h.runner.run(JOB, job or counting_job(1, []), Trigger("catch_up", tick, requested_by="auditor"))
+    return h.tick(JOB, job or counting_job(1, []), trigger=Trigger("catch_up", tick, requested_by="auditor"))
 
 
 def test_a_catch_up_runs_once_and_its_row_names_its_trigger_and_tick(h, clock):
@@ -103,7 +103,7 @@ def test_a_catch_up_meets_the_lease_and_the_gate_like_a_tick(h, clock):
         yield {"done": 1}
 
     held = {}
-    manual = h.runner.run(JOB, slow, Trigger("manual", clock.now_ms(), requested_by="ops"))
+    manual = h.tick(JOB, slow, trigger=Trigger("manual", clock.now_ms(), requested_by="ops"))
     assert manual.outcome is Outcome.RAN
     # the live holder started after the tick: the request is served by it (not merely leased)
     assert held["during"].outcome is Outcome.SKIPPED_SERVED

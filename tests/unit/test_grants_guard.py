@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jobs.commerce.conversations import ConversationStore
-from jobfence.testing.grants import within_grant
+from jobfence.testing.grants import another_party, within_grant
 
 MINUTE = 60_000
 
@@ -26,3 +26,17 @@ def test_a_put_by_a_query_and_delete_entry_is_caught_and_its_own_verbs_pass(tabl
             tables_client = store.clients()[0]
             tables_client.transact_write_items(TransactItems=[
                 {"Put": {"TableName": tables["leases"], "Item": {"job": {"S": "x"}}}}])
+
+
+def test_another_partys_calls_inside_a_guarded_block_are_not_the_jobs_and_its_own_still_are(tables, dynamodb):
+    declared = {"conversations": "query+delete"}
+    # GIVEN a test playing the dead-run sweep (a scan of the leases table) in the middle of a job's tick
+    with within_grant(tables, declared, "clean_conversations"):
+        with another_party():
+            dynamodb.scan(TableName=tables["leases"])
+    # WHEN the job itself scans THEN it is caught all the same, also after another party acted
+    with pytest.raises(AssertionError, match=r"\('leases', 'dynamodb:Scan'\)"):
+        with within_grant(tables, declared, "clean_conversations"):
+            with another_party():
+                dynamodb.scan(TableName=tables["leases"])
+            dynamodb.scan(TableName=tables["leases"])

@@ -54,7 +54,7 @@ def deliver(h, tick_at, delay_ms=0, job=None, event_time=None):
     """EventBridge delivers the tick of `tick_at` `delay_ms` late; its event's time is `event_time` (default the tick)."""
     h.clock.set(tick_at + delay_ms)
     trigger = Trigger("scheduled", (tick_at if event_time is None else event_time) // 1000 * 1000)
-    return h.runner.run(JOB, job or counting_job(1, []), trigger)
+    return h.tick(JOB, job or counting_job(1, []), trigger=trigger)
 
 
 def ledger(h, toggles, since, until):
@@ -84,7 +84,7 @@ def test_every_tick_of_a_day_with_every_fault_is_labelled(h, toggles, clock):
     assert deliver(h, at(9)).outcome is Outcome.RAN
     # 09:55 a manual run (past the 09:00 run's gate); the 10:00 tick is inside its gate
     clock.set(at(9) + 55 * MINUTE)
-    manual = h.runner.run(JOB, counting_job(1, []), Trigger("manual", clock.now_ms(), requested_by="jane"))
+    manual = h.tick(JOB, counting_job(1, []), trigger=Trigger("manual", clock.now_ms(), requested_by="jane"))
     assert manual.outcome is Outcome.RAN
     assert deliver(h, at(10)).outcome is Outcome.SKIPPED_INTERVAL
     # 11:00 a job that raised
@@ -136,7 +136,7 @@ def test_a_duplicate_tick_that_ran_twice_is_one_entry_with_a_duplicate(h, toggle
     tick = clock.now_ms() + HOUR
     for delay in (0, 20_000):
         clock.set(tick + delay)
-        assert h.runner.run(ungated, counting_job(1, []), Trigger("scheduled", tick)).outcome is Outcome.RAN
+        assert h.tick(ungated, counting_job(1, []), trigger=Trigger("scheduled", tick)).outcome is Outcome.RAN
     book = build_ledger(ungated.name, ungated.schedule, h.runs, (), tick - 1, tick + MINUTE, None, HOUR)
     (entry,) = book.entries
     assert (entry.label, entry.duplicates) == (TickLabel.RAN, 1)
@@ -212,7 +212,7 @@ def test_a_rate_schedule_keeps_the_phase_of_its_rule(h, toggles, clock):
     for n in (1, 2, 4):
         tick = created + n * 5 * MINUTE
         clock.set(tick + 3_000)
-        assert h.runner.run(every5, counting_job(1, []), Trigger("scheduled", tick)).outcome is Outcome.RAN
+        assert h.tick(every5, counting_job(1, []), trigger=Trigger("scheduled", tick)).outcome is Outcome.RAN
     # WHEN the ledger from 00:03 is read (off the phase; the rule's creation time is nowhere to be read)
     book = build_ledger(every5.name, every5.schedule, h.runs, (), created + MINUTE, created + 20 * MINUTE, None, HOUR)
     # THEN the ticks are the rule's own, labelled

@@ -39,7 +39,7 @@ def test_a_name_that_cannot_be_recorded_as_written_is_refused_not_rewritten(cloc
 def test_the_run_row_and_the_log_line_of_a_manual_run_say_who_ran_it(h):
     # WHEN Jane runs the job by hand
     manual = Trigger("manual", h.clock.now_ms(), requested_by="Jane Doe", caller=CALLER)
-    result = h.runner.run(spec(), counting_job(1, []), manual)
+    result = h.tick(spec(), counting_job(1, []), trigger=manual)
     # THEN its row and its log line carry her name as written and the caller's identity
     assert result.outcome is Outcome.RAN
     (row,) = h.rows()
@@ -48,7 +48,7 @@ def test_the_run_row_and_the_log_line_of_a_manual_run_say_who_ran_it(h):
     assert (line["requested_by"], line["caller"], line["run_id"]) == ("Jane Doe", CALLER, result.run_id)
     # AND the next tick's line (same warm logger) does not inherit them
     h.clock.advance(hours=1)
-    h.runner.run(spec(), counting_job(1, []), Trigger("scheduled", h.clock.now_ms()))
+    h.tick(spec(), counting_job(1, []))
     last = [entry for entry in h.logs() if entry.get("message") == "scheduled_job"][-1]
     assert "requested_by" not in last and "caller" not in last
     newest = h.rows()[0]
@@ -56,9 +56,9 @@ def test_the_run_row_and_the_log_line_of_a_manual_run_say_who_ran_it(h):
 
 
 def test_a_skipped_manual_run_still_logs_who_asked(h):
-    h.runner.run(spec(), counting_job(1, []), Trigger("scheduled", h.clock.now_ms()))
+    h.tick(spec(), counting_job(1, []))
     # WHEN Jane asks again inside the interval gate: nothing is written, the line says who asked
     manual = Trigger("manual", h.clock.now_ms(), requested_by="Jane Doe", caller=CALLER)
-    assert h.runner.run(spec(), counting_job(1, []), manual).outcome is Outcome.SKIPPED_INTERVAL
+    assert h.tick(spec(), counting_job(1, []), trigger=manual).outcome is Outcome.SKIPPED_INTERVAL
     last = [entry for entry in h.logs() if entry.get("message") == "scheduled_job"][-1]
     assert (last["outcome"], last["requested_by"]) == ("skipped_interval", "Jane Doe")

@@ -12,6 +12,7 @@ from jobfence.errors import StoreError
 from jobfence.lease import Term
 from jobfence.runs import RunStart, RunState, sweep_dead_runs
 from jobfence.scheduled import Outcome
+from jobfence.testing import another_party
 from tests.aws_faults import Faults, acquires, connection_closed, read_timeout, releases, run_finishes, throttled
 from tests.backends import backend, dynamodb, pytest_generate_tests, tables  # noqa: F401
 from tests.runner_support import Harness, counting_job, spec
@@ -111,7 +112,8 @@ def test_a_row_marked_died_before_the_run_began_makes_it_lease_lost(h, clock):
 
     def late_start(run):
         clock.advance(ms=TTL_MS + 1)
-        sweep_dead_runs(h.leases, h.runs, clock.now_ms())
+        with another_party():  # the sweep's function, not the job's
+            sweep_dead_runs(h.leases, h.runs, clock.now_ms())
         return real_start(run)
 
     h.runs.start = late_start
@@ -230,7 +232,8 @@ def test_the_sweep_records_died_runs_nobody_took_over_and_leaves_live_and_finish
     swept = []
 
     def live(ctx):
-        swept.append(sweep_dead_runs(h.leases, h.runs, clock.now_ms()))
+        with another_party():  # the sweep's function, not the job's
+            swept.append(sweep_dead_runs(h.leases, h.runs, clock.now_ms()))
         yield {"done": 1}
 
     h.tick(spec("job_b"), live)

@@ -9,7 +9,9 @@ IAM checks for each item (a TransactWriteItems `Put` needs `PutItem`, ...).
 declares per table (`jobfence.registry.access_actions`) plus the core stores'
 own items (`LEASE_ACCESS`, `RUN_ACCESS`). `JobHarness` runs every tick under
 it, so a store that starts calling a verb its entry does not declare fails the
-job's tests instead of failing in AWS.
+job's tests instead of failing in AWS. What a test does in the middle of a tick
+on behalf of another function (the dead-run sweep, an operator) goes inside
+`another_party()`, which nothing records.
 """
 
 from __future__ import annotations
@@ -45,6 +47,23 @@ def _actions(operation: str, params: Mapping[str, Any]) -> Iterator[tuple[str, s
         yield params.get("TableName", "*"), f"dynamodb:{operation}"
 
 
+_party = threading.local()  # set while this thread acts as another function than the job under test
+
+
+@contextlib.contextmanager
+def another_party() -> Iterator[None]:
+    """Calls made inside the block are another function's (a sweep, an operator), not the job's: none is recorded.
+
+    For a test that plays a concurrent party from inside a job's tick; the job's own calls stay checked.
+    """
+    previous = getattr(_party, "active", False)
+    _party.active = True
+    try:
+        yield
+    finally:
+        _party.active = previous
+
+
 @contextlib.contextmanager
 def recorded_actions() -> Iterator[set[tuple[str, str]]]:
     """Record the (physical table, IAM action) pairs of every DynamoDB request made inside the block."""
@@ -53,7 +72,11 @@ def recorded_actions() -> Iterator[set[tuple[str, str]]]:
     original = BaseClient._make_api_call
 
     def recording(client: Any, operation_name: str, api_params: dict[str, Any]) -> Any:
-        if client.meta.service_model.service_name == "dynamodb" and not creating_tables():
+        if (
+            client.meta.service_model.service_name == "dynamodb"
+            and not creating_tables()
+            and not getattr(_party, "active", False)
+        ):
             with lock:
                 calls.update(_actions(operation_name, api_params))
         return original(client, operation_name, api_params)

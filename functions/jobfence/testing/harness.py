@@ -142,6 +142,14 @@ class JobHarness:
     (name -> URL); what the job needs and is not given is created for it. `dynamodb` is the
     client the runner and the job's factory use (default: a new one of `session`): give the
     one a test injects faults into.
+
+    A test of the runner itself may tick a `JobSpec` of its own: give it as `entry` (its name is
+    `job`; it need not be in `registry`, which then only serves to create missing tables), share
+    one `lease_store` and `run_store` (default: new ones on the leases and runs tables) among
+    the harnesses of several specs, and give the buffer_one hand-over an `invoke_self`
+    (`ScheduledRunner`'s; default: none, a pending request is left for the next tick).
+    `session` may then be None when `dynamodb` is given and the job needs no queue and is not
+    built by its factory.
     """
 
     session: Any
@@ -152,9 +160,15 @@ class JobHarness:
     tables: Mapping[str, str] = field(default_factory=dict)
     queues: Mapping[str, str] = field(default_factory=dict)
     dynamodb: Any = None
+    entry: JobSpec | None = None
+    lease_store: LeaseStore | None = None
+    run_store: RunStore | None = None
+    invoke_self: Callable[[Mapping[str, Any]], None] | None = None
 
     def __post_init__(self) -> None:
-        self.spec: JobSpec = self.registry.job(self.job)
+        if self.entry is not None and self.entry.name != self.job:
+            raise ValueError(f"entry {self.entry.name!r} is not the job {self.job!r}")
+        self.spec: JobSpec = self.entry if self.entry is not None else self.registry.job(self.job)
         if self.dynamodb is None:
             self.dynamodb = self.session.client("dynamodb")
         missing = {name for name in ("leases", "runs", *self.spec.tables) if name not in self.tables}
@@ -168,10 +182,14 @@ class JobHarness:
                 **{name: sqs.create_queue(QueueName=f"jobfence-{name}")["QueueUrl"] for name in unmade},
             }
         self.metrics = CountedMetrics()
-        self._runs = RunStore(self.dynamodb, self.tables["runs"])
+        if self.lease_store is None:
+            self.lease_store = LeaseStore(self.dynamodb, self.tables["leases"], self.clock)
+        if self.run_store is None:
+            self.run_store = RunStore(self.dynamodb, self.tables["runs"])
+        self._runs: RunStore = self.run_store
         published: Metrics = self.metrics  # type: ignore[assignment]  # add_metric is all the runner calls
         self.runner = ScheduledRunner(
-            LeaseStore(self.dynamodb, self.tables["leases"], self.clock), self._runs, self.clock, self.logger, published
+            self.lease_store, self._runs, self.clock, self.logger, published, invoke_self=self.invoke_self
         )
 
     def environ(self) -> dict[str, str]:
@@ -197,10 +215,17 @@ class JobHarness:
 
         The job's own error is re-raised, as in Lambda; its run row then says `failed` (see `runs`).
         """
+        result = self.run(job, trigger=trigger, context=context)
+        return Tick(result, self._row(result.run_id))
+
+    def run(self, job: Job | None = None, *, trigger: Trigger | None = None, context: Any = None) -> RunResult:
+        """`tick`'s run alone: its `RunResult`, without reading its row back (a test counting requests sees none).
+
+        The job's own error is re-raised, as in `tick`.
+        """
         with within_grant(self.tables, self.spec.tables, self.spec.name):
             built = job if job is not None else self.build()
-            result = self.runner.run(self.spec, built, trigger or Trigger("scheduled", self.clock.now_ms()), context)
-        return Tick(result, self._row(result.run_id))
+            return self.runner.run(self.spec, built, trigger or Trigger("scheduled", self.clock.now_ms()), context)
 
     def runs(self) -> list[RunRow]:
         """The job's run rows, newest first."""
