@@ -65,11 +65,13 @@ copy it would overwrite is unsettled (`PredecessorUnrecorded`): the caller
 records that run, settles, and acquires again. So a chain of crashes (a runner
 dies after its acquire, before recording the term it replaced, and the next one
 dies the same way) loses no term: every copy is recorded before it is replaced.
+
+What an item (or a refusal's old image) says, the term's types and the gate's
+arithmetic are read in `jobfence.lease_item`; this module writes.
 """
 
 from __future__ import annotations
 
-import enum
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -88,39 +90,29 @@ from jobfence.dynamo import (
     retry_transient,
     went_unanswered,
 )
-from jobfence.errors import (
-    IntervalNotElapsed,
-    LeaseHeld,
-    LeaseLost,
-    LeaseRefused,
-    PredecessorUnrecorded,
-    RequestServed,
-    TermOvertaken,
+from jobfence.errors import IntervalNotElapsed, LeaseHeld, LeaseLost, RequestServed, TermOvertaken
+from jobfence.lease_item import (
+    NONE,
+    PENDING,
+    SERVED,
+    TICK_SLACK_MS,
+    LeaseState,
+    Pending,
+    Term,
+    acquire_refusal,
+    gate_cutoff,
+    lease_state,
+    pending_refusal,
+    predecessor_term,
+    started_since,
+    unreleased_term,
 )
-from jobfence.registry import INTERVAL_TOLERANCE
 from jobfence.transaction import FencedTransaction
-
-NONE = "-"  # "no such attribute" inside a copied value (an empty string is not valid everywhere)
-TICK_SLACK_MS = 1000  # a scheduled event's `time` has whole seconds: a run started this early still answers its tick
-PENDING = "pending_tick"  # the one pending request of a buffer_one job (epoch ms of the tick that asked)
-SERVED = "served_tick"  # the latest tick whose pending request a term was acquired to serve
 
 
 def new_id() -> str:
     """A fresh random id (the default id source; the simulator injects a seeded one)."""
     return uuid.uuid4().hex
-
-
-@dataclass(frozen=True)
-class Term:
-    """A term that ended without a release: its holder died, or paused past its expiry."""
-
-    job: str
-    run_id: str
-    holder: str
-    fence: int
-    acquired_at: int
-    expires_at: int
 
 
 @dataclass(frozen=True)
@@ -143,37 +135,6 @@ class Lease:
         return self.renewed_at + self.ttl_ms - safety_margin_ms
 
 
-@dataclass(frozen=True)
-class LeaseState:
-    """What the pre-gate read saw (possibly stale)."""
-
-    holder: str | None
-    expires_at: int | None
-    last_started_at: int | None
-    fence: int
-    acquired_at: int | None = None  # the latest term's start (kept after its release)
-    pending_tick: int | None = None  # a buffer_one tick's pending request
-
-
-class Pending(str, enum.Enum):
-    """What a `buffer_one` tick's pending-request write came to (read from the item it saw)."""
-
-    RECORDED = "recorded"  # the item holds a pending request for this tick (ours, or a duplicate's)
-    LEASE_FREE = "lease_free"  # no live holder: the tick acquires instead
-    GATED = "gated"  # the holder started less than 0.9 x interval before the tick: skipped_interval
-    SERVED = "served"  # the holder started at or after the tick (it is this tick's run): skipped_leased
-
-
-def started_since(acquired_at: int | None, tick_ms: int) -> bool:
-    """Whether a term that started at `acquired_at` started at or after the tick (with the event's slack)."""
-    return acquired_at is not None and acquired_at >= tick_ms - TICK_SLACK_MS
-
-
-def gate_cutoff(now_ms: int, interval_ms: int) -> int:
-    """A job may start again when its last start is at or before this instant."""
-    return now_ms - int(interval_ms * INTERVAL_TOLERANCE)
-
-
 class LeaseStore:
     """Acquire, renew, release and fence writes on the leases table."""
 
@@ -192,7 +153,7 @@ class LeaseStore:
             item = self._client.get_item(TableName=self._table, Key=_key(job), ConsistentRead=False).get("Item")
         except Exception as exc:
             raise_store_error(exc, f"reading the lease of {job!r}")
-        return _state(item)
+        return lease_state(item)
 
     @staticmethod
     def would_skip(
@@ -327,7 +288,7 @@ class LeaseStore:
                 raise TermOvertaken(job, replace(sent, fence=int(seen["fence"]) - 1)) from None
             if unanswered:
                 raise_store_error(exc, f"acquiring the lease of {job!r}")  # no term of ours is held
-            refusal = _refusal(job, seen, now, interval_ms, since_tick, pending_tick)
+            refusal = acquire_refusal(job, seen, now, interval_ms, since_tick, pending_tick)
             if run_id and may_have_applied(exc, retried):
                 refusal.unanswered = sent  # it may also have been taken over and recorded since: the runner looks
             raise refusal from None
@@ -402,7 +363,7 @@ class LeaseStore:
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
         _, seen = self._update(job, request, "recording a pending request on")
-        return Pending.RECORDED if seen is None else _pending_refusal(seen, tick_ms, now)
+        return Pending.RECORDED if seen is None else pending_refusal(seen, tick_ms, now)
 
     def settle(self, term: Term) -> None:
         """Mark the `prev_*` copy of `term` settled: its run is recorded (`died`, or finished).
@@ -476,57 +437,10 @@ class LeaseStore:
         return self._client.get_item(TableName=self._table, Key=_key(job), ConsistentRead=True).get("Item")
 
 
-def unreleased_term(item: Mapping[str, Any], now_ms: int) -> Term | None:
-    """The term a (plain) lease item shows expired without a release, if it names its run."""
-    term = _unreleased(item)
-    return term if term is not None and term.expires_at < now_ms else None
-
-
-def predecessor_term(item: Mapping[str, Any]) -> Term | None:
-    """The term a (plain) lease item's last acquire replaced without a release, if it named its run."""
-    return _predecessor(item)
-
-
-def _refusal(
-    job: str,
-    seen: Mapping[str, Any],
-    now: int,
-    interval_ms: int | None,
-    since_tick: int | None = None,
-    pending_tick: int | None = None,
-) -> LeaseRefused:
-    """Why an acquire was refused, from the item the refusal saw (not our own term)."""
-    if since_tick is not None and started_since(seen.get("acquired_at"), since_tick):
-        return RequestServed(job, since_tick, seen)
-    if pending_tick is not None and seen.get(PENDING) != pending_tick:
-        return RequestServed(job, pending_tick, seen)
-    if seen.get("holder") and int(seen.get("expires_at", 0)) >= now:
-        return LeaseHeld(job, seen)
-    if interval_ms and int(seen.get("last_started_at", -1)) > gate_cutoff(now, interval_ms):
-        return IntervalNotElapsed(job, seen)
-    unsettled = _predecessor(seen)
-    if unsettled is not None:
-        return PredecessorUnrecorded(job, unsettled)
-    return LeaseHeld(job, seen)  # held when refused; released since
-
-
 def _gate(names: dict[str, str], values: dict[str, Any], cutoff: int) -> str:
     """The interval gate (seed 001) as a condition: the last start is at or before `cutoff`."""
     names["#started"], values[":cutoff"] = "last_started_at", {"N": str(cutoff)}
     return " AND (attribute_not_exists(#started) OR #started <= :cutoff)"
-
-
-def _pending_refusal(seen: Mapping[str, Any], tick_ms: int, now: int) -> Pending:
-    """Why a pending-request write was refused, from the item it saw.
-
-    With no live holder the tick acquires even if a request (maybe our own copy) is there:
-    the holder may have died before serving it, and an acquire consumes it (served once).
-    """
-    if started_since(seen.get("acquired_at"), tick_ms) or int(seen.get(SERVED, -1)) >= tick_ms:
-        return Pending.SERVED  # a term started since the tick (it is this tick's run), or served its request
-    if not seen.get("holder") or int(seen.get("expires_at", 0)) < now:
-        return Pending.LEASE_FREE
-    return Pending.GATED
 
 
 def _release_landed(lease: Lease, seen: Mapping[str, Any]) -> bool:
@@ -540,34 +454,6 @@ def _release_landed(lease: Lease, seen: Mapping[str, Any]) -> bool:
     if fence == lease.fence:
         return not seen.get("lease_id")
     return fence == lease.fence + 1 and int(seen.get("acquired_at", lease.expires_at)) < lease.expires_at
-
-
-def _unreleased(item: Mapping[str, Any]) -> Term | None:
-    """The current term of a lease item, if it is held and names its run (expired or not)."""
-    if not item.get("holder") or item.get("run_id", NONE) == NONE:
-        return None
-    return Term(
-        job=str(item["job"]),
-        run_id=str(item["run_id"]),
-        holder=str(item["holder"]),
-        fence=int(item.get("fence", 0)),
-        acquired_at=int(item.get("acquired_at", 0)),
-        expires_at=int(item.get("expires_at", 0)),
-    )
-
-
-def _predecessor(item: Mapping[str, Any]) -> Term | None:
-    """The term an acquire replaced without a release (its `prev_*` copy), if it named its run."""
-    if item.get("prev_holder", NONE) == NONE or item.get("prev_run_id", NONE) == NONE:
-        return None
-    return Term(
-        job=str(item["job"]),
-        run_id=str(item["prev_run_id"]),
-        holder=str(item["prev_holder"]),
-        fence=int(item.get("fence", 1)) - 1,
-        acquired_at=int(item.get("prev_acquired_at", 0)),
-        expires_at=int(item.get("prev_expires_at", 0)),
-    )
 
 
 class _SharedClientConnection(Connection):
@@ -591,18 +477,6 @@ def _key(job: str) -> dict[str, Any]:
     return {"job": {"S": job}}
 
 
-def _state(item: Mapping[str, Any] | None) -> LeaseState:
-    seen = plain(item)
-    return LeaseState(
-        holder=seen.get("holder"),
-        expires_at=seen.get("expires_at"),
-        last_started_at=seen.get("last_started_at"),
-        fence=int(seen.get("fence", 0)),
-        acquired_at=seen.get("acquired_at"),
-        pending_tick=seen.get(PENDING),
-    )
-
-
 def _lease(plain: Mapping[str, Any]) -> Lease:
     return Lease(
         job=plain["job"],
@@ -614,11 +488,11 @@ def _lease(plain: Mapping[str, Any]) -> Lease:
         expires_at=int(plain["expires_at"]),
         ttl_ms=int(plain["ttl_ms"]),
         run_id=None if plain.get("run_id", NONE) == NONE else str(plain["run_id"]),
-        predecessor=_predecessor(plain),
+        predecessor=predecessor_term(plain),
     )
 
 
-__all__ = [
+__all__ = [  # the term's types and the item's readings live in `jobfence.lease_item`, importable here too
     "Lease",
     "LeaseState",
     "LeaseStore",

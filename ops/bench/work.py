@@ -21,7 +21,6 @@ import math
 import os
 import random
 import sys
-import time
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -221,104 +220,6 @@ def recounts_many_batches(batches: int = 20, items: int = 50, seed: int = 5) -> 
         return Counter(rig.store.batch(BatchRef("acme", f"b{b}")).recounts for b in range(batches))
 
 
-def sweep_costs(total_items: int, stale: int = 10, live_fraction: float = 0.1) -> dict[str, Any]:
-    """One reclaim sweep over `total_items` rows of which `stale` are running past item-stale.
-
-    Setup writes the rows with BatchWriteItem through an unhooked client (not
-    measured): 1,000 items a batch, `live_fraction` of them pending or running
-    and fresh (so they sit in the sparse index), the rest completed (not in
-    it), every batch open and fresh. Only the sweep is measured.
-    """
-    from jobfence.work import BatchRef, ItemKey, ItemStatus, reclaim_key, shards_for
-
-    with mock_aws():
-        rig, meter, tables, client, clock = _setup()
-        now = clock.now_ms()
-        stale_at = now - 7 * 60_000
-        rows_per_batch = 1_000
-        n_batches = max(1, total_items // rows_per_batch)
-        started = time.perf_counter()
-        puts: list[dict] = []
-
-        def flush():
-            while puts:
-                chunk, puts[:] = puts[:25], puts[25:]
-                client.batch_write_item(RequestItems={tables["listing_items"]: chunk})
-
-        every = max(1, (n_batches * rows_per_batch) // stale)  # stale items spread evenly over the table
-        shards = shards_for(rows_per_batch)  # as the producer records it
-        for b in range(n_batches):
-            batch_id = f"b{b:04d}"
-            client.put_item(
-                TableName=tables["listing_batches"],
-                Item={
-                    "tenant": {"S": "acme"},
-                    "batch_id": {"S": batch_id},
-                    "kind": {"S": "generation"},
-                    "status": {"S": "open"},
-                    "total": {"N": str(rows_per_batch)},
-                    "completed": {"N": "0"},
-                    "failed": {"N": "0"},
-                    "enqueued": {"N": str(rows_per_batch)},
-                    "rollups": {"N": "0"},
-                    "recounts": {"N": "0"},
-                    "retries": {"N": "0"},
-                    "created_by": {"S": "bench"},
-                    "created_at": {"N": str(now)},
-                    "updated_at": {"N": str(now)},
-                    "open_key": {"S": "generation"},
-                    "shards": {"N": str(shards)},
-                },
-            )
-            for i in range(rows_per_batch):
-                key = ItemKey.of(BatchRef("acme", batch_id), f"i{i:05d}", shards)
-                if (b * rows_per_batch + i) % every == 0:
-                    status, updated = ItemStatus.RUNNING, stale_at
-                elif i % int(1 / live_fraction) == 1:
-                    status, updated = (ItemStatus.PENDING if i % 2 else ItemStatus.RUNNING), now - 60_000
-                else:
-                    status, updated = ItemStatus.COMPLETED, now - 60_000
-                item = {
-                    "batch_key": {"S": key.partition},
-                    "item_id": {"S": key.item_id},
-                    "tenant": {"S": "acme"},
-                    "batch_id": {"S": batch_id},
-                    "kind": {"S": "generation"},
-                    "seq": {"N": str(i)},
-                    "status": {"S": status.value},
-                    "attempts": {"N": "1"},
-                    "payload": {"S": '{"title":"a thing to sell"}'},
-                    "quota": {"S": "reserved"},
-                    "quota_reservations": {"N": "1"},
-                    "quota_refunds": {"N": "0"},
-                    "created_at": {"N": str(now - 3_600_000)},
-                    "updated_at": {"N": str(updated)},
-                }
-                if status is not ItemStatus.COMPLETED:
-                    item["reclaim_key"] = {"S": reclaim_key("generation", status, key)}
-                    if status is ItemStatus.RUNNING:
-                        item["claim_token"] = {"S": "t"}
-                else:
-                    item["result_ref"] = {"S": "gen_0123456789abcdef"}
-                puts.append({"PutRequest": {"Item": item}})
-                if len(puts) >= 25:
-                    flush()
-        flush()
-        load_s = time.perf_counter() - started
-        meter.reset()
-        counts = rig.reclaimer.run_once()
-        assert counts.requeued == stale, counts
-        return {
-            "items": n_batches * rows_per_batch,
-            "counts": counts,
-            "requests": dict(meter.requests),
-            "rcu": dict(meter.rcu),
-            "wcu": dict(meter.wcu),
-            "gsi_wcu": dict(meter.gsi_wcu),
-            "load_s": load_s,
-        }
-
-
 def _fmt(x: float) -> str:
     return f"{x:.3g}" if isinstance(x, float) else str(x)
 
@@ -385,8 +286,8 @@ def run() -> str:
         + ", ".join(f"{n} recount(s): {c} batches" for n, c in sorted(many.items()))
         + f". Single batch above: {single['recounts']} recount(s).",
         "",
-        "The reclaim sweep's requests (one tick; 10 stale items among many, `sweep_costs` here) are in",
-        "[The reclaim sweep: requests per tick](#the-reclaim-sweep-requests-per-tick) (`ops.bench.reclaim`).",
+        "The reclaim sweep's requests (one tick; 10 stale items among many) are in",
+        "[Reclaim sweep](#reclaim-sweep) (`ops.bench.reclaim`).",
     ]
     return "\n".join(lines)
 

@@ -42,6 +42,7 @@ from jobfence.dynamo import (
 )
 from jobfence.errors import StoreError
 from jobfence.quota import QuotaStore, available_in
+from jobfence.work import sweep
 from jobfence.work.keys import (
     CLAIM_ROUNDS,
     ITEMS_PER_TRANSACTION,
@@ -56,7 +57,6 @@ from jobfence.work.keys import (
     ItemKey,
     ItemRow,
     ItemStatus,
-    OpenBatches,
     QuotaHold,
     RollupTally,
     StaleVerdict,
@@ -66,7 +66,7 @@ from jobfence.work.keys import (
 )
 from jobfence.work.rollup import Rollups, batch_view, carry_heartbeat, recount_and_write
 from jobfence.work.schema import _Batch, _Item, batch_row, item_row
-from jobfence.work.sweep import ShardCounts, open_batches, stale_items
+from jobfence.work.sweep import ShardCounts
 from jobfence.work.transactions import ReopenResult, claim_items, reopen_failed
 
 
@@ -464,21 +464,9 @@ class WorkStore:
 
     # -- reclaim (see jobfence.reclaim) -------------------------------------------------------
 
-    def open_batches(self, kind: str) -> OpenBatches:
-        """The pipeline's open batches and the reclaim-index shards to sweep (see `sweep.open_batches`)."""
-        return open_batches(self, kind)
-
-    def stale_items(
-        self,
-        kind: str,
-        status: ItemStatus,
-        cutoff: int,
-        limit: int,
-        shards: Sequence[int],
-        cursor: tuple[int, Any] | None = None,
-    ) -> tuple[list[tuple[ItemKey, int]], tuple[int, Any] | None]:
-        """One page of stale live items in the given reclaim-index shards (see `sweep.stale_items`)."""
-        return stale_items(self, kind, status, cutoff, limit, shards, cursor)
+    # The reclaimer's reads are sweep's functions, bound here as methods (their first parameter is the store).
+    open_batches = sweep.open_batches
+    stale_items = sweep.stale_items
 
     def _as_seen(self, status: ItemStatus, seen_updated_at: int) -> Any:
         """The row is exactly as the reclaimer's index read saw it."""
