@@ -86,7 +86,7 @@ def test_a_resent_finalize_does_not_add_the_rollup_to_the_finalized_batch(rig, f
 def test_a_rollup_racing_the_reclaimers_finalize_leaves_the_finalized_batch_alone(rig, faults, clock):
     # GIVEN a batch whose only item completed, but whose roll-up has not been written yet
     rig.producer.submit(B, "generation", items(1), "tester")
-    clock.advance(minutes=16)
+    clock.advance(minutes=17)
 
     def reclaimer_finalizes_first() -> None:
         rig.reclaimer.run_once()
@@ -132,7 +132,7 @@ def test_a_batch_whose_producer_died_before_its_items_is_not_finalized_and_a_rep
     with pytest.raises(Died):
         rig.producer.submit(B, "generation", items(4), "tester")
     # WHEN the batch-stale sweep looks at it
-    clock.advance(minutes=16)
+    clock.advance(minutes=17)
     rig.reclaimer.run_once()
     # THEN it is still open (0 rows of 4 is not done)
     assert rig.store.batch(B).status is BatchStatus.OPEN
@@ -200,7 +200,7 @@ def test_the_reclaim_sweep_goes_on_after_a_store_error(rig, faults, clock):
     rig.producer.submit(B, "generation", items(3), "tester")
     rig.queues["generation"].messages.clear()
     rig.store.claim([key(0), key(1)], "generation", 5)
-    clock.advance(minutes=16)
+    clock.advance(minutes=17)
     # the first requeue times out after it was applied
     faults.reply_lost("UpdateItem", when=containing("listing_items", "reclaimed"))
     # WHEN the reclaimer sweeps
@@ -210,7 +210,7 @@ def test_the_reclaim_sweep_goes_on_after_a_store_error(rig, faults, clock):
     assert counts.stale_running == 2 and counts.requeued == 2  # 1 running + 1 pending
     assert {r.status for r in rig.store.item_rows(B)} == {ItemStatus.PENDING}
     rig.drain()
-    clock.advance(minutes=16)
+    clock.advance(minutes=17)
     rig.reclaimer.run_once()
     rig.drain()
     assert rig.store.batch(B).status is BatchStatus.FINALIZED
@@ -221,7 +221,7 @@ def test_a_throttled_stale_index_read_does_not_abort_the_sweep(rig, faults, cloc
     # GIVEN a stale pending item, and a throttled read of the running items' index
     rig.producer.submit(B, "generation", items(1), "tester")
     rig.queues["generation"].messages.clear()
-    clock.advance(minutes=16)
+    clock.advance(minutes=17)
     faults.refused_before("Query", throttled("Query"), when=containing("by_reclaim", "running"))
     # WHEN the reclaimer sweeps
     counts = rig.reclaimer.run_once()
