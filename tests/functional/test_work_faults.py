@@ -300,3 +300,65 @@ def test_a_resent_grant_is_counted_once(rig, faults):
     rig.quota.grant("initech", 7)
     bal = rig.quota.balance("initech")
     assert (bal.limit, bal.available) == (7, 7)
+
+
+def test_a_grant_re_sent_late_after_a_newer_grant_is_not_applied_again(rig, faults):
+    # GIVEN a grant applied whose reply was lost (the caller saw a store error)
+    from botocore.exceptions import ClientError
+
+    from jobfence.errors import StoreError
+
+    faults.reply_lost("UpdateItem", when=containing("listing_quota"))
+    with pytest.raises(StoreError):
+        rig.quota.grant("initech", 7)
+    first = next(p for op, p in faults.sent if op == "UpdateItem" and "listing_quota" in json.dumps(p))
+    # AND a newer grant applied after it
+    rig.quota.grant("initech", 3)
+    # WHEN a copy of the first request reaches DynamoDB late (the very same parameters)
+    try:
+        rig.quota.clients()[0].update_item(**first)
+    except ClientError as exc:
+        assert exc.response["Error"]["Code"] == "ConditionalCheckFailedException"
+    # THEN it is refused by its own first application: the books count each grant once
+    bal = rig.quota.balance("initech")
+    assert (bal.limit, bal.available) == (10, 10)
+
+
+def test_a_grant_asked_again_with_its_id_after_a_lost_reply_is_read_as_applied(rig, faults):
+    from jobfence.errors import StoreError
+
+    faults.reply_lost("UpdateItem", when=containing("listing_quota"))
+    with pytest.raises(StoreError):
+        rig.quota.grant("initech", 7, grant_id="ticket-42")
+    rig.quota.grant("initech", 3)
+    # WHEN the operator asks again with the same id THEN it returns the books, the grant counted once
+    assert rig.quota.grant("initech", 7, grant_id="ticket-42").limit == 10
+
+
+def test_a_retry_record_re_sent_after_a_lost_reply_counts_one_retry(rig, faults):
+    # GIVEN a finalized batch with a failed item
+    from providers.items_fake import Behaviour
+
+    rig.generator.script(f"acme:b1:{key(1).item_id}", Behaviour.REJECT)
+    rig.submit("acme", "b1", 3)
+    rig.drain()
+    assert rig.store.batch(B).failed == 1
+    # WHEN the operator's retry is recorded on the batch row, and that write's reply is lost and re-sent
+    faults.resent("UpdateItem", when=containing("retried_by"))
+    assert rig.ops.retry_failed(B, "ops@example.com").retried == 1
+    assert faults.count("resend") == 1
+    # THEN the batch row counts one retry
+    assert rig.store.batch(B).retries == 1
+
+
+def test_grant_ids_are_remembered_across_a_rotation_of_the_applied_set(rig):
+    # GIVEN more grants than one set of applied ids holds (it rotates into the previous set)
+    from jobfence.once import KEEP
+
+    for n in range(KEEP + 8):
+        rig.quota.grant("initech", 1, grant_id=f"g{n}")
+    # WHEN an id from before the rotation and one from after are asked again
+    rig.quota.grant("initech", 1, grant_id="g5")
+    rig.quota.grant("initech", 1, grant_id=f"g{KEEP + 7}")
+    # THEN neither is applied twice
+    assert rig.quota.balance("initech").limit == KEEP + 8
