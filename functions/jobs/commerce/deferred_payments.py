@@ -184,9 +184,7 @@ class DeferredPaymentStore(ModelStore):
         condition = (m.status == DeferredStatus.DEFERRED.value) & (m.updated_at == int(row.updated_at))
         return update_write(m(row.intent_id), [m.status.set(to.value), *also], condition)
 
-    def captured_op(
-        self, row: Any, by: Initiator, capture_ref: str | None, captured_cents: int | None = None
-    ) -> Write:
+    def captured_op(self, row: Any, by: Initiator, capture_ref: str | None, captured_cents: int | None = None) -> Write:
         """A fenced `Write`: capturing -> captured (by whom, and the amount PayPal says it captured), only if
         still ours to settle."""
         m = self._model

@@ -100,6 +100,7 @@ class BatchFamily:
             FaultKind.PAUSE_ITEM_STALE: timing.item_stale_s,
             FaultKind.PAUSE_BATCH_STALE: timing.batch_stale_s,
         }[kind]
+        assert base is not None  # the catalog fills in every job's lease TTL
         return base * 1000 + world.rng.randrange(1, 300_000)
 
     # -- builders (the listings family overrides all but `gate`) -----------------------------
@@ -252,8 +253,8 @@ class BatchFamily:
 
     def _on_write(self, world: World, write: Any) -> None:
         cap = PIPELINES[GENERATION].timing.attempts_cap
-        item_tenants = set()
-        quota_tenants = set()
+        item_tenants: set[str] = set()
+        quota_tenants: set[str] = set()
         for change in write.changes:
             before, after = change.before or {}, change.after or {}
             if change.table == "listing_items":
@@ -279,7 +280,7 @@ class BatchFamily:
                     if not before:
                         self._check_batch_open_for(world, write, after)
             elif change.table == "listing_quota":
-                quota_tenants.add((change.after or change.before or {}).get("tenant"))
+                quota_tenants.add(str((change.after or change.before or {}).get("tenant")))
             elif change.table == "listing_batches":
                 if before.get("status") in FINAL and after != before and write.actor != OPERATOR:
                     moved = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
@@ -500,6 +501,7 @@ class ListingsFamily(BatchFamily):
     def reclaim_job(self, world: World, clock: Any) -> Callable[..., Any]:
         spec = CATALOG.job(RECLAIM_JOB)
         settings = self._settings(world, scheduled=True)
+        assert isinstance(settings, ScheduledSettings)
         return spec.load()(JobDeps(settings, spec, clock, world.wire.boto3, world.wire.dynamodb, world.logger))
 
     def plan_batches(self, world: World) -> list[PlannedBatch]:

@@ -49,7 +49,7 @@ from ops.sim.kernel import START_MS, Actor, SkewedClock
 from ops.sim.scheduled import LambdaContext, clean_tick
 from ops.sim.terms import TermWatch
 from ops.sim.world import World, clean_tick_after
-from providers.payments import AlreadyCaptured, PaymentError, TransientPaymentError
+from providers.payments import AlreadyCaptured, CaptureResult, PaymentError, RefundResult, TransientPaymentError
 from providers.payments_fake import FakePayments
 
 JOB = "capture_abandoned_deferred"
@@ -80,7 +80,11 @@ class SimPayments:
         self.fake = fake
         self.acts: list[Act] = []
 
-    def capture(self, order_id: str, idempotency_key: str) -> Any:
+    def refund(self, capture_id: str, amount_cents: int, currency: str, idempotency_key: str) -> RefundResult:
+        """The port's refund, fault-free (the safety net never refunds; the port asks for it)."""
+        return self.fake.refund(capture_id, amount_cents, currency, idempotency_key)
+
+    def capture(self, order_id: str, idempotency_key: str) -> CaptureResult:
         world = self.world
         actor = world.kernel.current()
         fault = world.provider_fault(actor, f"PayPal capture of {order_id}")
@@ -159,7 +163,7 @@ class SafetyNetFamily:
 
     def pause_ms(self, world: World, kind: FaultKind) -> int:
         """Past the lease TTL, so a later tick takes over while the paused holder still acts."""
-        return CATALOG.job(JOB).lease_ttl_s * 1000 + world.rng.randrange(1, 2 * TICK_MS)
+        return CATALOG.job(JOB).lease_ttl_ms + world.rng.randrange(1, 2 * TICK_MS)
 
     # -- setup ----------------------------------------------------------------------------
 
@@ -272,9 +276,9 @@ class SafetyNetFamily:
         moved: dict[str, int] = {}
         for act in payments.acts:
             moved[act.order_id] = moved.get(act.order_id, 0) + act.moved
-        for order, times in moved.items():
+        for moved_order, times in moved.items():
             if times > 1:
-                world.violate(23, f"money moved {times} times on {order}")
+                world.violate(23, f"money moved {times} times on {moved_order}")
         self._check_counts(world, payments)
         rows = {r["intent_id"]: r for r in world.scan("payment_intents")}
         for intent, order_id in world.data["orders"].items():
