@@ -362,3 +362,16 @@ def test_grant_ids_are_remembered_across_a_rotation_of_the_applied_set(rig):
     rig.quota.grant("initech", 1, grant_id=f"g{KEEP + 7}")
     # THEN neither is applied twice
     assert rig.quota.balance("initech").limit == KEEP + 8
+
+
+def test_a_heartbeat_recount_re_sent_after_a_lost_reply_counts_one_recount(rig, clock, faults):
+    # GIVEN a quiet batch with items still pending (its wake-ups lost), past batch-stale
+    rig.submit("acme", "b1", 3)
+    rig.queues["generation"].messages.clear()
+    clock.advance(minutes=17)
+    # WHEN the reclaimer's recount (a heartbeat: the batch is not done) is applied, its reply lost and re-sent
+    faults.resent("UpdateItem", when=containing("recounts"))
+    assert rig.reclaimer.run_once().batches_swept == 1
+    assert faults.count("resend") == 1
+    # THEN the batch row counts one recount
+    assert rig.store.batch(B).recounts == 1
