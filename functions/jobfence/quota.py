@@ -2,7 +2,7 @@
 
 One row per tenant; every DynamoDB expression of the quota table lives here.
 
-    tenant (key) | limit | available | reserved | refunded | updated_at | last_grant
+    tenant (key) | limit | available | reserved | refunded | updated_at | applied_ids | applied_ids_prev
 
 `available` is what may still be reserved; `reserved` and `refunded` only ever
 grow, so the books can be checked at any time (invariant 7, docs/guarantees.md):
@@ -17,14 +17,15 @@ moved (docs/guarantees.md, "When quota is reserved"). A refund is likewise
 one `Update` in the transaction that fails the item terminally and marks its
 reservation refunded, so it happens exactly once.
 
-    grant k     condition last_grant <> G   ADD limit k, available k; SET last_grant = G
+    grant k     G in no applied-id set      ADD limit k, available k, applied_ids {G}  (jobfence.once)
     reserve k   condition available >= k    ADD available -k, reserved k
     refund 1    (no condition)              ADD available 1, refunded 1
 
-A grant is one UpdateItem (it creates the row on the first grant) carrying a
-fresh grant id G: if its reply is lost and botocore re-sends it, the re-send
-is refused by its own first application (last_grant = G), so a grant is
-counted once.
+A grant is one UpdateItem (it creates the row on the first grant) carrying its
+grant id G (the caller's request id, or a fresh one): a copy re-sent after a
+lost reply, or asked again with the same id, is refused by its own first
+application even after newer grants (G is in the row's applied ids), and read
+as applied from the refusal's old image, so a grant is counted once.
 """
 
 from __future__ import annotations
@@ -33,12 +34,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import PynamoDBException
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
-from jobfence.dynamo import ErrorKind, ModelStore, classify, get_row, raise_store_error
+from jobfence.dynamo import ModelStore, get_row
+from jobfence.once import update_once
 
 
 class _Quota(Model):
@@ -51,7 +52,8 @@ class _Quota(Model):
     reserved = NumberAttribute(default=0)
     refunded = NumberAttribute(default=0)
     updated_at = NumberAttribute()
-    last_grant = UnicodeAttribute(null=True)
+    applied_ids = UnicodeSetAttribute(null=True)  # the grants applied (jobfence.once)
+    applied_ids_prev = UnicodeSetAttribute(null=True)
 
 
 @dataclass(frozen=True)
@@ -79,29 +81,28 @@ class QuotaStore(ModelStore):
         """The physical name of the quota table this store writes."""
         return self._model.Meta.table_name
 
-    def grant(self, tenant: str, units: int) -> QuotaBalance:
-        """Give a tenant `units` more actions (creating its row on first grant)."""
+    def grant(self, tenant: str, units: int, grant_id: str | None = None) -> QuotaBalance:
+        """Give a tenant `units` more actions (creating its row on first grant), once per `grant_id`.
+
+        `grant_id` names the request (a fresh one if None): asked again with the same id, or
+        re-sent late, the grant is not applied twice.
+        """
         if units <= 0:
             raise ValueError("a grant is a positive number of units")
         q = self._model
-        grant_id = uuid.uuid4().hex
-        not_this_grant = q.last_grant.does_not_exist() | (q.last_grant != grant_id)
-        try:
-            q(tenant).update(
-                actions=[
-                    q.limit.add(units),
-                    q.available.add(units),
-                    q.reserved.add(0),  # creates the books' counters on the first grant
-                    q.refunded.add(0),
-                    q.updated_at.set(self._clock.now_ms()),
-                    q.last_grant.set(grant_id),
-                ],
-                condition=not_this_grant,
-            )
-        except PynamoDBException as exc:
-            # refused only by this very grant, applied before its reply was lost and re-sent
-            if classify(exc) is not ErrorKind.CONDITION_FAILED:
-                raise_store_error(exc, "granting quota")
+        update_once(
+            q(tenant),
+            [
+                q.limit.add(units),
+                q.available.add(units),
+                q.reserved.add(0),  # creates the books' counters on the first grant
+                q.refunded.add(0),
+                q.updated_at.set(self._clock.now_ms()),
+            ],
+            None,
+            grant_id or uuid.uuid4().hex,
+            "granting quota",
+        )
         return self.balance(tenant)
 
     def balance(self, tenant: str) -> QuotaBalance:

@@ -13,6 +13,11 @@ job generator, so the runner renews the lease between pages. Per pipeline:
         -> a roll-up tally newer than that is the batch's heartbeat: copied to its row;
            otherwise finalize from the item rows (recount), heartbeat if still live
 
+Each limit is waited the time budget (70 s) longer (`Timing.running_cutoff` and the
+others; docs/guarantees.md, "The time budget"): `updated_at` is another actor's clock,
+read when its request was built, so a row is moved only once its last write is at
+least the limit old in true time.
+
 Everything is read through the sparse indexes (`by_reclaim`, `by_open`), so a
 sweep's reads grow with stale rows, not with the table. Per pipeline, the
 open-batch index is read once (`WorkStore.open_batches`): with no open batch
@@ -140,8 +145,9 @@ class Reclaimer:
         if not shards:
             return
         timing = pipeline.timing
-        stale_ms = (timing.item_stale_s if status is ItemStatus.RUNNING else timing.pending_stale_s) * 1000
-        cutoff = self._clock.now_ms() - stale_ms  # fixed for the run: rows we bump never qualify again
+        now = self._clock.now_ms()
+        # fixed for the run (rows we bump never qualify again); the time budget longer than the limit
+        cutoff = timing.running_cutoff(now) if status is ItemStatus.RUNNING else timing.pending_cutoff(now)
         cursor: Any = None
         for _ in range(self._max_pages):
             try:
@@ -208,7 +214,7 @@ class Reclaimer:
     # -- batches ----------------------------------------------------------------------------
 
     def _batches(self, pipeline: ReclaimPipeline, open_batches: OpenBatches) -> Iterator[ReclaimCounts]:
-        cutoff = self._clock.now_ms() - pipeline.timing.batch_stale_s * 1000
+        cutoff = pipeline.timing.batch_cutoff(self._clock.now_ms())  # the time budget longer than batch-stale
         # the open read is oldest first; a batch heartbeated since is seen by finalize's own read
         stale = [b.ref for b in open_batches.batches if b.updated_at < cutoff]
         for start in range(0, min(len(stale), self._max_pages * self._page_size), self._page_size):

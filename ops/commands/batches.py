@@ -129,13 +129,13 @@ def stale_item_counts(target: Target) -> dict[str, int] | None:
     counts = {}
     for kind, pipeline in PIPELINES.items():
         shards = store.open_batches(kind).index_shards  # as the reclaimer reads them: the open batches' shards
-        for status, stale_s in (
-            (ItemStatus.RUNNING, pipeline.timing.item_stale_s),
-            (ItemStatus.PENDING, pipeline.timing.pending_stale_s),
+        for status, cutoff in (
+            (ItemStatus.RUNNING, pipeline.timing.running_cutoff(now)),
+            (ItemStatus.PENDING, pipeline.timing.pending_cutoff(now)),
         ):
             total, cursor = 0, None
             while shards:
-                page, cursor = store.stale_items(kind, status, now - stale_s * 1000, 500, shards, cursor)
+                page, cursor = store.stale_items(kind, status, cutoff, 500, shards, cursor)
                 total += len(page)
                 if cursor is None:
                     break

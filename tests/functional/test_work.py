@@ -11,6 +11,7 @@ import random
 
 import pytest
 
+from jobfence.clock import TIME_BUDGET_MS
 from jobfence.work import BatchRef, BatchStatus, ItemKey, ItemStatus, QuotaHold, RetryResult, StaleVerdict, Tally
 from providers.items_fake import Behaviour
 from ops.harness import MemoryQueue, build_rig, record
@@ -191,8 +192,11 @@ def test_a_worker_that_dies_mid_item_is_reclaimed_and_the_item_completes(rig, cl
     # WHEN the item is not yet stale, reclaim leaves it alone
     clock.advance(minutes=5)
     assert rig.reclaimer.run_once().stale_running == 0
-    # AND once it is past item-stale, reclaim re-enqueues it
+    # AND just past item-stale it still does: the time budget (skew + request age) is waited on top
     clock.advance(minutes=1, seconds=1)
+    assert rig.reclaimer.run_once().stale_running == 0
+    # AND once it is past item-stale and the time budget, reclaim re-enqueues it
+    clock.advance(ms=TIME_BUDGET_MS)
     counts = rig.reclaimer.run_once()
     assert counts.stale_running == 1 and counts.requeued == 1
     row = rig.store.item(key(0))
@@ -203,6 +207,29 @@ def test_a_worker_that_dies_mid_item_is_reclaimed_and_the_item_completes(rig, cl
     assert (row.status, row.attempts, row.quota_reservations) == (ItemStatus.COMPLETED, 2, 1)
     assert rig.store.batch(B).status is BatchStatus.FINALIZED
     assert_books_balance(rig)
+
+
+def test_a_claim_stamped_early_is_not_reclaimed_before_item_stale_in_true_time(rig, clock, tables):
+    # GIVEN a worker whose clock runs 60 s behind the reclaimer's (the skew budget) and whose claim
+    # was applied 9 s after it read that clock (within the request-age budget): its stamp is 69 s early
+    from jobfence.work import WorkStore
+
+    class Early:
+        def now_ms(self) -> int:
+            return clock.now_ms() - 69_000
+
+    rig.submit("acme", "b1", 1)
+    rig.queues["generation"].messages.clear()
+    worker_store = WorkStore(tables["listing_batches"], tables["listing_items"], rig.quota, Early())
+    assert worker_store.claim([key(0)], "generation", 5)[key(0)].state.value == "claimed"
+    # WHEN the reclaimer sweeps 359 s after the claim was applied (item-stale is 360 s)
+    clock.advance(seconds=359)
+    # THEN the item is left to its worker: the comparison waits the time budget on the stamp
+    assert rig.reclaimer.run_once().stale_running == 0
+    assert rig.store.item(key(0)).status is ItemStatus.RUNNING
+    # AND once item-stale has passed in true time, it is reclaimed
+    clock.advance(seconds=3)
+    assert rig.reclaimer.run_once().requeued == 1
 
 
 def test_a_publish_retried_after_a_crash_is_not_published_twice(rig, clock):
@@ -216,7 +243,7 @@ def test_a_publish_retried_after_a_crash_is_not_published_twice(rig, clock):
     perform_listing = rig.performs["publish"]  # the same step the worker runs
     first_id = perform_listing(WorkRequest(key(0, ref), "publish", claim.attempts, claim.payload), 10)
     # WHEN reclaim re-drives it and a worker runs it again
-    clock.advance(minutes=5, seconds=1)
+    clock.advance(minutes=6, seconds=11)  # item-stale (5 min) and the time budget
     rig.reclaimer.run_once()
     rig.drain("publish")
     # THEN the marketplace holds one listing, the one the row records
@@ -273,7 +300,7 @@ def test_reclaim_racing_a_completion_never_overwrites_it(rig, clock):
     rig.submit("acme", "b1", 1)
     rig.queues["generation"].messages.clear()
     claim = rig.store.claim([key(0)], "generation", 5)[key(0)]
-    clock.advance(minutes=7)
+    clock.advance(minutes=8)
     from jobfence.work import ItemStatus as S
 
     shards = rig.store.open_batches("generation").index_shards
@@ -290,7 +317,7 @@ def test_reclaim_racing_a_completion_never_overwrites_it(rig, clock):
     rig.submit("acme", "b2", 1)
     k2 = key(0, BatchRef("acme", "b2"))
     c2 = rig.store.claim([k2], "generation", 5)[k2]
-    clock.advance(minutes=7)
+    clock.advance(minutes=8)
     rig.reclaimer.run_once()
     assert not rig.store.complete(c2, "gen_too_late")
     assert rig.store.item(k2).status is ItemStatus.PENDING
@@ -300,8 +327,8 @@ def test_a_lost_wakeup_of_a_pending_item_is_re_sent_by_reclaim(rig, clock):
     # GIVEN items whose wake-ups were lost
     rig.submit("acme", "b1", 12)
     rig.queues["generation"].messages.clear()
-    # WHEN pending-stale passes and reclaim runs (twice: the second finds nothing new)
-    clock.advance(minutes=15, seconds=1)
+    # WHEN pending-stale and the time budget pass and reclaim runs (twice: the second finds nothing new)
+    clock.advance(minutes=16, seconds=11)
     counts = rig.reclaimer.run_once()
     assert counts.stale_pending == 12 and counts.requeued == 12
     assert rig.reclaimer.run_once().stale_pending == 0
@@ -319,10 +346,10 @@ def test_a_batch_whose_rollup_was_lost_is_finalized_by_reclaim_from_its_rows(rig
     for c in claims.values():
         assert rig.store.complete(c, "gen_x")
     assert rig.store.batch(B).status is BatchStatus.OPEN
-    # WHEN batch-stale passes and reclaim runs
-    clock.advance(minutes=14)
+    # WHEN batch-stale and the time budget pass and reclaim runs (not before)
+    clock.advance(minutes=16, seconds=9)
     assert rig.reclaimer.run_once().batches_swept == 0
-    clock.advance(minutes=1, seconds=1)
+    clock.advance(seconds=2)
     counts = rig.reclaimer.run_once()
     # THEN the batch is finalized with counters recounted from its rows
     assert counts.batches_finalized == 1
@@ -333,7 +360,7 @@ def test_a_batch_whose_rollup_was_lost_is_finalized_by_reclaim_from_its_rows(rig
 def test_a_slow_batch_is_swept_at_most_once_per_batch_stale_period(rig, clock):
     # GIVEN a quiet batch with items still pending
     rig.submit("acme", "b1", 3)
-    clock.advance(minutes=15, seconds=1)
+    clock.advance(minutes=16, seconds=11)
     assert rig.reclaimer.run_once().batches_swept == 1
     # WHEN reclaim runs again five minutes later
     clock.advance(minutes=5)

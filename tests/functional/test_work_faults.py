@@ -86,7 +86,7 @@ def test_a_resent_finalize_does_not_add_the_rollup_to_the_finalized_batch(rig, f
 def test_a_rollup_racing_the_reclaimers_finalize_leaves_the_finalized_batch_alone(rig, faults, clock):
     # GIVEN a batch whose only item completed, but whose roll-up has not been written yet
     rig.producer.submit(B, "generation", items(1), "tester")
-    clock.advance(minutes=16)
+    clock.advance(minutes=17)
 
     def reclaimer_finalizes_first() -> None:
         rig.reclaimer.run_once()
@@ -132,7 +132,7 @@ def test_a_batch_whose_producer_died_before_its_items_is_not_finalized_and_a_rep
     with pytest.raises(Died):
         rig.producer.submit(B, "generation", items(4), "tester")
     # WHEN the batch-stale sweep looks at it
-    clock.advance(minutes=16)
+    clock.advance(minutes=17)
     rig.reclaimer.run_once()
     # THEN it is still open (0 rows of 4 is not done)
     assert rig.store.batch(B).status is BatchStatus.OPEN
@@ -200,7 +200,7 @@ def test_the_reclaim_sweep_goes_on_after_a_store_error(rig, faults, clock):
     rig.producer.submit(B, "generation", items(3), "tester")
     rig.queues["generation"].messages.clear()
     rig.store.claim([key(0), key(1)], "generation", 5)
-    clock.advance(minutes=16)
+    clock.advance(minutes=17)
     # the first requeue times out after it was applied
     faults.reply_lost("UpdateItem", when=containing("listing_items", "reclaimed"))
     # WHEN the reclaimer sweeps
@@ -210,7 +210,7 @@ def test_the_reclaim_sweep_goes_on_after_a_store_error(rig, faults, clock):
     assert counts.stale_running == 2 and counts.requeued == 2  # 1 running + 1 pending
     assert {r.status for r in rig.store.item_rows(B)} == {ItemStatus.PENDING}
     rig.drain()
-    clock.advance(minutes=16)
+    clock.advance(minutes=17)
     rig.reclaimer.run_once()
     rig.drain()
     assert rig.store.batch(B).status is BatchStatus.FINALIZED
@@ -221,7 +221,7 @@ def test_a_throttled_stale_index_read_does_not_abort_the_sweep(rig, faults, cloc
     # GIVEN a stale pending item, and a throttled read of the running items' index
     rig.producer.submit(B, "generation", items(1), "tester")
     rig.queues["generation"].messages.clear()
-    clock.advance(minutes=16)
+    clock.advance(minutes=17)
     faults.refused_before("Query", throttled("Query"), when=containing("by_reclaim", "running"))
     # WHEN the reclaimer sweeps
     counts = rig.reclaimer.run_once()
@@ -300,3 +300,78 @@ def test_a_resent_grant_is_counted_once(rig, faults):
     rig.quota.grant("initech", 7)
     bal = rig.quota.balance("initech")
     assert (bal.limit, bal.available) == (7, 7)
+
+
+def test_a_grant_re_sent_late_after_a_newer_grant_is_not_applied_again(rig, faults):
+    # GIVEN a grant applied whose reply was lost (the caller saw a store error)
+    from botocore.exceptions import ClientError
+
+    from jobfence.errors import StoreError
+
+    faults.reply_lost("UpdateItem", when=containing("listing_quota"))
+    with pytest.raises(StoreError):
+        rig.quota.grant("initech", 7)
+    first = next(p for op, p in faults.sent if op == "UpdateItem" and "listing_quota" in json.dumps(p))
+    # AND a newer grant applied after it
+    rig.quota.grant("initech", 3)
+    # WHEN a copy of the first request reaches DynamoDB late (the very same parameters)
+    try:
+        rig.quota.clients()[0].update_item(**first)
+    except ClientError as exc:
+        assert exc.response["Error"]["Code"] == "ConditionalCheckFailedException"
+    # THEN it is refused by its own first application: the books count each grant once
+    bal = rig.quota.balance("initech")
+    assert (bal.limit, bal.available) == (10, 10)
+
+
+def test_a_grant_asked_again_with_its_id_after_a_lost_reply_is_read_as_applied(rig, faults):
+    from jobfence.errors import StoreError
+
+    faults.reply_lost("UpdateItem", when=containing("listing_quota"))
+    with pytest.raises(StoreError):
+        rig.quota.grant("initech", 7, grant_id="ticket-42")
+    rig.quota.grant("initech", 3)
+    # WHEN the operator asks again with the same id THEN it returns the books, the grant counted once
+    assert rig.quota.grant("initech", 7, grant_id="ticket-42").limit == 10
+
+
+def test_a_retry_record_re_sent_after_a_lost_reply_counts_one_retry(rig, faults):
+    # GIVEN a finalized batch with a failed item
+    from providers.items_fake import Behaviour
+
+    rig.generator.script(f"acme:b1:{key(1).item_id}", Behaviour.REJECT)
+    rig.submit("acme", "b1", 3)
+    rig.drain()
+    assert rig.store.batch(B).failed == 1
+    # WHEN the operator's retry is recorded on the batch row, and that write's reply is lost and re-sent
+    faults.resent("UpdateItem", when=containing("retried_by"))
+    assert rig.ops.retry_failed(B, "ops@example.com").retried == 1
+    assert faults.count("resend") == 1
+    # THEN the batch row counts one retry
+    assert rig.store.batch(B).retries == 1
+
+
+def test_grant_ids_are_remembered_across_a_rotation_of_the_applied_set(rig):
+    # GIVEN more grants than one set of applied ids holds (it rotates into the previous set)
+    from jobfence.once import KEEP
+
+    for n in range(KEEP + 8):
+        rig.quota.grant("initech", 1, grant_id=f"g{n}")
+    # WHEN an id from before the rotation and one from after are asked again
+    rig.quota.grant("initech", 1, grant_id="g5")
+    rig.quota.grant("initech", 1, grant_id=f"g{KEEP + 7}")
+    # THEN neither is applied twice
+    assert rig.quota.balance("initech").limit == KEEP + 8
+
+
+def test_a_heartbeat_recount_re_sent_after_a_lost_reply_counts_one_recount(rig, clock, faults):
+    # GIVEN a quiet batch with items still pending (its wake-ups lost), past batch-stale
+    rig.submit("acme", "b1", 3)
+    rig.queues["generation"].messages.clear()
+    clock.advance(minutes=17)
+    # WHEN the reclaimer's recount (a heartbeat: the batch is not done) is applied, its reply lost and re-sent
+    faults.resent("UpdateItem", when=containing("recounts"))
+    assert rig.reclaimer.run_once().batches_swept == 1
+    assert faults.count("resend") == 1
+    # THEN the batch row counts one recount
+    assert rig.store.batch(B).recounts == 1

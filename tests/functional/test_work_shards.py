@@ -63,7 +63,7 @@ def test_a_small_batch_is_swept_in_its_own_shard_only(rig, clock, queries):
     assert {r.shard for r in rig.store.item_rows(batch.ref)} == {0}
     queries.clear()
     # WHEN the reclaimer sweeps past pending-stale
-    clock.advance(minutes=16)
+    clock.advance(minutes=17)
     counts = rig.reclaimer.run_once()
     # THEN it queried that batch's one index shard (running and pending), found every item and re-sent them
     base = batch.ref.reclaim_base
@@ -155,7 +155,7 @@ def test_a_batch_and_its_wakeups_from_before_shard_counts_are_worked_and_reclaim
     assert result.outcomes["m0"].ok
     assert rig.store.item(rig.store.batch(ref).item_key("i00000")).status is ItemStatus.COMPLETED
     # AND the other items, whose wake-ups were lost, are found by the sweep over every shard and re-sent
-    clock.advance(minutes=16)
+    clock.advance(minutes=17)
     counts = rig.reclaimer.run_once()
     assert counts.stale_pending == 5 and counts.requeued == 5
     sent = rig.queues["generation"].take(10)
@@ -165,7 +165,7 @@ def test_a_batch_and_its_wakeups_from_before_shard_counts_are_worked_and_reclaim
     assert all(json.loads(m.body)["shard"] == layout.item_key(json.loads(m.body)["item"]).shard for m in sent)
     assert all(o.ok for o in rig.workers["generation"].process([record(m) for m in sent]).outcomes.values())
     # AND the recount over its 64 partitions finds all six and finalizes it
-    clock.advance(minutes=16)
+    clock.advance(minutes=17)
     rig.reclaimer.run_once()
     done = rig.store.batch(ref)
     assert (done.status, done.completed) == (BatchStatus.FINALIZED, 6)

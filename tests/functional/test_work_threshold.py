@@ -121,7 +121,7 @@ def test_the_thresholds_refund_is_safe_when_its_reply_is_lost_or_its_request_re_
     _released_then_crossed(rig)
     assert faults.count({"resent": "resend", "reply_lost": "after"}[fault]) == 1
     # THEN the item is failed and refunded once, whatever the caller saw; the reclaimer settles the batch
-    rig.clock.advance(minutes=16)
+    rig.clock.advance(minutes=17)
     rig.reclaimer.run_once()
     item = rig.store.item(key(3))
     assert (item.status, item.quota_reservations, item.quota_refunds) == (ItemStatus.FAILED, 1, 1)

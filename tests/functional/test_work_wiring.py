@@ -192,7 +192,7 @@ def test_reclaim_runs_as_a_registered_job_under_its_lease_and_renews_between_pag
 
     leases.renew = counting_renew
     runner = ScheduledRunner(leases, RunStore(dynamodb, tables["runs"]), clock, logger, Metrics(namespace="jobfence"))
-    clock.advance(minutes=16)
+    clock.advance(minutes=17)
     # WHEN one tick runs it
     result = runner.run(spec, job, Trigger("scheduled", clock.now_ms()))
     # THEN it ran under its lease, paged (the default page is 100, so two pages here: 60 pending, then the batch),

@@ -169,3 +169,14 @@ def test_the_checks_catch_a_finalize_that_ignores_the_failure_threshold(monkeypa
         if 14 in numbers:
             break
     assert 14 in numbers
+
+
+def test_the_checks_catch_a_reclaimer_that_takes_a_running_item_early(monkeypatch):
+    """A planted bug: the reclaimer's running cutoff one minute (not item-stale plus the time budget) (inv. 16)."""
+    from jobfence.work.timing import Timing
+
+    monkeypatch.setattr(Timing, "running_cutoff", lambda self, now_ms: now_ms - 60_000)
+    # THEN a reclaim within item-stale, in true time, of the item's last applied write is caught (seed 6: 172 s)
+    assert 16 in {v.number for v in run_one(6, "work").violations}
+    monkeypatch.undo()
+    assert run_one(6, "work").violations == ()

@@ -33,12 +33,14 @@ writes it, one request at a time.
 from __future__ import annotations
 
 import dataclasses
+import uuid
 import zlib
 from typing import TYPE_CHECKING, Any
 
 from pynamodb.exceptions import PynamoDBException
 
 from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, raise_store_error
+from jobfence.once import update_once
 from jobfence.work.keys import (
     ROLLUP_SHARDS,
     BatchRef,
@@ -168,14 +170,11 @@ def recount_and_write(store: WorkStore, ref: BatchRef, seen: BatchRow, heartbeat
     no_reopen_since = (
         (b.reopened == seen.reopened) if seen.reopened else (b.reopened.does_not_exist() | (b.reopened == 0))
     )
-    row = b(ref.tenant, ref.batch_id)
-    try:
-        row.update(actions=actions, condition=still_open & no_reopen_since)
-    except PynamoDBException as exc:
-        if classify(exc) is not ErrorKind.CONDITION_FAILED:
-            raise_store_error(exc, f"finalizing batch {ref}")
-        return None
-    return batch_view(store, row)
+    # once per recount: a copy re-sent after a lost reply does not add to `recounts` and `swept` again
+    applied = update_once(
+        b(ref.tenant, ref.batch_id), actions, still_open & no_reopen_since, uuid.uuid4().hex, f"finalizing batch {ref}"
+    )
+    return store.batch(ref) if applied else None
 
 
 def carry_heartbeat(store: WorkStore, ref: BatchRef, seen: BatchRow) -> BatchRow:

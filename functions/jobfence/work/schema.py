@@ -3,7 +3,7 @@
     batches  tenant (key) | batch_id (sort) | kind | status | total | completed | failed
              | enqueued | rollups | recounts | created_by | created_at | updated_at
              | finalized_at | retries | retried_by | retried_at | reopened | tolerated_failures
-             | swept | shards | open_key (sparse GSI "by_open")
+             | swept | shards | applied_ids | applied_ids_prev | open_key (sparse GSI "by_open")
     tallies  (rows of the batches table) tenant = tenant#batch#r<shard> (key) | batch_id = writer (sort)
              | completed | failed | seq | updated_at: one writer's cumulative roll-up of one batch
     items    batch_key = tenant#batch#shard (key, `ItemKey.partition`) | item_id (sort) | tenant | batch_id | kind | seq
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.models import Model
 
 from jobfence.dynamo import index
@@ -56,6 +56,8 @@ class _Batch(Model):
     retried_by = UnicodeAttribute(null=True)
     retried_at = NumberAttribute(null=True)
     reopened = NumberAttribute(null=True)  # items ever reopened by retry_failed (absent on old rows: 0)
+    applied_ids = UnicodeSetAttribute(null=True)  # the retries recorded (jobfence.once)
+    applied_ids_prev = UnicodeSetAttribute(null=True)
     tolerated_failures = NumberAttribute(null=True)  # absent: no failure threshold
     swept = NumberAttribute(null=True)  # pending items a recount failed past the threshold (never rolled up)
     shards = NumberAttribute(null=True)  # item shards, fixed at creation (absent on old rows: MAX_SHARDS)

@@ -41,6 +41,7 @@ from jobfence.dynamo import (
     raise_store_error,
 )
 from jobfence.errors import StoreError
+from jobfence.once import update_once
 from jobfence.quota import QuotaStore, available_in
 from jobfence.work import sweep
 from jobfence.work.keys import (
@@ -524,13 +525,13 @@ class WorkStore:
             raise StoreError(f"no batch {ref}")
         result = reopen_failed(self, batch, requested_by, chunk)
         if result.retried:
-            now = self._clock.now_ms()
+            # once per call: a copy re-sent after a lost reply (or late) does not count the retry twice
             b = self._batches
-            try:
-                b(ref.tenant, ref.batch_id).update(
-                    actions=[b.retries.add(1), b.retried_by.set(requested_by), b.retried_at.set(now)],
-                    condition=b.tenant.exists(),
-                )
-            except PynamoDBException as exc:
-                raise_store_error(exc, f"recording the retry of batch {ref}")
+            update_once(
+                b(ref.tenant, ref.batch_id),
+                [b.retries.add(1), b.retried_by.set(requested_by), b.retried_at.set(self._clock.now_ms())],
+                b.tenant.exists(),
+                uuid.uuid4().hex,
+                f"recording the retry of batch {ref}",
+            )
         return result

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from jobfence.clock import TIME_BUDGET_MS
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -32,6 +34,23 @@ class Timing:
     @property
     def max_retry_delay_s(self) -> int:
         return min(900, self.retry_delay_s * 2 ** max(self.attempts_cap - 2, 0))
+
+    # The reclaimer's cutoffs (docs/guarantees.md, "The time budget"): a row's `updated_at` is another
+    # actor's clock, read when its request was built, so each limit waits the time budget longer. A row
+    # is then moved only once its last write is at least the limit old in true time (when that write
+    # came within the request-age budget).
+
+    def running_cutoff(self, now_ms: int) -> int:
+        """A running item whose `updated_at` is below this (the reader's clock) is stale: its worker stopped."""
+        return now_ms - self.item_stale_s * 1000 - TIME_BUDGET_MS
+
+    def pending_cutoff(self, now_ms: int) -> int:
+        """A pending item whose `updated_at` is below this has lost its wake-up."""
+        return now_ms - self.pending_stale_s * 1000 - TIME_BUDGET_MS
+
+    def batch_cutoff(self, now_ms: int) -> int:
+        """An open batch whose heartbeat (`updated_at`, or its newest tally) is below this was abandoned."""
+        return now_ms - self.batch_stale_s * 1000 - TIME_BUDGET_MS
 
     def retry_delay(self, attempts: int) -> int:
         """SQS delay of the wake-up after the `attempts`-th attempt failed (SQS allows at most 900 s)."""

@@ -92,6 +92,7 @@ class _Intent(Model):
     claimed_at = NumberAttribute(null=True)
     claimed_by = UnicodeAttribute(null=True)
     upsell_ids = UnicodeSetAttribute(null=True)
+    captured_cents = NumberAttribute(null=True)  # what PayPal captured (an upsell it never got: below amount_cents)
     by_status_updated = index(BY_STATUS_UPDATED)
 
 
@@ -183,8 +184,9 @@ class DeferredPaymentStore(ModelStore):
         condition = (m.status == DeferredStatus.DEFERRED.value) & (m.updated_at == int(row.updated_at))
         return update_write(m(row.intent_id), [m.status.set(to.value), *also], condition)
 
-    def captured_op(self, row: Any, by: Initiator, capture_ref: str | None) -> Write:
-        """A fenced `Write`: capturing -> captured (by whom), only if still ours to settle."""
+    def captured_op(self, row: Any, by: Initiator, capture_ref: str | None, captured_cents: int | None = None) -> Write:
+        """A fenced `Write`: capturing -> captured (by whom, and the amount PayPal says it captured), only if
+        still ours to settle."""
         m = self._model
         actions = [
             m.status.set(DeferredStatus.CAPTURED.value),
@@ -193,6 +195,8 @@ class DeferredPaymentStore(ModelStore):
         ]
         if capture_ref:
             actions.append(m.capture_ref.set(capture_ref))
+        if captured_cents is not None:
+            actions.append(m.captured_cents.set(captured_cents))
         return update_write(m(row.intent_id), actions, m.status == DeferredStatus.CAPTURING.value)
 
     def failed_attempt_op(self, row: Any, error: str, terminal: bool) -> Write:

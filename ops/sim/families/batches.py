@@ -22,6 +22,11 @@ Checked on every applied write:
         claimed or completed until retry-failed reopens it (so no claim made after it can reach
         the provider: every item is terminal); an item failed by the threshold refunds its
         reservation exactly once (7, at the end)
+    16  in true time: the reclaimer takes a running item from its worker (running -> pending or
+        failed, "reclaimed") only once the item's last applied write is at least item-stale old.
+        Every actor's requests may be applied late (within the request-age budget and beyond it);
+        a breach whose last write came later than that budget after it was built is reported as
+        the fault model's limit (docs/guarantees.md, "The time budget"), not a violation
 Checked at the end (after at most `SWEEPS` fault-free sweeps: reclaim, then drain):
     5-9 through `ops.invariants.check_batches` (also used by the demo), 9 also per item
     (one idempotency key per item), 10 no payload in any log line, 13 no error unclassified;
@@ -34,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from jobfence.clock import REQUEST_AGE_BUDGET_MS
 from jobfence.config import ScheduledSettings, Settings
 from jobfence.errors import JobfenceError
 from jobfence.quota import QuotaStore
@@ -45,7 +51,7 @@ from jobs.catalog import CATALOG
 from jobs.listings.catalog import TOLERATED_FAILURE_PCT
 from jobs.listings.pipelines import GENERATION, PIPELINES, PUBLISH, endpoint_of, perform_with
 from ops.invariants import check_batches
-from ops.sim.faults import AWS_CALL_FAULTS, DELIVERY_FAULTS, PAUSES, PROVIDER_FAULTS, FaultKind
+from ops.sim.faults import AWS_CALL_FAULTS, DELIVERY_FAULTS, PAUSES, PROVIDER_FAULTS, TIME_FAULTS, FaultKind
 from ops.sim.kernel import START_MS, Actor, SkewedClock
 from ops.sim.queue import SimProvider, SimQueues
 from ops.sim.scheduled import LambdaContext
@@ -76,7 +82,15 @@ class BatchFamily:
 
     name = "batches"
     tables = ("listing_batches", "listing_items", "listing_quota", "leases", "runs")
-    kinds = (*AWS_CALL_FAULTS, *PAUSES, FaultKind.CLOCK_SKEW, *DELIVERY_FAULTS, *PROVIDER_FAULTS, FaultKind.JOB_FAILURE)
+    kinds = (
+        *AWS_CALL_FAULTS,
+        *TIME_FAULTS,
+        *PAUSES,
+        FaultKind.CLOCK_SKEW,
+        *DELIVERY_FAULTS,
+        *PROVIDER_FAULTS,
+        FaultKind.JOB_FAILURE,
+    )
     kinds_of_batches: tuple[str, ...] = (GENERATION,)
 
     def pause_ms(self, world: World, kind: FaultKind) -> int:
@@ -86,6 +100,7 @@ class BatchFamily:
             FaultKind.PAUSE_ITEM_STALE: timing.item_stale_s,
             FaultKind.PAUSE_BATCH_STALE: timing.batch_stale_s,
         }[kind]
+        assert base is not None  # the catalog fills in every job's lease TTL
         return base * 1000 + world.rng.randrange(1, 300_000)
 
     # -- builders (the listings family overrides all but `gate`) -----------------------------
@@ -143,6 +158,7 @@ class BatchFamily:
         quota = QuotaStore(world.tables["listing_quota"], driver)
         quota.grant(TENANTS[0], 50)
         quota.grant(TENANTS[1], world.rng.choice((2, 3, 50)))
+        world.data["touched"] = {}  # item key -> (true time, age) of the last applied write that stamped it
         world.wire.on_write.append(lambda w: self._on_write(world, w))
         world.data["watch"] = TermWatch(world)
         end = START_MS + HOUR_MS
@@ -237,8 +253,8 @@ class BatchFamily:
 
     def _on_write(self, world: World, write: Any) -> None:
         cap = PIPELINES[GENERATION].timing.attempts_cap
-        item_tenants = set()
-        quota_tenants = set()
+        item_tenants: set[str] = set()
+        quota_tenants: set[str] = set()
         for change in write.changes:
             before, after = change.before or {}, change.after or {}
             if change.table == "listing_items":
@@ -246,6 +262,10 @@ class BatchFamily:
                     world.violate(5, f"{write.actor}: {change.key} at attempt {after['attempts']} (cap {cap})")
                 if after.get("status") in ("running", "completed") and after.get("status") != before.get("status"):
                     self._check_not_past_threshold(world, write, after)
+                if before.get("status") == "running" and str(after.get("error", "")).startswith("reclaimed:"):
+                    self._check_reclaimed_when_stale(world, write, change.key, after)
+                if after.get("updated_at") != before.get("updated_at"):
+                    world.data["touched"][change.key] = (write.at, write.age_ms)
                 if before.get("status") in TERMINAL and after != before and write.actor != OPERATOR:
                     world.violate(
                         5,
@@ -260,7 +280,7 @@ class BatchFamily:
                     if not before:
                         self._check_batch_open_for(world, write, after)
             elif change.table == "listing_quota":
-                quota_tenants.add((change.after or change.before or {}).get("tenant"))
+                quota_tenants.add(str((change.after or change.before or {}).get("tenant")))
             elif change.table == "listing_batches":
                 if before.get("status") in FINAL and after != before and write.actor != OPERATOR:
                     moved = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
@@ -299,6 +319,21 @@ class BatchFamily:
                 f"{write.actor} finalized {batch['tenant']}/{batch['batch_id']} {batch['status']} with "
                 f"{counts[1]} failed of {batch['total']}, {tolerated} tolerated",
             )
+
+    def _check_reclaimed_when_stale(self, world: World, write: Any, key: Any, item: dict[str, Any]) -> None:
+        """16, in true time: a running item is reclaimed only once its last write is item-stale old."""
+        stale_ms = PIPELINES[str(item["kind"])].timing.item_stale_s * 1000
+        at, age = world.data["touched"].get(key, (None, 0))
+        if at is None or write.at - at >= stale_ms:
+            return
+        text = (
+            f"{write.actor} reclaimed running item {item.get('tenant')}/{item.get('batch_id')}/{item.get('item_id')} "
+            f"{(write.at - at) // 1000} s after its last write was applied (item-stale {stale_ms // 1000} s)"
+        )
+        if age <= REQUEST_AGE_BUDGET_MS:
+            world.violate(16, text)
+        else:  # the last write was applied later than the budget after it was built: outside what is promised
+            world.limit(16, f"{text}; that write was applied {age // 1000} s after it was built")
 
     def _check_not_past_threshold(self, world: World, write: Any, item: dict[str, Any]) -> None:
         """No item of a batch finalized `failed_threshold` is claimed or completed (until it is reopened)."""
@@ -466,6 +501,7 @@ class ListingsFamily(BatchFamily):
     def reclaim_job(self, world: World, clock: Any) -> Callable[..., Any]:
         spec = CATALOG.job(RECLAIM_JOB)
         settings = self._settings(world, scheduled=True)
+        assert isinstance(settings, ScheduledSettings)
         return spec.load()(JobDeps(settings, spec, clock, world.wire.boto3, world.wire.dynamodb, world.logger))
 
     def plan_batches(self, world: World) -> list[PlannedBatch]:

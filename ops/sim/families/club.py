@@ -157,7 +157,7 @@ class ClubFamily:
         actor = world.kernel.current()
         if actor is not None and actor.name.startswith("worker"):
             return world.rng.randrange(1, QUEUES[0].worker_timeout_s * 1000)  # Lambda ends a worker at its timeout
-        return CATALOG.job(JOB).lease_ttl_s * 1000 + world.rng.randrange(1, TICK_MS)
+        return CATALOG.job(JOB).lease_ttl_ms + world.rng.randrange(1, TICK_MS)
 
     # -- setup ----------------------------------------------------------------------------
 
@@ -248,7 +248,7 @@ class ClubFamily:
             world.data["discord"],
             QueueVisibility(world, world.data["url"]),
             world.logger,
-            NullMetrics(),
+            NullMetrics(),  # type: ignore[arg-type]  # add_metric is all it calls (as ops.sim.world's runner)
         )
 
     def _deliver(self, world: World, delivery: DiscordDelivery, name: str, records: list[dict[str, Any]]) -> list[str]:
@@ -307,7 +307,9 @@ class ClubFamily:
     # -- checks on every applied write ------------------------------------------------------
 
     def _on_write(self, world: World, write: Any) -> None:
-        sent, cancelled, outbox = set(), set(), set()
+        sent: set[Any] = set()
+        cancelled: set[Any] = set()
+        outbox: set[Any] = set()
         for change in write.changes:
             before, after = change.before or {}, change.after or {}
             if change.table == "club_equipment_reminders" and before.get("state") == "pending":

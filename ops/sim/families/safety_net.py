@@ -6,8 +6,9 @@ Actors (40 simulated minutes):
     buyers   one per intent: accept upsells at seeded instants (the intent first, conditional on
              `deferred`, then the PayPal order), some end with their own capture (`capture_for_buyer`).
              Their writes draw the AWS faults too (late, lost, throttled: a store error is asked again
-             with the same upsell id, as a client would), never a crash (a dead buyer between its
-             intent and its PayPal patch is not modelled: the client's retry of the whole upsell)
+             with the same upsell id, as a client would), crashes included: a buyer that dies between
+             its intent write and its PayPal patch leaves the intent above the order, and the net then
+             captures the order's amount (PayPal's), recorded as the intent's `captured_cents`
 The payment port is `SimPayments`: `FakePayments` (PayPal's order state machine and idempotency
 keys) with provider faults drawn from the seed: a call that fails before PayPal acts, one that acts
 and loses its reply, one that times out (acted or not). One order may be declined.
@@ -19,7 +20,8 @@ Checked on every applied write and every provider call (numbers as in docs/guara
         the fault model's limit (reported, not a violation)
     22  a claimed amount never changes: no write changes `amount_cents` of an intent not `deferred`
     23  money moves at most once per order, and under the safety net's key only while its intent is
-        `capturing` with the amount the order is captured for
+        `capturing`, for no more than the amount the claim froze (less only when a buyer died
+        between its intent write and its PayPal patch)
 Checked at the end (after fault-free ticks):
     24  run-row counts agree with the provider: a tick that ran counts every capture its own calls
         made as `captured` or `unknown` (never `failed`), and never counts more `captured` than its
@@ -42,12 +44,12 @@ from jobs.commerce import safety_net
 from jobs.commerce.checkout import capture_for_buyer
 from jobs.commerce.deferred_payments import DeferredPaymentStore
 from jobs.commerce.safety_net import CUTOFF_MS, capture_abandoned_deferred
-from ops.sim.faults import AWS_CALL_FAULTS, CRASHES, PROVIDER_FAULTS, TIME_FAULTS, FaultKind
+from ops.sim.faults import AWS_CALL_FAULTS, PROVIDER_FAULTS, TIME_FAULTS, FaultKind
 from ops.sim.kernel import START_MS, Actor, SkewedClock
 from ops.sim.scheduled import LambdaContext, clean_tick
 from ops.sim.terms import TermWatch
 from ops.sim.world import World, clean_tick_after
-from providers.payments import AlreadyCaptured, PaymentError, TransientPaymentError
+from providers.payments import AlreadyCaptured, CaptureResult, PaymentError, RefundResult, TransientPaymentError
 from providers.payments_fake import FakePayments
 
 JOB = "capture_abandoned_deferred"
@@ -78,7 +80,11 @@ class SimPayments:
         self.fake = fake
         self.acts: list[Act] = []
 
-    def capture(self, order_id: str, idempotency_key: str) -> Any:
+    def refund(self, capture_id: str, amount_cents: int, currency: str, idempotency_key: str) -> RefundResult:
+        """The port's refund, fault-free (the safety net never refunds; the port asks for it)."""
+        return self.fake.refund(capture_id, amount_cents, currency, idempotency_key)
+
+    def capture(self, order_id: str, idempotency_key: str) -> CaptureResult:
         world = self.world
         actor = world.kernel.current()
         fault = world.provider_fault(actor, f"PayPal capture of {order_id}")
@@ -118,7 +124,7 @@ class SimPayments:
                 23,
                 f"PayPal captures order {order_id} under {key} while its intent is {row.get('status')!r}, not claimed",
             )
-        elif int(row.get("amount_cents", -1)) != order.amount_cents:
+        elif int(row.get("amount_cents", -1)) < order.amount_cents:
             self.world.violate(
                 23, f"PayPal captures {order.amount_cents} on {order_id}; the claim froze {row.get('amount_cents')}"
             )
@@ -157,7 +163,7 @@ class SafetyNetFamily:
 
     def pause_ms(self, world: World, kind: FaultKind) -> int:
         """Past the lease TTL, so a later tick takes over while the paused holder still acts."""
-        return CATALOG.job(JOB).lease_ttl_s * 1000 + world.rng.randrange(1, 2 * TICK_MS)
+        return CATALOG.job(JOB).lease_ttl_ms + world.rng.randrange(1, 2 * TICK_MS)
 
     # -- setup ----------------------------------------------------------------------------
 
@@ -186,7 +192,7 @@ class SafetyNetFamily:
         world.wire.on_write.append(lambda w: self._on_write(world, w))
         for i in range(INTENTS):
             if world.rng.random() < 0.7:
-                world.spawn(f"buyer{i}", self._buyer(world, f"i{i}"), at=START_MS, spared=frozenset(CRASHES))
+                world.spawn(f"buyer{i}", self._buyer(world, f"i{i}"), at=START_MS)
         for tick in range(TICKS):
             at = START_MS + tick * TICK_MS
             for n in range(world.rng.randint(1, 2)):
@@ -270,9 +276,9 @@ class SafetyNetFamily:
         moved: dict[str, int] = {}
         for act in payments.acts:
             moved[act.order_id] = moved.get(act.order_id, 0) + act.moved
-        for order, times in moved.items():
+        for moved_order, times in moved.items():
             if times > 1:
-                world.violate(23, f"money moved {times} times on {order}")
+                world.violate(23, f"money moved {times} times on {moved_order}")
         self._check_counts(world, payments)
         rows = {r["intent_id"]: r for r in world.scan("payment_intents")}
         for intent, order_id in world.data["orders"].items():
@@ -284,10 +290,14 @@ class SafetyNetFamily:
             expected = {None: None, f"safetynet:{intent}": "safetynet", f"buyer:{intent}": "buyer"}.get(key, "?")
             if by != expected:
                 world.violate(25, f"{intent} is {row['status']} by {by}; PayPal captured it under {key}")
+            if by == "safetynet" and row.get("captured_cents") not in (None, order.amount_cents):
+                world.violate(
+                    25, f"{intent} records {row['captured_cents']} captured; PayPal captured {order.amount_cents}"
+                )
         world.data["watch"].check()
         ticks = set(map(id, world.data["watch"].ticks))
         for actor in world.kernel.actors:
-            if id(actor) not in ticks and actor.error is not None:
+            if id(actor) not in ticks and actor.error is not None and not actor.crashed:  # a buyer's crash: a fault
                 world.violate(0, f"buyer {actor.name} raised {type(actor.error).__name__}: {actor.error}")
 
     def _check_counts(self, world: World, payments: SimPayments) -> None:

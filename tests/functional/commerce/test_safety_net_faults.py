@@ -83,6 +83,30 @@ def test_an_upsell_after_the_claim_is_refused_and_the_claimed_amount_is_captured
     assert counts(result)["captured"] == 1
 
 
+def test_a_buyer_that_died_between_its_intent_write_and_the_paypal_patch_is_captured_for_paypals_amount(
+    stores, payments, harness, clock
+):
+    # GIVEN a buyer whose upsell reached the intent (1,000 -> 1,500) and whose client died before
+    # patching PayPal's order (still 1,000), and who never came back
+    payments.approve("O-1", 1_000)
+    stores.deferred.create("i1", "O-1", 1_000)
+    assert stores.deferred.patch_upsell("i1", 500, "u1")
+    # WHEN the safety net runs, once the intent is untouched past the cutoff
+    clock.advance(minutes=22)
+    result = run(harness, stores.deferred, payments)
+    # THEN money moves once, for what the buyer approved at PayPal, under the safety net's key
+    assert payments.captures_of("O-1") == 1 and payments.orders["O-1"].amount_cents == 1_000
+    assert counts(result)["captured"] == 1
+    # AND the intent records what was captured beside what it was asked for: the upsell was not charged
+    row = stores.deferred.get("i1")
+    assert (row.status, row.captured_by) == ("captured", "safetynet")
+    assert (int(row.amount_cents), int(row.captured_cents)) == (1_500, 1_000)
+    # AND a later tick moves nothing more
+    clock.advance(minutes=5)
+    run(harness, stores.deferred, payments)
+    assert payments.captures_of("O-1") == 1
+
+
 def test_a_lost_paypal_reply_is_counted_unknown_and_the_next_tick_captures_nothing_twice(stores, payments, harness, clock):
     # GIVEN PayPal will capture and then lose its answer
     one_stale_intent(stores, payments, clock)
