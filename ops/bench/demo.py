@@ -49,6 +49,8 @@ EARLIER_RUNS = (
     "| and moto's backend lookup kept per host (cc54e5f) | cached | 6.0, 7.3 | 354 | 217 | MISSED |",
     "| and botocore's data loader shared by every session of a process (29af8a0), merged | cached | 1.4, 3.6 | 202 "
     "| 190 | MISSED |",
+    "| main at 3db700e (issue 28's work-family changes merged), a clean clone after `.ci/run`, idle machine | cached "
+    "| 2.0, 1.9 | 152 | 168 | MISSED |",
 )
 
 BEFORE = """Before (36644d1, issue 27): `make demo` took **864 CPU-s** (18 min wall at load about 2 on 2 cores; 110 s wall
