@@ -112,13 +112,14 @@ class DayReport:
     start_ms: int = 0  # the day's 00:00 (simulated)
     end_ms: int = 0
 
-    def summary_totals(self) -> dict[str, Counter]:
+    def summary_totals(self) -> dict[str, dict[str, float]]:
         """Per job, the numeric summary counts of its runs added up (deleted, requeued, ...)."""
-        out: dict[str, Counter] = {}
+        out: dict[str, dict[str, float]] = {}
         for row in self.runs:
             for key, value in (row.get("summary") or {}).items():
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "batches":
-                    out.setdefault(row["job"], Counter())[key] += value
+                    totals = out.setdefault(row["job"], {})
+                    totals[key] = totals.get(key, 0) + value
         return out
 
     @property
@@ -161,8 +162,10 @@ class DayScenario:
         self._start = -(-now // HOUR) * HOUR  # the next full hour: the phases are set on hourly ticks
         top = runtime.topology
         self.client = runtime.session.client("dynamodb")
-        self.leases_table = top.leases_table
-        self.runs_table = top.runs_table
+        if top.leases_table is None or top.runs_table is None:
+            raise RuntimeError("the deployed stack names no leases or runs table: the day needs both")
+        self.leases_table: str = top.leases_table
+        self.runs_table: str = top.runs_table
         self.lease_store = LeaseStore(self.client, self.leases_table, runtime.clock)
 
     @property

@@ -12,6 +12,7 @@ import pathlib
 import shutil
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -38,7 +39,9 @@ class LiveView:
         self.events: deque[str] = deque(maxlen=8)
         self.deliveries: Counter[str] = Counter()
         self.day_start: int | None = None  # the scenario's 00:00, once it is set
-        self.on_hour = None  # called with each full simulated hour reached (the plain output's progress line)
+        self.on_hour: Callable[[str], None] | None = (
+            None  # called with each full simulated hour reached (the plain output's progress line)
+        )
         self._hours_done = 0
         self._started = time.monotonic()
 

@@ -233,8 +233,8 @@ class LocalRuntime:
         headers = [*json_type, ("X-Amz-Executed-Version", "$LATEST")]
         if result.ok:
             return "200 OK", headers, json.dumps(result.payload).encode()
-        error = {"errorType": result.error_type, "errorMessage": result.error_message}
-        return "200 OK", [*headers, ("X-Amz-Function-Error", "Unhandled")], json.dumps(error).encode()
+        failure = {"errorType": result.error_type, "errorMessage": result.error_message}
+        return "200 OK", [*headers, ("X-Amz-Function-Error", "Unhandled")], json.dumps(failure).encode()
 
     def _run_async(self, timeline: Timeline | None) -> int:
         """Run the queued asynchronous invokes (in parallel, as Lambda would); a failed one goes to its destination."""
