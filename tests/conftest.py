@@ -17,7 +17,8 @@ os.environ.pop("AWS_PROFILE", None)
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "jobfence")
 os.environ.setdefault("POWERTOOLS_DEV", "false")
 
-from tests.support import (  # noqa: E402,F401  (load_event re-exported for older imports)
+from ops import moto_fast
+from tests.support import (  # noqa: F401  (load_event re-exported for older imports)
     CatalogTables,
     RequestCounter,
     Rows,
@@ -25,6 +26,8 @@ from tests.support import (  # noqa: E402,F401  (load_event re-exported for olde
     create_catalog_tables,
     load_event,
 )
+
+moto_fast.install()  # the emulator's shortcuts in moto's DynamoDB path, in-process moto too (its own test checks them)
 
 pytest_plugins = ["jobfence.testing.plugin"]
 

@@ -1,0 +1,150 @@
+"""Two shortcuts in moto's DynamoDB path that leave every response as moto writes it.
+
+The local runtime, the CLI, the console and the tests answer every DynamoDB
+request with moto. Profiling a simulated hour (docs/benchmarks.md, "Local
+runtime") put about half of moto's time per request in two generic layers:
+
+- **the response serializer** walks the operation's output shape member by
+  member, looking each value up under several spellings, to print a dict that,
+  for DynamoDB's data-plane operations, moto already built in the wire's own
+  shape (`{"Attributes": {"n": {"S": "x"}}}`). For those operations the body is
+  that dict without its `None` members and without the top-level members the
+  shape does not name, binary attribute values in base64: what the walk
+  prints. Anything else (a timestamp, a set, an error) takes moto's walk.
+- **the update-expression validator** runs ten tree walkers over the AST and
+  each rebuilds its table of node handlers at every node it visits. The table
+  depends on the walker alone, so it is built once per walker.
+
+`install()` applies both (idempotent). Inside `verifying()`, every shortcut
+response is also printed by moto's own serializer and an `AssertionError` is
+raised if the two differ (body as JSON, headers): the differential test
+(tests/unit/test_moto_fast.py) runs the DynamoDB calls the project makes that
+way, and counts the shortcuts taken (`taken`).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+# The data-plane operations whose output moto builds in the wire's shape.
+DATA_PLANE = frozenset(
+    {
+        "BatchGetItem",
+        "BatchWriteItem",
+        "DeleteItem",
+        "GetItem",
+        "PutItem",
+        "Query",
+        "Scan",
+        "TransactGetItems",
+        "TransactWriteItems",
+        "UpdateItem",
+    }
+)
+
+_lock = threading.Lock()
+_state = {"installed": False, "verify": False}
+taken: dict[str, int] = {}  # shortcut responses by operation (counted while verifying)
+
+
+class _NotPlain(Exception):
+    """The value holds something JSON has no type for: moto's walk decides."""
+
+
+def plain(value: Any) -> Any:
+    """`value` with every `None` member dropped and bytes in base64; `_NotPlain` when it holds another type.
+
+    In a DynamoDB data-plane output the only binary members are the attribute
+    values `B` and `BS` (blobs), which the wire carries in base64.
+    """
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    raise _NotPlain(type(value).__name__)
+
+
+def install() -> None:
+    """Apply both shortcuts to moto in this process (idempotent)."""
+    with _lock:
+        if not _state["installed"]:
+            _install_serializer()
+            _install_traverser()
+            _state["installed"] = True
+
+
+@contextlib.contextmanager
+def verifying() -> Iterator[dict[str, int]]:
+    """Check every shortcut response against moto's own serializer while inside; yields `taken`."""
+    install()
+    taken.clear()
+    _state["verify"] = True
+    try:
+        yield taken
+    finally:
+        _state["verify"] = False
+
+
+def _install_serializer() -> None:
+    from moto.core import serialize
+
+    walk = serialize.JSONSerializer._serialize_result
+
+    def _serialize_result(self: Any, resp: Any, result: Any) -> Any:
+        operation = self.operation_model
+        shape = operation.output_shape
+        if (
+            operation.name not in DATA_PLANE
+            or operation.service_model.service_name != "dynamodb"
+            or shape is None
+            or not isinstance(result, dict)
+        ):
+            return walk(self, resp, result)
+        try:
+            body = plain({k: v for k, v in result.items() if k in shape.members})
+        except _NotPlain:
+            return walk(self, resp, result)
+        fast = self._serialized_result_to_response(resp, result, shape, body)
+        if _state["verify"]:
+            taken[operation.name] = taken.get(operation.name, 0) + 1
+            slow = walk(self, self._create_default_response(), result)
+            assert json.loads(fast["body"]) == json.loads(slow["body"]), (operation.name, fast["body"], slow["body"])
+            assert fast["headers"] == slow["headers"], (operation.name, fast["headers"], slow["headers"])
+        return fast
+
+    serialize.JSONSerializer._serialize_result = _serialize_result  # type: ignore[method-assign]
+
+
+def _install_traverser() -> None:
+    from moto.dynamodb.parsing import ast_nodes
+
+    def _handlers(self: Any) -> dict[type, Any]:
+        handlers = self.__dict__.get("_jobfence_handlers")
+        if handlers is None:
+            handlers = self.__dict__["_jobfence_handlers"] = self._processing_map()
+        return handlers
+
+    def nodes_to_be_processed(self: Any) -> tuple[type, ...]:
+        kinds = self.__dict__.get("_jobfence_kinds")
+        if kinds is None:
+            kinds = self.__dict__["_jobfence_kinds"] = tuple(_handlers(self))
+        return kinds
+
+    def process(self: Any, node: Any) -> Any:
+        for kind, handler in _handlers(self).items():
+            if isinstance(node, kind):
+                return handler(node)
+        return None
+
+    traverser: Any = getattr(ast_nodes, "DepthFirstTraverser")  # noqa: B009 - the module is untyped for mypy
+    traverser.nodes_to_be_processed = nodes_to_be_processed
+    traverser.process = process

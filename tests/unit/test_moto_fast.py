@@ -1,0 +1,196 @@
+"""ops.moto_fast: moto's DynamoDB responses are the same with its shortcuts as without them.
+
+Every data-plane operation the project makes, with every attribute type and
+the ReturnValues / ReturnConsumedCapacity / pagination variants, runs inside
+`verifying()`: each shortcut body is compared with moto's own serializer's.
+"""
+
+from __future__ import annotations
+
+import pytest
+from botocore.exceptions import ClientError
+
+from ops import moto_fast
+
+EVERY_TYPE = {
+    "pk": {"S": "a"},
+    "sk": {"N": "1"},
+    "s": {"S": "text é"},
+    "n": {"N": "-12.5"},
+    "b": {"B": b"\x00\x01bytes"},
+    "ss": {"SS": ["x", "y"]},
+    "ns": {"NS": ["1", "2.5"]},
+    "bs": {"BS": [b"\x02", b"\x03"]},
+    "m": {"M": {"inner": {"L": [{"S": "v"}, {"N": "3"}, {"NULL": True}, {"BOOL": False}]}}},
+    "empty_l": {"L": []},
+    "empty_m": {"M": {}},
+    "t": {"BOOL": True},
+    "gsi_pk": {"S": "g"},
+}
+
+
+@pytest.fixture
+def table(dynamodb):
+    dynamodb.create_table(
+        TableName="fast",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "N"},
+            {"AttributeName": "gsi_pk", "AttributeType": "S"},
+        ],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "by_g",
+                "KeySchema": [
+                    {"AttributeName": "gsi_pk", "KeyType": "HASH"},
+                    {"AttributeName": "sk", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return "fast"
+
+
+def test_every_data_plane_response_is_the_one_moto_serializes(dynamodb, table):
+    key = {"pk": {"S": "a"}, "sk": {"N": "1"}}
+    with moto_fast.verifying() as taken:
+        dynamodb.put_item(TableName=table, Item=EVERY_TYPE, ReturnConsumedCapacity="TOTAL")
+        dynamodb.put_item(TableName=table, Item=EVERY_TYPE, ReturnValues="ALL_OLD")
+        got = dynamodb.get_item(TableName=table, Key=key, ConsistentRead=True)["Item"]
+        assert got["b"] == {"B": b"\x00\x01bytes"} and got["bs"]["BS"] == [b"\x02", b"\x03"]
+        assert got["m"]["M"]["inner"]["L"][2] == {"NULL": True}
+        assert "Item" not in dynamodb.get_item(TableName=table, Key={"pk": {"S": "none"}, "sk": {"N": "0"}})
+        dynamodb.get_item(TableName=table, Key=key, ProjectionExpression="s, m.inner", ReturnConsumedCapacity="INDEXES")
+        for returns in ("NONE", "ALL_NEW", "ALL_OLD", "UPDATED_NEW", "UPDATED_OLD"):
+            dynamodb.update_item(
+                TableName=table,
+                Key=key,
+                UpdateExpression="SET s = :s, #n = if_not_exists(#n, :z) REMOVE t ADD c :one, ss :more",
+                ExpressionAttributeNames={"#n": "n"},
+                ExpressionAttributeValues={
+                    ":s": {"S": returns},
+                    ":z": {"N": "0"},
+                    ":one": {"N": "1"},
+                    ":more": {"SS": ["z"]},
+                },
+                ReturnValues=returns,
+            )
+        for sk in range(2, 7):
+            dynamodb.put_item(TableName=table, Item={**EVERY_TYPE, "sk": {"N": str(sk)}})
+        page = dynamodb.query(
+            TableName=table,
+            KeyConditionExpression="pk = :p AND sk > :s",
+            ExpressionAttributeValues={":p": {"S": "a"}, ":s": {"N": "0"}},
+            Limit=2,
+            ReturnConsumedCapacity="TOTAL",
+        )
+        assert page["Count"] == 2 and "LastEvaluatedKey" in page
+        last = dynamodb.query(
+            TableName=table,
+            KeyConditionExpression="pk = :p",
+            ExpressionAttributeValues={":p": {"S": "a"}},
+            ExclusiveStartKey=page["LastEvaluatedKey"],
+        )
+        assert last["Count"] == 4 and "LastEvaluatedKey" not in last
+        assert (
+            dynamodb.query(
+                TableName=table,
+                IndexName="by_g",
+                KeyConditionExpression="gsi_pk = :g",
+                ExpressionAttributeValues={":g": {"S": "nobody"}},
+            )["Items"]
+            == []
+        )
+        dynamodb.query(
+            TableName=table,
+            IndexName="by_g",
+            KeyConditionExpression="gsi_pk = :g",
+            ExpressionAttributeValues={":g": {"S": "g"}},
+            Select="COUNT",
+        )
+        dynamodb.query(
+            TableName=table,
+            KeyConditionExpression="pk = :p",
+            ExpressionAttributeValues={":p": {"S": "a"}},
+            ScanIndexForward=False,
+            ProjectionExpression="sk, m",
+        )
+        dynamodb.scan(TableName=table, FilterExpression="sk >= :s", ExpressionAttributeValues={":s": {"N": "3"}})
+        dynamodb.batch_get_item(
+            RequestItems={table: {"Keys": [key, {"pk": {"S": "a"}, "sk": {"N": "9"}}], "ConsistentRead": True}}
+        )
+        dynamodb.batch_write_item(
+            RequestItems={
+                table: [
+                    {"PutRequest": {"Item": {**EVERY_TYPE, "sk": {"N": "8"}}}},
+                    {"DeleteRequest": {"Key": {"pk": {"S": "a"}, "sk": {"N": "6"}}}},
+                ]
+            }
+        )
+        dynamodb.transact_write_items(
+            TransactItems=[
+                {"ConditionCheck": {"TableName": table, "Key": key, "ConditionExpression": "attribute_exists(pk)"}},
+                {
+                    "Update": {
+                        "TableName": table,
+                        "Key": {"pk": {"S": "a"}, "sk": {"N": "2"}},
+                        "UpdateExpression": "SET s = :s",
+                        "ExpressionAttributeValues": {":s": {"S": "tx"}},
+                    }
+                },
+            ],
+            ReturnConsumedCapacity="TOTAL",
+        )
+        dynamodb.transact_get_items(TransactItems=[{"Get": {"TableName": table, "Key": key}}])
+        old = dynamodb.delete_item(TableName=table, Key=key, ReturnValues="ALL_OLD")["Attributes"]
+        assert old["s"] == {"S": "UPDATED_OLD"}
+        dynamodb.delete_item(TableName=table, Key=key)
+    assert set(taken) >= {
+        "PutItem",
+        "GetItem",
+        "UpdateItem",
+        "Query",
+        "Scan",
+        "BatchGetItem",
+        "BatchWriteItem",
+        "TransactWriteItems",
+        "TransactGetItems",
+        "DeleteItem",
+    }, taken
+
+
+def test_refusals_and_validation_errors_are_moto_s(dynamodb, table):
+    key = {"pk": {"S": "a"}, "sk": {"N": "1"}}
+    dynamodb.put_item(TableName=table, Item={**key, "holder": {"S": "me"}})
+    with moto_fast.verifying():
+        with pytest.raises(ClientError) as refused:
+            dynamodb.update_item(
+                TableName=table,
+                Key=key,
+                UpdateExpression="SET holder = :h",
+                ConditionExpression="attribute_not_exists(holder)",
+                ExpressionAttributeValues={":h": {"S": "you"}},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        assert refused.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
+        assert refused.value.response["Item"]["holder"] == {"S": "me"}
+        # each of the validator's walkers still refuses what it refused (their handler tables are built once)
+        one, two, text = {"N": "1"}, {"N": "2"}, {"S": "x"}
+        for expression, values, message in (
+            ("SET a = :v SET b = :w", {":v": one, ":w": two}, 'The "SET" section can only be used once'),
+            ("SET sk = :v", {":v": one}, "Cannot update attribute sk. This attribute is part of the key"),
+            ("SET a = :v, a = :w", {":v": one, ":w": two}, "Two document paths overlap with each other"),
+            ("ADD b :s", {":s": text}, "An operand in the update expression has an incorrect data type"),
+            ("SET a = b + :v", {":v": one}, "The provided expression refers to an attribute that does not exist"),
+            ("SET a = :v + :s", {":v": one, ":s": text}, "Incorrect operand type for operator or function"),
+        ):
+            with pytest.raises(ClientError) as invalid:
+                dynamodb.update_item(
+                    TableName=table, Key=key, UpdateExpression=expression, ExpressionAttributeValues=values
+                )
+            assert invalid.value.response["Error"]["Code"] == "ValidationException"
+            assert message in invalid.value.response["Error"]["Message"], invalid.value.response["Error"]["Message"]
+    assert dynamodb.get_item(TableName=table, Key=key)["Item"] == {**key, "holder": {"S": "me"}}
