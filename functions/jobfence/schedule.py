@@ -15,6 +15,7 @@ rule's creation.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -44,13 +45,7 @@ class Schedule:
         if period is not None:
             elapsed = max(0, t_ms - self.anchor_ms)
             return self.anchor_ms + (elapsed // period + 1) * period
-        cron, years = adapt_cron(self.expression)
-        it = croniter(cron, datetime.fromtimestamp(t_ms / 1000, tz=UTC))
-        for _ in range(_MAX_YEAR_SKIPS):
-            fire = it.get_next(datetime)
-            if years is None or fire.year in years:
-                return int(fire.timestamp() * 1000)
-        raise ScheduleError(f"{self.expression}: no fire time in the years it names")
+        return _cron_next_after(self.expression, t_ms)
 
     def fires_between(self, after_ms: int, until_ms: int) -> list[int]:
         """Fire times in (after, until]."""
@@ -97,7 +92,20 @@ def healthy_gap_ms(expression: str, interval_s: int | None) -> int:
     return max((interval_s or 0) * 1000, Schedule(expression, GAP_START_MS).longest_gap_ms(GAP_TICKS))
 
 
-def adapt_cron(expression: str) -> tuple[str, set[int] | None]:
+@functools.lru_cache(maxsize=4096)
+def _cron_next_after(expression: str, t_ms: int) -> int:
+    """A cron expression's first fire strictly after `t_ms` (kept: the runtime, the ledger and the auditor ask again)."""
+    cron, years = adapt_cron(expression)
+    it = croniter(cron, datetime.fromtimestamp(t_ms / 1000, tz=UTC))
+    for _ in range(_MAX_YEAR_SKIPS):
+        fire = it.get_next(datetime)
+        if years is None or fire.year in years:
+            return int(fire.timestamp() * 1000)
+    raise ScheduleError(f"{expression}: no fire time in the years it names")
+
+
+@functools.lru_cache(maxsize=256)
+def adapt_cron(expression: str) -> tuple[str, frozenset[int] | None]:
     """EventBridge `cron(...)` -> (five-field croniter expression, years it is limited to or None)."""
     match = _CRON.match(expression.strip())
     if not match:
@@ -133,7 +141,7 @@ def _shift_dow(dow: str) -> str:
     return re.sub(r"\d+", shift, step_base) + slash + step + sep + nth
 
 
-def _years(field: str, expression: str) -> set[int] | None:
+def _years(field: str, expression: str) -> frozenset[int] | None:
     if field == "*":
         return None
     years: set[int] = set()
@@ -142,4 +150,4 @@ def _years(field: str, expression: str) -> set[int] | None:
         if not low.isdigit() or (dash and not high.isdigit()):
             raise ScheduleError(f"{expression!r}: year field {field!r} is not supported locally")
         years.update(range(int(low), int(high or low) + 1))
-    return years
+    return frozenset(years)
