@@ -98,8 +98,9 @@ def audit_jobs(
 ) -> list[JobAudit]:
     """Each job's ledger over the window (and its catch-up window), reduced to missed ticks and a catch-up."""
     out = []
+    histories = toggles.histories([spec.name for spec in specs])  # one consistent read for every audited job
     for spec in specs:
-        history = toggles.history(spec.name)
+        history = histories[spec.name]
         recorded = history.toggles
         since = window.since_ms
         if spec.catch_up == CatchUp.ONCE and spec.catch_up_window_s:

@@ -45,13 +45,15 @@ earlier (`RuleHistory.clip`); without the record a ledger starts where asked.
 from __future__ import annotations
 
 import enum
+import functools
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from jobfence.dynamo import raise_store_error, retry_transient
+from jobfence.dynamo import ErrorKind, raise_store_error, retry_transient
+from jobfence.errors import StoreError
 from jobfence.lease import gate_cutoff
 from jobfence.registry import JobSpec
 from jobfence.runs import RunState, RunStore
@@ -62,6 +64,7 @@ SCHEDULED_AT_SLACK_MS = 1000  # the event's `time` has whole seconds; a tick may
 MAX_TOGGLES = 10  # kept per job on its lease item (oldest dropped): ~260 bytes, so a lease write stays 1 WCU
 TOGGLES_ATTRIBUTE = "rule_toggles"
 CREATED_ATTRIBUTE = "rule_created_at"
+BATCH_ROUNDS = 5  # BatchGetItem calls for one batch of keys, its unprocessed keys asked again
 MANUAL_TRIGGER = "manual"
 SCHEDULED_TRIGGER = "scheduled"
 MAKE_UP_TRIGGERS = ("catch_up", "buffered")  # runs for a past tick: they make up for it, they do not answer it
@@ -374,10 +377,42 @@ class RuleToggles:
             ).get("Item", {})
         except Exception as exc:
             raise_store_error(exc, f"reading the rule toggles of {job!r}")
-        created = item.get(CREATED_ATTRIBUTE, {}).get("N")
-        return RuleHistory(
-            toggles_of(item.get(TOGGLES_ATTRIBUTE, {}).get("M", {})), None if created is None else int(created)
-        )
+        return _history_of(item)
+
+    def histories(self, jobs: Sequence[str]) -> dict[str, RuleHistory]:
+        """Each job's `history`, read together: strongly consistent BatchGetItems of at most 100 keys.
+
+        Keys DynamoDB leaves unprocessed (throttling) are asked again, at most
+        `BATCH_ROUNDS` times in all, then it is a `StoreError`.
+        """
+        out: dict[str, RuleHistory] = {}
+        names = {"#t": TOGGLES_ATTRIBUTE, "#c": CREATED_ATTRIBUTE, "#j": "job"}
+        for start in range(0, len(jobs), 100):
+            keys: list[dict[str, Any]] = [{"job": {"S": job}} for job in jobs[start : start + 100]]
+            for _ in range(BATCH_ROUNDS):
+                asked = {
+                    self._table: {
+                        "Keys": keys,
+                        "ConsistentRead": True,
+                        "ProjectionExpression": "#j, #t, #c",
+                        "ExpressionAttributeNames": names,
+                    }
+                }
+                try:
+                    answer = retry_transient(functools.partial(self._client.batch_get_item, RequestItems=asked))
+                except Exception as exc:
+                    raise_store_error(exc, f"reading the rule toggles of {len(keys)} jobs")
+                for item in answer.get("Responses", {}).get(self._table, []):
+                    out[item["job"]["S"]] = _history_of(item)
+                keys = answer.get("UnprocessedKeys", {}).get(self._table, {}).get("Keys", [])
+                if not keys:
+                    break
+            else:
+                raise StoreError(
+                    f"reading the rule toggles failed: {len(keys)} keys unprocessed after {BATCH_ROUNDS} rounds",
+                    ErrorKind.THROTTLED,
+                )
+        return {job: out.get(job, RuleHistory((), None)) for job in jobs}
 
     def read(self, job: str) -> tuple[Toggle, ...]:
         """The job's recorded toggles, oldest first (strongly consistent)."""
@@ -389,6 +424,13 @@ class RuleToggles:
             return False
         self.record(job, enabled, at_ms)
         return True
+
+
+def _history_of(item: Mapping[str, Any]) -> RuleHistory:
+    created = item.get(CREATED_ATTRIBUTE, {}).get("N")
+    return RuleHistory(
+        toggles_of(item.get(TOGGLES_ATTRIBUTE, {}).get("M", {})), None if created is None else int(created)
+    )
 
 
 def toggles_of(raw: Mapping[str, Any]) -> tuple[Toggle, ...]:

@@ -43,6 +43,10 @@ ACCESS_BUNDLES = {
 # store (start = put, finish and died = update, a read after a refusal without old image, recent).
 LEASE_ACCESS = "get+update+check"
 RUN_ACCESS = "get+put+query+update"
+# And what the missed-run auditor calls on the jobs it `audits` (their lease items' rule toggles in
+# one read, their run rows in a window), under LeadingKeys = those jobs.
+AUDIT_LEASE_ACCESS = "batch_get"
+AUDIT_RUN_ACCESS = "query"
 
 
 def access_verbs(access: str) -> frozenset[str]:

@@ -48,6 +48,8 @@ from jobfence.config import (
 )
 from jobfence.registry import (
     ACCESS_VERBS,
+    AUDIT_LEASE_ACCESS,
+    AUDIT_RUN_ACCESS,
     LEASE_ACCESS,
     LEASES_TABLE,
     RUN_ACCESS,
@@ -63,8 +65,8 @@ from jobfence_cdk.validation import providers_of
 # on a job-keyed table and `actions_of` would drop it anyway.
 LEASE_ACTIONS = access_actions(LEASE_ACCESS)
 RUN_ACTIONS = access_actions(RUN_ACCESS)
-AUDIT_LEASE_ACTIONS = access_actions("get")  # an audited job's rule toggles, on its lease item
-AUDIT_RUN_ACTIONS = access_actions("query")  # an audited job's run rows in a window
+AUDIT_LEASE_ACTIONS = access_actions(AUDIT_LEASE_ACCESS)
+AUDIT_RUN_ACTIONS = access_actions(AUDIT_RUN_ACCESS)
 
 
 def actions_of(access: str, keyed_by_job: bool = False) -> tuple[str, ...]:

@@ -125,7 +125,7 @@ def test_the_auditor_may_only_get_lease_items_and_query_run_rows_of_the_jobs_it_
             targets = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
             (table,) = [name for name, logical in core.items() if any(ref_id(t) == logical for t in targets)]
             reads[table] = as_list(statement["Action"])
-    assert reads == {"jobfence-leases": ["dynamodb:GetItem"], "jobfence-runs": ["dynamodb:Query"]}
+    assert reads == {"jobfence-leases": ["dynamodb:BatchGetItem"], "jobfence-runs": ["dynamodb:Query"]}
     assert auditor.name not in audited and len(audited) == len(synthesized.catalog.jobs) - 1
 
 

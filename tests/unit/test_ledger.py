@@ -13,6 +13,7 @@ from jobfence.errors import StoreError
 from jobfence.ledger import (
     DELIVERY_TOLERANCE_MS,
     MAX_TOGGLES,
+    RuleHistory,
     RuleToggles,
     TickLabel,
     Toggle,
@@ -219,3 +220,55 @@ def test_a_rate_schedule_keeps_the_phase_of_its_rule(h, toggles, clock):
     assert [(e.tick_at - created, e.label) for e in book.entries] == [
         (5 * MINUTE, TickLabel.RAN), (10 * MINUTE, TickLabel.RAN), (15 * MINUTE, TickLabel.MISSED),
         (20 * MINUTE, TickLabel.RAN)]
+
+
+class _Throttling:
+    """The DynamoDB client, except that each BatchGetItem leaves its last key unprocessed (as a throttled table does)."""
+
+    def __init__(self, client, rounds_left: int) -> None:
+        self._client, self.rounds_left, self.calls = client, rounds_left, []
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+    def batch_get_item(self, RequestItems):
+        (table, asked), = RequestItems.items()
+        self.calls.append(len(asked["Keys"]))
+        if self.rounds_left == 0:
+            return self._client.batch_get_item(RequestItems=RequestItems)
+        self.rounds_left -= 1
+        kept, left = asked["Keys"][:-1], asked["Keys"][-1:]
+        answer = {"Responses": {table: []}}
+        if kept:
+            answer = self._client.batch_get_item(RequestItems={table: {**asked, "Keys": kept}})
+        return {**answer, "UnprocessedKeys": {table: {**asked, "Keys": left}}}
+
+
+def test_the_histories_of_many_jobs_are_one_read_and_the_unprocessed_keys_are_asked_again(h, toggles, clock):
+    # GIVEN 150 jobs, the first 120 with a recorded creation, the even ones among them with a toggle
+    now = clock.now_ms()
+    jobs = [f"job_{i:03d}" for i in range(150)]
+    for i, job in enumerate(jobs[:120]):
+        toggles.record_created(job, now + i)
+        if i % 2 == 0:
+            toggles.record(job, False, now + 1000 + i)
+    # WHEN the auditor reads them all through a table that leaves one key unprocessed per call, twice
+    throttled = _Throttling(h.dynamodb, rounds_left=2)
+    found = RuleToggles(throttled, h.tables["leases"]).histories(jobs)
+    # THEN two batches of keys (100 + 50), the first asked again for its unprocessed keys; every job answered
+    assert throttled.calls == [100, 1, 1, 50]
+    assert list(found) == jobs
+    for i, job in enumerate(jobs):
+        assert found[job] == toggles.history(job)
+        if i < 120:
+            assert found[job].created_at == now + i
+            assert found[job].toggles == ((Toggle(now + 1000 + i, False),) if i % 2 == 0 else ())
+        else:
+            assert found[job] == RuleHistory((), None)
+
+
+def test_keys_still_unprocessed_after_every_round_are_a_store_error(h, toggles):
+    throttled = _Throttling(h.dynamodb, rounds_left=10**6)
+    with pytest.raises(StoreError, match="keys unprocessed after 5 rounds") as failed:
+        RuleToggles(throttled, h.tables["leases"]).histories(["a", "b", "c"])
+    assert failed.value.kind is ErrorKind.THROTTLED

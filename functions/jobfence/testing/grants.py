@@ -23,7 +23,15 @@ from typing import Any
 
 from botocore.client import BaseClient
 
-from jobfence.registry import LEASE_ACCESS, LEASES_TABLE, RUN_ACCESS, RUNS_TABLE, access_actions
+from jobfence.registry import (
+    AUDIT_LEASE_ACCESS,
+    AUDIT_RUN_ACCESS,
+    LEASE_ACCESS,
+    LEASES_TABLE,
+    RUN_ACCESS,
+    RUNS_TABLE,
+    access_actions,
+)
 from jobfence.testing.tables import created_tables, creating_tables
 
 _TRANSACT_ACTIONS = {
@@ -89,13 +97,17 @@ def recorded_actions() -> Iterator[set[tuple[str, str]]]:
 
 
 def ungranted(
-    calls: set[tuple[str, str]], tables: Mapping[str, str], declared: Mapping[str, str]
+    calls: set[tuple[str, str]], tables: Mapping[str, str], declared: Mapping[str, str], audits: bool = False
 ) -> set[tuple[str, str]]:
     """The recorded (logical table, action) pairs that a job declaring `declared` is not granted.
 
-    `tables` maps logical names to the physical names the test created.
+    `tables` maps logical names to the physical names the test created; `audits`: the job audits
+    others (the missed-run auditor), so it also has their grant on the lease and run tables.
     """
     granted = {LEASES_TABLE.name: set(access_actions(LEASE_ACCESS)), RUNS_TABLE.name: set(access_actions(RUN_ACCESS))}
+    if audits:
+        granted[LEASES_TABLE.name] |= set(access_actions(AUDIT_LEASE_ACCESS))
+        granted[RUNS_TABLE.name] |= set(access_actions(AUDIT_RUN_ACCESS))
     granted |= {name: set(access_actions(access)) for name, access in declared.items()}
     # only tables that exist can have been called (and reading a lazy catalog's items would create the rest)
     existing = created_tables(tables)
@@ -108,9 +120,11 @@ def ungranted(
 
 
 @contextlib.contextmanager
-def within_grant(tables: Mapping[str, str], declared: Mapping[str, str], who: str) -> Iterator[None]:
-    """Fail if the block calls DynamoDB beyond what an entry declaring `declared` is granted."""
+def within_grant(
+    tables: Mapping[str, str], declared: Mapping[str, str], who: str, audits: bool = False
+) -> Iterator[None]:
+    """Fail if the block calls DynamoDB beyond what an entry declaring `declared` (and auditing, if so) is granted."""
     with recorded_actions() as calls:
         yield
-    missing = ungranted(calls, tables, declared)
+    missing = ungranted(calls, tables, declared, audits)
     assert not missing, f"{who} called DynamoDB beyond its catalog grant: {sorted(missing)}"

@@ -223,7 +223,7 @@ class JobHarness:
 
         The job's own error is re-raised, as in `tick`.
         """
-        with within_grant(self.tables, self.spec.tables, self.spec.name):
+        with within_grant(self.tables, self.spec.tables, self.spec.name, audits=bool(self.spec.audits)):
             built = job if job is not None else self.build()
             return self.runner.run(self.spec, built, trigger or Trigger("scheduled", self.clock.now_ms()), context)
 
