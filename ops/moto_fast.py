@@ -1,4 +1,4 @@
-"""Two shortcuts in moto's DynamoDB path that leave every response as moto writes it.
+"""Shortcuts in moto's DynamoDB and SQS paths that leave every response as moto writes it.
 
 The local runtime, the CLI, the console and the tests answer every DynamoDB
 request with moto. Profiling a simulated hour (docs/benchmarks.md, "Local
@@ -15,7 +15,13 @@ runtime") put about half of moto's time per request in two generic layers:
   each rebuilds its table of node handlers at every node it visits. The table
   depends on the walker alone, so it is built once per walker.
 
-`install()` applies both (idempotent). Inside `verifying()`, every shortcut
+And two in its SQS path, which the local runtime's queues take at every
+delivery: a message's retention was checked by building every attribute of its
+queue (counting all its messages, a clock read per message), where it needs
+one; and the queue's counts read the clock once per message, where one read
+per count gives the same answer.
+
+`install()` applies all four (idempotent). Inside `verifying()`, every shortcut
 response is also printed by moto's own serializer and an `AssertionError` is
 raised if the two differ (body as JSON, headers): the differential test
 (tests/unit/test_moto_fast.py) runs the DynamoDB calls the project makes that
@@ -79,6 +85,7 @@ def install() -> None:
         if not _state["installed"]:
             _install_serializer()
             _install_traverser()
+            _install_sqs()
             _state["installed"] = True
 
 
@@ -148,3 +155,31 @@ def _install_traverser() -> None:
     traverser: Any = getattr(ast_nodes, "DepthFirstTraverser")  # noqa: B009 - the module is untyped for mypy
     traverser.nodes_to_be_processed = nodes_to_be_processed
     traverser.process = process
+
+
+def _install_sqs() -> None:
+    from moto.core.utils import unix_time, unix_time_millis
+    from moto.sqs import models
+
+    def is_message_valid_based_on_retention_period(self: Any, queue_name: str, message: Any) -> bool:
+        retention_period = self.get_queue(queue_name).message_retention_period
+        return bool(retention_period + message.sent_timestamp / 1000 > unix_time())
+
+    def visible_now(queue: Any) -> list[Any]:
+        now = unix_time_millis()
+        return [m for m in queue._messages if now > m.visible_at and not now < m.delayed_until]
+
+    def delayed(queue: Any) -> int:
+        now = unix_time_millis()
+        return sum(1 for m in queue._messages if now < m.delayed_until)
+
+    def not_visible(queue: Any) -> int:
+        now = unix_time_millis()
+        return sum(1 for m in queue._messages if not now > m.visible_at)
+
+    backend: Any = models.SQSBackend
+    backend.is_message_valid_based_on_retention_period = is_message_valid_based_on_retention_period
+    queue: Any = models.Queue
+    queue.messages = property(visible_now)
+    queue.approximate_number_of_messages_delayed = property(delayed)
+    queue.approximate_number_of_messages_not_visible = property(not_visible)

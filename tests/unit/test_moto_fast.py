@@ -194,3 +194,30 @@ def test_refusals_and_validation_errors_are_moto_s(dynamodb, table):
             assert invalid.value.response["Error"]["Code"] == "ValidationException"
             assert message in invalid.value.response["Error"]["Message"], invalid.value.response["Error"]["Message"]
     assert dynamodb.get_item(TableName=table, Key=key)["Item"] == {**key, "holder": {"S": "me"}}
+
+
+def test_queue_counts_visibility_delay_and_retention_are_moto_s(aws):
+    sqs = aws.client("sqs")
+    url = sqs.create_queue(QueueName="fast", Attributes={"MessageRetentionPeriod": "60"})["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="now")
+    sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=900)
+    sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"b{i}"} for i in range(3)])
+
+    def counts():
+        names = [
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        ]
+        got = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+        return tuple(int(got[n]) for n in names)
+
+    assert counts() == (4, 0, 1)
+    received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=2, VisibilityTimeout=300)["Messages"]
+    assert len(received) == 2 and "later" not in {m["Body"] for m in received}
+    assert counts() == (2, 2, 1)
+    rest = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0)["Messages"]
+    assert sorted(m["Body"] for m in rest) == sorted({"now", "b0", "b1", "b2"} - {m["Body"] for m in received})
+    assert counts() == (2, 2, 1)  # a zero visibility timeout leaves them visible
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=received[0]["ReceiptHandle"])
+    assert counts() == (2, 1, 1)
