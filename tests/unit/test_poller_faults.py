@@ -39,7 +39,7 @@ class FakeSqs:
     def __post_init__(self) -> None:
         self.visible = {f"rh-{i}": body for i, body in enumerate(self.bodies)}
 
-    def receive_message(self, MaxNumberOfMessages: int, **_: Any) -> dict[str, Any]:  # noqa: N803 (boto's names)
+    def receive_message(self, MaxNumberOfMessages: int, **_: Any) -> dict[str, Any]:
         handles = sorted(self.visible)[:MaxNumberOfMessages]
         out = []
         for handle in handles:
@@ -48,11 +48,11 @@ class FakeSqs:
             out.append({"MessageId": f"id-{handle}", "ReceiptHandle": handle, "Body": body})
         return {"Messages": out}
 
-    def delete_message_batch(self, Entries: list[dict[str, str]], **_: Any) -> None:  # noqa: N803
+    def delete_message_batch(self, Entries: list[dict[str, str]], **_: Any) -> None:
         for entry in Entries:
             self.hidden.pop(entry["ReceiptHandle"], None)
 
-    def change_message_visibility(self, ReceiptHandle: str, **_: Any) -> None:  # noqa: N803
+    def change_message_visibility(self, ReceiptHandle: str, **_: Any) -> None:
         self.visible[ReceiptHandle] = self.hidden.pop(ReceiptHandle)
 
 
@@ -185,3 +185,30 @@ def test_a_kill_that_fired_is_not_armed_again():
     assert deliveries == ["died", "ok"]
     assert workers.plans == [[KILL], None]
     assert p.faults == {}
+
+
+def test_the_isolate_names_the_faults_that_went_off_and_the_driver_keeps_the_others():
+    import pytest
+    from botocore.exceptions import ClientError
+
+    from ops.runtime.worker import FaultPlan
+
+    # GIVEN a plan of two raises: one on the items table's second TransactWriteItems, one on a Query
+    plan = [
+        {"operation": "TransactWriteItems", "contains": "items", "after": 2, "action": "raise"},
+        {"operation": "Query", "action": "raise"},
+    ]
+    fault_plan = FaultPlan(plan)
+    # WHEN the isolate makes one matching claim, a call on another table, then the second claim
+    fault_plan.after_call("TransactWriteItems", {"TransactItems": [{"Update": {"TableName": "items"}}]})
+    fault_plan.after_call("TransactWriteItems", {"TransactItems": [{"Update": {"TableName": "quota"}}]})
+    with pytest.raises(ClientError):
+        fault_plan.after_call("TransactWriteItems", {"TransactItems": [{"Update": {"TableName": "items"}}]})
+    # THEN only the first fault went off, and the driver's plan is untouched
+    assert fault_plan.fired == [0] and plan[0]["after"] == 2
+    # AND an invocation that answered keeps the fault it never reached; one that died or timed out keeps none
+    answered = Invocation(FUNCTION, "error", faults_fired=tuple(fault_plan.fired))
+    assert answered.faults_left(plan) == [plan[1]]
+    assert Invocation(FUNCTION, "init_error").faults_left(plan) == plan
+    assert Invocation(FUNCTION, "died").faults_left(plan) == []
+    assert Invocation(FUNCTION, "timeout").faults_left(plan) == []
