@@ -197,7 +197,7 @@ def parser() -> argparse.ArgumentParser:
     lsub.add_parser("down", help="stop it")
     a = lsub.add_parser("advance", help="move simulated time (ticks fire, queues deliver)")
     a.add_argument("duration", type=duration_ms, help="2h, 30m, 1h30m, 1d")
-    k = lsub.add_parser("kill-worker", help="SIGKILL a queue worker's isolate mid-batch on its next delivery")
+    k = lsub.add_parser("kill-worker", help="SIGKILL a queue worker's isolate mid-batch on its next claiming delivery")
     k.add_argument("function", nargs="?", help="a worker function (default: the generation worker)")
 
     command("status", "rule, lease, next tick and last run per job; stale items; queue depths")

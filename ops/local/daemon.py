@@ -8,7 +8,7 @@ API on loopback so that later commands chain against the same state:
     GET  /topology       what is deployed (read back from the emulator once, at start)
     POST /invoke         {"function", "event"} -> the invocation
     POST /advance        {"ms"} -> JSON lines: progress, notable events, then the totals
-    POST /kill-worker    {"function"?} -> the worker whose next delivery is killed mid-batch
+    POST /kill-worker    {"function"?} -> the worker whose next delivery that claims is killed mid-batch
     POST /stop           stop the runtime and exit
 
 Every request carries the token written (mode 0600) to DIR/state.json with

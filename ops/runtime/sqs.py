@@ -71,7 +71,7 @@ class QueuePoller:
         self._clock = clock
         self._lock = threading.Lock()
         self.in_flight: dict[str, InFlight] = {}
-        self.faults: dict[str, list[dict[str, Any]]] = {}  # function -> faults for its next delivery
+        self.faults: dict[str, list[dict[str, Any]]] = {}  # function -> faults armed until a delivery reaches them
         self.on_delivery: Callable[[Delivery], None] | None = None
 
     # -- visibility on the simulated clock ---------------------------------------------------
@@ -166,8 +166,21 @@ class QueuePoller:
         return received
 
     def _invoke(self, function: str, mapping: MappingInfo, messages: list[dict[str, Any]]) -> Invocation:
-        faults = self.faults.pop(function, None)
-        return self._pool.invoke(function, sqs_event(messages, mapping.queue_arn, self._region), faults)
+        """One batch's invocation; the function's armed faults go with it and stay armed until reached.
+
+        Of the batches delivered at once, one takes the plan; if its invocation never made the call a
+        fault waits for (the tenant gate deferred its items, it had nothing to claim) the fault is armed
+        again for the function's next delivery, unless a newer plan was armed meanwhile. A kill is spent
+        only by an invocation that died.
+        """
+        with self._lock:
+            faults = self.faults.pop(function, None)
+        invocation = self._pool.invoke(function, sqs_event(messages, mapping.queue_arn, self._region), faults)
+        left = invocation.faults_left(faults) if faults else []
+        if left:
+            with self._lock:
+                self.faults.setdefault(function, left)
+        return invocation
 
     def _settle(
         self, queue_url: str, mapping: MappingInfo, messages: list[dict[str, Any]], invocation: Invocation

@@ -12,7 +12,8 @@ error. It makes two local substitutions, both outside the function's code:
   on the wall clock at import, is never called here);
 - a fault plan sent with an invocation can kill this process (SIGKILL, an
   isolate death) or raise a service error right after a matching AWS call,
-  to put a crash exactly "mid-item".
+  to put a crash exactly "mid-item"; each answer names the faults that went
+  off, so the driver keeps the others armed.
 
 Its stdout/stderr (the function's logs) go to a file, never to the driver's terminal.
 """
@@ -59,14 +60,20 @@ def _describe(exc: BaseException) -> dict[str, Any]:
 
 
 class FaultPlan:
-    """Faults armed for one invocation: after the n-th matching AWS call, kill or raise."""
+    """Faults armed for one invocation: after the n-th matching AWS call, kill or raise.
+
+    `fired` lists the plan's faults (by their index in the plan) that went off; the driver arms the
+    others again for the function's next invocation (a kill fired ends the process, never reported).
+    """
 
     def __init__(self, faults: list[dict[str, Any]]) -> None:
-        self.faults = [dict(f) for f in faults]
+        self.faults = [(index, dict(f)) for index, f in enumerate(faults)]
+        self.fired: list[int] = []
 
     def after_call(self, operation: str, params: dict[str, Any]) -> None:
         text = json.dumps(params, default=str)
-        for fault in self.faults:
+        for entry in self.faults:
+            index, fault = entry
             if fault.get("operation") not in (None, operation):
                 continue
             if fault.get("contains") and fault["contains"] not in text:
@@ -74,7 +81,8 @@ class FaultPlan:
             fault["after"] = int(fault.get("after", 1)) - 1
             if fault["after"] > 0:
                 continue
-            self.faults.remove(fault)
+            self.faults.remove(entry)
+            self.fired.append(index)
             if fault.get("action") == "kill":
                 sys.stdout.flush()
                 os.kill(os.getpid(), signal.SIGKILL)
@@ -176,12 +184,13 @@ def main(conn: Any, meta: dict[str, Any]) -> None:
             return
         _, event, faults, now_ms = message
         clock.set(max(now_ms, clock.now_ms()))  # the driver's instant; a clock never goes backwards
-        plan[0] = FaultPlan(faults) if faults else None
+        current = plan[0] = FaultPlan(faults) if faults else None
         calls.clear()
         try:
             result = handler(event, LambdaContext(meta, clock))
-            conn.send(("ok", json.loads(json.dumps(result, default=str)), dict(calls)))
+            answer: tuple[str, Any] = ("ok", json.loads(json.dumps(result, default=str)))
         except Exception as exc:
-            conn.send(("error", _describe(exc), dict(calls)))
+            answer = ("error", _describe(exc))
         finally:
             plan[0] = None
+        conn.send((*answer, dict(calls), current.fired if current else []))

@@ -71,6 +71,17 @@ class Invocation:
     pid: int | None = None
     started_sim_ms: int = 0
     calls: dict[str, int] = field(default_factory=dict)  # accepted AWS calls, "service:Operation" -> n
+    faults_fired: tuple[int, ...] = ()  # the fault plan's entries (by index) that went off, as the isolate answered
+
+    def faults_left(self, faults: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The faults of the plan sent with this invocation that it never reached (none once the isolate is gone).
+
+        An isolate that answered names the faults that went off; one that died or timed out answered nothing,
+        and its death spent the plan (a kill that fired is such a death); an init error ran no handler.
+        """
+        if self.status in ("died", "timeout"):
+            return []
+        return [f for index, f in enumerate(faults) if index not in self.faults_fired]
 
     def writes(self, service: str = "dynamodb") -> int:
         """Accepted write calls to a service during this invocation."""
@@ -150,7 +161,8 @@ class Isolate:
                 result.status, result.error_type = "timeout", "Sandbox.Timedout"
                 result.error_message = f"Task timed out after {self.meta['timeout_s']} seconds"
                 return result
-            kind, detail, result.calls = self._conn.recv()
+            kind, detail, result.calls, fired = self._conn.recv()
+            result.faults_fired = tuple(fired)
         except (EOFError, ConnectionError, OSError):
             result.status, result.error_type, result.error_message = (
                 "died",
