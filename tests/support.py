@@ -31,6 +31,20 @@ def load_event(name: str) -> dict:
     return json.loads((EVENTS / f"{name}.json").read_text())
 
 
+def delivered_now(event: dict, now_ms: int | None = None) -> dict:
+    """A sample Scheduled Event as its rule delivers it now (`time` moved to `now_ms`, default the wall clock).
+
+    A function accepts a tick only within the delivery tolerance of its clock (`jobfence.triggers`):
+    the samples' fixed time is for a frozen clock.
+    """
+    import datetime as dt
+
+    from jobfence.clock import SystemClock
+
+    at = SystemClock().now_ms() if now_ms is None else now_ms
+    return {**event, "time": dt.datetime.fromtimestamp(at // 1000, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
 def documented_bounds(job: str) -> str:
     """The row of the job tables in docs/jobs.md that names `job` (its schedule, grants and batch bounds)."""
     for line in (ROOT / "docs" / "jobs.md").read_text().splitlines():

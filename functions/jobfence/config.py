@@ -24,6 +24,9 @@ ENV_PROVIDER_PREFIX = "PROVIDER_"
 ENV_CONFIG_PREFIX = "CONFIG_"  # a catalog entry's static settings (JobSpec.config)
 ENV_FUNCTION_PREFIX = "FUNCTION_"  # another job's function this one may invoke (the auditor's catch-ups), by job name
 ENV_WORKER_QUEUE = "WORKER_QUEUE"  # a queue worker's own queue (catalog name): selects its pipeline
+ENV_RULE_ARN = "RULE_ARN"  # a scheduled function's own EventBridge rule: the only source of its ticks
+# arn:<partition>:events:<region>:<account>:rule/<name> (a rule on the default bus: the only kind a job has)
+RULE_ARN_PATTERN = r"^arn:aws[a-z-]*:events:[a-z0-9-]{1,32}:[0-9]{12}:rule/[A-Za-z0-9._-]{1,64}$"
 
 # Real base URLs of the external HTTP APIs; the local runtime points these at loopback stubs.
 PROVIDER_DEFAULT_URLS = {
@@ -160,6 +163,9 @@ class ScheduledSettings(Settings):
     job_name: str = Field(alias=ENV_JOB_NAME, min_length=1)
     leases_table: str = Field(alias=ENV_LEASES_TABLE, min_length=3)
     runs_table: str = Field(alias=ENV_RUNS_TABLE, min_length=3)
+    # the function's own rule (jobfence-cdk sets it): a Scheduled Event must name it and its account. Without
+    # it, every Scheduled Event is refused (`jobfence.triggers`); manual, catch-up and buffered triggers still run.
+    rule_arn: str | None = Field(default=None, alias=ENV_RULE_ARN, pattern=RULE_ARN_PATTERN)
 
     @field_validator("job_name")
     @classmethod

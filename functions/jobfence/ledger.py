@@ -32,7 +32,8 @@ DELIVERY_TOLERANCE_MS is how late a tick's run may start and still be the
 tick's: EventBridge delivers a scheduled event within about a minute of its
 time, and an async invoke may wait in Lambda's queue (throttling) a little
 longer. It is capped below the gap to the next tick, so one run never answers
-two ticks.
+two ticks. It is defined in `jobfence.triggers`, which refuses a Scheduled Event
+delivered later than that: such a run would answer no tick.
 
 The toggles live on the job's lease item (`rule_toggles`: a map from the
 zero-padded epoch ms of each toggle to "enabled" or "disabled"); writing a map
@@ -58,8 +59,8 @@ from jobfence.lease import gate_cutoff
 from jobfence.registry import JobSpec
 from jobfence.runs import RunState, RunStore
 from jobfence.schedule import Schedule
+from jobfence.triggers import DELIVERY_TOLERANCE_MS  # also the latest a Scheduled Event is accepted after its time
 
-DELIVERY_TOLERANCE_MS = 2 * 60_000  # a tick's run may start this late (EventBridge's ~1 min, plus Lambda's queue)
 SCHEDULED_AT_SLACK_MS = 1000  # the event's `time` has whole seconds; a tick may not
 MAX_TOGGLES = 10  # kept per job on its lease item (oldest dropped): ~260 bytes, so a lease write stays 1 WCU
 TOGGLES_ATTRIBUTE = "rule_toggles"

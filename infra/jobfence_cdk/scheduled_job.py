@@ -10,7 +10,10 @@
   dead-letters to the same queue, so one queue per job holds every tick that
   never ran.
 - The invoke permission is `events.amazonaws.com` from the exact rule ARN and
-  this account only.
+  this account only. The function knows that ARN too (`RULE_ARN`, built from the
+  rule's fixed name, so the function does not depend on the rule that targets
+  it): it accepts a Scheduled Event only from its own rule and account
+  (`jobfence.triggers`).
 - A `buffer_one` job (overlap policy) may hand a pending tick over to itself:
   its role may `lambda:InvokeFunction` its own function's ARN and nothing else
   (the ARN built from the function's fixed name, so the role does not depend on
@@ -27,7 +30,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from jobfence.config import function_env
+from jobfence.config import ENV_RULE_ARN, function_env
 from jobfence.registry import JobSpec, Overlap
 from jobfence_cdk.access import CatalogResources
 from jobfence_cdk.code import FunctionCode
@@ -91,6 +94,8 @@ class ScheduledJob(Construct):
             on_failure=self.dead_letters,
         )
         self.function: lambda_.Function = service.function
+        rule_arn = Stack.of(self).format_arn(service="events", resource="rule", resource_name=name)
+        self.function.add_environment(ENV_RULE_ARN, rule_arn)
         self.log_group = service.log_group
         resources.grant(self.function, spec)
         if spec.overlap == Overlap.BUFFER_ONE:

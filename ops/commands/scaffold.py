@@ -8,7 +8,8 @@ Writes (paths under the app root):
     functions/jobs/S/catalog.py       its table and entry (appended; created with the package for a new S)
     functions/jobs/catalog.py         a new subsystem's catalog registered (new S only)
     tests/unit/test_job_NAME.py       its tests: a tick on moto, and the fault simulator with its invariant
-    events/scheduled_tick_NAME.json   a sample event (`jobfence invoke NAME scheduled_tick_NAME`)
+    events/scheduled_tick_NAME.json   a sample tick of its rule (accepted at its `time`: to run it now,
+                                      `jobfence invoke NAME manual_trigger`)
 
 A refusal (`ScaffoldError`) is one bounded line naming what is wrong, and nothing is written.
 """

@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobfence import triggers
 from jobfence.clock import FrozenClock
 from jobfence.ledger import RuleToggles
 from jobfence.schedule import Schedule
@@ -60,20 +61,9 @@ class Timeline:
     invoked: list[Invocation] = field(default_factory=list)  # asynchronous invokes (Lambda's Event type) run
 
 
-def scheduled_event(rule: RuleInfo, at_ms: int, account: str, region: str) -> dict[str, Any]:
-    """The event EventBridge sends a scheduled rule's target."""
-    when = dt.datetime.fromtimestamp(at_ms / 1000, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {
-        "version": "0",
-        "id": str(uuid.uuid4()),
-        "detail-type": "Scheduled Event",
-        "source": "aws.events",
-        "account": account,
-        "time": when,
-        "region": region,
-        "resources": [rule.arn],
-        "detail": {},
-    }
+def scheduled_event(rule: RuleInfo, at_ms: int) -> dict[str, Any]:
+    """The event EventBridge sends a scheduled rule's target: its account and region are the rule's own."""
+    return triggers.scheduled_event(rule.arn, at_ms)
 
 
 class LocalRuntime:
@@ -351,11 +341,7 @@ class LocalRuntime:
             faults = self.faults_next.pop(name, None) if enabled else None
             for arn, constant in rule.targets:
                 function = self.topology.function_by_arn(arn)
-                event = (
-                    scheduled_event(rule, at, self.account, self.session.region_name)
-                    if constant is None
-                    else _json(constant)
-                )
+                event = scheduled_event(rule, at) if constant is None else _json(constant)
                 for copy in range(copies):
                     tick = Tick(
                         name, function.job, at, enabled, event_id=event.get("id"), duplicate=copy > 0, dropped=dropped

@@ -207,3 +207,25 @@ def test_reclaim_runs_as_a_registered_job_under_its_lease_and_renews_between_pag
     # AND a second tick within the interval is skipped without writing
     again = runner.run(spec, job, Trigger("scheduled", clock.now_ms()))
     assert again.outcome is Outcome.SKIPPED_INTERVAL
+
+
+def test_a_forged_record_leaves_a_bounded_log_line_and_comes_back_by_its_own_id(worker_env, clock, lambda_context):
+    import io
+
+    # GIVEN the generation worker, its log stream captured
+    handler = worker(worker_env, clock, FakeItemProvider(GENERATOR))
+    stream = io.StringIO()
+    Logger(service=CATALOG.queues["listing_generation"].subsystem).registered_handler.setStream(stream)
+    # WHEN a record with a 1 MB message id and a 1 MB field name arrives
+    message_id = "m" * 1_000_000
+    body = '{"tenant":"acme","batch":"b1","item":"i1","' + "k" * 1_000_000 + '":1}'
+    event = {"Records": [{"messageId": message_id, "receiptHandle": "r", "body": body, "attributes": {},
+                          "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
+                          "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q", "awsRegion": "us-east-1"}]}
+    response = handler(event, lambda_context)
+    # THEN it comes back under its own id (SQS needs it whole) and no log line carries more than a few hundred
+    # characters of it
+    assert response == {"batchItemFailures": [{"itemIdentifier": message_id}]}
+    lines = stream.getvalue().splitlines()
+    assert any('"outcome":"malformed"' in line for line in lines)
+    assert max(len(line) for line in lines) < 2_000

@@ -50,6 +50,7 @@ def test_template_deploys_into_the_emulator_with_every_rule_and_environment(each
         assert rules[f"jobfence-{name}"]["ScheduleExpression"] == spec.schedule
         variables = functions[f"jobfence-{name}"]["Environment"]["Variables"]
         assert variables["JOB_NAME"] == name
+        assert variables["RULE_ARN"] == rules[f"jobfence-{name}"]["Arn"]  # resolved as the rule's own ARN
         for secret in spec.secrets:  # literals survive although the emulator skips Secret resources
             assert variables[secret_env(secret)] == secret_name(secret)
     deployed = {f["FunctionName"] for f in functions.values()}

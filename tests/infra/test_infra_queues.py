@@ -97,7 +97,7 @@ def test_job_environment_carries_queue_urls_secret_names_and_provider_urls(each)
         # the auditor: the function names of the jobs it may catch up
         expected |= {function_env(n) for n in spec.audits if each.catalog.job(n).catch_up == "once"}
         extra = set(variables) - expected - {"JOB_NAME", "LEASES_TABLE", "RUNS_TABLE", "POWERTOOLS_SERVICE_NAME",
-                                             "POWERTOOLS_METRICS_NAMESPACE"}
+                                             "POWERTOOLS_METRICS_NAMESPACE", "RULE_ARN"}
         assert expected <= set(variables) and not extra, (name, extra)
         for secret in spec.secrets:
             assert variables[secret_env(secret)] == secret_name(secret)

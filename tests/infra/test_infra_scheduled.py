@@ -8,7 +8,7 @@ from aws_cdk.assertions import Match
 
 from app import FUNCTIONS
 from jobfence_cdk.validation import handler_file, module_file
-from jobfence.config import ENV_JOB_NAME
+from jobfence.config import ENV_JOB_NAME, ENV_RULE_ARN
 from jobfence.registry import LEASE_MARGIN_S
 from tests.infra.cfn import as_list, env, of_type, ref_id, role_statements
 
@@ -71,6 +71,29 @@ def test_every_eventbridge_invoke_permission_carries_the_rule_arn_and_account(ea
         (target,) = rules[rule_id]["Properties"]["Targets"]
         assert ref_id(permission["FunctionName"]) == ref_id(target["Arn"])
         assert permission["SourceAccount"] == {"Ref": "AWS::AccountId"}
+
+
+def _joined(value):
+    """An Fn::Join of literals and pseudo parameters, as text with ${AWS::...} placeholders."""
+    separator, parts = value["Fn::Join"]
+    return separator.join(p if isinstance(p, str) else "${%s}" % p["Ref"] for p in parts)
+
+
+def test_every_job_function_knows_exactly_its_own_rule_arn(each):
+    # a Scheduled Event is accepted only from the function's own rule and account (jobfence.triggers)
+    rules = {r["Properties"]["Name"]: k for k, r in of_type(each.resources, "AWS::Events::Rule").items()}
+    functions = {f["Properties"]["FunctionName"]: (k, f) for k, f in of_type(each.resources, "AWS::Lambda::Function").items()}
+    for name in each.catalog.jobs:
+        rule_name = f"jobfence-{name}"
+        function_id, function = functions[rule_name]
+        assert _joined(env(function)[ENV_RULE_ARN]) == (
+            "arn:${AWS::Partition}:events:${AWS::Region}:${AWS::AccountId}:rule/" + rule_name)
+        # and that rule targets this very function
+        (target,) = each.resources[rules[rule_name]]["Properties"]["Targets"]
+        assert ref_id(target["Arn"]) == function_id
+    # no other function accepts ticks
+    with_rule = {n for n, (_, f) in functions.items() if ENV_RULE_ARN in env(f)}
+    assert with_rule == {f"jobfence-{name}" for name in each.catalog.jobs}
 
 
 def test_lease_ttl_outlives_the_deployed_function_timeout(each):

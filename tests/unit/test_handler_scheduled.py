@@ -10,20 +10,23 @@ import pytest
 from aws_lambda_powertools import Logger
 
 from tests.support import load_event
+from jobfence.clock import SystemClock
 from jobfence.config import table_env
+from jobfence.testing import rule_arn_of
+from jobfence.triggers import scheduled_event
 from jobfence.errors import InvalidEvent, SettingsError, UnknownJob
 from jobs.catalog import CATALOG
 
 
 def environment(tables, job="clean_conversations"):
-    env = {"JOB_NAME": job, "LEASES_TABLE": tables["leases"], "RUNS_TABLE": tables["runs"]}
+    env = {"JOB_NAME": job, "LEASES_TABLE": tables["leases"], "RUNS_TABLE": tables["runs"], "RULE_ARN": rule_arn_of(job)}
     env.update({table_env(name): physical for name, physical in tables.items()})
     return env
 
 
 def cold_start(monkeypatch, env):
     """Import the handler module afresh with `env` as the function's environment."""
-    for name in list(env) + ["JOB_NAME", "LEASES_TABLE", "RUNS_TABLE"]:
+    for name in list(env) + ["JOB_NAME", "LEASES_TABLE", "RUNS_TABLE", "RULE_ARN"]:
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -37,12 +40,13 @@ def table_items(dynamodb, name):
 
 def test_a_scheduled_tick_runs_the_functions_own_job(monkeypatch, dynamodb, tables, lambda_context):
     handler = cold_start(monkeypatch, environment(tables))
-    result = handler.handler(load_event("scheduled_tick"), lambda_context)
+    at = SystemClock().now_ms() // 1000 * 1000  # the handler runs on the wall clock: a tick of now
+    result = handler.handler(scheduled_event(rule_arn_of("clean_conversations"), at), lambda_context)
     assert set(result) == {"job", "outcome", "run_id", "duration_ms", "summary"}
     assert (result["job"], result["outcome"]) == ("clean_conversations", "ran")
     row, = table_items(dynamodb, tables["runs"])
     assert row["trigger"] == {"S": "scheduled"}
-    assert row["scheduled_at"] == {"N": "1767229200000"}  # the tick's own time, 2026-01-01T01:00Z
+    assert row["scheduled_at"] == {"N": str(at)}  # the tick's own time
 
 
 def test_a_manual_trigger_has_the_same_contract_and_cannot_pick_a_job(monkeypatch, dynamodb, tables, lambda_context):
@@ -102,7 +106,8 @@ def test_logs_of_a_run_carry_no_payload(monkeypatch, dynamodb, tables, lambda_co
     stream = io.StringIO()
     # Powertools loggers of one service share their handler: the function's own log stream
     Logger(service=CATALOG.job("clean_conversations").subsystem).registered_handler.setStream(stream)
-    event = {**load_event("scheduled_tick"), "detail": {"card_number": "4111111111111111"}}
+    tick = scheduled_event(rule_arn_of("clean_conversations"), SystemClock().now_ms())
+    event = {**tick, "detail": {"card_number": "4111111111111111"}}
     handler.handler(event, lambda_context)
     handler.handler({"trigger": "manual", "requested_by": "ops"}, lambda_context)
     out = stream.getvalue()

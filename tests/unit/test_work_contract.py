@@ -169,3 +169,11 @@ def _call(gen):
     except Exception as exc:  # noqa: BLE001
         return exc
     return None
+
+
+def test_an_invalid_wakeup_error_is_bounded_whatever_the_field_names():
+    # a 1 MB unknown field name (or three) gives an error of a few hundred characters, not 1 MB
+    body = '{"tenant":"acme","batch":"b1","item":"i1",' + ",".join(f'"{c * 1_000_000}":1' for c in "xyz") + "}"
+    with pytest.raises(InvalidEvent) as err:
+        parse_wakeup(body)
+    assert len(str(err.value)) < 400 and "xxxx" in str(err.value)

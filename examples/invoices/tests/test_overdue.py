@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from jobfence import Outcome
+from jobfence import Outcome, SystemClock
 
 JOB = "mark_overdue_invoices"
 HOUR_MS = 3_600_000
@@ -93,7 +93,11 @@ def test_the_lambda_handler_cold_starts_and_runs_the_job_its_function_names(harn
     # WHEN Lambda imports handlers.scheduled (the cold start) and delivers the scheduled tick
     sys.modules.pop("handlers.scheduled", None)
     handler = importlib.import_module("handlers.scheduled").handler
-    result = handler(json.loads((EVENTS / "scheduled_tick.json").read_text()), lambda_context)
+    # (the sample's shape, sent now by the job's own rule: a function takes ticks of its rule only, on time)
+    sample = json.loads((EVENTS / "scheduled_tick.json").read_text())
+    tick = harness.scheduled_event(SystemClock().now_ms())
+    assert set(tick) == set(sample) and tick["resources"] == [harness.environ()["RULE_ARN"]]
+    result = handler(tick, lambda_context)
     # THEN the catalog's job ran (on the wall clock: the invoice was due an hour before the frozen start)
     assert result["job"] == JOB and result["outcome"] == "ran"
     assert statuses(harness) == {"past-due": "overdue"}

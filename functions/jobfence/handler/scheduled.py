@@ -23,16 +23,20 @@ from typing import Any
 
 import boto3
 from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
 
 from jobfence.clock import Clock
 from jobfence.config import ScheduledSettings, metrics_namespace
 from jobfence.dynamo import new_session
+from jobfence.errors import InvalidEvent
 from jobfence.lease import LeaseStore
 from jobfence.registry import Overlap, Registry
 from jobfence.runs import RunStore
 from jobfence.scheduled import JobDeps, ScheduledRunner
 from jobfence.tracing import handler_tracer, traced
 from jobfence.triggers import parse_trigger
+
+REFUSED_EVENT_METRIC = "refused_event"  # an event that is no trigger of this function (malformed, forged, stale)
 
 
 def scheduled_handler(
@@ -43,6 +47,11 @@ def scheduled_handler(
     Call it at import time of the handler module (the cold start): it validates the environment
     (`ScheduledSettings`), looks the job up (an unknown `JOB_NAME` raises), builds the job from its
     entry and a `ScheduledRunner`. The handler returns `RunResult.as_dict()`.
+
+    An event that is not a trigger of this function (`jobfence.triggers.parse_trigger`, given the
+    function's own `RULE_ARN`) is refused before anything is read or written: it is counted
+    (`REFUSED_EVENT_METRIC`), logged with its bounded reason, and re-raised as `InvalidEvent`, so an
+    asynchronous delivery keeps it in the job's on-failure destination (its dead-letter queue).
     """
     settings = ScheduledSettings.from_environ(environ)
     spec = catalog.job(settings.job_name)
@@ -68,7 +77,12 @@ def scheduled_handler(
     @logger.inject_lambda_context(log_event=False)
     @traced(tracer)
     def handler(event: Any, context: Any) -> dict[str, Any]:
-        trigger = parse_trigger(event, clock)
+        try:
+            trigger = parse_trigger(event, clock, settings.rule_arn)
+        except InvalidEvent as exc:
+            metrics.add_metric(name=REFUSED_EVENT_METRIC, unit=MetricUnit.Count, value=1)
+            logger.warning("event refused", extra={"outcome": REFUSED_EVENT_METRIC, "reason": str(exc)})
+            raise
         return runner.run(spec, job, trigger, context).as_dict()
 
     return handler

@@ -20,7 +20,7 @@ from jobfence.exports import on_demand, public_names
 _MODULES = {
     "jobfence.testing.faults": "SeedFailure SimulationReport simulate",
     "jobfence.testing.grants": "another_party within_grant",
-    "jobfence.testing.harness": "CountedMetrics JobHarness LambdaContext RunRow Tick aws_session",
+    "jobfence.testing.harness": "CountedMetrics JobHarness LambdaContext RunRow Tick aws_session rule_arn_of",
     "jobfence.testing.tables": "CatalogTables create_tables table_request",
 }
 __getattr__ = on_demand(__name__, _MODULES)

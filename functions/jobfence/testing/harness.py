@@ -3,6 +3,7 @@
     harness = JobHarness(session, CATALOG, "clean_reports", clock)   # leases, runs and the entry's own tables
     tick = harness.tick()                                            # the job built by its factory, one tick
     tick.assert_ran(deleted=3)                                       # outcome, run row and summary agree
+    event = harness.scheduled_event()                                # the Scheduled Event its rule sends now
     clock.advance(hours=1); harness.tick().assert_outcome(Outcome.RAN)
 
 Only the tables the job's catalog entry names are created (with the leases
@@ -20,7 +21,15 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 
 from jobfence.clock import FrozenClock
-from jobfence.config import ScheduledSettings, config_env, queue_env, secret_env, table_env
+from jobfence.config import (
+    DEFAULT_PREFIX,
+    ENV_RULE_ARN,
+    ScheduledSettings,
+    config_env,
+    queue_env,
+    secret_env,
+    table_env,
+)
 from jobfence.dynamo import new_session, plain
 from jobfence.lease import LeaseStore
 from jobfence.registry import JobSpec, Registry
@@ -28,7 +37,9 @@ from jobfence.runs import RunState, RunStore
 from jobfence.scheduled import Job, JobDeps, Outcome, RunResult, ScheduledRunner
 from jobfence.testing.grants import within_grant
 from jobfence.testing.tables import create_tables
-from jobfence.triggers import Trigger
+from jobfence.triggers import Trigger, scheduled_event
+
+ACCOUNT = "123456789012"  # moto's default account: the one the harness's resources live in
 
 
 @dataclass(frozen=True)
@@ -192,9 +203,20 @@ class JobHarness:
             self.lease_store, self._runs, self.clock, self.logger, published, invoke_self=self.invoke_self
         )
 
+    @property
+    def rule_arn(self) -> str:
+        """The ARN of the job's rule in the default stage (what infra gives its function as `RULE_ARN`)."""
+        region = getattr(self.session, "region_name", None) or "us-east-1"
+        return rule_arn_of(self.spec.name, region)
+
+    def scheduled_event(self, at_ms: int | None = None) -> dict[str, Any]:
+        """The Scheduled Event the job's rule sends for its tick at `at_ms` (default: now on the clock)."""
+        return scheduled_event(self.rule_arn, self.clock.now_ms() if at_ms is None else at_ms)
+
     def environ(self) -> dict[str, str]:
-        """The environment infra gives the job's function: its name, the core tables, its own tables and queues."""
+        """The environment infra gives the job's function: its name, its rule, the core tables, its tables and queues."""
         env = {"JOB_NAME": self.spec.name, "LEASES_TABLE": self.tables["leases"], "RUNS_TABLE": self.tables["runs"]}
+        env[ENV_RULE_ARN] = self.rule_arn
         env.update({table_env(name): self.tables[name] for name in self.spec.tables})
         env.update({queue_env(name): self.queues[name] for name in self.spec.queues})
         env.update({secret_env(name): f"jobfence/{name}" for name in self.spec.secrets})
@@ -250,6 +272,11 @@ class JobHarness:
 
 
 JobFactory = Callable[[JobDeps], Job]
+
+
+def rule_arn_of(job: str, region: str = "us-east-1", account: str = ACCOUNT, prefix: str = DEFAULT_PREFIX) -> str:
+    """The ARN of a job's rule (`<prefix>-<job>`), as infra names it: what its function accepts ticks from."""
+    return f"arn:aws:events:{region}:{account}:rule/{prefix}-{job}"
 
 
 def aws_session(region_name: str | None = None) -> Any:

@@ -41,6 +41,7 @@ WRITES_PER_ITEM = 3  # writes one item puts on its partition key in a pass: put,
 PEAK_ITEMS_PER_S = 10_000  # the rate a pipeline's fleet is sized for (a batch is worked at most this fast)
 ROLLUP_SHARDS = 8  # a batch's roll-up tallies spread over this many partition keys (docs/benchmarks.md, hottest key)
 CLAIM_ROUNDS = 3  # re-plan a claim transaction at most this often (races, conflicts)
+FIELD_ECHO_MAX = 64  # a field name an InvalidEvent echoes, at most
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"  # no '#': it separates key parts
 
 
@@ -200,6 +201,8 @@ class _Keys(BaseModel):
 def parse_wakeup(body: str) -> ItemKey:
     """The keys of an SQS message body, or `InvalidEvent` saying what is wrong (never echoing the body).
 
+    The message is bounded: field names are cut to `FIELD_ECHO_MAX` characters, values never appear.
+
     A body without `shard` was sent before batches recorded their shard
     count, when every batch had `MAX_SHARDS`: its row's shard is the item's
     under that count. A shard that is not the row's finds no row (NOT_FOUND,
@@ -208,8 +211,10 @@ def parse_wakeup(body: str) -> ItemKey:
     try:
         keys = _Keys.model_validate_json(body)
     except ValidationError as exc:
+        # an unknown field's name is the sender's: each name is bounded, so is the whole message
         where = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'body'}: {err['type']}" for err in exc.errors()[:3]
+            f"{'.'.join(bounded(p, FIELD_ECHO_MAX) for p in err['loc']) or 'body'}: {err['type']}"
+            for err in exc.errors()[:3]
         )
         raise InvalidEvent(f"message body is not a wake-up {{tenant, batch, item, shard}}: {where}") from None
     shard = shard_of(keys.item, MAX_SHARDS) if keys.shard is None else keys.shard

@@ -20,7 +20,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from jobfence.errors import InvalidEvent, JobfenceError
+from jobfence.errors import InvalidEvent, JobfenceError, bounded
 from jobfence.runs import safe_error
 from jobfence.work.fairness import TenantGate, new_owner
 from jobfence.work.keys import (
@@ -39,6 +39,8 @@ from jobfence.work.keys import (
 from jobfence.work.store import WorkStore
 from jobfence.work.timing import Timing
 from jobfence.work.wakeups import Wakeups
+
+MAX_LOGGED_CHARS = 300  # a message id or a reason in a log line, at most
 
 
 class MessageFailed(JobfenceError):
@@ -327,7 +329,13 @@ class Worker:
         rnd.result.count(Tally.MESSAGE_FAILURES)
         self._logger.warning(
             "message failed",
-            extra={"outcome": why, "reason": reason, "message_id": message_id, **(key.log_ids() if key else {})},
+            extra={
+                "outcome": why,
+                "reason": bounded(reason, MAX_LOGGED_CHARS),
+                # SQS's ids are 36 characters; a forged event's may be any size: the log line stays bounded
+                "message_id": bounded(message_id, MAX_LOGGED_CHARS),
+                **(key.log_ids() if key else {}),
+            },
         )
 
 

@@ -15,7 +15,8 @@ from jobfence.errors import InvalidEvent
 from jobs.catalog import CATALOG
 from jobs.commerce.deferred_payments import DeferredPaymentStore
 from ops.stubs.paypal import PayPalStub
-from tests.support import load_event
+from jobfence.testing import rule_arn_of
+from tests.support import delivered_now, load_event
 
 NEW_JOBS = (
     "recover_pending_cancellations",
@@ -28,7 +29,7 @@ NEW_JOBS = (
 
 def cold_start(monkeypatch, tables, job, extra=None):
     spec = CATALOG.job(job)
-    env = {"JOB_NAME": job, "LEASES_TABLE": tables["leases"], "RUNS_TABLE": tables["runs"]}
+    env = {"JOB_NAME": job, "LEASES_TABLE": tables["leases"], "RUNS_TABLE": tables["runs"], "RULE_ARN": rule_arn_of(job)}
     env.update({table_env(name): tables[name] for name in spec.tables})  # only what infra grants it
     env.update(extra or {})
     for name in list(env):
@@ -56,7 +57,7 @@ def paypal_env(stub):
 def test_each_new_job_runs_from_its_sample_tick(monkeypatch, tables, lambda_context, paypal, job):
     extra = paypal_env(paypal) if "paypal" in CATALOG.job(job).providers else {}
     handler = cold_start(monkeypatch, tables, job, extra)
-    result = handler.handler(load_event(f"scheduled_tick_{job}"), lambda_context)
+    result = handler.handler(delivered_now(load_event(f"scheduled_tick_{job}")), lambda_context)
     assert (result["job"], result["outcome"]) == (job, "ran")
 
 
@@ -67,7 +68,7 @@ def test_the_safety_net_captures_over_the_real_http_path(monkeypatch, tables, la
     DeferredPaymentStore(tables["payment_intents"], FrozenClock(seeded_at)).create("intent-1", order, 2500)
     handler = cold_start(monkeypatch, tables, "capture_abandoned_deferred", paypal_env(paypal))
     # WHEN its function gets a tick
-    result = handler.handler(load_event("scheduled_tick_capture_abandoned_deferred"), lambda_context)
+    result = handler.handler(delivered_now(load_event("scheduled_tick_capture_abandoned_deferred")), lambda_context)
     # THEN the real adapter captured it on the stub with the safety net's key
     assert result["summary"]["captured"] == 1
     assert paypal.orders[order].status == "COMPLETED"
@@ -76,7 +77,7 @@ def test_the_safety_net_captures_over_the_real_http_path(monkeypatch, tables, la
 
 def test_an_event_cannot_choose_the_job_or_its_parameters(monkeypatch, tables, lambda_context, paypal):
     handler = cold_start(monkeypatch, tables, "expire_agent_invitations")
-    result = handler.handler(load_event("scheduled_tick_choosing_a_job"), lambda_context)
+    result = handler.handler(delivered_now(load_event("scheduled_tick_choosing_a_job")), lambda_context)
     assert result["job"] == "expire_agent_invitations"
 
 
