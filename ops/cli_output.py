@@ -365,20 +365,36 @@ def invoke(target: Any, args: argparse.Namespace, console: Console) -> int:
 
 
 def rotate_signing_key(target: Any, args: argparse.Namespace, console: Console) -> int:
-    from ops.rotation import rotate_signing_key as rotate
+    from ops.rotation import rotate_here, rotate_in_account
+    from ops.targets import AwsTarget
 
-    rotation = rotate(target)
+    if isinstance(target, AwsTarget):  # the deployed policies: through Secrets Manager, as the break-glass role
+        rotation = rotate_in_account(target, revoke=args.revoke, role_arn=args.role_arn)
+    else:
+        rotation = rotate_here(target, revoke=args.revoke)
     if args.json:
         print_json(
             console,
-            {"kid": rotation.kid, "verify_secret": rotation.verify_secret, "signing_secret": rotation.signing_secret},
+            {
+                "version": rotation.version,
+                "kid": rotation.kid,
+                "verify_secret": rotation.verify_secret,
+                "signing_secret": rotation.signing_secret,
+                "revoked": rotation.revoked,
+            },
         )
         return 0
+    kid = f" (key {rotation.kid})" if rotation.kid else ""
     console.print(
-        f"new signing key {rotation.kid}: stored in {rotation.verify_secret} (public), "
-        f"then {rotation.signing_secret} (private)",
+        f"signing key rotated: version {rotation.version}{kid} is current in {rotation.verify_secret} (public) "
+        f"and {rotation.signing_secret} (private)",
         markup=False,
     )
+    if args.revoke:
+        console.print(
+            "the previous public key is revoked" if rotation.revoked else "no previous public key to revoke",
+            markup=False,
+        )
     return 0
 
 

@@ -1,42 +1,73 @@
-"""Rotating the club event signing key now: `python -m ops rotate-signing-key` (also `jobfence rotate-signing-key`).
+"""Rotating the club event signing key now: `python -m ops rotate-signing-key [--revoke]` (also `jobfence ...`).
 
 The deployed stack rotates the key on a schedule (the signing secret's rotation
-function, `handlers.rotate_signing_key`); this command runs the same four steps
-(`jobs.club.rotation.SigningRotation`) at once, for a suspected leak or the
-local runtime (which has no rotation schedule):
+function, `handlers.rotate_signing_key`, steps in `jobs.club.rotation`). This
+command rotates it at once, for a suspected leak:
 
-    createSecret  new private key -> signing secret AWSPENDING
-    setSecret     its public key  -> verify secret AWSCURRENT (AWSPREVIOUS = old: the worker accepts both)
-    testSecret    the pending key signs a probe the verify secret's AWSCURRENT verifies
-    finishSecret  signing secret AWSCURRENT -> the new key (jobs sign with it once their cache is older than max_age)
+    in an account (`rotate_in_account`), with the deployed resource policies, which let no operator
+    read either secret nor write them:
+      assume the stack's break-glass role (output BreakGlassRoleArn, or --role-arn)
+      RotateSecret on the signing secret   Secrets Manager invokes the rotation function, whose role
+                                           runs the four steps (public half first)
+      DescribeSecret until the new version is AWSCURRENT
+      --revoke: UpdateSecretVersionStage   the verify secret's AWSPREVIOUS removed (the old key is
+                                           refused as soon as the workers' caches expire, max_age)
+    on the local runtime (`rotate_here`), which has no rotation schedule and evaluates no policy:
+      the same four steps run here through the target's session, then the same revoke
 
-Public first, so no event is ever signed by a key the worker cannot find.
-Rotate again only after `max_age_s` has passed (the jobs' cache): a second
-rotation inside that window would push the oldest key out of AWSPREVIOUS while
-a warm job may still sign with it.
+Without `--revoke` the old public key is still accepted for the grace window
+(`jobs.club.signing.GRACE_MS`, 10 minutes) so that events signed by a warm job
+inside its cache are delivered; with it, those events are refused (counted as
+`discord_rejected`). Do not rotate twice within `max_age_s` (300 s) without
+revoking: a second rotation would move AWSPREVIOUS off a key a warm job may
+still sign with.
 
 The secret names come from the deployed functions' environments (so a stage
-prefix is honoured); nothing is logged or printed but the new key id.
+prefix is honoured); nothing is logged or printed but the version and key id.
+`RUNBOOK_CALLS` lists every call the account path makes with the break-glass
+role; tests/infra checks each against the synthesized policies.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError
 
 from jobfence.config import secret_env
 from jobs.club.catalog import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
 from jobs.club.rotation import SigningRotation
 from ops.targets import OperatorError, Target
+from providers.secrets import CURRENT
+
+BREAK_GLASS_OUTPUT = "BreakGlassRoleArn"  # the stack output naming the role (jobfence_cdk.secrets)
+POLL_S = 5
+TIMEOUT_S = 300  # four steps of a function with a 30 s timeout, and Secrets Manager's retries
+# (action, logical secret) of every call `rotate_in_account` makes as the break-glass role; RotateSecret also
+# needs lambda:InvokeFunction on the rotation function.
+RUNBOOK_CALLS = (
+    ("secretsmanager:RotateSecret", SIGNING_KEY_SECRET),
+    ("secretsmanager:DescribeSecret", SIGNING_KEY_SECRET),
+    ("secretsmanager:DescribeSecret", VERIFY_KEY_SECRET),
+    ("secretsmanager:UpdateSecretVersionStage", VERIFY_KEY_SECRET),
+)
 
 
 @dataclass(frozen=True)
 class Rotation:
-    """What one rotation stored: the new key id and the two secrets' names."""
+    """What one rotation did: the new version, its key id (None where the operator may not read the public
+    key), the two secrets' names and the verify version whose AWSPREVIOUS stage a revoke removed."""
 
-    kid: str
+    version: str
+    kid: str | None
     verify_secret: str
     signing_secret: str
+    revoked: str | None = None
 
 
 def _secret_name(target: Target, logical: str) -> str:
@@ -47,9 +78,75 @@ def _secret_name(target: Target, logical: str) -> str:
     raise OperatorError(f"no deployed function reads the secret {logical!r} ({variable})")
 
 
-def rotate_signing_key(target: Target) -> Rotation:
-    """Rotate the Ed25519 pair now: the public half first, then the private half."""
+def rotate_here(target: Target, *, revoke: bool = False) -> Rotation:
+    """The local runtime: the four steps through the target's own session, then the revoke if asked."""
     verify_name = _secret_name(target, VERIFY_KEY_SECRET)
     signing_name = _secret_name(target, SIGNING_KEY_SECRET)
-    rotation = SigningRotation(target.session.client("secretsmanager"), signing_name, verify_name)
-    return Rotation(rotation.rotate(str(uuid.uuid4())), verify_name, signing_name)
+    rotation = SigningRotation(target.session.client("secretsmanager"), signing_name, verify_name, target.clock)
+    token = str(uuid.uuid4())
+    kid = rotation.rotate(token)
+    revoked = rotation.revoke() if revoke else None
+    return Rotation(token, kid, verify_name, signing_name, revoked)
+
+
+def rotate_in_account(
+    target: Target,
+    *,
+    revoke: bool = False,
+    role_arn: str | None = None,
+    wait: Callable[[float], None] = time.sleep,
+    timeout_s: float = TIMEOUT_S,
+) -> Rotation:
+    """A deployed stack: Secrets Manager's rotation started as the break-glass role, waited for, then the revoke."""
+    verify_name = _secret_name(target, VERIFY_KEY_SECRET)
+    signing_name = _secret_name(target, SIGNING_KEY_SECRET)
+    client = _break_glass_session(target, role_arn or _break_glass_arn(target)).client("secretsmanager")
+    try:
+        version = client.rotate_secret(SecretId=signing_name, RotateImmediately=True)["VersionId"]
+    except (BotoCoreError, ClientError) as exc:  # the operator sees the service's refusal, never a value
+        raise OperatorError(f"RotateSecret on {signing_name} refused: {_code(exc)}") from None
+    waited = 0.0
+    while CURRENT not in _stages(client, signing_name).get(version, ()):
+        if waited >= timeout_s:
+            raise OperatorError(
+                f"the rotation of {signing_name} (version {version}) is not current after {timeout_s:.0f} s: "
+                "see the rotation function's log group; nothing was revoked"
+            )
+        wait(POLL_S)
+        waited += POLL_S
+    revoked = SigningRotation(client, signing_name, verify_name).revoke() if revoke else None
+    return Rotation(version, None, verify_name, signing_name, revoked)
+
+
+def _stages(client: Any, name: str) -> dict[str, list[str]]:
+    return dict(client.describe_secret(SecretId=name).get("VersionIdsToStages", {}))
+
+
+def _break_glass_arn(target: Target) -> str:
+    stacks = target.session.client("cloudformation").describe_stacks(StackName=target.topology.stack_name)
+    for output in stacks["Stacks"][0].get("Outputs", []):
+        if output.get("OutputKey") == BREAK_GLASS_OUTPUT:
+            return str(output["OutputValue"])
+    raise OperatorError(f"stack {target.topology.stack_name} has no {BREAK_GLASS_OUTPUT} output (deployed before it?)")
+
+
+def _break_glass_session(target: Target, role_arn: str) -> Any:
+    try:
+        credentials = target.session.client("sts").assume_role(
+            RoleArn=role_arn, RoleSessionName="jobfence-rotate-signing-key", DurationSeconds=900
+        )["Credentials"]
+    except (BotoCoreError, ClientError) as exc:
+        raise OperatorError(f"cannot assume the break-glass role {role_arn}: {_code(exc)}") from None
+    return boto3.Session(
+        aws_access_key_id=credentials["AccessKeyId"],
+        aws_secret_access_key=credentials["SecretAccessKey"],
+        aws_session_token=credentials["SessionToken"],
+        region_name=target.session.region_name,
+    )
+
+
+def _code(exc: Exception) -> str:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        return str(response.get("Error", {}).get("Code", type(exc).__name__))
+    return type(exc).__name__

@@ -36,7 +36,7 @@ def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], dict
     logger.append_keys(worker="rotate_signing_key")
     tracer = handler_tracer(SUBSYSTEM)
     client = boto3.Session().client("secretsmanager")
-    rotation = SigningRotation(client, settings.secret(SIGNING_KEY_SECRET), settings.secret(VERIFY_KEY_SECRET))
+    rotation = SigningRotation(client, settings.secret(SIGNING_KEY_SECRET), settings.secret(VERIFY_KEY_SECRET), clock)
 
     @logger.inject_lambda_context(log_event=False)
     @traced(tracer)

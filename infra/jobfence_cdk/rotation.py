@@ -9,6 +9,12 @@ owns. The function may read and stage the signing secret and read and put the
 verify secret, nothing else; only Secrets Manager of this account may invoke
 it. The verify secret (a public key, rewritten by this rotation) and the
 third-party credentials keep their acknowledgement (`infra/jobfence_cdk/secrets.py`).
+
+The break-glass role (`CatalogSecrets.break_glass`) may start a rotation now
+(`RotateSecret` on the signing secret, and `lambda:InvokeFunction` on this
+function, which `RotateSecret` requires of its caller) and revoke the
+rotated-out public key (`UpdateSecretVersionStage` on the verify secret): the
+leak runbook (docs/security.md, `ops.rotation`). It reads neither secret.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ SIGNING_ACTIONS = (
     "secretsmanager:UpdateSecretVersionStage",
 )
 VERIFY_ACTIONS = ("secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue")
+BREAK_GLASS_SIGNING_ACTIONS = ("secretsmanager:DescribeSecret", "secretsmanager:RotateSecret")
+BREAK_GLASS_VERIFY_ACTIONS = ("secretsmanager:DescribeSecret", "secretsmanager:UpdateSecretVersionStage")
 
 
 class SigningKeyRotation(Construct):
@@ -70,6 +78,16 @@ class SigningKeyRotation(Construct):
             # by its fixed name, as the catalog grants: the real ARN ends in "-" and six random characters
             self.role.add_to_policy(
                 iam.PolicyStatement(actions=list(actions), resources=[f"{secrets.grantable[name].secret_arn}-??????"])
+            )
+        if secrets.break_glass is not None:
+            for name, actions in ((signing, BREAK_GLASS_SIGNING_ACTIONS), (verify, BREAK_GLASS_VERIFY_ACTIONS)):
+                secrets.break_glass.add_to_policy(
+                    iam.PolicyStatement(
+                        actions=list(actions), resources=[f"{secrets.grantable[name].secret_arn}-??????"]
+                    )
+                )
+            secrets.break_glass.add_to_policy(
+                iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.function.function_arn])
             )
         self.function.add_permission(
             "SecretsManagerInvokes",

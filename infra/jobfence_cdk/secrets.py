@@ -5,15 +5,25 @@ Functions receive the fixed name (`jobfence.config.secret_name(logical, prefix)`
 catalog entry lists it (`grant_read` in `CatalogResources.grant`). Each
 secret's resource policy also denies `GetSecretValue` to every principal but
 the roles granted it (`admit_only`), so a role given a broad policy elsewhere
-in the account still cannot read it. The value is set by an operator after
-the first deploy (docs/operations.md, docs/security.md); CloudFormation only
+in the account still cannot read it, and denies replacing a version
+(`VERSION_ACTIONS`) to every principal but the rotation role (for the pair it
+rotates) and the break-glass role, and managing the secret (`MANAGE_ACTIONS`:
+rotating it, changing or deleting it or its policy) to every principal but the
+break-glass role and the stack's CloudFormation execution role (which creates
+the rotation schedule and the policy itself; whoever deploys can rewrite the
+policy anyway). The break-glass role (`break_glass`) is assumable by principals
+of this account whose own policy allows `sts:AssumeRole` on it; it may store a
+third-party secret's value, start and revoke the signing key's rotation
+(`jobfence_cdk.rotation`), and read no secret. The value of a third-party secret
+is set through it after the first deploy (docs/security.md); CloudFormation only
 creates a random placeholder.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
+from aws_cdk import CfnOutput, DefaultStackSynthesizer, Duration, Fn, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
@@ -29,11 +39,26 @@ NOT_ROTATED_HERE = {
     "club_event_verify_key": "a public key: rewritten by the signing key's scheduled rotation, never rotated alone",
 }
 THIRD_PARTY = "a third-party credential: rotated by the operator at the provider, then stored (docs/security.md)"
+# Replacing the value a function reads: only the rotation (its own pair) and the break-glass role.
+VERSION_ACTIONS = ("secretsmanager:PutSecretValue", "secretsmanager:UpdateSecretVersionStage")
+# Rotating, changing (UpdateSecret with a value stores a version), deleting or re-policing the secret: only the
+# break-glass role and the deployer.
+MANAGE_ACTIONS = (
+    "secretsmanager:RotateSecret",
+    "secretsmanager:CancelRotateSecret",
+    "secretsmanager:UpdateSecret",
+    "secretsmanager:DeleteSecret",
+    "secretsmanager:RestoreSecret",
+    "secretsmanager:PutResourcePolicy",
+    "secretsmanager:DeleteResourcePolicy",
+)
+BREAK_GLASS_OUTPUT = "BreakGlassRoleArn"
 
 
 class CatalogSecrets(Construct):
-    """Attributes: `secrets` (logical name -> the Secret resource) and `grantable`
-    (logical name -> the same secret referenced by its fixed name, for grants).
+    """Attributes: `secrets` (logical name -> the Secret resource), `grantable`
+    (logical name -> the same secret referenced by its fixed name, for grants) and
+    `break_glass` (the role an operator assumes to store a value or rotate now; None without secrets).
 
     Grants name the secret by its fixed name (ARN `...:secret:<name>-??????`)
     rather than referencing the resource: a policy that references a resource the
@@ -62,9 +87,34 @@ class CatalogSecrets(Construct):
             self.grantable[name] = secretsmanager.Secret.from_secret_name_v2(
                 self, f"{pascal(name)}ByName", secret_name(name, prefix)
             )
+        self.break_glass: iam.Role | None = None
+        if self.secrets:
+            self.break_glass = iam.Role(
+                self,
+                "BreakGlass",
+                assumed_by=iam.AccountRootPrincipal(),
+                max_session_duration=Duration.hours(1),
+                description=(
+                    f"{prefix} break-glass: stores third-party secret values, starts and revokes the signing key's"
+                    " rotation; reads no secret (docs/security.md)"
+                ),
+            )
+            CfnOutput(self, "BreakGlassArn", key=BREAK_GLASS_OUTPUT, value=self.break_glass.role_arn)
 
-    def admit_only(self, readers: Mapping[str, Sequence[iam.IRole]]) -> None:
-        """Deny reading each secret to every principal but the roles granted it."""
+    def _arn(self, name: str) -> str:
+        # by its fixed name, as the catalog grants: the real ARN ends in "-" and six random characters
+        return f"{self.grantable[name].secret_arn}-??????"
+
+    def admit_only(
+        self,
+        readers: Mapping[str, Sequence[iam.IRole]],
+        rotation: iam.IRole | None = None,
+        rotated: Collection[str] = (),
+    ) -> None:
+        """Deny reading each secret to every principal but the roles granted it; deny replacing its value to all
+        but `rotation` (for the `rotated` secrets) and the break-glass role, and managing it to all but the
+        break-glass role and the deployer. The break-glass role may store the secrets not `rotated`."""
+        deployer = _deployer_role_arn(Stack.of(self))
         for name, secret in self.secrets.items():
             roles = list(readers.get(name, ()))
             secret.add_to_resource_policy(
@@ -77,3 +127,38 @@ class CatalogSecrets(Construct):
                     conditions={"StringNotEquals": {"aws:PrincipalArn": [r.role_arn for r in roles] or ["none"]}},
                 )
             )
+            assert self.break_glass is not None  # created with the first secret
+            writers = [self.break_glass.role_arn]
+            if rotation is not None and name in rotated:
+                writers.append(rotation.role_arn)
+            else:
+                self.break_glass.add_to_policy(
+                    iam.PolicyStatement(
+                        actions=["secretsmanager:DescribeSecret", "secretsmanager:PutSecretValue"],
+                        resources=[self._arn(name)],
+                    )
+                )
+            for sid, actions, admitted in (
+                ("OnlyTheRotationWrites", VERSION_ACTIONS, writers),
+                ("OnlyBreakGlassOrDeployerManages", MANAGE_ACTIONS, [self.break_glass.role_arn, *deployer]),
+            ):
+                secret.add_to_resource_policy(
+                    iam.PolicyStatement(
+                        sid=sid,
+                        effect=iam.Effect.DENY,
+                        principals=[iam.AnyPrincipal()],
+                        actions=list(actions),
+                        resources=["*"],
+                        conditions={"StringNotEquals": {"aws:PrincipalArn": admitted}},
+                    )
+                )
+
+
+def _deployer_role_arn(stack: Stack) -> list[str]:
+    """The CloudFormation execution role of the default synthesizer (the bootstrap's), or none (a synthesizer
+    that deploys with the caller's credentials: that caller then needs the break-glass role to rotate)."""
+    synthesizer = stack.synthesizer
+    if isinstance(synthesizer, DefaultStackSynthesizer) and synthesizer.cloud_formation_execution_role_arn:
+        # "arn:${AWS::Partition}:iam::${AWS::AccountId}:role/cdk-<qualifier>-cfn-exec-role-...": resolved in the template
+        return [Fn.sub(synthesizer.cloud_formation_execution_role_arn)]
+    return []

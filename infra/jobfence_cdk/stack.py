@@ -97,7 +97,11 @@ class JobfenceStack(Stack):
             )
             for name in signing_keys:
                 self.resources.readers.setdefault(name, []).append(self.rotation.role)
-        self.secrets.admit_only(self.resources.readers)
+        self.secrets.admit_only(
+            self.resources.readers,
+            rotation=self.rotation.role if self.rotation is not None else None,
+            rotated=signing_keys if self.rotation is not None and signing_keys is not None else (),
+        )
         # The health handler is optional: without handlers/health.py the app still deploys.
         if health is None:
             health = handler_file(HEALTH_HANDLER, functions_dir).is_file()

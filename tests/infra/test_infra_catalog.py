@@ -95,6 +95,8 @@ def test_tables_of_one_subsystem_are_never_granted_to_another_subsystems_functio
     roles = function_of_role(each.resources)
     checked = 0
     for role, statement in role_statements(each.resources):
+        if role not in roles:
+            continue  # the break-glass role: no function (tests/infra/test_infra_policies.py)
         subsystem = env(roles[role]).get("POWERTOOLS_SERVICE_NAME")
         for target in as_list(statement["Resource"]):
             table = ref_id(target)

@@ -87,7 +87,7 @@ def test_every_secret_denies_reading_to_all_but_the_roles_granted_it(each):
     roles = function_of_role(resources)
     for secret_id, secret in secrets.items():
         logical = secret["Properties"]["Name"].split("/", 1)[1]
-        (deny,) = [s for s in policies[secret_id]["Statement"] if s["Effect"] == "Deny"]
+        (deny,) = [s for s in policies[secret_id]["Statement"] if s.get("Sid") == "OnlyTheNamedRolesRead"]
         assert deny["Action"] == "secretsmanager:GetSecretValue" and deny["Principal"] == {"AWS": "*"}
         admitted = {ref_id(arn) for arn in as_list(deny["Condition"]["StringNotEquals"]["aws:PrincipalArn"])}
         expected = {role for role, fn in roles.items()

@@ -3,12 +3,13 @@
 The club job `expire_photographer_requests` (its own warm process) signs one
 `message_edit` per expired request; the Discord worker (its own warm process)
 verifies it. Between two ticks the operator rotates the key with the real
-command path (`ops.rotation.rotate_signing_key`); the job keeps signing with
+command path (`ops.rotation.rotate_here`); the job keeps signing with
 its cached old key until its process is replaced, then with the new one,
 which makes the worker re-read the verify key. Last, an event signed with the
-old private key (as a job still holding it within `max_age` signs it) reaches
-a worker whose current key is already the new one: only the verify secret's
-AWSPREVIOUS version can accept it.
+old private key reaches a worker whose current key is the new one, an hour
+after the rotation: the verify secret's AWSPREVIOUS version is accepted only
+for the grace window after a rotation (`jobs.club.signing.GRACE_MS`), so the
+rotated-out key is refused (revoked) and the event is acknowledged, not retried.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def test_a_rotation_during_a_run_rejects_no_event_and_loses_no_delivery(runtime,
     from jobs.club.catalog import SIGNING_KEY_SECRET
     from jobs.club.signing import SigningKey
     from jobs.club.stores.photo_requests import PhotoRequestStore
-    from ops.rotation import rotate_signing_key
+    from jobs.club.signing import GRACE_MS
+    from ops.rotation import rotate_here
     from ops.seeds import stub_of, tables_of
 
     discord = stub_of(runtime, "discord")
@@ -76,7 +78,8 @@ def test_a_rotation_during_a_run_rejects_no_event_and_loses_no_delivery(runtime,
     signing_name = next(f.environment[variable] for f in runtime.topology.functions.values() if variable in f.environment)
     sm, sqs = runtime.session.client("secretsmanager"), runtime.session.client("sqs")
     old_key = SigningKey.from_secret(sm.get_secret_value(SecretId=signing_name)["SecretString"])
-    rotation = rotate_signing_key(target)
+    rotation = rotate_here(target)
+    rotated_at = runtime.clock.now_ms()
     # THEN the next tick's event, signed by the warm job with its cached old key, is delivered
     runtime.advance(minutes=30)
     assert discord.messages[CHANNEL][MESSAGES["rot-b"]] != "open"
@@ -85,18 +88,21 @@ def test_a_rotation_during_a_run_rejects_no_event_and_loses_no_delivery(runtime,
     runtime.advance(minutes=30)
     # THEN its event, signed with the new key, makes the warm worker re-read the verify key and is delivered
     assert discord.messages[CHANNEL][MESSAGES["rot-c"]] != "open"
-    # WHEN an event signed with the old key arrives after that (a job still inside its cache's max_age)
+    # WHEN an event signed with the old key arrives after that, past the grace window
+    assert runtime.clock.now_ms() - rotated_at >= GRACE_MS
     queue_url = sqs.get_queue_url(QueueName="jobfence-club_notifications")["QueueUrl"]
     late = Publisher(Signer(_Held(old_key), runtime.clock), SqsNotificationQueue(sqs, queue_url))
     late.publish(Event.build(EventType.ROLE_REMOVE, nonce_for("rotation-previous", 1), guild_id=GUILD, user_id=USER,
                              role_id=ROLE))
     runtime.advance(minutes=1)
-    # THEN the worker, whose current key is the new one, accepts it through AWSPREVIOUS
+    # THEN the worker, whose current key is the new one, refuses it: the rotated-out key verifies nothing
     assert old_key.kid != rotation.kid
-    assert ("DELETE", f"/guilds/{GUILD}/members/{USER}/roles/{ROLE}") in discord.requests
+    assert ("DELETE", f"/guilds/{GUILD}/members/{USER}/roles/{ROLE}") not in discord.requests
     assert rotation.kid and len(rotation.kid) == 16
-    # AND nothing was rejected and nothing is dead-lettered
-    assert _rejections(runtime.log_dir)[before:] == []
+    # AND that is the only rejection (every event of the rotation itself was delivered), and nothing is
+    # dead-lettered (a forged event is acknowledged)
+    (rejected,) = _rejections(runtime.log_dir)[before:]
+    assert "forged" in json.dumps(rejected)
     dlq = sqs.get_queue_url(QueueName="jobfence-club_notifications-dlq")["QueueUrl"]
     depth = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
     assert depth["ApproximateNumberOfMessages"] == "0"

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from jobs.club.events import Event, EventRejected, EventType, RejectReason, Signer, Verifier, nonce_for
-from jobs.club.signing import REFRESH_MIN_MS, SigningKeys, VerifyKeyring
+from jobs.club.signing import GRACE_MS, REFRESH_MIN_MS, SigningKeys, VerifyKeyring, verify_secret_value
 from providers.secrets import CURRENT, PREVIOUS, SecretMissing, SecretsManagerValues
 from tests.support import drive_powertools_cache, signing_pair
 
@@ -68,8 +68,8 @@ def test_rotating_the_signing_key_never_rejects_a_good_event_on_warm_functions(s
     verifier = Verifier(VerifyKeyring(worker_values, "verify", clock), clock)
     # GIVEN warm caches on both sides
     assert verifier.verify(signer.sign(_event(0))).nonce == _event(0).nonce
-    # WHEN the operator rotates (public half first, then private: ops.rotation)
-    sm.put_secret_value(SecretId="verify", SecretString=new.verify_value)
+    # WHEN the key is rotated (public half first, dated as the rotation dates it, then private: jobs.club.rotation)
+    sm.put_secret_value(SecretId="verify", SecretString=verify_secret_value(new.verify_value, clock.now_ms()))
     sm.put_secret_value(SecretId="sign", SecretString=new.signing_value)
     # THEN a job still holding the old key (its cache) signs events the worker accepts (AWSPREVIOUS) ...
     clock.advance(seconds=MAX_AGE_S // 2)
@@ -111,12 +111,13 @@ def test_unknown_key_ids_re_read_at_most_once_per_interval_and_are_forged(aws, c
             verifier.verify(body)
         assert info.value.reason is RejectReason.FORGED and "unknown key id" in str(info.value)
         reads.append(secrets.reads)
-    # each attempt reads CURRENT and PREVIOUS (2), and only the first re-reads fresh (2 more)
-    assert reads == [4, 6, 8, 10, 12]
+    # each attempt reads CURRENT (a value with no rotation time: AWSPREVIOUS is never accepted, so never read),
+    # and only the first re-reads fresh (1 more)
+    assert reads == [2, 3, 4, 5, 6]
     clock.advance(ms=REFRESH_MIN_MS)
     with pytest.raises(EventRejected):
         verifier.verify(body)
-    assert secrets.reads == 16
+    assert secrets.reads == 8
 
 
 def test_two_rotations_inside_max_age_push_the_oldest_key_out(aws, clock):
@@ -127,7 +128,7 @@ def test_two_rotations_inside_max_age_push_the_oldest_key_out(aws, clock):
     secrets = MemorySecrets({"sign": a.signing_value, "verify": a.verify_value})
     body = Signer(SigningKeys(secrets, "sign"), clock).sign(_event(0))
     for pair in (b, c):
-        secrets.put("verify", pair.verify_value)
+        secrets.put("verify", verify_secret_value(pair.verify_value, clock.now_ms()))
         secrets.put("sign", pair.signing_value)
     with pytest.raises(EventRejected) as info:
         Verifier(VerifyKeyring(secrets, "verify", clock), clock).verify(body)
@@ -150,3 +151,69 @@ def test_a_throttled_secret_read_is_a_store_error_with_its_kind_and_no_value(sm)
     assert not isinstance(raised.value, SecretMissing)
     assert raised.value.kind is ErrorKind.THROTTLED
     assert "ProvisionedThroughputExceededException" in str(raised.value) and "client-secret" not in str(raised.value)
+
+
+class _Held:
+    """A warm job's cached signing key: the one it was given, whatever the secret holds now."""
+
+    def __init__(self, value: str) -> None:
+        from jobs.club.signing import SigningKey
+
+        self.key = SigningKey.from_secret(value)
+
+    def current(self):
+        return self.key
+
+
+def _rotated(sm, clock):
+    """A pair rotated by the real steps (jobs.club.rotation) at clock's now; (a signer holding the old key, rotation)."""
+    import uuid
+
+    from jobs.club.rotation import SigningRotation
+
+    old = signing_pair()
+    sm.create_secret(Name="sign", SecretString=old.signing_value)
+    sm.create_secret(Name="verify", SecretString=old.verify_value)
+    rotation = SigningRotation(sm, "sign", "verify", clock)
+    rotation.rotate(str(uuid.uuid4()))
+    return Signer(_Held(old.signing_value), clock), rotation
+
+
+def _cold_worker(sm, clock) -> Verifier:
+    return Verifier(VerifyKeyring(SecretsManagerValues(sm, MAX_AGE_S), "verify", clock), clock)
+
+
+def test_a_rotated_out_key_verifies_only_within_the_grace_window(sm, clock):
+    """The issue's finding: a cold worker hours after a rotation accepted an event signed by the old key."""
+    held, _ = _rotated(sm, clock)
+    # GIVEN a warm job still signing with the old key (its cache) just before that cache expires
+    clock.advance(seconds=MAX_AGE_S - 1)
+    late = held.sign(_event(1))
+    # THEN a worker accepts it through AWSPREVIOUS until GRACE_MS after the rotation
+    clock.advance(ms=GRACE_MS - (MAX_AGE_S - 1) * 1000 - 1)
+    assert _cold_worker(sm, clock).verify(late).nonce == _event(1).nonce
+    # AND from GRACE_MS on, the old key verifies nothing: forged, on a cold worker ...
+    clock.advance(ms=1)
+    with pytest.raises(EventRejected) as info:
+        _cold_worker(sm, clock).verify(held.sign(_event(2)))
+    assert info.value.reason is RejectReason.FORGED
+    # ... and hours later
+    clock.advance(seconds=3 * 3600)
+    with pytest.raises(EventRejected):
+        _cold_worker(sm, clock).verify(held.sign(_event(3)))
+
+
+def test_revoke_stops_the_old_key_at_once_on_a_cold_worker_and_within_max_age_on_a_warm_one(sm, clock):
+    held, rotation = _rotated(sm, clock)
+    warm = _cold_worker(sm, clock)
+    assert warm.verify(held.sign(_event(1))).nonce == _event(1).nonce  # inside the grace window: accepted
+    # WHEN the operator revokes (a suspected leak), right after the rotation
+    rotation.revoke()
+    # THEN a cold worker rejects the old key at once
+    with pytest.raises(EventRejected):
+        _cold_worker(sm, clock).verify(held.sign(_event(2)))
+    # AND a warm worker once its cache (max_age) has expired, still well inside the grace window
+    clock.advance(seconds=MAX_AGE_S + 1)
+    assert (MAX_AGE_S + 1) * 1000 < GRACE_MS
+    with pytest.raises(EventRejected):
+        warm.verify(held.sign(_event(3)))

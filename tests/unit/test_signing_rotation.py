@@ -99,3 +99,38 @@ def test_anything_but_a_step_of_the_signing_secret_is_refused(sm, rotate, lambda
         rotate(event, lambda_context)
     # AND nothing changed
     assert SigningKey.from_secret(_current(sm, SIGNING)).kid == SigningKey.from_secret(signing_pair(b"o" * 32).signing_value).kid
+
+
+def test_set_secret_dates_the_new_public_key_and_a_re_sent_step_keeps_the_first_date(sm, clock):
+    from jobs.club.rotation import SigningRotation
+
+    rotation = SigningRotation(sm, SIGNING, VERIFY, clock)
+    token = str(uuid.uuid4())
+    rotation.run(Step.CREATE, token)
+    # GIVEN setSecret at t0
+    t0 = clock.now_ms()
+    rotation.run(Step.SET, token)
+    assert VerifyKey.from_secret(_current(sm, VERIFY)).since_ms == t0
+    # WHEN Secrets Manager re-sends it a minute later (a lost reply)
+    clock.advance(seconds=60)
+    rotation.run(Step.SET, token)
+    # THEN the stored version (and so the grace window of the old key) is the first one's
+    assert VerifyKey.from_secret(_current(sm, VERIFY)).since_ms == t0
+    assert len(sm.list_secret_version_ids(SecretId=VERIFY)["Versions"]) == 2
+
+
+def test_revoke_drops_the_rotated_out_public_key_at_once_and_a_re_run_is_a_no_op(sm, clock):
+    from jobs.club.rotation import SigningRotation
+
+    old_kid = VerifyKey.from_secret(_current(sm, VERIFY)).kid
+    rotation = SigningRotation(sm, SIGNING, VERIFY, clock)
+    new_kid = rotation.rotate(str(uuid.uuid4()))
+    assert VerifyKey.from_secret(_current(sm, VERIFY, PREVIOUS)).kid == old_kid
+    # WHEN the operator revokes right after the rotation
+    assert rotation.revoke() is not None
+    # THEN no version of the verify secret is AWSPREVIOUS any more; AWSCURRENT is untouched
+    stages = [s for v in sm.describe_secret(SecretId=VERIFY)["VersionIdsToStages"].values() for s in v]
+    assert PREVIOUS not in stages
+    assert VerifyKey.from_secret(_current(sm, VERIFY)).kid == new_kid
+    # AND revoking again finds nothing to drop
+    assert rotation.revoke() is None

@@ -6,8 +6,9 @@ rotation function (`handlers.rotate_signing_key`) once per step with one
 operator command `rotate-signing-key` runs the same four steps in order.
 
     createSecret   a new Ed25519 private key as the signing secret's AWSPENDING version
-    setSecret      its public key stored in the verify secret under the same version id:
-                   AWSCURRENT there, the old public key AWSPREVIOUS (the worker accepts both)
+    setSecret      its public key stored in the verify secret under the same version id, with the
+                   time (`since_ms`): AWSCURRENT there, the old public key AWSPREVIOUS (the worker
+                   accepts it for `signing.GRACE_MS` after `since_ms`)
     testSecret     the pending private key signs a probe that the verify secret's AWSCURRENT verifies
     finishSecret   the signing secret's AWSCURRENT moves to the pending version
 
@@ -16,24 +17,30 @@ event signed with the old key still verifies through AWSPREVIOUS, one signed
 with the new key makes the worker re-read the verify secret (unknown kid).
 
 Every step can be retried: createSecret keeps a pending version it finds,
-setSecret stores the same value under the same token (Secrets Manager makes
-that a no-op), finishSecret does nothing once the token is current. Nothing is
-logged or returned but the key id.
+setSecret keeps a verify version it finds under the token (so a re-sent step
+never stores a second `since_ms`), finishSecret does nothing once the token is
+current. Nothing is logged or returned but the key id.
+
+`revoke` is not one of Secrets Manager's steps: it removes the verify secret's
+AWSPREVIOUS stage at once, so the rotated-out public key verifies nothing from
+the workers' next read (at most `max_age_s` later) instead of at the end of the
+grace window. Run after a rotation for a suspected leak (`ops.rotation`).
 """
 
 from __future__ import annotations
 
 import base64
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from jobfence.clock import Clock, SystemClock
 from jobfence.dynamo import classify, error_code
 from jobfence.errors import InvalidEvent, StoreError
-from jobs.club.signing import SigningKey, VerifyKey, new_key_pair
-from providers.secrets import CURRENT, NOT_FOUND
+from jobs.club.signing import SigningKey, VerifyKey, new_key_pair, verify_secret_value
+from providers.secrets import CURRENT, NOT_FOUND, PREVIOUS
 
 PENDING = "AWSPENDING"
 PROBE = b"jobfence signing-key rotation probe"
@@ -50,11 +57,13 @@ class Step(str, enum.Enum):
 
 @dataclass(frozen=True)
 class SigningRotation:
-    """The two secrets of the signing pair, rotated through `client` (a Secrets Manager client)."""
+    """The two secrets of the signing pair, rotated through `client` (a Secrets Manager client); `clock`
+    dates the verify secret's new version (`since_ms`)."""
 
     client: Any
     signing_secret: str
     verify_secret: str
+    clock: Clock = field(default_factory=SystemClock)
 
     def rotate(self, token: str) -> str:
         """All four steps with `token` (the operator command); the new key id."""
@@ -71,12 +80,17 @@ class SigningRotation:
         if step is Step.CREATE:
             self._create(token)
         elif step is Step.SET:
+            try:
+                self._value(self.verify_secret, stage=None, version=token)
+                return  # a re-sent step: the public key is stored with its first since_ms
+            except _Missing:
+                pass
             public = self._pending_key(token).private.public_key().public_bytes_raw()
             self._call(
                 "put_secret_value",
                 SecretId=self.verify_secret,
                 ClientRequestToken=token,
-                SecretString=base64.b64encode(public).decode(),
+                SecretString=verify_secret_value(base64.b64encode(public).decode(), self.clock.now_ms()),
             )
         elif step is Step.TEST:
             key = self._pending_key(token)
@@ -85,6 +99,21 @@ class SigningRotation:
                 raise StoreError("the verify secret's current key does not verify the pending signing key")
         else:
             self._finish(token)
+
+    def revoke(self) -> str | None:
+        """Remove the verify secret's AWSPREVIOUS stage (the rotated-out public key); the version it named, or
+        None if no version carries it (never rotated, or revoked already: a re-run is a no-op)."""
+        versions = self._call("describe_secret", SecretId=self.verify_secret).get("VersionIdsToStages", {})
+        previous = next((v for v, stages in versions.items() if PREVIOUS in stages), None)
+        if previous is None:
+            return None
+        self._call(
+            "update_secret_version_stage",
+            SecretId=self.verify_secret,
+            VersionStage=PREVIOUS,
+            RemoveFromVersionId=previous,
+        )
+        return previous
 
     def check_token(self, token: str) -> bool:
         """Whether `token` still has to be rotated: False if it is current already; raises if it is not pending."""

@@ -3,20 +3,35 @@
     club_event_signing_key   the private key   read by the club jobs (they sign)
     club_event_verify_key    the public key    read by the Discord worker (it verifies, and cannot sign)
 
-Each secret value is the base64 of the raw 32-byte key. A key id (`kid`) is
-the first 16 hex digits of SHA-256 of the public key; every signed event
-carries the kid of the key that signed it.
+The signing secret's value is the base64 of the raw 32-byte private key. The
+verify secret's value is the JSON `{"public_key": <base64 of the raw 32-byte
+public key>, "since_ms": <when this version became current>}` as the rotation
+writes it (`verify_secret_value`), or the bare base64 (a value set by hand or
+by the local runtime: no rotation time known). A key id (`kid`) is the first 16
+hex digits of SHA-256 of the public key; every signed event carries the kid of
+the key that signed it.
 
 Keys are read on use through the `Secrets` port (cached `max_age_s`), never at
-import. Rotation (`python -m ops rotate-signing-key`) stores the new public key
-first, then the new private key; the worker's keyring holds the verify
-secret's `AWSCURRENT` and `AWSPREVIOUS` versions, and when an event names a kid
-it does not know it re-reads the secret once (at most every `REFRESH_MIN_MS`),
-so during a rotation no correctly signed event is rejected:
+import. Rotation (`jobs.club.rotation`) stores the new public key first, then
+the new private key; the worker's keyring holds the verify secret's
+`AWSCURRENT` and `AWSPREVIOUS` versions, and when an event names a kid it does
+not know it re-reads the secret once (at most every `REFRESH_MIN_MS`):
 
-    t0  rotate: verify secret CURRENT=new, PREVIOUS=old; then signing secret CURRENT=new
-    t0..t0+max_age   jobs may still sign with old (cached) -> worker finds old in its keyring (or PREVIOUS)
+    t0  rotate: verify secret CURRENT=new (since t0), PREVIOUS=old; then signing secret CURRENT=new
+    t0..t0+max_age   jobs may still sign with old (cached) -> worker accepts old through PREVIOUS
     t0+             jobs sign with new -> worker's cached keyring lacks new -> fresh read -> CURRENT=new
+    t0+GRACE_MS     PREVIOUS is no longer accepted (revocation): an event signed by old is forged
+
+`AWSPREVIOUS` is accepted only while the current version's `since_ms` is less
+than `GRACE_MS` ago (never when the current value carries no time), so a
+rotated-out key stops verifying `GRACE_MS` after the rotation, on warm and cold
+workers alike. `GRACE_MS` is the jobs' secret cache (`DEFAULT_MAX_AGE_S`, 300 s:
+the longest a warm job keeps signing with the old key) plus `GRACE_MARGIN_S`
+(300 s: the event's time in the queue, a delivery retry and the clock skew
+between the rotation function and the worker): 10 minutes. The `revoke` step
+(`SigningRotation.revoke`) removes the AWSPREVIOUS stage at once instead; a
+warm worker then stops accepting the old key when its cache expires (at most
+`max_age_s`).
 """
 
 from __future__ import annotations
@@ -24,6 +39,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import json
 import re
 import threading
 from dataclasses import dataclass
@@ -33,10 +49,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from jobfence.clock import Clock
 from jobfence.errors import SettingsError
-from providers.secrets import CURRENT, PREVIOUS, SecretMissing, Secrets
+from providers.secrets import CURRENT, DEFAULT_MAX_AGE_S, PREVIOUS, SecretMissing, Secrets
 
 KID = re.compile(r"^[0-9a-f]{16}$")
 REFRESH_MIN_MS = 10_000  # an unknown kid re-reads the verify secret at most this often (forged kids cannot flood it)
+GRACE_MARGIN_S = 300  # queueing, a delivery retry and clock skew, on top of the jobs' secret cache
+GRACE_MS = (DEFAULT_MAX_AGE_S + GRACE_MARGIN_S) * 1000  # how long after a rotation AWSPREVIOUS still verifies
 
 
 def key_id(public: Ed25519PublicKey) -> str:
@@ -74,15 +92,28 @@ class SigningKey:
 
 @dataclass(frozen=True)
 class VerifyKey:
-    """A public key and its kid."""
+    """A public key, its kid and, when the rotation stored it, since when it is current (epoch ms)."""
 
     kid: str
     public: Ed25519PublicKey
+    since_ms: int | None = None
 
     @classmethod
     def from_secret(cls, value: str) -> VerifyKey:
-        public = Ed25519PublicKey.from_public_bytes(_raw(value, "verify key"))
-        return cls(key_id(public), public)
+        encoded, since_ms = value, None
+        if value.lstrip().startswith("{"):
+            try:
+                document = json.loads(value)
+            except ValueError:
+                document = None
+            if not isinstance(document, dict) or not isinstance(document.get("public_key"), str):
+                raise SettingsError("the verify key secret is JSON without a string public_key")
+            since = document.get("since_ms")
+            if since is not None and (not isinstance(since, int) or isinstance(since, bool) or since < 0):
+                raise SettingsError("the verify key secret's since_ms is not a non-negative integer")
+            encoded, since_ms = document["public_key"], since
+        public = Ed25519PublicKey.from_public_bytes(_raw(encoded, "verify key"))
+        return cls(key_id(public), public, since_ms)
 
     def verify(self, signature_hex: str, message: bytes) -> bool:
         try:
@@ -99,6 +130,11 @@ class KeyPair:
     kid: str
     signing_value: str
     verify_value: str
+
+
+def verify_secret_value(public_b64: str, since_ms: int) -> str:
+    """The verify secret's value for the public key `public_b64`, current from `since_ms` (what the rotation stores)."""
+    return json.dumps({"public_key": public_b64, "since_ms": since_ms})
 
 
 def new_key_pair(seed: bytes | None = None) -> KeyPair:
@@ -125,7 +161,8 @@ class SigningKeys:
 
 
 class VerifyKeyring:
-    """The public keys the worker accepts: the verify secret's AWSCURRENT and AWSPREVIOUS versions."""
+    """The public keys the worker accepts: the verify secret's AWSCURRENT version, and its AWSPREVIOUS
+    version while AWSCURRENT's `since_ms` is less than `GRACE_MS` ago."""
 
     def __init__(self, secrets: Secrets, secret_name: str, clock: Clock) -> None:
         self._secrets = secrets
@@ -152,11 +189,21 @@ class VerifyKeyring:
             return True
 
     def _lookup(self, kid: str, *, fresh: bool) -> VerifyKey | None:
-        for stage in (CURRENT, PREVIOUS):
-            try:
-                key = VerifyKey.from_secret(self._secrets.get(self._name, stage, fresh=fresh))
-            except SecretMissing:
-                continue  # no AWSPREVIOUS before the first rotation
-            if key.kid == kid:
-                return key
-        return None
+        current = self._stage(CURRENT, fresh=fresh)
+        if current is not None and current.kid == kid:
+            return current
+        if not self._previous_accepted(current):
+            return None  # outside the grace window (or revoked): the rotated-out key verifies nothing
+        previous = self._stage(PREVIOUS, fresh=fresh)
+        return previous if previous is not None and previous.kid == kid else None
+
+    def _stage(self, stage: str, *, fresh: bool) -> VerifyKey | None:
+        try:
+            return VerifyKey.from_secret(self._secrets.get(self._name, stage, fresh=fresh))
+        except SecretMissing:
+            return None  # no AWSPREVIOUS before the first rotation, or after a revoke
+
+    def _previous_accepted(self, current: VerifyKey | None) -> bool:
+        if current is None or current.since_ms is None:
+            return False  # no rotation time: the previous key is never accepted
+        return self._clock.now_ms() - current.since_ms < GRACE_MS

@@ -1,0 +1,141 @@
+"""The synthesized app's IAM, evaluated offline (`ops.iam_policy`: moto evaluates no resource policy).
+
+- the leak runbook's calls, made as the break-glass role (`ops.rotation.RUNBOOK_CALLS`), are allowed, and the
+  role reads no secret; Secrets Manager's rotation then runs as the rotation function's role, whose calls are
+  allowed;
+- every function may read the secrets its environment names;
+- a role from elsewhere in the account, even with `*` on `*`, may neither read nor replace nor manage a secret;
+- no job or worker role may replace a secret's version, even given `secretsmanager:*` elsewhere (issue 29, item 6).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from jobfence.config import ENV_SECRET_PREFIX
+from jobfence_cdk.rotation import SIGNING_ACTIONS, VERIFY_ACTIONS
+from jobs.club.catalog import DISCORD_TOKEN_SECRET, SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
+from ops.iam_policy import Decision, Template
+from tests.infra.cfn import as_list, env, function_of_role, of_type, ref_id, role_statements
+
+ADMIN = {"Effect": "Allow", "Action": "*", "Resource": "*"}
+BROAD = {"Effect": "Allow", "Action": "secretsmanager:*", "Resource": "*"}
+REPLACING = ("secretsmanager:PutSecretValue", "secretsmanager:UpdateSecretVersionStage", "secretsmanager:RotateSecret")
+MANAGING = ("secretsmanager:UpdateSecret", "secretsmanager:DeleteSecret", "secretsmanager:PutResourcePolicy",
+            "secretsmanager:DeleteResourcePolicy", "secretsmanager:CancelRotateSecret")
+
+
+def _policies(synthesis) -> Template:
+    return Template(synthesis.template.to_json())
+
+
+def _secret(policy: Template, logical: str) -> str:
+    return policy.secret_arn(f"jobfence/{logical}")
+
+
+def _role_of(resources: dict, function_name: str) -> str:
+    (fn,) = [f for f in of_type(resources, "AWS::Lambda::Function").values()
+             if f["Properties"]["FunctionName"] == function_name]
+    return ref_id(fn["Properties"]["Role"])
+
+
+def _break_glass(resources: dict) -> str:
+    (role,) = [k for k in of_type(resources, "AWS::IAM::Role") if k.startswith("SecretsBreakGlass")]
+    return role
+
+
+def _secret_names(resources: dict) -> set[str]:
+    return {s["Properties"]["Name"] for s in of_type(resources, "AWS::SecretsManager::Secret").values()}
+
+
+def test_the_leak_runbook_is_allowed_as_the_break_glass_role_which_reads_no_secret(synthesized):
+    from jobfence_cdk.secrets import BREAK_GLASS_OUTPUT
+    from ops.rotation import BREAK_GLASS_OUTPUT as LOOKED_UP
+    from ops.rotation import RUNBOOK_CALLS
+
+    policy, resources = _policies(synthesized), synthesized.resources
+    role = policy.role(_break_glass(resources))
+    # GIVEN the stack names the role where the command looks for it
+    outputs = synthesized.template.to_json()["Outputs"]
+    assert LOOKED_UP == BREAK_GLASS_OUTPUT and ref_id(outputs[BREAK_GLASS_OUTPUT]["Value"]) == role.role
+    # THEN every call of the runbook is allowed, and RotateSecret's own requirement: invoking the rotation function
+    for action, logical in RUNBOOK_CALLS:
+        assert policy.decide(role, action, _secret(policy, logical)) is Decision.ALLOW, (action, logical)
+    rotator = [f for f in of_type(resources, "AWS::Lambda::Function")
+               if resources[f]["Properties"]["FunctionName"] == "jobfence-rotate_signing_key"]
+    assert policy.decide(role, "lambda:InvokeFunction", rotator[0]) is Decision.ALLOW
+    # AND storing a third-party value (the Discord token runbook) is allowed
+    assert policy.decide(role, "secretsmanager:PutSecretValue", _secret(policy, DISCORD_TOKEN_SECRET)) is Decision.ALLOW
+    # AND it reads no secret, nor writes the pair itself (the rotation function does)
+    for name in _secret_names(resources):
+        assert policy.decide(role, "secretsmanager:GetSecretValue", policy.secret_arn(name)) is not Decision.ALLOW
+    for logical in (SIGNING_KEY_SECRET, VERIFY_KEY_SECRET):
+        assert policy.decide(role, "secretsmanager:PutSecretValue", _secret(policy, logical)) is not Decision.ALLOW
+
+
+def test_the_rotation_started_by_the_runbook_runs_as_a_role_allowed_every_call_of_its_steps(synthesized):
+    policy = _policies(synthesized)
+    role = policy.role(_role_of(synthesized.resources, "jobfence-rotate_signing_key"))
+    for logical, actions in ((SIGNING_KEY_SECRET, SIGNING_ACTIONS), (VERIFY_KEY_SECRET, VERIFY_ACTIONS)):
+        for action in actions:
+            assert policy.decide(role, action, _secret(policy, logical)) is Decision.ALLOW, (action, logical)
+
+
+def test_the_old_runbook_from_an_operators_own_credentials_is_denied(synthesized):
+    """The finding: `rotate-signing-key` read both secrets as the operator; the resource policies deny that."""
+    policy = _policies(synthesized)
+    operator = policy.foreign("Administrator", ADMIN)
+    for logical in (SIGNING_KEY_SECRET, VERIFY_KEY_SECRET):
+        assert policy.decide(operator, "secretsmanager:GetSecretValue", _secret(policy, logical)) is Decision.DENY
+
+
+def test_every_function_may_read_the_secrets_its_environment_names(each):
+    policy, resources = _policies(each), each.resources
+    names, checked = _secret_names(resources), 0
+    for function in of_type(resources, "AWS::Lambda::Function").values():
+        role = policy.role(ref_id(function["Properties"]["Role"]))
+        for variable, value in env(function).items():
+            if isinstance(value, str) and value in names:
+                assert variable.startswith(ENV_SECRET_PREFIX), variable
+                decision = policy.decide(role, "secretsmanager:GetSecretValue", policy.secret_arn(value))
+                assert decision is Decision.ALLOW, (function["Properties"]["FunctionName"], value)
+                checked += 1
+    assert checked >= len(names)
+
+
+def test_a_role_from_elsewhere_in_the_account_may_not_read_replace_or_manage_any_secret(each):
+    policy = _policies(each)
+    intruder = policy.foreign("SomeAdministrator", ADMIN)
+    for name in _secret_names(each.resources):
+        for action in ("secretsmanager:GetSecretValue", *REPLACING, *MANAGING):
+            assert policy.decide(intruder, action, policy.secret_arn(name)) is Decision.DENY, (name, action)
+
+
+@pytest.mark.parametrize("action", REPLACING)
+def test_no_job_or_worker_role_may_replace_a_secret_even_given_secretsmanager_star(synthesized, action):
+    policy, resources = _policies(synthesized), synthesized.resources
+    rotation = _role_of(resources, "jobfence-rotate_signing_key")
+    secrets = _secret_names(resources)
+    for function in of_type(resources, "AWS::Lambda::Function").values():
+        role_id = ref_id(function["Properties"]["Role"])
+        role = policy.role(role_id, BROAD)
+        for name in secrets:
+            decision = policy.decide(role, action, policy.secret_arn(name))
+            pair = name.split("/", 1)[1] in (SIGNING_KEY_SECRET, VERIFY_KEY_SECRET)
+            if role_id == rotation and pair and action != "secretsmanager:RotateSecret":
+                assert decision is Decision.ALLOW, (name, action)  # its own steps
+            else:
+                assert decision is Decision.DENY, (function["Properties"]["FunctionName"], name, action)
+        # while what it reads stays readable
+        for value in env(function).values():
+            if isinstance(value, str) and value in secrets:
+                assert policy.decide(role, "secretsmanager:GetSecretValue", policy.secret_arn(value)) is Decision.ALLOW
+
+
+def test_the_break_glass_role_is_the_only_role_without_a_function_and_touches_only_secrets_and_the_rotator(each):
+    resources = each.resources
+    roles = function_of_role(resources)
+    assert set(of_type(resources, "AWS::IAM::Role")) - set(roles) == {_break_glass(resources)}
+    actions = {a for role, s in role_statements(resources) if role not in roles for a in as_list(s["Action"])}
+    assert actions == {"secretsmanager:DescribeSecret", "secretsmanager:PutSecretValue", "secretsmanager:RotateSecret",
+                       "secretsmanager:UpdateSecretVersionStage", "lambda:InvokeFunction"}
