@@ -97,3 +97,24 @@ def test_the_checks_catch_a_runner_that_runs_on_a_stale_acquire(monkeypatch):
     assert 15 in _numbers("lease", range(13, 14))
     monkeypatch.undo()
     assert _numbers("lease", range(13, 14)) == set()
+
+
+def test_the_checks_catch_a_member_return_that_a_retry_moves(monkeypatch):
+    # GIVEN the return before its fix: `SET returned_at = :now`, so a member's client that lost the
+    # reply after every botocore retry and asks again moves the recorded return
+    from jobfence.dynamo import aws_call
+    from jobs.club.stores.loans import LoanStore
+
+    def moving(self, loan_id):
+        with aws_call(f"returning loan {loan_id}"):
+            self._model(loan_id).update(
+                actions=[self._model.returned_at.set(self._clock.now_ms())], condition=self._model.loan_id.exists()
+            )
+
+    monkeypatch.setattr(LoanStore, "mark_returned", moving)
+    # THEN the moved return is caught (seed 66: member-L2's reply lost on every attempt, asked again 5 s
+    # later); with `if_not_exists` the seed is clean
+    assert 37 in _numbers("club", range(66, 67))
+    monkeypatch.undo()
+    assert _numbers("club", range(66, 67)) == set()
+

@@ -137,6 +137,16 @@ def test_equipment_reminders_notify_due_recipients_and_cancel_returned_items(clu
     assert "Equipment reminder" in staff.payload.content
 
 
+def test_a_return_asked_again_keeps_the_time_it_was_first_applied(club):
+    # GIVEN L-2 returned (the seed); its member's client lost the reply and asks again a minute later
+    s = seed(club.tables, club.clock)
+    first = s["loans"].get("L-2").returned_at
+    club.clock.advance(minutes=1)
+    s["loans"].mark_returned("L-2")
+    # THEN the return stays when it was first applied (the simulator's club invariant 37, seed 66)
+    assert s["loans"].get("L-2").returned_at == first
+
+
 def test_expire_photographer_requests_only_expires_overdue_open_ones(club):
     s = seed(club.tables, club.clock)
     result = club.run("expire_photographer_requests")

@@ -34,9 +34,11 @@ class LoanStore(ModelStore):
             self._model(loan_id, member_id=member_id, item=item, due_back_at=due_back_at).save()
 
     def mark_returned(self, loan_id: str) -> None:
+        """Record the return; the first applied time stays (a copy re-sent or asked again never moves it)."""
+        m = self._model
         with aws_call(f"returning loan {loan_id}"):
-            self._model(loan_id).update(
-                actions=[self._model.returned_at.set(self._clock.now_ms())], condition=self._model.loan_id.exists()
+            m(loan_id).update(
+                actions=[m.returned_at.set(m.returned_at | self._clock.now_ms())], condition=m.loan_id.exists()
             )
 
     def get(self, loan_id: str) -> Any | None:
