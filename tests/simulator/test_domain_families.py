@@ -118,3 +118,14 @@ def test_the_checks_catch_a_member_return_that_a_retry_moves(monkeypatch):
     monkeypatch.undo()
     assert _numbers("club", range(66, 67)) == set()
 
+
+def test_the_checks_catch_a_reminder_sent_for_an_item_returned_after_the_read(monkeypatch):
+    # GIVEN the send before its fix: the claim commits without the check that the loan is still out
+    from jobs.club.stores.loans import LoanStore
+
+    monkeypatch.setattr(LoanStore, "still_out_op", lambda self, loan_id: lambda tx: None)
+    # THEN a reminder whose loan's return was applied between the job's read and its claim is caught
+    # (seed 275: r7, 5 s after member-L7's return); with the check the seed is clean
+    assert 36 in _numbers("club", range(275, 276))
+    monkeypatch.undo()
+    assert _numbers("club", range(275, 276)) == set()
