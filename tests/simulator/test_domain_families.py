@@ -1,7 +1,7 @@
 """The simulator's domain families (issue 11): seed 001's safety net with the payment port, seed 002's
 equipment reminders with the outbox and the Discord worker.
 
-A budget of seeds of each breaks none of the domain invariants (21-25, 31-35; the runner's own
+A budget of seeds of each breaks none of the domain invariants (21-25, 31-37; the runner's own
 invariants are judged too, with the open defects of issue 10 tolerated as in test_simulator),
 every fault kind of the family is injected somewhere, and the checks catch the defects this
 issue fixed when they are planted back.
@@ -97,3 +97,35 @@ def test_the_checks_catch_a_runner_that_runs_on_a_stale_acquire(monkeypatch):
     assert 15 in _numbers("lease", range(13, 14))
     monkeypatch.undo()
     assert _numbers("lease", range(13, 14)) == set()
+
+
+def test_the_checks_catch_a_member_return_that_a_retry_moves(monkeypatch):
+    # GIVEN the return before its fix: `SET returned_at = :now`, so a member's client that lost the
+    # reply after every botocore retry and asks again moves the recorded return
+    from jobfence.dynamo import aws_call
+    from jobs.club.stores.loans import LoanStore
+
+    def moving(self, loan_id):
+        with aws_call(f"returning loan {loan_id}"):
+            self._model(loan_id).update(
+                actions=[self._model.returned_at.set(self._clock.now_ms())], condition=self._model.loan_id.exists()
+            )
+
+    monkeypatch.setattr(LoanStore, "mark_returned", moving)
+    # THEN the moved return is caught (seed 66: member-L2's reply lost on every attempt, asked again 5 s
+    # later); with `if_not_exists` the seed is clean
+    assert 37 in _numbers("club", range(66, 67))
+    monkeypatch.undo()
+    assert _numbers("club", range(66, 67)) == set()
+
+
+def test_the_checks_catch_a_reminder_sent_for_an_item_returned_after_the_read(monkeypatch):
+    # GIVEN the send before its fix: the claim commits without the check that the loan is still out
+    from jobs.club.stores.loans import LoanStore
+
+    monkeypatch.setattr(LoanStore, "still_out_op", lambda self, loan_id: lambda tx: None)
+    # THEN a reminder whose loan's return was applied between the job's read and its claim is caught
+    # (seed 275: r7, 5 s after member-L7's return); with the check the seed is clean
+    assert 36 in _numbers("club", range(275, 276))
+    monkeypatch.undo()
+    assert _numbers("club", range(275, 276)) == set()

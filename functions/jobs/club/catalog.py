@@ -164,7 +164,7 @@ SCHEDULER_JOBS = (
     _club_job(
         "send_equipment_reminders",
         "equipment_jobs:build_send_equipment_reminders",
-        {"club_equipment_reminders": "get+query+update", "club_equipment_loans": "get"},
+        {"club_equipment_reminders": "get+query+update", "club_equipment_loans": "get+check"},
         "claim each due reminder and notify the member or staff member",
         **MEMBER_FACING_CATCH_UP,
     ),

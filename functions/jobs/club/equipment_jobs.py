@@ -1,10 +1,12 @@
 """`send_equipment_reminders` (seed 002): claim each due reminder's send, then notify its recipient.
 
 The claim is the conditional update pending -> sent of the reminder row,
-committed in the same fenced transaction as its notification event: a
-reminder another run already claimed refuses the update, so that run saves no
-event and can never send it. A reminder whose item came back first is
-cancelled instead, with no event.
+committed in the same fenced transaction as its notification event and a
+check that the loan is still out: a reminder another run already claimed
+refuses the update, so that run saves no event and can never send it. A
+reminder whose item came back first is cancelled instead, with no event; one
+whose item came back between the read and the claim is refused by the check
+(nothing saved) and cancelled by the next run.
 """
 
 from __future__ import annotations
@@ -49,9 +51,12 @@ def send_equipment_reminders(
             user_id=row.recipient_user_id,
             content=reminder_text(row.recipient_kind, loan),
         )
-        if changes.commit(ctx, [reminders.finish_op(reminder_id, ReminderState.SENT, ctx.run_id)], [event]):
+        claim = reminders.finish_op(reminder_id, ReminderState.SENT, ctx.run_id)
+        if changes.commit(ctx, [claim, loans.still_out_op(row.loan_id)], [event]):
             return "claimed"
-        return "skipped"  # claimed by another run first: that run sends it, we never do
+        # claimed by another run first (that run sends it, we never do), or the item came back since we
+        # read it: nothing saved, and the next run cancels the reminder
+        return "skipped"
 
     outcomes = ("claimed", "cancelled", "skipped")
     return sweep(changes, ctx, reminders.due, handle, outcomes, ("claimed", "cancelled"), BATCH, MAX_BATCHES)

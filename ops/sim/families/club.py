@@ -3,7 +3,9 @@
 Actors (40 simulated minutes):
     ticks     the real job (`ReminderStore`, `LoanStore`, `ChangeLog` with the real `OutboxStore`,
               `Publisher` and `SqsNotificationQueue`) under the real runner every 10 minutes, 1-2 at once
-    member    returns some items at seeded instants (their reminders are then cancelled, never sent)
+    member    returns some items at seeded instants (their reminders are then cancelled, never sent); its
+              writes draw the same AWS and time faults as the ticks' (a crash before or after its write
+              included); a store error is asked again, as the member's client would
     workers   three Discord workers: the real `DiscordDelivery` (`Verifier`, `NonceStore`, a `Visibility`
               on the simulated queue), 10 records a receive, under the Lambda timeout (a worker's
               pause is bounded by it; a job's pause outlives its lease)
@@ -24,6 +26,10 @@ Checked (numbers as in docs/guarantees.md):
         every due reminder is sent or cancelled, the outbox is empty, the queue is drained and no
         event is in the DLQ without having reached Discord (a late copy rejected as stale may be)
     35  no Discord message for a change that was not saved (a cancelled or pending reminder)
+    36  in true time (DynamoDB's order): no reminder's pending -> sent write is applied after its loan's
+        return was applied (a return still in flight, built but not applied, may cross it)
+    37  a loan's return, once applied, is never moved: a copy re-sent or asked again after a lost
+        reply leaves `returned_at` as first applied
     1-4, 12, 13 through `TermWatch`; 10: the item names (in the message text) never reach a log line
 """
 
@@ -50,7 +56,7 @@ from jobs.club.stores.loans import LoanStore
 from jobs.club.stores.nonces import CLAIM_TTL_MS, NonceStore
 from jobs.club.stores.outbox import OutboxStore
 from jobs.club.stores.reminders import Recipient, ReminderStore
-from ops.sim.faults import AWS_CALL_FAULTS, CRASHES, PROVIDER_FAULTS, TIME_FAULTS, FaultKind
+from ops.sim.faults import AWS_CALL_FAULTS, PROVIDER_FAULTS, TIME_FAULTS, FaultKind
 from ops.sim.kernel import START_MS, Actor, Crash, SkewedClock
 from ops.sim.queue import SimQueues
 from ops.sim.scheduled import LambdaContext, clean_tick
@@ -163,7 +169,7 @@ class ClubFamily:
 
     def setup(self, world: World) -> None:
         marker = f"LENS{world.kernel.seed}MARK"
-        world.data.update(marker=marker, in_flight={}, records={}, spec=CATALOG.job(JOB))
+        world.data.update(marker=marker, in_flight={}, records={}, spec=CATALOG.job(JOB), returned={})
         queues = SimQueues(
             world, visibility_ms=QUEUES[0].visibility_timeout_s * 1000, max_receives=QUEUES[0].max_receive_count
         )
@@ -189,7 +195,7 @@ class ClubFamily:
         world.data["watch"] = watch = TermWatch(world)
         world.wire.on_write.append(lambda w: self._on_write(world, w))
         for loan, at in returned:
-            world.spawn(f"member-{loan}", self._member(world, loan), at=at, spared=frozenset(CRASHES))
+            world.spawn(f"member-{loan}", self._member(world, loan), at=at)
         for tick in range(TICKS):
             for n in range(world.rng.randint(1, 2)):
                 watch.tick(
@@ -310,14 +316,30 @@ class ClubFamily:
         sent: set[Any] = set()
         cancelled: set[Any] = set()
         outbox: set[Any] = set()
+        returned: dict[str, int] = world.data["returned"]  # loan -> true time its return was applied
         for change in write.changes:
             before, after = change.before or {}, change.after or {}
+            if change.table == "club_equipment_loans" and after.get("returned_at") is not None:
+                if before.get("returned_at") is None:
+                    returned[after["loan_id"]] = write.at
+                elif before["returned_at"] != after["returned_at"]:
+                    world.violate(37, f"{write.actor} moved the return of {after['loan_id']} (applied before)")
             if change.table == "club_equipment_reminders" and before.get("state") == "pending":
                 (
                     sent if after.get("state") == "sent" else cancelled if after.get("state") == "cancelled" else set()
                 ).add(before["reminder_id"])
             if change.table == "club_outbox" and change.after is not None and change.before is None:
                 outbox.add(after["nonce"])
+        for change in write.changes:
+            before = change.before or {}
+            if change.table == "club_equipment_reminders" and before.get("reminder_id") in sent:
+                loan = before.get("loan_id")
+                if loan in returned:
+                    world.violate(
+                        36,
+                        f"{write.actor} sent reminder {before['reminder_id']} {(write.at - returned[loan]) // 1000} s "
+                        f"after the return of {loan} was applied",
+                    )
         expected = {nonce_for(JOB, r) for r in sent}
         if expected != outbox:
             world.violate(

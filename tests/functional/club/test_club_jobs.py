@@ -137,6 +137,46 @@ def test_equipment_reminders_notify_due_recipients_and_cancel_returned_items(clu
     assert "Equipment reminder" in staff.payload.content
 
 
+def test_a_return_asked_again_keeps_the_time_it_was_first_applied(club):
+    # GIVEN L-2 returned (the seed); its member's client lost the reply and asks again a minute later
+    s = seed(club.tables, club.clock)
+    first = s["loans"].get("L-2").returned_at
+    club.clock.advance(minutes=1)
+    s["loans"].mark_returned("L-2")
+    # THEN the return stays when it was first applied (the simulator's club invariant 37, seed 66)
+    assert s["loans"].get("L-2").returned_at == first
+
+
+def test_an_item_returned_between_the_read_and_the_send_is_not_reminded(club, monkeypatch):
+    # GIVEN L-1's two due reminders, and its member's return applied just after the job read the loan
+    from jobfence.testing.grants import another_party
+    from jobs.club.stores.loans import LoanStore
+
+    s = seed(club.tables, club.clock)
+    read = LoanStore.get
+
+    def read_then_returned(self, loan_id):
+        row = read(self, loan_id)
+        if loan_id == "L-1" and row is not None and row.returned_at is None:
+            with another_party():  # the member's client, not the job
+                s["loans"].mark_returned("L-1")
+        return row
+
+    monkeypatch.setattr(LoanStore, "get", read_then_returned)
+    # WHEN the job runs
+    club.run("send_equipment_reminders")
+    # THEN no reminder of the returned item is sent: the first, read before the return, is refused by
+    # the loan's check (was sent before the check), the second, read after it, is cancelled
+    assert [s["reminders"].get(r).state for r in ("r-1", "r-2")] == ["pending", "cancelled"]
+    assert club.events() == []
+    # THEN the next run cancels the first
+    monkeypatch.undo()
+    club.clock.advance(minutes=30)
+    club.run("send_equipment_reminders")
+    assert [s["reminders"].get(r).state for r in ("r-1", "r-2")] == ["cancelled", "cancelled"]
+    assert club.events() == []
+
+
 def test_expire_photographer_requests_only_expires_overdue_open_ones(club):
     s = seed(club.tables, club.clock)
     result = club.run("expire_photographer_requests")

@@ -11,6 +11,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.dynamo import ModelStore, aws_call, get_row
+from jobfence.transaction import Write
 
 
 class _Loan(Model):
@@ -34,10 +35,17 @@ class LoanStore(ModelStore):
             self._model(loan_id, member_id=member_id, item=item, due_back_at=due_back_at).save()
 
     def mark_returned(self, loan_id: str) -> None:
+        """Record the return; the first applied time stays (a copy re-sent or asked again never moves it)."""
+        m = self._model
         with aws_call(f"returning loan {loan_id}"):
-            self._model(loan_id).update(
-                actions=[self._model.returned_at.set(self._clock.now_ms())], condition=self._model.loan_id.exists()
+            m(loan_id).update(
+                actions=[m.returned_at.set(m.returned_at | self._clock.now_ms())], condition=m.loan_id.exists()
             )
+
+    def still_out_op(self, loan_id: str) -> Write:
+        """A check that the loan exists and is not returned: a reminder's send commits only together with it."""
+        m = self._model
+        return lambda tx: tx.condition_check(m, loan_id, condition=m.loan_id.exists() & m.returned_at.does_not_exist())
 
     def get(self, loan_id: str) -> Any | None:
         return get_row(self._model, loan_id, what="reading a row of loans")
