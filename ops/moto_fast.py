@@ -21,7 +21,13 @@ queue (counting all its messages, a clock read per message), where it needs
 one; and the queue's counts read the clock once per message, where one read
 per count gives the same answer.
 
-`install()` applies all four (idempotent). Inside `verifying()`, every shortcut
+And one in its TransactWriteItems: to undo a refused transaction moto
+deep-copied every table the transaction names (every item of it) before
+applying it. The copy it restores from now holds the table's other items by
+reference and deep copies of the items the transaction names, the only ones it
+can change (a table with a stream still gets the whole copy).
+
+`install()` applies all five (idempotent). Inside `verifying()`, every shortcut
 response is also printed by moto's own serializer and an `AssertionError` is
 raised if the two differ (body as JSON, headers): the differential test
 (tests/unit/test_moto_fast.py) runs the DynamoDB calls the project makes that
@@ -86,6 +92,7 @@ def install() -> None:
             _install_serializer()
             _install_traverser()
             _install_sqs()
+            _install_transactions()
             _state["installed"] = True
 
 
@@ -183,3 +190,70 @@ def _install_sqs() -> None:
     queue.messages = property(visible_now)
     queue.approximate_number_of_messages_delayed = property(delayed)
     queue.approximate_number_of_messages_not_visible = property(not_visible)
+
+
+def _install_transactions() -> None:
+    import copy as real_copy
+
+    from moto.dynamodb import models
+    from moto.dynamodb.models.dynamo_type import DynamoType
+    from moto.dynamodb.models.table import Table
+
+    plan = threading.local()  # the keys each table's snapshot must copy, while a transaction is being applied
+
+    def snapshot(table: Any, keys: set[tuple[Any, Any]]) -> Any:
+        clone = real_copy.copy(table)
+        items = real_copy.copy(table.items)  # the defaultdict: partitions by reference
+        for key, value in items.items():
+            if isinstance(value, dict):
+                items[key] = dict(value)  # a range table's partition: its items by reference
+        for hash_value, range_value in keys:
+            if table.range_key_attr:
+                if range_value in items.get(hash_value, {}):
+                    items[hash_value][range_value] = real_copy.deepcopy(items[hash_value][range_value])
+            elif hash_value in items:
+                items[hash_value] = real_copy.deepcopy(items[hash_value])
+        clone.items = items
+        return clone
+
+    class _Copy:
+        """moto's `copy` module in its DynamoDB backend, with the snapshot for a planned table."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real_copy, name)
+
+        @staticmethod
+        def deepcopy(value: Any, memo: Any = None) -> Any:
+            keys = getattr(plan, "keys", None)
+            if keys and isinstance(value, Table) and value.stream_shard is None and value.name in keys:
+                return snapshot(value, keys[value.name])
+            return real_copy.deepcopy(value, memo)
+
+    apply = models.DynamoDBBackend.transact_write_items
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        keys: dict[str, set[tuple[Any, Any]] | None] = {}
+        for entry in transact_items:
+            op: Any = next(iter(entry.values()), None)
+            if not isinstance(op, dict) or (table := self.tables.get(op.get("TableName"))) is None:
+                continue
+            key = op.get("Key") or op.get("Item") or {}
+            try:
+                hash_value = DynamoType(key[table.hash_key_attr])
+                range_value = DynamoType(key[table.range_key_attr]) if table.range_key_attr else None
+            except (KeyError, TypeError, AttributeError):
+                keys[table.name] = None  # a key moto will refuse: the whole copy, as moto takes it
+                continue
+            planned = keys.setdefault(table.name, set())
+            if planned is not None:
+                planned.add((hash_value, range_value))
+        plan.keys = {name: planned for name, planned in keys.items() if planned is not None}
+        try:
+            return apply(self, transact_items)
+        finally:
+            plan.keys = None
+
+    backend: Any = models.DynamoDBBackend
+    backend.transact_write_items = transact_write_items
+    module: Any = models
+    module.copy = _Copy()

@@ -221,3 +221,83 @@ def test_queue_counts_visibility_delay_and_retention_are_moto_s(aws):
     assert counts() == (2, 2, 1)  # a zero visibility timeout leaves them visible
     sqs.delete_message(QueueUrl=url, ReceiptHandle=received[0]["ReceiptHandle"])
     assert counts() == (2, 1, 1)
+
+
+def _everything(dynamodb, *tables):
+    return {t: sorted(map(str, dynamodb.scan(TableName=t, ConsistentRead=True)["Items"])) for t in tables}
+
+
+def test_a_refused_transaction_leaves_every_item_of_its_tables_as_it_was(dynamodb, table):
+    # GIVEN two tables with items, some of which the transaction names and some not
+    dynamodb.create_table(
+        TableName="plain",
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    for sk in range(4):
+        dynamodb.put_item(TableName=table, Item={"pk": {"S": "a"}, "sk": {"N": str(sk)}, "n": {"N": "1"}})
+    for i in range(3):
+        dynamodb.put_item(TableName="plain", Item={"id": {"S": f"i{i}"}, "n": {"N": "1"}})
+    before = _everything(dynamodb, table, "plain")
+    # WHEN a transaction updates, puts and deletes in both, and its last check is refused
+    with pytest.raises(ClientError) as refused:
+        dynamodb.transact_write_items(
+            TransactItems=[
+                {
+                    "Update": {
+                        "TableName": table,
+                        "Key": {"pk": {"S": "a"}, "sk": {"N": "1"}},
+                        "UpdateExpression": "SET n = n + :one",
+                        "ExpressionAttributeValues": {":one": {"N": "1"}},
+                    }
+                },
+                {"Put": {"TableName": table, "Item": {"pk": {"S": "a"}, "sk": {"N": "9"}, "n": {"N": "9"}}}},
+                {"Delete": {"TableName": table, "Key": {"pk": {"S": "a"}, "sk": {"N": "2"}}}},
+                {
+                    "Update": {
+                        "TableName": "plain",
+                        "Key": {"id": {"S": "i0"}},
+                        "UpdateExpression": "SET n = :z",
+                        "ExpressionAttributeValues": {":z": {"N": "0"}},
+                    }
+                },
+                {"Put": {"TableName": "plain", "Item": {"id": {"S": "new"}}}},
+                {
+                    "ConditionCheck": {
+                        "TableName": "plain",
+                        "Key": {"id": {"S": "i2"}},
+                        "ConditionExpression": "attribute_not_exists(id)",
+                    }
+                },
+            ]
+        )
+    assert refused.value.response["Error"]["Code"] == "TransactionCanceledException"
+    # THEN nothing changed, in either table, and both still take writes
+    assert _everything(dynamodb, table, "plain") == before
+    dynamodb.update_item(
+        TableName=table,
+        Key={"pk": {"S": "a"}, "sk": {"N": "1"}},
+        UpdateExpression="SET n = :t",
+        ExpressionAttributeValues={":t": {"N": "2"}},
+    )
+    assert dynamodb.get_item(TableName=table, Key={"pk": {"S": "a"}, "sk": {"N": "1"}})["Item"]["n"] == {"N": "2"}
+    # AND the same transaction without the refused check applies every write
+    dynamodb.transact_write_items(
+        TransactItems=[
+            {
+                "Update": {
+                    "TableName": table,
+                    "Key": {"pk": {"S": "a"}, "sk": {"N": "1"}},
+                    "UpdateExpression": "SET n = n + :one",
+                    "ExpressionAttributeValues": {":one": {"N": "1"}},
+                }
+            },
+            {"Delete": {"TableName": table, "Key": {"pk": {"S": "a"}, "sk": {"N": "2"}}}},
+            {"Put": {"TableName": "plain", "Item": {"id": {"S": "new"}}}},
+        ]
+    )
+    after = dynamodb.scan(TableName=table, ConsistentRead=True)["Items"]
+    assert sorted(int(i["sk"]["N"]) for i in after) == [0, 1, 3]
+    assert {int(i["sk"]["N"]): i["n"]["N"] for i in after}[1] == "3"
+    assert len(dynamodb.scan(TableName="plain")["Items"]) == 4
