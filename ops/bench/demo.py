@@ -136,9 +136,12 @@ Per simulated hour of the whole day after this round (`RUSAGE_SELF` of the drive
 each hour's progress line, load 5-7): hour 1 (every isolate's cold start) 13.6 CPU-s, hour 3 (the batch) 12.7,
 a steady hour 3.5-4.3, the three hours of the day's outage about 0.1 each.
 
-**What remains** is the per-request work of moto (Flask's dispatch, the condition and update parsers, the
-whole-table deep copy moto takes before each TransactWriteItems) and of botocore in the isolates, times about
-730 requests an hour."""
+Then moto's TransactWriteItems: to undo a refused transaction it deep-copied every table the transaction
+names, every item of it (a third of moto's time in hour 3); it now keeps deep copies of the named items only
+(`ops.moto_fast`, 39241b7; not yet in the runs above).
+
+**What remains** is the per-request work of moto (Flask's dispatch, the condition and update parsers) and of
+botocore in the isolates, times about 730 requests an hour."""
 
 
 def synth_cached() -> bool:
