@@ -27,7 +27,23 @@ applying it. The copy it restores from now holds the table's other items by
 reference and deep copies of the items the transaction names, the only ones it
 can change (a table with a stream still gets the whole copy).
 
-`install()` applies all five (idempotent). Inside `verifying()`, every shortcut
+Then three that a profile of a steady simulated hour named (yappi, docs/benchmarks.md):
+
+- **a query sorted the whole table** (`Table.all_items` sorts every item by its
+  keys, comparing moto's typed values) before keeping the queried partition, or
+  the index's matches, which moto sorts again by their own keys: a query of a
+  table now lists the partition it names, and a query of an index lists the
+  items unsorted (moto's sort by the index's keys and the table's is a total
+  order, so the earlier sort decided nothing).
+- **an update expression was parsed twice a request and its tree deep-copied**,
+  then walked by two validators that depend on the expression (and its names)
+  alone: the parse is kept per expression string, the copy is made from its
+  pickle, and those two validators run once per (expression, names) that passed
+  them.
+- **moto's dispatch listed the handler class's methods** (`inspect.getmembers`)
+  at every request: the list is kept per class.
+
+`install()` applies them all (idempotent). Inside `verifying()`, every shortcut
 response is also printed by moto's own serializer and an `AssertionError` is
 raised if the two differ (body as JSON, headers): the differential test
 (tests/unit/test_moto_fast.py) runs the DynamoDB calls the project makes that
@@ -38,7 +54,9 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
+import pickle
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -93,6 +111,9 @@ def install() -> None:
             _install_traverser()
             _install_sqs()
             _install_transactions()
+            _install_query()
+            _install_update_expressions()
+            _install_dispatch()
             _state["installed"] = True
 
 
@@ -257,3 +278,128 @@ def _install_transactions() -> None:
     backend.transact_write_items = transact_write_items
     module: Any = models
     module.copy = _Copy()
+
+
+def _install_query() -> None:
+    from moto.dynamodb.models.table import Table
+
+    scope = threading.local()  # the query being answered on this thread: (table, its partition key or None)
+    sorted_items = Table.all_items
+    query = Table.query
+
+    def all_items(self: Any) -> list[Any]:
+        asked = getattr(scope, "query", None)
+        if asked is None or asked[0] is not self:
+            return sorted_items(self)
+        partitions = self.items.values() if asked[1] is None else [self.items.get(asked[1])]
+        if not self.range_key_attr:
+            return [item for item in partitions if item is not None]
+        return [item for partition in partitions if partition for item in partition.values()]
+
+    def fast_query(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
+        index_name = kwargs.get("index_name", args[6] if len(args) > 6 else None)
+        slow = query(self, hash_key, *args, **kwargs) if _state["verify"] else None
+        scope.query = (self, None if index_name else hash_key)
+        try:
+            fast = query(self, hash_key, *args, **kwargs)
+        finally:
+            scope.query = None
+        if slow is not None:
+            taken["Query (partition)"] = taken.get("Query (partition)", 0) + 1
+            assert [i.to_json() for i in fast[0]] == [i.to_json() for i in slow[0]], (self.name, index_name)
+            assert fast[1:] == slow[1:], (self.name, index_name, fast[1:], slow[1:])
+        return fast
+
+    table: Any = Table
+    table.all_items = all_items
+    table.query = fast_query
+
+
+PARSED_LIMIT = 4096  # distinct update expressions kept (the project's are a few dozen)
+
+
+def _install_update_expressions() -> None:
+    from moto.dynamodb.parsing import expressions, validators
+
+    parser: Any = getattr(expressions, "UpdateExpressionParser")  # noqa: B009 - the module is untyped for mypy
+    parse: Any = parser.make.__func__
+    parsed: dict[str, Any] = {}  # expression string -> its tree (never changed: moto's validator copies it)
+    pickles: dict[int, tuple[str, bytes]] = {}  # id of a kept tree -> (its string, its pickle)
+    checked: set[tuple[str, tuple[tuple[str, str], ...]]] = set()  # passed the validators of the expression alone
+    pure = (validators.ActionCountValidator, validators.OverlappingPathsValidator)
+
+    def make(cls: Any, expression_str: str) -> Any:
+        tree = parsed.get(expression_str)
+        if tree is None:
+            tree = parse(cls, expression_str)  # a syntax error raises: nothing kept
+            if len(parsed) < PARSED_LIMIT:
+                parsed[expression_str] = tree
+                pickles[id(tree)] = (expression_str, pickle.dumps(tree))
+        return tree
+
+    def init(
+        self: Any,
+        expression: Any,
+        expression_attribute_names: Any,
+        expression_attribute_values: Any,
+        item: Any,
+        table: Any,
+    ) -> None:
+        kept = pickles.get(id(expression))
+        if kept is None or parsed.get(kept[0]) is not expression:
+            validator_init(self, expression, expression_attribute_names, expression_attribute_values, item, table)
+            return
+        # moto's __init__, with the tree's copy made from its pickle instead of deepcopy
+        self.expression_attribute_names = expression_attribute_names
+        self.expression_attribute_values = expression_attribute_values
+        self.item = item
+        self.table = table
+        self.processors = self.get_ast_processors()
+        self.node_to_validate = pickle.loads(kept[1])
+        self.__dict__["_jobfence_key"] = (kept[0], tuple(sorted((expression_attribute_names or {}).items())))
+        if _state["verify"]:
+            taken["UpdateExpression (copy)"] = taken.get("UpdateExpression (copy)", 0) + 1
+            # the kept tree is unchanged since it was parsed, and its copy is the one deepcopy makes
+            assert pickle.dumps(expression) == kept[1], kept[0]
+            assert _same_tree(self.node_to_validate, copy_tree(expression)), kept[0]
+
+    def validate(self: Any) -> Any:
+        key = self.__dict__.get("_jobfence_key")
+        skip = key in checked and not _state["verify"]
+        node = self.node_to_validate
+        for processor in self.processors:
+            if skip and isinstance(processor, pure):
+                continue
+            node = processor.traverse(node)
+        if key is not None:
+            checked.add(key)
+        return node
+
+    validator_init = validators.Validator.__init__
+    copy_tree = validators.deepcopy
+    parser.make = classmethod(make)
+    validator: Any = validators.Validator
+    validator.__init__ = init
+    validator.validate = validate
+
+
+def _same_tree(a: Any, b: Any) -> bool:
+    """Two expression trees alike node by node (a parent link by its node's kind: the walk reaches it anyway)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(_same_tree(x, y) for x, y in zip(a, b, strict=True))
+    if not hasattr(a, "__dict__"):
+        return bool(a == b)
+    if a.__dict__.keys() != b.__dict__.keys():
+        return False
+    return all(
+        type(v) is type(b.__dict__[k]) if k == "parent" else _same_tree(v, b.__dict__[k]) for k, v in a.__dict__.items()
+    )
+
+
+def _install_dispatch() -> None:
+    from moto.core import responses
+
+    module: Any = responses
+    module.method_names_from_class = functools.cache(responses.method_names_from_class)
