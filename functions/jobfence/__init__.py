@@ -14,7 +14,8 @@ why: `LeaseHeld`, `IntervalNotElapsed`, `RequestServed`, `LeaseLost`.
 **The runner** (`jobfence.scheduled`). `ScheduledRunner.run` is one tick:
 pre-gate, acquire, record the run, then the job's bounded batches, renewing
 the lease between them, then release. A job is a function of a `RunContext`
-yielding one summary per batch; `JobDeps` is what its factory is given (its
+yielding one summary per batch (its last may say so: `LastBatch`, which spares
+the renew before a batch that will not come); `JobDeps` is what its factory is given (its
 settings, clock, clients, logger). `RunContext.transaction()` is the fenced
 transaction (`FencedTransaction`): a pynamodb `TransactWrite` whose first
 entry is the lease check, to which stores add their conditional writes or a
@@ -50,6 +51,7 @@ from jobfence.exports import on_demand, public_names
 __version__ = "0.2.0"  # the `jobfence` distribution's (packages/jobfence/pyproject.toml, CHANGELOG.md)
 
 _MODULES = {
+    "jobfence.batch": "LastBatch",
     "jobfence.clock": "Clock FrozenClock SystemClock",
     "jobfence.errors": (
         "ConditionFailed IntervalNotElapsed JobfenceError LeaseHeld LeaseLost RequestServed StoreError"

@@ -41,6 +41,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from jobfence import catchup
+from jobfence.batch import LastBatch
 from jobfence.dynamo import classify
 from jobfence.ledger import DELIVERY_TOLERANCE_MS, RuleToggles, RunRecord, TickLabel, ledger_of
 from jobfence.registry import CatchUp, JobSpec, metric_dimensions
@@ -138,7 +139,7 @@ def audit_missed_runs(
     invoke: Invoke,
     logger: Logger,
     ctx: RunContext,
-) -> Iterator[dict[str, int]]:
+) -> Iterator[LastBatch]:
     """One bounded batch: the window, every audited job's ledger over it, one metric per job, due catch-ups."""
     own = [RunRecord.of(row) for row in runs.recent(ctx.job, OWN_RUNS)]
     window = audit_window(ctx.trigger.scheduled_at, own, ctx.run_id, interval_ms(ctx.spec))
@@ -172,14 +173,16 @@ def audit_missed_runs(
                         "error_kind": classify(exc).value,
                     },
                 )
-    yield {
-        "jobs_audited": len(audits),
-        "ticks": sum(a.ticks for a in audits),
-        "missed": sum(len(a.missed) for a in audits),
-        "catch_ups": asked,
-        "catch_ups_failed": failed,
-        "window_ms": window.until_ms - window.since_ms,
-    }
+    yield LastBatch(
+        {
+            "jobs_audited": len(audits),
+            "ticks": sum(a.ticks for a in audits),
+            "missed": sum(len(a.missed) for a in audits),
+            "catch_ups": asked,
+            "catch_ups_failed": failed,
+            "window_ms": window.until_ms - window.since_ms,
+        }
+    )
 
 
 def lambda_invoker(client: Any, functions: Mapping[str, str]) -> Invoke:

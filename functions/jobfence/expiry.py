@@ -16,6 +16,7 @@ from typing import Any
 
 from pynamodb.indexes import GlobalSecondaryIndex
 
+from jobfence.batch import LastBatch
 from jobfence.dynamo import each_row, index
 from jobfence.indexes import EXPIRY_INDEX_SPEC, EXPIRY_SHARDS
 
@@ -52,14 +53,16 @@ def expired(model: Any, now_ms: int, limit: int) -> Iterator[Any]:
 
 def deletion_batches(
     delete_expired: Callable[[int], int], batch: int, max_batches: int, counter: str
-) -> Iterator[dict[str, int]]:
+) -> Iterator[dict[str, int] | LastBatch]:
     """A retention job's batches: `delete_expired(batch)` until a short batch, at most `max_batches` times.
 
     Each yield is one bounded batch (`{counter: rows deleted}`), so the runner renews
-    the lease between them and a huge backlog spreads over several runs.
+    the lease between them and a huge backlog spreads over several runs; the
+    short one, or the last allowed, is a `LastBatch`.
     """
-    for _ in range(max_batches):
+    for n in range(1, max_batches + 1):
         deleted = delete_expired(batch)
-        yield {counter: deleted}
-        if deleted < batch:
+        if deleted < batch or n == max_batches:
+            yield LastBatch({counter: deleted})
             return
+        yield {counter: deleted}

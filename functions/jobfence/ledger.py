@@ -270,13 +270,16 @@ def build_ledger(
     ticks (the longer of the lease ttl and the interval). For rate(), EventBridge
     counts from the rule's creation, which its API does not return: the phase
     is taken from the latest scheduled run read (without one, from `since`).
+    A cron() schedule with no tick in (since, until] has nothing to label: no read.
     """
+    schedule = Schedule(expression, since_ms)
+    period = schedule.period_ms()
+    if period is None and not schedule.fires_between(since_ms, until_ms):
+        return Ledger(job, expression, since_ms, until_ms, ())
     rows = [
         RunRecord.of(r) for r in runs.started_between(job, since_ms - lookback_ms, until_ms + DELIVERY_TOLERANCE_MS)
     ]
     scheduled = [r.scheduled_at for r in rows if r.trigger == SCHEDULED_TRIGGER]
-    schedule = Schedule(expression, since_ms)
-    period = schedule.period_ms()
     if period is not None and scheduled:  # the same phase, moved back to at or before `since`
         schedule = Schedule(expression, since_ms - (since_ms - scheduled[-1]) % period)
     ticks = schedule.fires_between(since_ms, until_ms)

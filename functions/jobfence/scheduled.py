@@ -5,7 +5,9 @@ bounded batch of work between two `yield`s and yields that batch's counts. The
 runner, not the job, renews the lease before every batch after the first, so a
 job cannot forget its checkpoint; it stops iterating when the lease is lost,
 when the trust window closes, or when the Lambda has less time left than one
-batch needs.
+batch needs. A job that knows a batch is its last yields `LastBatch(counts)`
+(`jobfence.batch`): the runner then ends the run there (the generator is
+closed), without the renew that would have preceded a next batch.
 
     tick ─► peek (1 read) ─► skip?  ──yes──► skipped_leased | skipped_interval   (no write)
                  │no
@@ -50,6 +52,7 @@ from typing import Any, Protocol
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from jobfence.batch import LastBatch
 from jobfence.clock import REQUEST_AGE_BUDGET_MS, SKEW_BUDGET_MS, Clock
 from jobfence.config import METRICS_NAMESPACE, ScheduledSettings
 from jobfence.errors import (
@@ -134,7 +137,7 @@ class RunContext:
         return self._leases.transaction(self.lease)
 
 
-Job = Callable[[RunContext], Iterator[Mapping[str, Any]]]
+Job = Callable[[RunContext], Iterator[Mapping[str, Any]]]  # a batch's counts, the last maybe a LastBatch
 
 
 class LambdaContextLike(Protocol):
@@ -389,6 +392,8 @@ class ScheduledRunner:
                     return
                 summary["batches"] += 1
                 _merge(summary, counts)
+                if isinstance(counts, LastBatch):
+                    return  # the job said so: no renew for a batch that will not come
         finally:
             close = getattr(batches, "close", None)
             if close:

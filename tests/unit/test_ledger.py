@@ -272,3 +272,22 @@ def test_keys_still_unprocessed_after_every_round_are_a_store_error(h, toggles):
     with pytest.raises(StoreError, match="keys unprocessed after 5 rounds") as failed:
         RuleToggles(throttled, h.tables["leases"]).histories(["a", "b", "c"])
     assert failed.value.kind is ErrorKind.THROTTLED
+
+
+class UnreadRuns:
+    """A run store that must not be read: the range has no tick of a cron() schedule to label."""
+
+    def started_between(self, job, since_ms, until_ms):
+        raise AssertionError(f"{job}'s runs read for ({since_ms}, {until_ms}]")
+
+
+def test_a_cron_schedule_with_no_tick_in_the_range_reads_no_run(h, clock):
+    start = clock.now_ms()  # 2026-01-01T00:00Z
+    daily = "cron(0 3 * * ? *)"
+    book = build_ledger("daily", daily, UnreadRuns(), (), start + 4 * HOUR, start + 4 * HOUR + 15 * MINUTE, None, HOUR)
+    assert book.entries == () and book.missed == 0
+    # a range that holds 03:00 reads the runs and labels the tick (here: nothing ran, so it was missed)
+    book = build_ledger("daily", daily, h.runs, (), start + 2 * HOUR, start + 4 * HOUR, None, HOUR)
+    assert [(e.tick_at, e.label) for e in book.entries] == [(start + 3 * HOUR, TickLabel.MISSED)]
+    with pytest.raises(AssertionError, match="runs read"):
+        build_ledger("daily", daily, UnreadRuns(), (), start + 2 * HOUR, start + 4 * HOUR, None, HOUR)

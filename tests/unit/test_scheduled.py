@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from jobfence.batch import LastBatch
 from jobfence.errors import JobfenceError
 from jobfence.scheduled import Outcome
 from tests.runner_support import Harness, counting_job, spec
@@ -21,13 +22,37 @@ def test_a_run_renews_before_every_batch_after_the_first(h, dynamodb, request_co
     assert result.outcome is Outcome.RAN
     assert result.summary == {"batches": 3, "done": 3}
     # acquire + a renewal before resuming the job after each batch + the row's finish + release;
-    # the last renewal finds the generator exhausted (the runner cannot know that without resuming it)
+    # the last renewal finds the generator exhausted (the runner cannot know that without resuming it:
+    # a job that knows says so with LastBatch, below)
     assert request_counter.count("UpdateItem") == 1 + 3 + 1 + 1
     assert request_counter.count("GetItem") == 1
     assert request_counter.count("PutItem") == 1  # the `running` row, written when the lease is taken
     row, = h.rows()
     assert row["outcome"] == "ran" and row["fence"] == 1 and row["summary"] == {"batches": 3, "done": 3}
     assert set(row) >= {"job", "run_key", "trigger", "scheduled_at", "started_at", "finished_at", "duration_ms", "holder", "ttl"}
+
+
+def test_a_last_batch_ends_the_run_without_the_renew_a_next_batch_would_need(h, dynamodb, request_counter):
+    request_counter.attach(dynamodb)
+    after_last, closed = [], []
+
+    def job(ctx):
+        try:
+            yield {"done": 1}
+            yield {"done": 1}
+            yield LastBatch({"done": 1, "board": "posted"})
+            after_last.append("ran")  # never: the runner closes the generator at its last batch
+            yield {"done": 1}
+        finally:
+            closed.append(True)
+
+    result = h.tick(spec(), job)
+    assert result.outcome is Outcome.RAN
+    assert result.summary == {"batches": 3, "done": 3, "board": "posted"}
+    assert request_counter.count("UpdateItem") == 1 + 2 + 1 + 1  # acquire, 2 renewals, finish, release
+    assert after_last == [] and closed == [True]
+    (row,) = h.rows()
+    assert row["outcome"] == "ran" and row["summary"] == {"batches": 3, "done": 3, "board": "posted"}
 
 
 def test_a_lost_lease_stops_the_job_before_its_next_batch(h, clock):

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from jobfence.batch import LastBatch
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.club.changes import commit_plain
 from jobs.club.email_auth import RECEIPT_SENDERS, SenderAllowlist, quarantine_reason
@@ -40,9 +41,9 @@ def backoff_ms(attempts: int) -> int:
 
 def retry_email_intake(
     intake: EmailIntakeStore, receipts: ReceiptStore, senders: SenderAllowlist, ctx: RunContext
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[dict[str, Any] | LastBatch]:
     """Deliver due authentic intake records; quarantine the rest; back off failures; dead at the cap."""
-    for _ in range(MAX_BATCHES):
+    for n in range(1, MAX_BATCHES + 1):
         now = ctx.now_ms()
         ids = intake.due(now, BATCH)
         counts = {"delivered": 0, "retried": 0, "dead": 0, "quarantined": 0, "skipped": 0}
@@ -70,9 +71,10 @@ def retry_email_intake(
                     [receipts.record_op(receipt, intake_id), intake.delivered_op(row, receipt.receipt_id, now)],
                 )
             counts[outcome if commit_plain(ctx, ops) else "skipped"] += 1
-        yield counts
-        if len(ids) < BATCH or counts["skipped"] == len(ids):
+        if len(ids) < BATCH or counts["skipped"] == len(ids) or n == MAX_BATCHES:
+            yield LastBatch(counts)
             return
+        yield counts
 
 
 def build_retry_email_intake(deps: JobDeps):

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from jobfence.batch import LastBatch
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.club.changes import ChangeLog, build_changelog
 from jobs.club.events import Event, EventType, nonce_for
@@ -34,7 +35,7 @@ def reminder_text(recipient_kind: str, loan: Any) -> str:
 
 def send_equipment_reminders(
     reminders: ReminderStore, loans: LoanStore, changes: ChangeLog, ctx: RunContext
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[dict[str, Any] | LastBatch]:
     """Notify the member or staff member of each due reminder, exactly once."""
 
     def handle(reminder_id: str, now: int) -> str | None:

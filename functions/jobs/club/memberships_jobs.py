@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from jobfence.batch import LastBatch
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.club.changes import ChangeLog, build_changelog
 from jobs.club.events import Event, EventType, nonce_for
@@ -27,7 +28,9 @@ def _role_event(ctx: RunContext, row: Any, type_: EventType, role_id: str) -> Ev
     return Event.build(type_, nonce, guild_id=row.guild_id, user_id=row.discord_user_id, role_id=role_id)
 
 
-def expire_memberships(memberships: MembershipStore, changes: ChangeLog, ctx: RunContext) -> Iterator[dict[str, Any]]:
+def expire_memberships(
+    memberships: MembershipStore, changes: ChangeLog, ctx: RunContext
+) -> Iterator[dict[str, Any] | LastBatch]:
     """Expire memberships that have ended: access off, roles removed (events), out of the active index."""
 
     def handle(member_id: str, now: int) -> str:
@@ -42,11 +45,11 @@ def expire_memberships(memberships: MembershipStore, changes: ChangeLog, ctx: Ru
 
 def reconcile_membership_roles(
     memberships: MembershipStore, receipts: ReceiptStore, changes: ChangeLog, ctx: RunContext
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[dict[str, Any] | LastBatch]:
     """Make each member's applied roles equal the roles their valid receipts grant; only differences emit events."""
     sent = changes.flush(ctx)
     cursor = None
-    for _ in range(MAX_BATCHES):
+    for n in range(1, MAX_BATCHES + 1):
         rows, cursor = memberships.page(cursor, BATCH)
         now = ctx.now_ms()
         changed = matched = conflicts = 0
@@ -64,10 +67,12 @@ def reconcile_membership_roles(
             else:
                 conflicts += 1  # changed by someone else since we read it; the next run looks again
         sent += changes.flush(ctx)
-        yield {"members": len(rows), "changed": changed, "matched": matched, "conflicts": conflicts, "events": sent}
-        sent = 0
-        if cursor is None:
+        counts = {"members": len(rows), "changed": changed, "matched": matched, "conflicts": conflicts, "events": sent}
+        if cursor is None or n == MAX_BATCHES:
+            yield LastBatch(counts)
             return
+        yield counts
+        sent = 0
 
 
 def build_expire_memberships(deps: JobDeps):

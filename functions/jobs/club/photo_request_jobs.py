@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from jobfence.batch import LastBatch
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.club.changes import ChangeLog, build_changelog
 from jobs.club.events import Event, EventType, nonce_for
@@ -22,7 +23,7 @@ MAX_BATCHES = 40
 
 def expire_photographer_requests(
     requests: PhotoRequestStore, changes: ChangeLog, ctx: RunContext
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[dict[str, Any] | LastBatch]:
     """Expire overdue open requests and mark their Discord messages as expired."""
 
     def handle(request_id: str, now: int) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from jobfence.batch import LastBatch
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.club.changes import ChangeLog, build_changelog, commit_plain
 from jobs.club.events import Event, EventType, nonce_for
@@ -59,7 +60,7 @@ def render_darkroom(schedule: ScheduleStore, now: int) -> str:
 
 def sweep_darkroom_schedule(
     schedule: ScheduleStore, boards: BoardStore, changes: ChangeLog, ctx: RunContext
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[dict[str, Any] | LastBatch]:
     """Apply due darkroom changes once each, then update the schedule message."""
     sent = changes.flush(ctx)
     for _ in range(MAX_BATCHES):
@@ -71,16 +72,16 @@ def sweep_darkroom_schedule(
         if len(due) < BATCH or applied == 0:
             break
     board = publish_board(boards, changes, ctx, DARKROOM_SCHEDULE, render_darkroom(schedule, ctx.now_ms()))
-    yield {"board": board, "events": sent + changes.flush(ctx)}
+    yield LastBatch({"board": board, "events": sent + changes.flush(ctx)})
 
 
 def sweep_studio_schedule(
     schedule: ScheduleStore, boards: BoardStore, changes: ChangeLog, ctx: RunContext
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[dict[str, Any] | LastBatch]:
     """Move started studio slots to current and ended ones to past; post each change to the studio channel."""
     sent = changes.flush(ctx)
     board = boards.get(STUDIO_SCHEDULE)
-    for _ in range(MAX_BATCHES):
+    for n in range(1, MAX_BATCHES + 1):
         now = ctx.now_ms()
         rows = schedule.to_advance(now, BATCH)
         moved = conflicts = 0
@@ -105,15 +106,17 @@ def sweep_studio_schedule(
             else:
                 conflicts += 1
         sent += changes.flush(ctx)
-        yield {"moved": moved, "conflicts": conflicts, "events": sent, "unpublished": 0 if board else moved}
-        sent = 0
-        if len(rows) < BATCH or moved == 0:
+        counts = {"moved": moved, "conflicts": conflicts, "events": sent, "unpublished": 0 if board else moved}
+        if len(rows) < BATCH or moved == 0 or n == MAX_BATCHES:
+            yield LastBatch(counts)
             return
+        yield counts
+        sent = 0
 
 
 def sync_darkroom_stats(
     schedule: ScheduleStore, boards: BoardStore, changes: ChangeLog, ctx: RunContext
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[dict[str, Any] | LastBatch]:
     """Recount the darkroom totals from the schedule rows and update the stats message when they changed."""
     sent = changes.flush(ctx)
     sessions = 0
@@ -134,7 +137,7 @@ def sync_darkroom_stats(
         f"Members: {totals['members']}"
     )
     board = publish_board(boards, changes, ctx, DARKROOM_STATS, content, totals)
-    yield {"read": read % STATS_PAGE, "board": board, "events": sent + changes.flush(ctx)}
+    yield LastBatch({"read": read % STATS_PAGE, "board": board, "events": sent + changes.flush(ctx)})
 
 
 def _stores(deps: JobDeps) -> tuple[ScheduleStore, BoardStore, ChangeLog]:

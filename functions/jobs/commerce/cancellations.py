@@ -16,6 +16,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
+from jobfence.batch import LastBatch
 from jobfence.errors import ConditionFailed
 from jobfence.scheduled import JobDeps, RunContext
 from jobfence.transaction import Write
@@ -35,9 +36,9 @@ def return_operation_id(order_id: str) -> str:
 
 def recover_pending_cancellations(
     orders: OrderStore, operations: FinancialOperationStore, ctx: RunContext, logger: Logger
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[dict[str, Any] | LastBatch]:
     """Cancel orders pending past the grace period, 100 a batch, at most 20 batches."""
-    for _ in range(CANCEL_MAX_BATCHES):
+    for n in range(1, CANCEL_MAX_BATCHES + 1):
         rows = orders.pending_cancellations(ctx.now_ms() - CANCEL_GRACE_MS, CANCEL_BATCH)
         outcomes = [_cancel(orders, operations, ctx, row, logger) for row in rows]
         with_return = outcomes.count("cancelled_with_return")
@@ -46,9 +47,10 @@ def recover_pending_cancellations(
             "returns_created": with_return,
             "already_done": outcomes.count("already_done"),
         }
-        yield counts
-        if len(rows) < CANCEL_BATCH:
+        if len(rows) < CANCEL_BATCH or n == CANCEL_MAX_BATCHES:
+            yield LastBatch(counts)
             return
+        yield counts
 
 
 def _cancel(orders: OrderStore, operations: FinancialOperationStore, ctx: RunContext, row: Any, logger: Logger) -> str:

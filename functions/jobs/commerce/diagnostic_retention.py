@@ -16,6 +16,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
+from jobfence.batch import LastBatch
 from jobfence.errors import ConditionFailed
 from jobfence.expiry import deletion_batches
 from jobfence.scheduled import RunContext
@@ -30,7 +31,7 @@ ACTIVITY_MAX_BATCHES = 20
 
 def retention_batches(
     diagnostics: DiagnosticStore, activity: CustomerActivityStore, ctx: RunContext, logger: Logger
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[dict[str, Any] | LastBatch]:
     """Diagnostic chunks first, then activity batches; each yield is one bounded batch."""
     for _ in range(DIAGNOSTIC_MAX_CHUNKS):
         parents = diagnostics.expired_parents(DIAGNOSTIC_CHUNK)

@@ -50,6 +50,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
+from jobfence.batch import LastBatch
 from jobfence.errors import LeaseLost
 from jobfence.retried import WriteResult, fenced_write_retried
 from jobfence.runs import safe_error
@@ -319,10 +320,10 @@ def _count(counts: dict[str, int], outcome: OperationOutcome) -> None:
 
 
 def recover_financial_operations(
-    recovery: Iterator[dict[str, Any]], retention: Iterator[dict[str, Any]], logger: Logger
+    recovery: Iterator[dict[str, Any]], retention: Iterator[dict[str, Any] | LastBatch], logger: Logger
 ) -> Iterator[dict[str, Any]]:
     """Interleave the two branches batch by batch; await both; raise the financial error first."""
-    branches: dict[str, Iterator[dict[str, Any]]] = {"recovery": recovery, "retention": retention}
+    branches: dict[str, Iterator[dict[str, Any] | LastBatch]] = {"recovery": recovery, "retention": retention}
     errors: dict[str, Exception] = {}
     try:
         while branches:
@@ -340,7 +341,8 @@ def recover_financial_operations(
                     errors[name] = exc
                     del branches[name]
                     continue
-                yield counts
+                # a branch's last batch is not the run's: the other branch may have more
+                yield dict(counts) if isinstance(counts, LastBatch) else counts
     finally:
         for remaining in branches.values():
             close = getattr(remaining, "close", None)

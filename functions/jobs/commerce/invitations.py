@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from jobfence.batch import LastBatch
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.commerce.agent_invitations import AgentInvitationStore
 
@@ -18,13 +19,15 @@ INVITATION_BATCH = 500
 INVITATION_MAX_BATCHES = 20
 
 
-def expire_agent_invitations(store: AgentInvitationStore, ctx: RunContext) -> Iterator[dict[str, Any]]:
+def expire_agent_invitations(store: AgentInvitationStore, ctx: RunContext) -> Iterator[dict[str, Any] | LastBatch]:
     """Delete expired pending invitations, 500 a batch, at most 20 batches."""
-    for _ in range(INVITATION_MAX_BATCHES):
+    for n in range(1, INVITATION_MAX_BATCHES + 1):
         deleted, scanned = store.delete_expired(INVITATION_BATCH)
-        yield {"invitations_deleted": deleted, "invitations_scanned": scanned}
-        if scanned < INVITATION_BATCH:
+        counts = {"invitations_deleted": deleted, "invitations_scanned": scanned}
+        if scanned < INVITATION_BATCH or n == INVITATION_MAX_BATCHES:
+            yield LastBatch(counts)
             return
+        yield counts
 
 
 def build_expire_agent_invitations(deps: JobDeps):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from jobfence.batch import LastBatch
 from jobfence.expiry import deletion_batches
 from jobfence.scheduled import JobDeps, RunContext
 
@@ -24,14 +25,14 @@ DPOP_MAX_BATCHES = 100
 CONVERSATIONS_LIMIT = 100
 
 
-def clean_dpop_proofs(store: DpopProofStore, ctx: RunContext) -> Iterator[dict[str, Any]]:
+def clean_dpop_proofs(store: DpopProofStore, ctx: RunContext) -> Iterator[dict[str, Any] | LastBatch]:
     """Delete expired DPoP proofs, 1,000 a batch, at most 100 batches a run."""
     return deletion_batches(store.delete_expired, DPOP_BATCH, DPOP_MAX_BATCHES, "deleted")
 
 
-def clean_conversations(store: ConversationStore, ctx: RunContext) -> Iterator[dict[str, Any]]:
+def clean_conversations(store: ConversationStore, ctx: RunContext) -> Iterator[dict[str, Any] | LastBatch]:
     """One bounded deletion of at most 100 expired conversations (no loop, no checkpoint)."""
-    yield {"deleted": store.delete_expired(CONVERSATIONS_LIMIT)}
+    yield LastBatch({"deleted": store.delete_expired(CONVERSATIONS_LIMIT)})
 
 
 def build_clean_dpop_proofs(deps: JobDeps):

@@ -51,6 +51,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
+from jobfence.batch import LastBatch
 from jobfence.clock import TIME_BUDGET_MS
 from jobfence.retried import WriteResult, fenced_write_retried
 from jobfence.runs import safe_error
@@ -85,7 +86,7 @@ class IntentOutcome(str, enum.Enum):
 
 def capture_abandoned_deferred(
     intents: DeferredPaymentStore, payments: PaymentPort, ctx: RunContext, logger: Logger
-) -> Iterator[dict[str, Any]]:
+) -> Iterator[dict[str, Any] | LastBatch]:
     """Resume claimed intents, then claim and capture stale ones: 50 a batch, at most 20 batches a run."""
     net = _SafetyNet(intents, payments, ctx, logger)
     # fixed for the run (intents patched during it are not ours), and a time budget early: the buyer's stamp
@@ -105,9 +106,11 @@ def capture_abandoned_deferred(
     while batches < SAFETY_NET_MAX_BATCHES:  # then: deferred intents untouched since the cutoff
         rows, cursor = intents.stale_deferred(cutoff, SAFETY_NET_BATCH, cursor)
         batches += 1
-        yield _counts(len(rows), (net.claim_and_capture(row) for row in rows))
-        if not cursor:
+        counts = _counts(len(rows), (net.claim_and_capture(row) for row in rows))
+        if not cursor or batches == SAFETY_NET_MAX_BATCHES:
+            yield LastBatch(counts)
             return
+        yield counts
 
 
 def _counts(scanned: int, outcomes: Iterator[IntentOutcome]) -> dict[str, Any]:
