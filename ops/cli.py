@@ -82,6 +82,17 @@ def job_name(text: str) -> str:
     return text
 
 
+def signing_job(text: str) -> str:
+    """A club job that has its own event signing key (`rotate-signing-key JOB`)."""
+    from jobs.club.catalog import SIGNER_EVENTS
+
+    if text not in SIGNER_EVENTS:
+        raise argparse.ArgumentTypeError(
+            f"{text[:64]!r} has no event signing key; jobs with one: {', '.join(sorted(SIGNER_EVENTS))}"
+        )
+    return text
+
+
 def operator(text: str) -> str:
     try:
         return operator_name(text)
@@ -258,7 +269,11 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("function", help="function name, or a job name")
     r.add_argument("event", type=event_file, metavar="EVENT_FILE", help="events/<name>.json by name, or a path")
     r = command("rotate-signing-key", "rotate one club job's event signing key pair now (public half first)")
-    r.add_argument("job", help="the job whose key to rotate (its secrets club_signing_key_JOB, club_verify_key_JOB)")
+    r.add_argument(
+        "job",
+        type=signing_job,
+        help="the job whose key to rotate (its secrets club_signing_key_JOB, club_verify_key_JOB)",
+    )
     r.add_argument("--revoke", action="store_true", help="then drop the old public key at once (a suspected leak)")
     r.add_argument("--role-arn", default=None, help="the break-glass role (default: the stack's BreakGlassRoleArn)")
     c = command("console", "the web console on localhost (read-mostly)")
