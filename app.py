@@ -25,11 +25,11 @@ from aws_cdk import App  # noqa: E402
 
 from jobfence_cdk import build_app  # noqa: E402
 from jobs.catalog import CATALOG  # noqa: E402
-from jobs.club.catalog import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET  # noqa: E402
+from jobs.club.catalog import signing_pairs  # noqa: E402
 
 # What this app passes with its catalog (the tests synthesize with the same): its code asset and the
-# club's event signing pair, which jobfence rotates on a schedule.
-OPTIONS: dict[str, Any] = {"functions_dir": FUNCTIONS, "signing_keys": (SIGNING_KEY_SECRET, VERIFY_KEY_SECRET)}
+# club's event signing pairs (one per publishing job), which jobfence rotates on a schedule.
+OPTIONS: dict[str, Any] = {"functions_dir": FUNCTIONS, "signing_keys": signing_pairs()}
 
 if __name__ == "__main__":
     app = App()

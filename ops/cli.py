@@ -17,7 +17,7 @@
                                 one job's rule, or every rule and every queue worker
     pause-workers / resume-workers   the queue workers (SQS event source mappings)
     invoke FUNCTION EVENT_FILE  a function (or a job's function) with a sample from events/
-    rotate-signing-key          rotate the club event signing key now; --revoke drops the old one (ops/rotation.py)
+    rotate-signing-key JOB      rotate one job's event signing key now; --revoke drops the old one (ops/rotation.py)
     console [--port N] [--read-only]  the web console on localhost
     demo [--seed N]             the simulated day on a fresh embedded runtime, then the invariant check
     sim --seeds A:B | --replay N  the fault simulator (docs/guarantees.md): a campaign, or one traced seed
@@ -79,6 +79,17 @@ class Parser(argparse.ArgumentParser):
 def job_name(text: str) -> str:
     if text not in CATALOG.jobs:
         raise argparse.ArgumentTypeError(f"unknown job {text!r}; jobs: {', '.join(sorted(CATALOG.jobs))}")
+    return text
+
+
+def signing_job(text: str) -> str:
+    """A club job that has its own event signing key (`rotate-signing-key JOB`)."""
+    from jobs.club.catalog import SIGNER_EVENTS
+
+    if text not in SIGNER_EVENTS:
+        raise argparse.ArgumentTypeError(
+            f"{text[:64]!r} has no event signing key; jobs with one: {', '.join(sorted(SIGNER_EVENTS))}"
+        )
     return text
 
 
@@ -257,7 +268,12 @@ def parser() -> argparse.ArgumentParser:
     r = command("invoke", "invoke a function with a sample event")
     r.add_argument("function", help="function name, or a job name")
     r.add_argument("event", type=event_file, metavar="EVENT_FILE", help="events/<name>.json by name, or a path")
-    r = command("rotate-signing-key", "rotate the club event signing key pair now (public half first)")
+    r = command("rotate-signing-key", "rotate one club job's event signing key pair now (public half first)")
+    r.add_argument(
+        "job",
+        type=signing_job,
+        help="the job whose key to rotate (its secrets club_signing_key_JOB, club_verify_key_JOB)",
+    )
     r.add_argument("--revoke", action="store_true", help="then drop the old public key at once (a suspected leak)")
     r.add_argument("--role-arn", default=None, help="the break-glass role (default: the stack's BreakGlassRoleArn)")
     c = command("console", "the web console on localhost (read-mostly)")

@@ -369,9 +369,9 @@ def rotate_signing_key(target: Any, args: argparse.Namespace, console: Console) 
     from ops.targets import AwsTarget
 
     if isinstance(target, AwsTarget):  # the deployed policies: through Secrets Manager, as the break-glass role
-        rotation = rotate_in_account(target, revoke=args.revoke, role_arn=args.role_arn)
+        rotation = rotate_in_account(target, args.job, revoke=args.revoke, role_arn=args.role_arn)
     else:
-        rotation = rotate_here(target, revoke=args.revoke)
+        rotation = rotate_here(target, args.job, revoke=args.revoke)
     if args.json:
         print_json(
             console,
@@ -386,7 +386,7 @@ def rotate_signing_key(target: Any, args: argparse.Namespace, console: Console) 
         return 0
     kid = f" (key {rotation.kid})" if rotation.kid else ""
     console.print(
-        f"signing key rotated: version {rotation.version}{kid} is current in {rotation.verify_secret} (public) "
+        f"signing key of {args.job} rotated: version {rotation.version}{kid} is current in {rotation.verify_secret} (public) "
         f"and {rotation.signing_secret} (private)",
         markup=False,
     )

@@ -1,8 +1,10 @@
-"""Rotating the club event signing key now: `python -m ops rotate-signing-key [--revoke]` (also `jobfence ...`).
+"""Rotating one job's event signing key now: `python -m ops rotate-signing-key JOB [--revoke]` (also `jobfence ...`).
 
-The deployed stack rotates the key on a schedule (the signing secret's rotation
-function, `handlers.rotate_signing_key`, steps in `jobs.club.rotation`). This
-command rotates it at once, for a suspected leak:
+Every publishing club job has its own pair (`club_signing_key_<JOB>`,
+`club_verify_key_<JOB>`). The deployed stack rotates each on a schedule (the
+rotation function, `handlers.rotate_signing_key`, steps in
+`jobs.club.rotation`). This command rotates the one of JOB at once, for a
+suspected leak of that job's key (the other jobs' keys are untouched):
 
     in an account (`rotate_in_account`), with the deployed resource policies, which let no operator
     read either secret nor write them:
@@ -24,8 +26,8 @@ still sign with.
 
 The secret names come from the deployed functions' environments (so a stage
 prefix is honoured); nothing is logged or printed but the version and key id.
-`RUNBOOK_CALLS` lists every call the account path makes with the break-glass
-role; tests/infra checks each against the synthesized policies.
+`runbook_calls(job)` lists every call the account path makes with the
+break-glass role; tests/infra checks each against the synthesized policies.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from jobfence.config import secret_env
-from jobs.club.catalog import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
+from jobs.club.catalog import SIGNER_EVENTS, signing_secret, verify_secret
 from jobs.club.rotation import SigningRotation
 from ops.targets import OperatorError, Target
 from providers.secrets import CURRENT
@@ -48,14 +50,24 @@ from providers.secrets import CURRENT
 BREAK_GLASS_OUTPUT = "BreakGlassRoleArn"  # the stack output naming the role (jobfence_cdk.secrets)
 POLL_S = 5
 TIMEOUT_S = 300  # four steps of a function with a 30 s timeout, and Secrets Manager's retries
-# (action, logical secret) of every call `rotate_in_account` makes as the break-glass role; RotateSecret also
-# needs lambda:InvokeFunction on the rotation function.
-RUNBOOK_CALLS = (
-    ("secretsmanager:RotateSecret", SIGNING_KEY_SECRET),
-    ("secretsmanager:DescribeSecret", SIGNING_KEY_SECRET),
-    ("secretsmanager:DescribeSecret", VERIFY_KEY_SECRET),
-    ("secretsmanager:UpdateSecretVersionStage", VERIFY_KEY_SECRET),
-)
+
+
+def runbook_calls(job: str) -> tuple[tuple[str, str], ...]:
+    """(action, logical secret) of every call `rotate_in_account` makes for `job` as the break-glass role;
+    RotateSecret also needs lambda:InvokeFunction on the rotation function."""
+    return (
+        ("secretsmanager:RotateSecret", signing_secret(job)),
+        ("secretsmanager:DescribeSecret", signing_secret(job)),
+        ("secretsmanager:DescribeSecret", verify_secret(job)),
+        ("secretsmanager:UpdateSecretVersionStage", verify_secret(job)),
+    )
+
+
+def _pair(target: Target, job: str) -> tuple[str, str]:
+    """The deployed (signing, verify) secret names of `job`'s key."""
+    if job not in SIGNER_EVENTS:
+        raise OperatorError(f"{job[:64]!r} signs no events; the jobs with a signing key: {', '.join(SIGNER_EVENTS)}")
+    return _secret_name(target, signing_secret(job)), _secret_name(target, verify_secret(job))
 
 
 @dataclass(frozen=True)
@@ -78,10 +90,9 @@ def _secret_name(target: Target, logical: str) -> str:
     raise OperatorError(f"no deployed function reads the secret {logical!r} ({variable})")
 
 
-def rotate_here(target: Target, *, revoke: bool = False) -> Rotation:
-    """The local runtime: the four steps through the target's own session, then the revoke if asked."""
-    verify_name = _secret_name(target, VERIFY_KEY_SECRET)
-    signing_name = _secret_name(target, SIGNING_KEY_SECRET)
+def rotate_here(target: Target, job: str, *, revoke: bool = False) -> Rotation:
+    """The local runtime: the four steps of `job`'s pair through the target's own session, then the revoke."""
+    signing_name, verify_name = _pair(target, job)
     rotation = SigningRotation(target.session.client("secretsmanager"), signing_name, verify_name, target.clock)
     token = str(uuid.uuid4())
     kid = rotation.rotate(token)
@@ -91,15 +102,16 @@ def rotate_here(target: Target, *, revoke: bool = False) -> Rotation:
 
 def rotate_in_account(
     target: Target,
+    job: str,
     *,
     revoke: bool = False,
     role_arn: str | None = None,
     wait: Callable[[float], None] = time.sleep,
     timeout_s: float = TIMEOUT_S,
 ) -> Rotation:
-    """A deployed stack: Secrets Manager's rotation started as the break-glass role, waited for, then the revoke."""
-    verify_name = _secret_name(target, VERIFY_KEY_SECRET)
-    signing_name = _secret_name(target, SIGNING_KEY_SECRET)
+    """A deployed stack: Secrets Manager's rotation of `job`'s pair started as the break-glass role, waited for,
+    then the revoke."""
+    signing_name, verify_name = _pair(target, job)
     client = _break_glass_session(target, role_arn or _break_glass_arn(target)).client("secretsmanager")
     try:
         version = client.rotate_secret(SecretId=signing_name, RotateImmediately=True)["VersionId"]

@@ -129,14 +129,28 @@ def signing_pair(seed: bytes | None = None):
     return new_key_pair(seed)
 
 
-def signing_keys(clock, seed: bytes | None = None):
-    """(signer keys, verify keyring, the MemorySecrets holding both) for one pair."""
+TEST_SIGNER = "test_job"  # a signer the tests' grants allow every event type, in the guild "1"
+
+
+def grants_for_tests() -> dict:
+    """The worker's table (the catalog's) plus `TEST_SIGNER`, allowed every type in guild "1"."""
+    from jobs.club.events import EventType
+    from jobs.club.signers import SignerGrant, grants_from_catalog
+
+    return {**grants_from_catalog(), TEST_SIGNER: SignerGrant.of((t.value for t in EventType), ("1",))}
+
+
+def signing_keys(clock, seed: bytes | None = None, signer: str = TEST_SIGNER):
+    """(`signer`'s signing keys, keyrings of every signer of `grants_for_tests` over this one pair's verify secret,
+    the MemorySecrets holding both). Tests of who may sign as whom build distinct pairs (test_club_signers)."""
+    from jobs.club.signers import SignerKeyrings
     from jobs.club.signing import SigningKeys, VerifyKeyring
     from providers.secrets import MemorySecrets
 
     pair = signing_pair(seed)
     secrets = MemorySecrets({"signing": pair.signing_value, "verify": pair.verify_value})
-    return SigningKeys(secrets, "signing"), VerifyKeyring(secrets, "verify", clock), secrets
+    keyrings = SignerKeyrings({name: VerifyKeyring(secrets, "verify", clock) for name in grants_for_tests()})
+    return SigningKeys(secrets, "signing", signer), keyrings, secrets
 
 
 def drive_powertools_cache(monkeypatch, clock) -> None:

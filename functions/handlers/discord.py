@@ -1,6 +1,6 @@
 """The Discord worker: the notification queue's consumer and the only function holding the bot token.
 
-Collaborators are built once at cold start; secrets are not: the verify keys
+Collaborators are built once at cold start; secrets are not: the verify keys (one secret per publishing job)
 and the bot token are read on use through one long-lived `SecretsManagerValues`
 (Powertools, cached `max_age_s`), so a rotation reaches a warm worker. Each SQS record is verified,
 nonce-claimed and applied by `DiscordDelivery` under the Powertools batch
@@ -24,10 +24,10 @@ from jobfence.clock import Clock, SystemClock
 from jobfence.config import Settings, metrics_namespace
 from jobfence.sqs_batch import split_records
 from jobfence.tracing import handler_tracer, traced
-from jobs.club.catalog import DISCORD_TOKEN_SECRET, NOTIFICATIONS_QUEUE, SUBSYSTEM, VERIFY_KEY_SECRET
+from jobs.club.catalog import DISCORD_TOKEN_SECRET, NOTIFICATIONS_QUEUE, SUBSYSTEM, verify_secret
 from jobs.club.delivery import DiscordDelivery
 from jobs.club.events import Verifier
-from jobs.club.signing import VerifyKeyring
+from jobs.club.signers import SignerKeyrings, grants_from_catalog
 from jobs.club.stores.nonces import NonceStore
 from providers.discord import DiscordRest
 from providers.secrets import SecretsManagerValues
@@ -45,8 +45,11 @@ def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], Mapp
     metrics.set_default_dimensions(job=NOTIFICATIONS_QUEUE)
     secrets = SecretsManagerValues(session.client("secretsmanager"))
     token_name = settings.secret(DISCORD_TOKEN_SECRET)
+    # One keyring per publishing job (its verify secret), and the table of what each job may ask for.
+    grants = grants_from_catalog()
+    keyrings = SignerKeyrings.of(secrets, {job: settings.secret(verify_secret(job)) for job in grants}, clock)
     delivery = DiscordDelivery(
-        Verifier(VerifyKeyring(secrets, settings.secret(VERIFY_KEY_SECRET), clock), clock),
+        Verifier(keyrings, clock, grants),
         NonceStore(settings.table("club_event_nonces"), clock),
         DiscordRest(settings.provider_url("discord"), lambda fresh: secrets.get(token_name, fresh=fresh)),
         SqsVisibility(session.client("sqs"), settings.queue(NOTIFICATIONS_QUEUE)),

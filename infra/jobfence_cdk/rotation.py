@@ -1,23 +1,27 @@
-"""The signing key's rotation: a rotation schedule on the signing secret and its rotation function.
+"""The signing keys' rotation: a rotation schedule on each signing secret, and one rotation function.
 
-Secrets Manager rotates `<prefix>/club_event_signing_key` every `ROTATION_DAYS`
-(and once right after the first deploy, which replaces CloudFormation's
-placeholder with a real pair) by calling `handlers.rotate_signing_key` for
-each step; the function writes the public half to the verify secret first
-(`jobs.club.rotation`). So `AwsSolutions-SMG4` is met for the key jobfence
-owns. The function may read and stage the signing secret and read and put the
-verify secret, nothing else; only Secrets Manager of this account may invoke
-it. The verify secret (a public key, rewritten by this rotation) and the
-third-party credentials keep their acknowledgement (`infra/jobfence_cdk/secrets.py`).
+Each (signing, verify) pair of `signing_keys` (the club: one per publishing job,
+`<prefix>/club_signing_key_<job>`) is rotated every `ROTATION_DAYS` (and once
+right after the first deploy, which replaces CloudFormation's placeholder with
+a real pair): Secrets Manager calls `handlers.rotate_signing_key` for each step
+with the signing secret's id, and the function writes the public half to that
+pair's verify secret first (`jobs.club.rotation`). So `AwsSolutions-SMG4` is
+met for the keys jobfence owns. The function may read and stage the signing
+secrets and read and put the verify secrets, nothing else; only Secrets
+Manager of this account may invoke it. The verify secrets (public keys,
+rewritten by this rotation) and the third-party credentials keep their
+acknowledgement (`infra/jobfence_cdk/secrets.py`).
 
 The break-glass role (`CatalogSecrets.break_glass`) may start a rotation now
-(`RotateSecret` on the signing secret, and `lambda:InvokeFunction` on this
+(`RotateSecret` on a signing secret, and `lambda:InvokeFunction` on this
 function, which `RotateSecret` requires of its caller) and revoke the
-rotated-out public key (`UpdateSecretVersionStage` on the verify secret): the
-leak runbook (docs/security.md, `ops.rotation`). It reads neither secret.
+rotated-out public key (`UpdateSecretVersionStage` on a verify secret): the
+leak runbook (docs/security.md, `ops.rotation`). It reads no secret.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from aws_cdk import Aws
 from aws_cdk import aws_iam as iam
@@ -28,6 +32,7 @@ from jobfence.config import secret_env, secret_name
 from jobfence_cdk.code import FunctionCode
 from jobfence_cdk.function import ServiceFunction
 from jobfence_cdk.secrets import CatalogSecrets
+from jobfence_cdk.tables import pascal
 
 ROTATION_DAYS = 30
 HANDLER = "handlers.rotate_signing_key.handler"
@@ -43,7 +48,8 @@ BREAK_GLASS_VERIFY_ACTIONS = ("secretsmanager:DescribeSecret", "secretsmanager:U
 
 
 class SigningKeyRotation(Construct):
-    """Rotates `signing_keys` (the signing secret, the verify secret). Attributes: `function`, `role`."""
+    """Rotates each pair of `signing_keys` ((signing secret, verify secret), ...). Attributes: `function`, `role`,
+    `schedules` (signing secret -> its rotation schedule)."""
 
     def __init__(
         self,
@@ -53,10 +59,10 @@ class SigningKeyRotation(Construct):
         code: FunctionCode,
         prefix: str,
         secrets: CatalogSecrets,
-        signing_keys: tuple[str, str],
+        signing_keys: Sequence[tuple[str, str]],
     ) -> None:
         super().__init__(scope, construct_id)
-        signing, verify = signing_keys
+        names = [name for pair in signing_keys for name in pair]
         service = ServiceFunction(
             self,
             "Function",
@@ -65,27 +71,22 @@ class SigningKeyRotation(Construct):
             handler=HANDLER,
             timeout_s=30,
             memory_mb=256,
-            environment={
-                "POWERTOOLS_SERVICE_NAME": "club",
-                secret_env(signing): secret_name(signing, prefix),
-                secret_env(verify): secret_name(verify, prefix),
-            },
-            description="rotates the club event signing pair (Secrets Manager's four steps, public half first)",
+            environment={"POWERTOOLS_SERVICE_NAME": "club", **{secret_env(n): secret_name(n, prefix) for n in names}},
+            description="rotates the club event signing pairs (Secrets Manager's four steps, public half first)",
             caller="Secrets Manager's rotation, which marks a failed step and retries the rotation",
         )
         self.function, self.role = service.function, service.role
-        for name, actions in ((signing, SIGNING_ACTIONS), (verify, VERIFY_ACTIONS)):
-            # by its fixed name, as the catalog grants: the real ARN ends in "-" and six random characters
-            self.role.add_to_policy(
-                iam.PolicyStatement(actions=list(actions), resources=[f"{secrets.grantable[name].secret_arn}-??????"])
-            )
+        # by their fixed names, as the catalog grants: the real ARN ends in "-" and six random characters
+        signing_arns = [f"{secrets.grantable[s].secret_arn}-??????" for s, _ in signing_keys]
+        verify_arns = [f"{secrets.grantable[v].secret_arn}-??????" for _, v in signing_keys]
+        for arns, actions in ((signing_arns, SIGNING_ACTIONS), (verify_arns, VERIFY_ACTIONS)):
+            self.role.add_to_policy(iam.PolicyStatement(actions=list(actions), resources=arns))
         if secrets.break_glass is not None:
-            for name, actions in ((signing, BREAK_GLASS_SIGNING_ACTIONS), (verify, BREAK_GLASS_VERIFY_ACTIONS)):
-                secrets.break_glass.add_to_policy(
-                    iam.PolicyStatement(
-                        actions=list(actions), resources=[f"{secrets.grantable[name].secret_arn}-??????"]
-                    )
-                )
+            for arns, actions in (
+                (signing_arns, BREAK_GLASS_SIGNING_ACTIONS),
+                (verify_arns, BREAK_GLASS_VERIFY_ACTIONS),
+            ):
+                secrets.break_glass.add_to_policy(iam.PolicyStatement(actions=list(actions), resources=arns))
             secrets.break_glass.add_to_policy(
                 iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.function.function_arn])
             )
@@ -94,14 +95,17 @@ class SigningKeyRotation(Construct):
             principal=iam.ServicePrincipal("secretsmanager.amazonaws.com"),
             source_account=Aws.ACCOUNT_ID,
         )
-        schedule = secretsmanager.CfnRotationSchedule(
-            self,
-            "Schedule",
-            secret_id=secrets.secrets[signing].secret_arn,
-            rotation_lambda_arn=self.function.function_arn,
-            rotation_rules=secretsmanager.CfnRotationSchedule.RotationRulesProperty(
-                automatically_after_days=ROTATION_DAYS
-            ),
-        )
-        # Secrets Manager checks at creation that it may invoke the function.
-        schedule.node.add_dependency(self.function.permissions_node.find_child("SecretsManagerInvokes"))
+        self.schedules: dict[str, secretsmanager.CfnRotationSchedule] = {}
+        for signing, _ in signing_keys:
+            schedule = secretsmanager.CfnRotationSchedule(
+                self,
+                f"Schedule{pascal(signing)}",
+                secret_id=secrets.secrets[signing].secret_arn,
+                rotation_lambda_arn=self.function.function_arn,
+                rotation_rules=secretsmanager.CfnRotationSchedule.RotationRulesProperty(
+                    automatically_after_days=ROTATION_DAYS
+                ),
+            )
+            # Secrets Manager checks at creation that it may invoke the function.
+            schedule.node.add_dependency(self.function.permissions_node.find_child("SecretsManagerInvokes"))
+            self.schedules[signing] = schedule

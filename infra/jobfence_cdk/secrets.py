@@ -13,7 +13,7 @@ break-glass role and the stack's CloudFormation execution role (which creates
 the rotation schedule and the policy itself; whoever deploys can rewrite the
 policy anyway). The break-glass role (`break_glass`) is assumable by principals
 of this account whose own policy allows `sts:AssumeRole` on it; it may store a
-third-party secret's value, start and revoke the signing key's rotation
+third-party secret's value, start and revoke a signing key's rotation
 (`jobfence_cdk.rotation`), and read no secret. The value of a third-party secret
 is set through it after the first deploy (docs/security.md); CloudFormation only
 creates a random placeholder.
@@ -32,12 +32,9 @@ from jobfence.config import DEFAULT_PREFIX, secret_name
 from jobfence_cdk.nag import acknowledge
 from jobfence_cdk.tables import pascal
 
-# The signing key has a rotation schedule (infra/jobfence_cdk/rotation.py): SMG4 is met there. The others keep an
-# acknowledgement with the reason (docs/security.md).
-SCHEDULED = frozenset({"club_event_signing_key"})
-NOT_ROTATED_HERE = {
-    "club_event_verify_key": "a public key: rewritten by the signing key's scheduled rotation, never rotated alone",
-}
+# A signing key of `rotated` pairs has a rotation schedule (infra/jobfence_cdk/rotation.py): SMG4 is met there. The
+# others keep an acknowledgement with the reason (docs/security.md).
+VERIFY_KEY = "a public key: rewritten by its signing key's scheduled rotation, never rotated alone"
 THIRD_PARTY = "a third-party credential: rotated by the operator at the provider, then stored (docs/security.md)"
 # Replacing the value a function reads: only the rotation (its own pair) and the break-glass role.
 VERSION_ACTIONS = ("secretsmanager:PutSecretValue", "secretsmanager:UpdateSecretVersionStage")
@@ -67,9 +64,18 @@ class CatalogSecrets(Construct):
     """
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, names: Iterable[str], prefix: str = DEFAULT_PREFIX
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        names: Iterable[str],
+        prefix: str = DEFAULT_PREFIX,
+        rotated: Sequence[tuple[str, str]] = (),
     ) -> None:
+        """`rotated`: the (signing, verify) pairs a `SigningKeyRotation` rotates (their SMG4 is met, or stated)."""
         super().__init__(scope, construct_id)
+        scheduled = {signing for signing, _ in rotated}
+        public = {verify for _, verify in rotated}
         self.secrets: dict[str, secretsmanager.Secret] = {}
         self.grantable: dict[str, secretsmanager.ISecret] = {}
         for name in sorted(set(names)):
@@ -81,8 +87,8 @@ class CatalogSecrets(Construct):
                     f"{prefix} secret {name!r}: value set by an operator, read only by the entries that list it"
                 ),
             )
-            if name not in SCHEDULED:
-                acknowledge(secret, "AwsSolutions-SMG4", NOT_ROTATED_HERE.get(name, THIRD_PARTY))
+            if name not in scheduled:
+                acknowledge(secret, "AwsSolutions-SMG4", VERIFY_KEY if name in public else THIRD_PARTY)
             self.secrets[name] = secret
             self.grantable[name] = secretsmanager.Secret.from_secret_name_v2(
                 self, f"{pascal(name)}ByName", secret_name(name, prefix)
@@ -95,8 +101,8 @@ class CatalogSecrets(Construct):
                 assumed_by=iam.AccountRootPrincipal(),
                 max_session_duration=Duration.hours(1),
                 description=(
-                    f"{prefix} break-glass: stores third-party secret values, starts and revokes the signing key's"
-                    " rotation; reads no secret (docs/security.md)"
+                    f"{prefix} break-glass: stores third-party secret values, starts and revokes the signing keys'"
+                    " rotations; reads no secret (docs/security.md)"
                 ),
             )
             CfnOutput(self, "BreakGlassArn", key=BREAK_GLASS_OUTPUT, value=self.break_glass.role_arn)

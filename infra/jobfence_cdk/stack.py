@@ -7,6 +7,7 @@ tables, then every queue, then secrets, then the functions that use them.
 from __future__ import annotations
 
 import pathlib
+from collections.abc import Sequence
 from typing import Any
 
 from aws_cdk import Stack
@@ -29,8 +30,9 @@ class JobfenceStack(Stack):
     """The whole app of one catalog: `catalog` is the app's `Registry`, `functions_dir` its code asset (the
     directory holding `handlers/`, the job packages and `requirements.txt`).
 
-    `signing_keys` (signing, verify) names a secret pair of the catalog that jobfence rotates on a
-    schedule (`SigningKeyRotation`; the asset must hold `handlers/rotate_signing_key.py`); `health` adds
+    `signing_keys` ((signing, verify), ...) names the secret pairs of the catalog that jobfence rotates on a
+    schedule (`SigningKeyRotation`, one function for all pairs; the asset must hold
+    `handlers/rotate_signing_key.py`); a single pair `(signing, verify)` is also accepted; `health` adds
     the health API (default: when the asset holds `handlers/health.py`).
 
     Attributes: `catalog`, `tables`, `queues`, `secrets`, `jobs`, `rotation` (or None), `health` (or None),
@@ -47,7 +49,7 @@ class JobfenceStack(Stack):
         prefix: str = "jobfence",
         schedules_enabled: bool = True,
         health: bool | None = None,
-        signing_keys: tuple[str, str] | None = None,
+        signing_keys: Sequence[tuple[str, str]] | tuple[str, str] | None = None,
         **kwargs: Any,
     ) -> None:
         # Refuse a bad catalog before any construct exists, with a message naming the entry.
@@ -60,7 +62,10 @@ class JobfenceStack(Stack):
             name: WorkQueue(self, f"Queue{pascal(name)}", spec=spec, prefix=prefix)
             for name, spec in sorted(self.catalog.queues.items())
         }
-        self.secrets = CatalogSecrets(self, "Secrets", names=[s for spec in specs for s in spec.secrets], prefix=prefix)
+        names = [s for spec in specs for s in spec.secrets]
+        # The signing pairs jobfence owns are rotated on a schedule (SMG4 met, not acknowledged).
+        pairs = [pair for pair in _pairs(signing_keys) if set(pair) <= set(names)]
+        self.secrets = CatalogSecrets(self, "Secrets", names=names, prefix=prefix, rotated=pairs)
         self.resources = CatalogResources(
             tables=self.tables.tables,
             indexes={name: tuple(i.name for i in spec.indexes) for name, spec in self.catalog.tables.items()},
@@ -89,18 +94,17 @@ class JobfenceStack(Stack):
                     job.may_catch_up(self.jobs[name])
         for queue in self.queues.values():
             queue.attach_worker(code=code, resources=self.resources)
-        # The signing pair jobfence owns is rotated on a schedule (SMG4 met, not acknowledged).
         self.rotation = None
-        if signing_keys is not None and set(signing_keys) <= set(self.secrets.secrets):
+        if pairs:
             self.rotation = SigningKeyRotation(
-                self, "SigningKeyRotation", code=code, prefix=prefix, secrets=self.secrets, signing_keys=signing_keys
+                self, "SigningKeyRotation", code=code, prefix=prefix, secrets=self.secrets, signing_keys=pairs
             )
-            for name in signing_keys:
+            for name in {n for pair in pairs for n in pair}:
                 self.resources.readers.setdefault(name, []).append(self.rotation.role)
         self.secrets.admit_only(
             self.resources.readers,
             rotation=self.rotation.role if self.rotation is not None else None,
-            rotated=signing_keys if self.rotation is not None and signing_keys is not None else (),
+            rotated=[n for pair in pairs for n in pair],
         )
         # The health handler is optional: without handlers/health.py the app still deploys.
         if health is None:
@@ -109,3 +113,13 @@ class JobfenceStack(Stack):
         self.monitoring = Monitoring(
             self, "Monitoring", prefix=prefix, jobs=self.jobs.values(), queues=self.queues.values()
         )
+
+
+def _pairs(signing_keys: Sequence[tuple[str, str]] | tuple[str, str] | None) -> list[tuple[str, str]]:
+    """The (signing, verify) pairs asked for: none, one pair, or a sequence of pairs."""
+    if not signing_keys:
+        return []
+    items = list(signing_keys)
+    if len(items) == 2 and isinstance(items[0], str) and isinstance(items[1], str):
+        return [(items[0], items[1])]
+    return [(str(pair[0]), str(pair[1])) for pair in items]

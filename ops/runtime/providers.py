@@ -31,7 +31,7 @@ from jobfence.config import (
     secret_env,
     secret_name,
 )
-from jobs.club.catalog import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
+from jobs.club.catalog import SIGNING_KEY_PREFIX, VERIFY_KEY_PREFIX
 from jobs.club.signing import KeyPair, new_key_pair
 
 
@@ -62,15 +62,15 @@ class LocalProviders:
     stubs: dict[str, StartedStub] = field(default_factory=dict)
     secrets: dict[str, str] = field(default_factory=dict)  # logical -> secret name
     missing_stubs: set[str] = field(default_factory=set)
-    # The event signing secrets hold the two halves of one Ed25519 pair, not random text.
-    signing_pair: KeyPair = field(default_factory=new_key_pair)
+    # Each job's event signing secrets hold the two halves of one Ed25519 pair (its own), not random text.
+    signing_pairs: dict[str, KeyPair] = field(default_factory=dict)
 
     def generated_value(self, logical: str) -> str:
         """The value a secret without a provider stub starts with."""
-        if logical == SIGNING_KEY_SECRET:
-            return self.signing_pair.signing_value
-        if logical == VERIFY_KEY_SECRET:
-            return self.signing_pair.verify_value
+        for prefix, half in ((SIGNING_KEY_PREFIX, "signing_value"), (VERIFY_KEY_PREFIX, "verify_value")):
+            if logical.startswith(prefix):
+                job = logical[len(prefix) :]
+                return str(getattr(self.signing_pairs.setdefault(job, new_key_pair()), half))
         return json.dumps({"value": token_source.token_hex(16)})
 
     def stop(self) -> None:

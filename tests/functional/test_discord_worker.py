@@ -14,13 +14,17 @@ from jobfence.config import provider_env, queue_env, secret_env, table_env
 from jobs.club.events import EventRejected, RejectReason, Signer, Verifier
 from jobs.club.notifications import Publisher, send_manual_change
 from providers.sqs import SqsNotificationQueue
-from jobs.club.catalog import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
+from jobs.club.catalog import CLUB_GUILDS, SIGNER_EVENTS, signing_secret, verify_secret
+from jobs.club.signers import grants_from_catalog
 from jobs.club.signing import SigningKeys
 from ops.stubs.discord import DiscordStub
 from providers.secrets import SecretsManagerValues
 from tests.support import SAMPLE_SIGNING_SEED, create_catalog_tables, load_event, signing_keys, signing_pair
 
 TOKEN = "stub-bot-token"
+JOB = "reconcile_membership_roles"  # the manual changes here are role changes: signed as the job that may make them
+SIGNING, VERIFY = f"jobfence/{signing_secret(JOB)}", f"jobfence/{verify_secret(JOB)}"
+GUILD = CLUB_GUILDS.split(",")[0]
 
 
 @pytest.fixture
@@ -31,20 +35,35 @@ def worker(aws, dynamodb, monkeypatch):
     secrets = aws.client("secretsmanager")
     pair = signing_pair()
     secrets.create_secret(Name="jobfence/discord_token", SecretString=TOKEN)
-    secrets.create_secret(Name=f"jobfence/{SIGNING_KEY_SECRET}", SecretString=pair.signing_value)
-    secrets.create_secret(Name=f"jobfence/{VERIFY_KEY_SECRET}", SecretString=pair.verify_value)
+    for job in SIGNER_EVENTS:  # every publishing job's pair; JOB's is the one these tests sign with
+        own = pair if job == JOB else signing_pair()
+        secrets.create_secret(Name=f"jobfence/{signing_secret(job)}", SecretString=own.signing_value)
+        secrets.create_secret(Name=f"jobfence/{verify_secret(job)}", SecretString=own.verify_value)
     with DiscordStub(token=TOKEN) as stub:
         monkeypatch.setenv(table_env("club_event_nonces"), tables["club_event_nonces"])
         monkeypatch.setenv(queue_env("club_notifications"), url)
         monkeypatch.setenv(secret_env("discord_token"), "jobfence/discord_token")
-        monkeypatch.setenv(secret_env(VERIFY_KEY_SECRET), f"jobfence/{VERIFY_KEY_SECRET}")
+        for job in SIGNER_EVENTS:
+            monkeypatch.setenv(secret_env(verify_secret(job)), f"jobfence/{verify_secret(job)}")
         monkeypatch.setenv(provider_env("discord"), stub.base_url)
         sys.modules.pop("handlers.discord", None)
         module = importlib.import_module("handlers.discord")
-        keys = SigningKeys(SecretsManagerValues(secrets), f"jobfence/{SIGNING_KEY_SECRET}")
-        publisher = Publisher(Signer(keys, SystemClock()), SqsNotificationQueue(sqs, url))
+        publisher = _AsAllowedJob(secrets, SqsNotificationQueue(sqs, url))
         yield module, stub, sqs, url, publisher
         sys.modules.pop("handlers.discord", None)
+
+
+class _AsAllowedJob:
+    """Publishes each event signed as the first job whose grant covers its type (with that job's own key)."""
+
+    def __init__(self, secrets, queue) -> None:
+        values = SecretsManagerValues(secrets)
+        self._publishers = {job: Publisher(Signer(SigningKeys(values, f"jobfence/{signing_secret(job)}", job),
+                                                  SystemClock()), queue) for job in SIGNER_EVENTS}
+
+    def publish(self, event) -> None:
+        job = next(job for job, types in SIGNER_EVENTS.items() if event.type.value in types)
+        self._publishers[job].publish(event)
 
 
 def _receive(sqs, url) -> dict:
@@ -59,7 +78,7 @@ def test_manual_changes_reach_discord_through_the_worker(worker, lambda_context)
     module, stub, sqs, url, publisher = worker
     channel_message = stub.add_message("120000000000000001", "old")
     # GIVEN an operator's manual changes, sent with the same contract as the jobs
-    send_manual_change(publisher, "role_add", guild_id="1", user_id="2", role_id="3")
+    send_manual_change(publisher, "role_add", guild_id=GUILD, user_id="2", role_id="3")
     send_manual_change(publisher, "message_edit", channel_id="120000000000000001", message_id=channel_message,
                        content="new text")
     send_manual_change(publisher, "direct_notification", user_id="5", content="hello")
@@ -67,14 +86,14 @@ def test_manual_changes_reach_discord_through_the_worker(worker, lambda_context)
     out = module.handler(_receive(sqs, url), lambda_context)
     # THEN every change was made on Discord with the bot token
     assert out == {"batchItemFailures": []}
-    assert stub.roles[("1", "2")] == {"3"}
+    assert stub.roles[(GUILD, "2")] == {"3"}
     assert stub.messages["120000000000000001"][channel_message] == "new text"
     assert stub.direct_messages("5") == ["hello"]
 
 
 def test_a_rate_limited_message_fails_alone_and_goes_through_on_redelivery(worker, lambda_context):
     module, stub, sqs, url, publisher = worker
-    send_manual_change(publisher, "role_add", guild_id="1", user_id="2", role_id="3")
+    send_manual_change(publisher, "role_add", guild_id=GUILD, user_id="2", role_id="3")
     batch = _receive(sqs, url)
     stub.rate_limit(1, retry_after=1.2)
     out = module.handler(batch, lambda_context)
@@ -82,7 +101,7 @@ def test_a_rate_limited_message_fails_alone_and_goes_through_on_redelivery(worke
     assert stub.roles == {}
     # the same message again (SQS redelivers it after the 2 s visibility we set): delivered, not a replay
     out = module.handler(batch, lambda_context)
-    assert out == {"batchItemFailures": []} and stub.roles[("1", "2")] == {"3"}
+    assert out == {"batchItemFailures": []} and stub.roles[(GUILD, "2")] == {"3"}
 
 
 def test_a_direct_message_whose_discord_reply_was_lost_is_sent_once(worker, lambda_context):
@@ -137,22 +156,22 @@ def test_a_warm_worker_follows_a_signing_key_rotation_and_a_token_rotation(worke
     from ops.rotation import Rotation  # noqa: F401  (the operator path is tested in tests/sim)
 
     secrets = aws.client("secretsmanager")
-    send_manual_change(publisher, "role_add", guild_id="1", user_id="2", role_id="3")
+    send_manual_change(publisher, "role_add", guild_id=GUILD, user_id="2", role_id="3")
     assert module.handler(_receive(sqs, url), lambda_context) == {"batchItemFailures": []}
     # GIVEN a rotated signing key (public half first) and a rotated bot token, the worker still warm
     new = signing_pair()
-    secrets.put_secret_value(SecretId=f"jobfence/{VERIFY_KEY_SECRET}", SecretString=new.verify_value)
-    secrets.put_secret_value(SecretId=f"jobfence/{SIGNING_KEY_SECRET}", SecretString=new.signing_value)
+    secrets.put_secret_value(SecretId=VERIFY, SecretString=new.verify_value)
+    secrets.put_secret_value(SecretId=SIGNING, SecretString=new.signing_value)
     secrets.put_secret_value(SecretId="jobfence/discord_token", SecretString="rotated-token")
     stub.token = "rotated-token"
-    fresh_publisher = Publisher(Signer(SigningKeys(SecretsManagerValues(secrets), f"jobfence/{SIGNING_KEY_SECRET}"),
-                                       SystemClock()), SqsNotificationQueue(sqs, url))
+    fresh_publisher = Publisher(Signer(SigningKeys(SecretsManagerValues(secrets), SIGNING, JOB), SystemClock()),
+                                SqsNotificationQueue(sqs, url))
     # WHEN events signed with the old (a warm job's cache) and the new key arrive
-    send_manual_change(publisher, "role_add", guild_id="1", user_id="2", role_id="4")
-    send_manual_change(fresh_publisher, "role_add", guild_id="1", user_id="2", role_id="5")
+    send_manual_change(publisher, "role_add", guild_id=GUILD, user_id="2", role_id="4")
+    send_manual_change(fresh_publisher, "role_add", guild_id=GUILD, user_id="2", role_id="5")
     # THEN both are delivered with the new token: nothing rejected, nothing lost
     assert module.handler(_receive(sqs, url), lambda_context) == {"batchItemFailures": []}
-    assert stub.roles[("1", "2")] == {"3", "4", "5"}
+    assert stub.roles[(GUILD, "2")] == {"3", "4", "5"}
 
 
 def test_an_event_that_is_not_an_sqs_batch_gets_a_clear_error(worker, lambda_context):
@@ -163,7 +182,7 @@ def test_an_event_that_is_not_an_sqs_batch_gets_a_clear_error(worker, lambda_con
 
 def test_the_sample_batch_verifies_with_the_sample_key_at_its_issue_time():
     clock = FrozenClock(1_767_225_600_000)
-    verifier = Verifier(signing_keys(clock, SAMPLE_SIGNING_SEED)[1], clock)
+    verifier = Verifier(signing_keys(clock, SAMPLE_SIGNING_SEED)[1], clock, grants_from_catalog())
     events = [verifier.verify(r["body"]) for r in load_event("discord_batch")["Records"]]
     assert [e.type.value for e in events] == ["role_add", "message_edit", "direct_notification"]
     forged = load_event("malformed_discord_forged")["Records"][0]["body"]

@@ -6,7 +6,7 @@ import json
 
 from jobfence.config import provider_env, secret_env, secret_name
 from jobs.club.catalog import DISCORD_TOKEN_SECRET, NOTIFICATIONS_QUEUE, SCHEDULER_JOBS
-from jobs.club.catalog import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
+from jobs.club.catalog import SIGNER_EVENTS, signing_secret, verify_secret
 from tests.infra.cfn import as_list, env, function_of_role, of_type, role_statements
 
 WORKER = f"jobfence-{NOTIFICATIONS_QUEUE}-worker"
@@ -39,17 +39,23 @@ def test_the_scheduler_roles_have_no_permission_on_the_discord_token(synthesized
     assert readers[secret_name(DISCORD_TOKEN_SECRET)] == {WORKER}
     for job in SCHEDULER_JOBS:
         assert f"jobfence-{job.name}" not in readers[secret_name(DISCORD_TOKEN_SECRET)]
-        assert f"jobfence-{job.name}" in readers[secret_name(SIGNING_KEY_SECRET)]
-        assert f"jobfence-{job.name}" not in readers[secret_name(VERIFY_KEY_SECRET)]
+        # its own signing key, no other job's, and no verify key
+        for other in SIGNER_EVENTS:
+            own = other == job.name
+            assert (f"jobfence-{job.name}" in readers[secret_name(signing_secret(other))]) is own, (job.name, other)
+            assert f"jobfence-{job.name}" not in readers[secret_name(verify_secret(other))], (job.name, other)
 
 
 def test_signing_and_verifying_are_separate_rights(synthesized):
-    # The jobs hold the private key; the worker only the public one, so a compromised worker cannot sign.
-    # Besides them only the pair's rotation function (tests/infra/test_infra_security.py) touches either secret.
+    # Each job holds its own private key; the worker only the public ones, so a compromised worker cannot sign
+    # and a compromised job cannot sign as another. Besides them only the rotation function
+    # (tests/infra/test_infra_security.py) touches the pairs.
     readers = _secret_readers(synthesized.resources)
     rotator = "jobfence-rotate_signing_key"
-    assert readers[secret_name(SIGNING_KEY_SECRET)] == {f"jobfence-{job.name}" for job in SCHEDULER_JOBS} | {rotator}
-    assert readers[secret_name(VERIFY_KEY_SECRET)] == {WORKER, rotator}
+    assert set(SIGNER_EVENTS) == {job.name for job in SCHEDULER_JOBS}
+    for job in SIGNER_EVENTS:
+        assert readers[secret_name(signing_secret(job))] == {f"jobfence-{job}", rotator}, job
+        assert readers[secret_name(verify_secret(job))] == {WORKER, rotator}, job
 
 
 def test_the_scheduler_functions_have_no_discord_token_name_or_url(synthesized):

@@ -1,8 +1,10 @@
 """The synthesized app's IAM, evaluated offline (`ops.iam_policy`: moto evaluates no resource policy).
 
-- the leak runbook's calls, made as the break-glass role (`ops.rotation.RUNBOOK_CALLS`), are allowed, and the
-  role reads no secret; Secrets Manager's rotation then runs as the rotation function's role, whose calls are
-  allowed;
+- the leak runbook's calls for each job's key, made as the break-glass role (`ops.rotation.runbook_calls`), are
+  allowed, and the role reads no secret; Secrets Manager's rotation then runs as the rotation function's role,
+  whose calls on every pair are allowed;
+- each job's role reads its own signing secret and is denied every other job's (issue 29, item 5), and no
+  verify secret; the worker reads every verify secret and no signing secret;
 - every function may read the secrets its environment names;
 - a role from elsewhere in the account, even with `*` on `*`, may neither read nor replace nor manage a secret;
 - no job or worker role may replace a secret's version, even given `secretsmanager:*` elsewhere (issue 29, item 6).
@@ -14,7 +16,8 @@ import pytest
 
 from jobfence.config import ENV_SECRET_PREFIX
 from jobfence_cdk.rotation import SIGNING_ACTIONS, VERIFY_ACTIONS
-from jobs.club.catalog import DISCORD_TOKEN_SECRET, SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
+from jobs.club.catalog import DISCORD_TOKEN_SECRET, NOTIFICATIONS_QUEUE, SIGNER_EVENTS, signing_pairs, signing_secret
+from jobs.club.catalog import verify_secret
 from ops.iam_policy import Decision, Template
 from tests.infra.cfn import as_list, env, function_of_role, of_type, ref_id, role_statements
 
@@ -51,7 +54,7 @@ def _secret_names(resources: dict) -> set[str]:
 def test_the_leak_runbook_is_allowed_as_the_break_glass_role_which_reads_no_secret(synthesized):
     from jobfence_cdk.secrets import BREAK_GLASS_OUTPUT
     from ops.rotation import BREAK_GLASS_OUTPUT as LOOKED_UP
-    from ops.rotation import RUNBOOK_CALLS
+    from ops.rotation import runbook_calls
 
     policy, resources = _policies(synthesized), synthesized.resources
     role = policy.role(_break_glass(resources))
@@ -59,8 +62,9 @@ def test_the_leak_runbook_is_allowed_as_the_break_glass_role_which_reads_no_secr
     outputs = synthesized.template.to_json()["Outputs"]
     assert LOOKED_UP == BREAK_GLASS_OUTPUT and ref_id(outputs[BREAK_GLASS_OUTPUT]["Value"]) == role.role
     # THEN every call of the runbook is allowed, and RotateSecret's own requirement: invoking the rotation function
-    for action, logical in RUNBOOK_CALLS:
-        assert policy.decide(role, action, _secret(policy, logical)) is Decision.ALLOW, (action, logical)
+    for job in SIGNER_EVENTS:
+        for action, logical in runbook_calls(job):
+            assert policy.decide(role, action, _secret(policy, logical)) is Decision.ALLOW, (action, logical)
     rotator = [f for f in of_type(resources, "AWS::Lambda::Function")
                if resources[f]["Properties"]["FunctionName"] == "jobfence-rotate_signing_key"]
     assert policy.decide(role, "lambda:InvokeFunction", rotator[0]) is Decision.ALLOW
@@ -69,23 +73,47 @@ def test_the_leak_runbook_is_allowed_as_the_break_glass_role_which_reads_no_secr
     # AND it reads no secret, nor writes the pair itself (the rotation function does)
     for name in _secret_names(resources):
         assert policy.decide(role, "secretsmanager:GetSecretValue", policy.secret_arn(name)) is not Decision.ALLOW
-    for logical in (SIGNING_KEY_SECRET, VERIFY_KEY_SECRET):
+    for logical in (name for pair in signing_pairs() for name in pair):
         assert policy.decide(role, "secretsmanager:PutSecretValue", _secret(policy, logical)) is not Decision.ALLOW
 
 
 def test_the_rotation_started_by_the_runbook_runs_as_a_role_allowed_every_call_of_its_steps(synthesized):
     policy = _policies(synthesized)
     role = policy.role(_role_of(synthesized.resources, "jobfence-rotate_signing_key"))
-    for logical, actions in ((SIGNING_KEY_SECRET, SIGNING_ACTIONS), (VERIFY_KEY_SECRET, VERIFY_ACTIONS)):
-        for action in actions:
-            assert policy.decide(role, action, _secret(policy, logical)) is Decision.ALLOW, (action, logical)
+    for signing, verify in signing_pairs():
+        for logical, actions in ((signing, SIGNING_ACTIONS), (verify, VERIFY_ACTIONS)):
+            for action in actions:
+                assert policy.decide(role, action, _secret(policy, logical)) is Decision.ALLOW, (action, logical)
+
+
+def test_each_job_reads_only_its_own_signing_key_and_the_worker_only_the_verify_keys(synthesized):
+    """Issue 29, item 5: job A's role is denied job B's signing secret (its identity policy does not allow it
+    and B's resource policy denies it), so a compromised job cannot sign as another."""
+    policy, resources = _policies(synthesized), synthesized.resources
+    worker = policy.role(_role_of(resources, f"jobfence-{NOTIFICATIONS_QUEUE}-worker"))
+    for job in SIGNER_EVENTS:
+        role = policy.role(_role_of(resources, f"jobfence-{job}"))
+        for other in SIGNER_EVENTS:
+            signing = _secret(policy, signing_secret(other))
+            expected = Decision.ALLOW if other == job else Decision.DENY
+            assert policy.decide(role, "secretsmanager:GetSecretValue", signing) is expected, (job, other)
+            verify = _secret(policy, verify_secret(other))
+            assert policy.decide(role, "secretsmanager:GetSecretValue", verify) is Decision.DENY, (job, other)
+            # even given secretsmanager:* on * elsewhere, the other job's resource policy denies it
+            if other != job:
+                broad = policy.role(_role_of(resources, f"jobfence-{job}"), BROAD)
+                assert policy.decide(broad, "secretsmanager:GetSecretValue", signing) is Decision.DENY, (job, other)
+        assert policy.decide(worker, "secretsmanager:GetSecretValue", _secret(policy, verify_secret(job))) is (
+            Decision.ALLOW), job
+        assert policy.decide(worker, "secretsmanager:GetSecretValue", _secret(policy, signing_secret(job))) is (
+            Decision.DENY), job
 
 
 def test_the_old_runbook_from_an_operators_own_credentials_is_denied(synthesized):
     """The finding: `rotate-signing-key` read both secrets as the operator; the resource policies deny that."""
     policy = _policies(synthesized)
     operator = policy.foreign("Administrator", ADMIN)
-    for logical in (SIGNING_KEY_SECRET, VERIFY_KEY_SECRET):
+    for logical in (name for pair in signing_pairs() for name in pair):
         assert policy.decide(operator, "secretsmanager:GetSecretValue", _secret(policy, logical)) is Decision.DENY
 
 
@@ -121,7 +149,7 @@ def test_no_job_or_worker_role_may_replace_a_secret_even_given_secretsmanager_st
         role = policy.role(role_id, BROAD)
         for name in secrets:
             decision = policy.decide(role, action, policy.secret_arn(name))
-            pair = name.split("/", 1)[1] in (SIGNING_KEY_SECRET, VERIFY_KEY_SECRET)
+            pair = name.split("/", 1)[1] in {n for p in signing_pairs() for n in p}
             if role_id == rotation and pair and action != "secretsmanager:RotateSecret":
                 assert decision is Decision.ALLOW, (name, action)  # its own steps
             else:

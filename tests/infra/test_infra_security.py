@@ -15,7 +15,7 @@ import json
 import pytest
 
 from jobfence.registry import access_verbs
-from jobs.club.catalog import NOTIFICATIONS_QUEUE, SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
+from jobs.club.catalog import NOTIFICATIONS_QUEUE, SIGNER_EVENTS, SIGNING_KEY_PREFIX, VERIFY_KEY_PREFIX, signing_pairs
 from tests.infra.cfn import as_list, function_of_role, of_type, ref_id, role_statements
 
 WORKER = f"jobfence-{NOTIFICATIONS_QUEUE}-worker"
@@ -94,7 +94,7 @@ def test_every_secret_denies_reading_to_all_but_the_roles_granted_it(each):
                     if any(logical in spec.secrets and fn["Properties"]["FunctionName"] in
                            (f"jobfence-{spec.name}", f"jobfence-{spec.name}-worker")
                            for spec in [*each.catalog.jobs.values(), *each.catalog.queues.values()])}
-        if logical in (SIGNING_KEY_SECRET, VERIFY_KEY_SECRET):
+        if logical.startswith((SIGNING_KEY_PREFIX, VERIFY_KEY_PREFIX)):
             expected |= {role for role, fn in roles.items() if fn["Properties"]["FunctionName"] == ROTATOR}
         assert admitted == expected, logical
 
@@ -212,16 +212,19 @@ def test_a_bad_prefix_is_refused_before_synthesis(synthesize_app):
         synthesize_app(CATALOG, prefix="Bad/Prefix")
 
 
-def test_the_signing_key_is_rotated_on_a_schedule_by_a_function_that_can_touch_only_the_pair(synthesized):
+def test_each_signing_key_is_rotated_on_a_schedule_by_a_function_that_can_touch_only_the_pairs(synthesized):
     resources = synthesized.resources
     secrets = {s["Properties"]["Name"]: k for k, s in of_type(resources, "AWS::SecretsManager::Secret").items()}
     functions = {f["Properties"]["FunctionName"]: k for k, f in of_type(resources, "AWS::Lambda::Function").items()}
-    # GIVEN the rotation schedule: only the signing secret has one, every 30 days, run by the rotation function
-    (schedule,) = of_type(resources, "AWS::SecretsManager::RotationSchedule").values()
-    props = schedule["Properties"]
-    assert ref_id(props["SecretId"]) == secrets["jobfence/club_event_signing_key"]
-    assert props["RotationLambdaARN"] == {"Fn::GetAtt": [functions[ROTATOR], "Arn"]}
-    assert props["RotationRules"]["AutomaticallyAfterDays"] == 30
+    # GIVEN the rotation schedules: one per job's signing secret (and none else), every 30 days, all run by the
+    # one rotation function
+    schedules = [s["Properties"] for s in of_type(resources, "AWS::SecretsManager::RotationSchedule").values()]
+    assert sorted(ref_id(props["SecretId"]) for props in schedules) == sorted(
+        secrets[f"jobfence/{signing}"] for signing, _ in signing_pairs())
+    assert len(schedules) == len(SIGNER_EVENTS) == 7
+    for props in schedules:
+        assert props["RotationLambdaARN"] == {"Fn::GetAtt": [functions[ROTATOR], "Arn"]}
+        assert props["RotationRules"]["AutomaticallyAfterDays"] == 30
     # THEN only Secrets Manager of this account may invoke it
     (permission,) = [p["Properties"] for p in of_type(resources, "AWS::Lambda::Permission").values()
                      if json.dumps(p["Properties"]["FunctionName"]).count(functions[ROTATOR])]
@@ -234,17 +237,20 @@ def test_the_signing_key_is_rotated_on_a_schedule_by_a_function_that_can_touch_o
         if not any(a.startswith("secretsmanager:") for a in actions):
             assert not any(a.startswith(("dynamodb:", "sqs:", "kms:")) for a in actions), statement
             continue
-        (target,) = as_list(statement["Resource"])
-        secret_actions[json.dumps(target).split(":secret:")[1].split("-??????")[0]] = actions
+        for target in as_list(statement["Resource"]):
+            name = json.dumps(target).split(":secret:")[1].split("-??????")[0]
+            secret_actions[name] = secret_actions.get(name, set()) | actions
+    signing_actions = {"secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue",
+                       "secretsmanager:PutSecretValue", "secretsmanager:UpdateSecretVersionStage"}
+    verify_actions = {"secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue"}
     assert secret_actions == {
-        "jobfence/club_event_signing_key": {"secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue",
-                                            "secretsmanager:PutSecretValue", "secretsmanager:UpdateSecretVersionStage"},
-        "jobfence/club_event_verify_key": {"secretsmanager:GetSecretValue", "secretsmanager:PutSecretValue"},
+        **{f"jobfence/{signing}": signing_actions for signing, _ in signing_pairs()},
+        **{f"jobfence/{verify}": verify_actions for _, verify in signing_pairs()},
     }
-    # AND cdk-nag's SMG4 is met for the signing secret, not acknowledged
+    # AND cdk-nag's SMG4 is met for every signing secret, not acknowledged
     suppressed = [s for r in synthesized.nag_report["pluginReports"] for s in r.get("suppressedViolations", [])
                   if s["ruleName"] == "AwsSolutions-SMG4"]
-    assert suppressed and not [s for s in suppressed if "SecretsClubEventSigningKey" in json.dumps(s)]
+    assert suppressed and not [s for s in suppressed if "SecretsClubSigningKey" in json.dumps(s)]
 
 
 def test_only_a_buffer_one_job_may_invoke_a_function_and_only_its_own(each):

@@ -24,10 +24,13 @@ MINUTE = 60_000
 CHANNEL = "120000000000000077"
 MESSAGES = {"rot-a": "140000000000000771", "rot-b": "140000000000000772", "rot-c": "140000000000000773"}
 GUILD, USER, ROLE = "110000000000000077", "150000000000000077", "130000000000000077"
+JOB = "expire_photographer_requests"  # the job whose key is rotated (each job has its own pair)
 
 
 class _Held:
     """A signing key source that keeps the key it was given (a warm job's cached key)."""
+
+    signer = JOB
 
     def __init__(self, key):
         self.key = key
@@ -53,7 +56,7 @@ def test_a_rotation_during_a_run_rejects_no_event_and_loses_no_delivery(runtime,
     from jobs.club.events import Event, EventType, Signer, nonce_for
     from jobs.club.notifications import Publisher
     from providers.sqs import SqsNotificationQueue
-    from jobs.club.catalog import SIGNING_KEY_SECRET
+    from jobs.club.catalog import signing_secret
     from jobs.club.signing import SigningKey
     from jobs.club.stores.photo_requests import PhotoRequestStore
     from jobs.club.signing import GRACE_MS
@@ -74,17 +77,17 @@ def test_a_rotation_during_a_run_rejects_no_event_and_loses_no_delivery(runtime,
     runtime.advance(minutes=31)
     assert discord.messages[CHANNEL][MESSAGES["rot-a"]] != "open"
     # AND the operator rotates the key (public half first, then private), while a job holds the old one
-    variable = secret_env(SIGNING_KEY_SECRET)
+    variable = secret_env(signing_secret(JOB))
     signing_name = next(f.environment[variable] for f in runtime.topology.functions.values() if variable in f.environment)
     sm, sqs = runtime.session.client("secretsmanager"), runtime.session.client("sqs")
     old_key = SigningKey.from_secret(sm.get_secret_value(SecretId=signing_name)["SecretString"])
-    rotation = rotate_here(target)
+    rotation = rotate_here(target, JOB)
     rotated_at = runtime.clock.now_ms()
     # THEN the next tick's event, signed by the warm job with its cached old key, is delivered
     runtime.advance(minutes=30)
     assert discord.messages[CHANNEL][MESSAGES["rot-b"]] != "open"
     # WHEN the job's process is replaced (a cold start reads the new key)
-    runtime.pool.kill(runtime.function_of_job("expire_photographer_requests"))
+    runtime.pool.kill(runtime.function_of_job(JOB))
     runtime.advance(minutes=30)
     # THEN its event, signed with the new key, makes the warm worker re-read the verify key and is delivered
     assert discord.messages[CHANNEL][MESSAGES["rot-c"]] != "open"

@@ -25,6 +25,9 @@ BAD = [
     (["run", "clean_dpop_proofs", "--as", "Jane\x07Doe"], "argument --as: a name to record is 1..128 printable characters"),
     (["local", "advance", "2x"], "a duration is like 2h, 30m, 1h30m, 90s or 1d; got '2x'"),
     (["batch", "submit", "t/b", "/no/such/file.jsonl"], "no file '/no/such/file.jsonl'"),
+    (["rotate-signing-key"], "the following arguments are required: job"),
+    (["rotate-signing-key", "retry_email_intake", "--revoke"],
+     "'retry_email_intake' has no event signing key; jobs with one: expire_memberships"),
 ]
 
 

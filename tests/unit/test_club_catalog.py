@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from jobs.catalog import CATALOG
-from jobs.club.catalog import DISCORD_TOKEN_SECRET, NOTIFICATIONS_QUEUE, SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
+from jobs.club.catalog import DISCORD_TOKEN_SECRET, NOTIFICATIONS_QUEUE, SIGNER_EVENTS, signing_secret, verify_secret
 
 
 def _club_jobs():
@@ -35,16 +35,17 @@ def test_jobs_that_change_discord_send_signed_events_to_the_queue():
     for job in _club_jobs():
         if job.name == "retry_email_intake":
             continue
-        assert job.queues == (NOTIFICATIONS_QUEUE,) and job.secrets == (SIGNING_KEY_SECRET,), job.name
+        # its own signing key only (never another job's, nor any verify key)
+        assert job.queues == (NOTIFICATIONS_QUEUE,) and job.secrets == (signing_secret(job.name),), job.name
         # its own outbox rows: a put in each commit, the flush pages and deletes; no get, update or scan
         assert job.tables.get("club_outbox") == "query+put+delete", job.name
-        assert VERIFY_KEY_SECRET not in job.secrets, job.name
 
 
 def test_only_the_discord_worker_holds_the_token_and_it_can_verify_but_not_sign():
     queue = CATALOG.queues[NOTIFICATIONS_QUEUE]
     assert queue.handler == "handlers.discord.handler"
-    assert set(queue.secrets) == {DISCORD_TOKEN_SECRET, VERIFY_KEY_SECRET}
+    assert set(queue.secrets) == {DISCORD_TOKEN_SECRET, *(verify_secret(job) for job in SIGNER_EVENTS)}
+    assert not any(name.startswith("club_signing_key_") for name in queue.secrets)
     assert queue.queues == ()  # it sends to no queue (its own URL comes with its event source)
     assert queue.providers == ("discord",)
     assert queue.tables == {"club_event_nonces": "get+put+update+delete"}

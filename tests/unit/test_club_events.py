@@ -22,7 +22,7 @@ from jobs.club.events import (
 )
 
 from jobs.club.signing import SigningKeys
-from tests.support import signing_keys
+from tests.support import TEST_SIGNER, grants_for_tests, signing_keys
 
 SEED = b"s" * 32
 
@@ -39,7 +39,7 @@ def _signed(clock, **overrides):
 
 
 def _verifier(clock):
-    return Verifier(_keys(clock)[1], clock)
+    return Verifier(_keys(clock)[1], clock, grants_for_tests())
 
 
 def test_a_signed_event_verifies_into_its_typed_payload():
@@ -48,11 +48,12 @@ def test_a_signed_event_verifies_into_its_typed_payload():
     assert event.type is EventType.ROLE_ADD and event.payload.role_id == "3" and event.issued_at == clock.now_ms()
 
 
-def test_the_signature_covers_type_nonce_issue_time_payload_and_key_id():
+def test_the_signature_covers_type_nonce_issue_time_payload_signer_and_key_id():
     clock = FrozenClock()
     verifier = _verifier(clock)
     for tamper in ({"type": "role_remove"}, {"nonce": nonce_for("other")}, {"issued_at": clock.now_ms() - 1},
-                   {"payload": {"guild_id": "1", "user_id": "2", "role_id": "4"}}, {"kid": "0" * 16}):
+                   {"payload": {"guild_id": "1", "user_id": "2", "role_id": "4"}}, {"kid": "0" * 16},
+                   {"signer": "reconcile_membership_roles"}):
         with pytest.raises(EventRejected) as info:
             verifier.verify(_signed(clock, **tamper))
         assert info.value.reason is RejectReason.FORGED, tamper
@@ -81,7 +82,8 @@ def test_stale_and_future_events_are_rejected():
 
 
 @pytest.mark.parametrize("body", ["not json", "[]", "{}", json.dumps({"type": "role_add"}),
-                                  json.dumps({"type": "role_add", "nonce": 1, "issued_at": "x", "payload": [], "kid": 3, "signature": 2})])
+                                  json.dumps({"type": "role_add", "nonce": 1, "issued_at": "x", "payload": [], "signer": 4, "kid": 3,
+                                              "signature": 2})])
 def test_malformed_bodies_are_rejected_as_malformed(body):
     with pytest.raises(EventRejected) as info:
         _verifier(FrozenClock()).verify(body)
@@ -95,9 +97,9 @@ def test_a_correctly_signed_event_with_a_bad_payload_is_malformed():
     issued = clock.now_ms()
     nonce = nonce_for("y")
     key = _keys(clock)[0].current()
-    sig = key.sign(canonical("role_add", nonce, issued, payload, key.kid))
-    body = json.dumps({"type": "role_add", "nonce": nonce, "issued_at": issued, "payload": payload, "kid": key.kid,
-                       "signature": sig})
+    sig = key.sign(canonical("role_add", nonce, issued, payload, TEST_SIGNER, key.kid))
+    body = json.dumps({"type": "role_add", "nonce": nonce, "issued_at": issued, "payload": payload,
+                       "signer": TEST_SIGNER, "kid": key.kid, "signature": sig})
     with pytest.raises(EventRejected) as info:
         _verifier(clock).verify(body)
     assert info.value.reason is RejectReason.MALFORMED
@@ -109,7 +111,7 @@ def test_building_an_event_checks_its_payload_type():
     short = signing_keys(FrozenClock(), SEED)[2]
     short.put("signing", "c2hvcnQ=")  # base64 of "short": not a 32-byte key
     with pytest.raises(Exception, match="32-byte"):
-        Signer(SigningKeys(short, "signing"), FrozenClock()).sign(Event.build(EventType.DIRECT_NOTIFICATION, nonce_for("q"),
+        Signer(SigningKeys(short, "signing", TEST_SIGNER), FrozenClock()).sign(Event.build(EventType.DIRECT_NOTIFICATION, nonce_for("q"),
                                                                                user_id="5", content="hi"))
 
 
@@ -149,7 +151,7 @@ def test_a_deep_payload_inside_a_valid_shape_is_malformed():
 def test_caller_strings_echoed_in_a_rejection_are_bounded():
     clock = FrozenClock()
     huge = "k" * 40_000
-    cases = [json.dumps({huge: 1}), _signed(clock, kid=huge), _signed(clock, type=huge)]
+    cases = [json.dumps({huge: 1}), _signed(clock, kid=huge), _signed(clock, type=huge), _signed(clock, signer=huge)]
     for body in cases:
         with pytest.raises(EventRejected) as info:
             _verifier(clock).verify(body)
@@ -161,8 +163,9 @@ def test_an_extra_payload_key_is_named_bounded():
     keys = _keys(clock)[0].current()
     payload = {"guild_id": "1", "user_id": "2", "role_id": "3", "z" * 10_000: 1}
     nonce, issued = nonce_for("w"), clock.now_ms()
-    body = json.dumps({"type": "role_add", "nonce": nonce, "issued_at": issued, "payload": payload, "kid": keys.kid,
-                       "signature": keys.sign(canonical("role_add", nonce, issued, payload, keys.kid))})
+    body = json.dumps({"type": "role_add", "nonce": nonce, "issued_at": issued, "payload": payload,
+                       "signer": TEST_SIGNER, "kid": keys.kid,
+                       "signature": keys.sign(canonical("role_add", nonce, issued, payload, TEST_SIGNER, keys.kid))})
     with pytest.raises(EventRejected) as info:
         _verifier(clock).verify(body)
     assert info.value.reason is RejectReason.MALFORMED and len(str(info.value)) < 600

@@ -14,7 +14,7 @@ from jobs.club.delivery import DiscordDelivery, claim_token, visibility_for
 from jobs.club.events import MAX_AGE_MS, Event, EventType, Signer, Verifier, nonce_for
 from jobs.club.stores.nonces import Claim, NonceState, NonceStore
 from providers.discord import DiscordRateLimited, DiscordRejected, FakeDiscord
-from tests.support import create_catalog_tables, signing_keys
+from tests.support import create_catalog_tables, grants_for_tests, signing_keys
 
 KEY = b"k" * 32  # the seed of the worker's signing pair
 OTHER_KEY = b"x" * 32
@@ -34,7 +34,7 @@ def worker(dynamodb, clock):
     nonces = NonceStore(tables["club_event_nonces"], clock)
     discord = FakeDiscord()
     visibility = RecordingVisibility()
-    delivery = DiscordDelivery(Verifier(signing_keys(clock, KEY)[1], clock), nonces, discord, visibility, Logger(service="club"),
+    delivery = DiscordDelivery(Verifier(signing_keys(clock, KEY)[1], clock, grants_for_tests()), nonces, discord, visibility, Logger(service="club"),
                                Metrics(namespace="jobfence", service="club"))
     return delivery, nonces, discord, visibility
 

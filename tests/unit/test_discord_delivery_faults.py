@@ -22,7 +22,7 @@ from jobs.club.catalog import QUEUES
 from jobfence.scheduled import DEFAULT_SAFETY_MARGIN_MS
 from providers.discord import DiscordRejected, DiscordUnavailable, FakeDiscord
 from tests.aws_faults import Faults, connection_closed, throttled
-from tests.support import create_catalog_tables, signing_keys
+from tests.support import create_catalog_tables, grants_for_tests, signing_keys
 
 KEY = b"k" * 32  # the seed of the test signing pair
 
@@ -57,7 +57,7 @@ def nonces(dynamodb, clock):
 
 
 def delivery(nonces, discord, clock):
-    return DiscordDelivery(Verifier(signing_keys(clock, KEY)[1], clock), nonces, discord, NoVisibility(), Logger(service="club"),
+    return DiscordDelivery(Verifier(signing_keys(clock, KEY)[1], clock, grants_for_tests()), nonces, discord, NoVisibility(), Logger(service="club"),
                            Metrics(namespace="jobfence", service="club"))
 
 

@@ -1,6 +1,6 @@
 """The leak runbook's command in an account (`ops.rotation.rotate_in_account`): it assumes the break-glass
 role, starts Secrets Manager's rotation (whose function's role reads and writes the pair), waits for it and
-revokes the old public key, making no call that `RUNBOOK_CALLS` does not list (tests/infra evaluates those
+revokes the old public key of the one job named, making no call that `runbook_calls(job)` does not list (tests/infra evaluates those
 against the synthesized policies). moto calls no rotation function, so RotateSecret is answered here by
 running the real steps (`jobs.club.rotation`) as the rotation function would, with the token it returns.
 """
@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from jobfence.config import secret_env
-from jobs.club.catalog import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
+from jobs.club.catalog import SIGNER_EVENTS, signing_secret, verify_secret
 from jobs.club.rotation import SigningRotation
 from jobs.club.signing import VerifyKey
 from ops.runtime.topology import FunctionInfo, Topology
@@ -20,7 +20,8 @@ from ops.targets import OperatorError
 from providers.secrets import CURRENT, PREVIOUS
 from tests.support import signing_pair
 
-SIGNING, VERIFY = "jobfence/club_event_signing_key", "jobfence/club_event_verify_key"
+JOB = "sweep_studio_schedule"
+SIGNING, VERIFY = f"jobfence/{signing_secret(JOB)}", f"jobfence/{verify_secret(JOB)}"
 ROLE = "arn:aws:iam::123456789012:role/jobfence-SecretsBreakGlass"
 
 
@@ -29,7 +30,8 @@ class _Target:
 
     def __init__(self, session, clock) -> None:
         self.session, self.clock, self.name, self.read_only = session, clock, "aws (test)", False
-        env = {secret_env(SIGNING_KEY_SECRET): SIGNING, secret_env(VERIFY_KEY_SECRET): VERIFY}
+        env = {secret_env(name(job)): f"jobfence/{name(job)}" for job in SIGNER_EVENTS
+               for name in (signing_secret, verify_secret)}
         function = FunctionInfo("jobfence-rotate_signing_key", "arn:fn", "handlers.rotate_signing_key.handler",
                                 env, 30, 256, "SigningKeyRotationFunction")
         self.topology = Topology("jobfence", functions={function.name: function})
@@ -76,13 +78,13 @@ def account(aws, clock, monkeypatch):
 
 
 def test_the_runbook_rotates_through_secrets_manager_as_the_break_glass_role_and_revokes(account):
-    from ops.rotation import RUNBOOK_CALLS, rotate_in_account
+    from ops.rotation import rotate_in_account, runbook_calls
 
     target, calls, assumed, sm = account
     old_kid = VerifyKey.from_secret(sm.get_secret_value(SecretId=VERIFY)["SecretString"]).kid
     waits: list[float] = []
     # WHEN the operator runs the leak runbook with --revoke
-    rotation = rotate_in_account(target, revoke=True, role_arn=ROLE, wait=waits.append)
+    rotation = rotate_in_account(target, JOB, revoke=True, role_arn=ROLE, wait=waits.append)
     # THEN it acted as the break-glass role, and the new version is current in the signing secret
     assert assumed == [ROLE]
     stages = sm.describe_secret(SecretId=SIGNING)["VersionIdsToStages"]
@@ -91,9 +93,9 @@ def test_the_runbook_rotates_through_secrets_manager_as_the_break_glass_role_and
     verify_stages = sm.describe_secret(SecretId=VERIFY)["VersionIdsToStages"]
     assert rotation.revoked is not None and PREVIOUS not in {s for v in verify_stages.values() for s in v}
     assert VerifyKey.from_secret(sm.get_secret_value(SecretId=VERIFY)["SecretString"]).kid != old_kid
-    # AND it never read a secret: every call it made is one RUNBOOK_CALLS lists (checked against the template)
-    allowed = {(action.split(":")[1], {SIGNING_KEY_SECRET: SIGNING, VERIFY_KEY_SECRET: VERIFY}[secret])
-               for action, secret in RUNBOOK_CALLS}
+    # AND it never read a secret: every call it made is one runbook_calls(JOB) lists (checked against the
+    # template), all on JOB's own pair
+    allowed = {(action.split(":")[1], f"jobfence/{secret}") for action, secret in runbook_calls(JOB)}
     assert calls and set(calls) <= allowed, calls
     assert rotation.kid is None  # the break-glass role cannot read the public key either
 
@@ -118,6 +120,15 @@ def test_a_rotation_that_does_not_finish_is_reported_and_nothing_is_revoked(acco
     monkeypatch.setattr(module, "_break_glass_session", stuck)
     waits: list[float] = []
     with pytest.raises(OperatorError, match="not current after 60 s"):
-        rotate_in_account(target, revoke=True, role_arn=ROLE, wait=waits.append, timeout_s=60)
+        rotate_in_account(target, JOB, revoke=True, role_arn=ROLE, wait=waits.append, timeout_s=60)
     assert waits == [POLL_S] * (60 // POLL_S)
     assert not [c for c in calls if c[0] == "UpdateSecretVersionStage"]
+
+
+def test_a_job_that_signs_nothing_is_refused_before_any_call(account):
+    from ops.rotation import rotate_in_account
+
+    target, calls, assumed, _ = account
+    with pytest.raises(OperatorError, match="signs no events"):
+        rotate_in_account(target, "retry_email_intake", revoke=True, role_arn=ROLE)
+    assert calls == [] and assumed == []

@@ -12,7 +12,8 @@ import pytest
 from jobs.club.events import Event, EventRejected, EventType, RejectReason, Signer, Verifier, nonce_for
 from jobs.club.signing import GRACE_MS, REFRESH_MIN_MS, SigningKeys, VerifyKeyring, verify_secret_value
 from providers.secrets import CURRENT, PREVIOUS, SecretMissing, SecretsManagerValues
-from tests.support import drive_powertools_cache, signing_pair
+from jobs.club.signers import SignerKeyrings
+from tests.support import TEST_SIGNER, drive_powertools_cache, grants_for_tests, signing_pair
 
 MAX_AGE_S = 300
 
@@ -21,6 +22,11 @@ MAX_AGE_S = 300
 def sm(aws, clock, monkeypatch):
     drive_powertools_cache(monkeypatch, clock)
     return aws.client("secretsmanager")
+
+
+def _verifier(keyring: VerifyKeyring, clock) -> Verifier:
+    """The worker's verifier with `keyring` as the test signer's."""
+    return Verifier(SignerKeyrings({TEST_SIGNER: keyring}), clock, grants_for_tests())
 
 
 def _event(n: int) -> Event:
@@ -64,8 +70,8 @@ def test_rotating_the_signing_key_never_rejects_a_good_event_on_warm_functions(s
     sm.create_secret(Name="sign", SecretString=old.signing_value)
     sm.create_secret(Name="verify", SecretString=old.verify_value)
     job_values, worker_values = SecretsManagerValues(sm, MAX_AGE_S), SecretsManagerValues(sm, MAX_AGE_S)
-    signer = Signer(SigningKeys(job_values, "sign"), clock)
-    verifier = Verifier(VerifyKeyring(worker_values, "verify", clock), clock)
+    signer = Signer(SigningKeys(job_values, "sign", TEST_SIGNER), clock)
+    verifier = _verifier(VerifyKeyring(worker_values, "verify", clock), clock)
     # GIVEN warm caches on both sides
     assert verifier.verify(signer.sign(_event(0))).nonce == _event(0).nonce
     # WHEN the key is rotated (public half first, dated as the rotation dates it, then private: jobs.club.rotation)
@@ -88,12 +94,12 @@ def test_an_event_with_a_new_key_id_makes_a_warm_worker_re_read_at_once(sm, cloc
     old, new = signing_pair(), signing_pair()
     sm.create_secret(Name="sign", SecretString=old.signing_value)
     sm.create_secret(Name="verify", SecretString=old.verify_value)
-    verifier = Verifier(VerifyKeyring(SecretsManagerValues(sm, MAX_AGE_S), "verify", clock), clock)
-    verifier.verify(Signer(SigningKeys(SecretsManagerValues(sm, MAX_AGE_S), "sign"), clock).sign(_event(0)))
+    verifier = _verifier(VerifyKeyring(SecretsManagerValues(sm, MAX_AGE_S), "verify", clock), clock)
+    verifier.verify(Signer(SigningKeys(SecretsManagerValues(sm, MAX_AGE_S), "sign", TEST_SIGNER), clock).sign(_event(0)))
     sm.put_secret_value(SecretId="verify", SecretString=new.verify_value)
     sm.put_secret_value(SecretId="sign", SecretString=new.signing_value)
     # GIVEN a fresh job signing with the new key while the worker's keyring is still cached (old only)
-    body = Signer(SigningKeys(SecretsManagerValues(sm, MAX_AGE_S), "sign"), clock).sign(_event(1))
+    body = Signer(SigningKeys(SecretsManagerValues(sm, MAX_AGE_S), "sign", TEST_SIGNER), clock).sign(_event(1))
     # THEN the unknown kid makes the worker re-read the verify secret once: accepted, no wait for max_age
     assert verifier.verify(body).nonce == _event(1).nonce
 
@@ -103,8 +109,8 @@ def test_unknown_key_ids_re_read_at_most_once_per_interval_and_are_forged(aws, c
 
     pair = signing_pair()
     secrets = MemorySecrets({"verify": pair.verify_value})
-    verifier = Verifier(VerifyKeyring(secrets, "verify", clock), clock)
-    body = Signer(SigningKeys(MemorySecrets({"s": signing_pair().signing_value}), "s"), clock).sign(_event(0))
+    verifier = _verifier(VerifyKeyring(secrets, "verify", clock), clock)
+    body = Signer(SigningKeys(MemorySecrets({"s": signing_pair().signing_value}), "s", TEST_SIGNER), clock).sign(_event(0))
     reads = []
     for _ in range(5):
         with pytest.raises(EventRejected) as info:
@@ -126,12 +132,12 @@ def test_two_rotations_inside_max_age_push_the_oldest_key_out(aws, clock):
 
     a, b, c = signing_pair(), signing_pair(), signing_pair()
     secrets = MemorySecrets({"sign": a.signing_value, "verify": a.verify_value})
-    body = Signer(SigningKeys(secrets, "sign"), clock).sign(_event(0))
+    body = Signer(SigningKeys(secrets, "sign", TEST_SIGNER), clock).sign(_event(0))
     for pair in (b, c):
         secrets.put("verify", verify_secret_value(pair.verify_value, clock.now_ms()))
         secrets.put("sign", pair.signing_value)
     with pytest.raises(EventRejected) as info:
-        Verifier(VerifyKeyring(secrets, "verify", clock), clock).verify(body)
+        _verifier(VerifyKeyring(secrets, "verify", clock), clock).verify(body)
     assert info.value.reason is RejectReason.FORGED
 
 
@@ -155,6 +161,8 @@ def test_a_throttled_secret_read_is_a_store_error_with_its_kind_and_no_value(sm)
 
 class _Held:
     """A warm job's cached signing key: the one it was given, whatever the secret holds now."""
+
+    signer = TEST_SIGNER
 
     def __init__(self, value: str) -> None:
         from jobs.club.signing import SigningKey
@@ -180,7 +188,7 @@ def _rotated(sm, clock):
 
 
 def _cold_worker(sm, clock) -> Verifier:
-    return Verifier(VerifyKeyring(SecretsManagerValues(sm, MAX_AGE_S), "verify", clock), clock)
+    return _verifier(VerifyKeyring(SecretsManagerValues(sm, MAX_AGE_S), "verify", clock), clock)
 
 
 def test_a_rotated_out_key_verifies_only_within_the_grace_window(sm, clock):

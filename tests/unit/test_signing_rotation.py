@@ -1,4 +1,5 @@
-"""The signing key's rotation function: Secrets Manager's four steps, each retry-safe, public half first.
+"""The signing keys' rotation function: Secrets Manager's four steps, each retry-safe, public half first; one
+function for every job's pair, each rotated alone.
 
 Driven through the real handler (`handlers.rotate_signing_key.build`) against moto's Secrets Manager,
 as Secrets Manager's schedule calls it: one token, the four steps in order, any step possibly re-sent.
@@ -15,12 +16,14 @@ import pytest
 from jobfence.config import secret_env
 from jobfence.errors import InvalidEvent
 from jobs.club.rotation import Step
-from jobs.club.catalog import SIGNING_KEY_SECRET, VERIFY_KEY_SECRET
+from jobs.club.catalog import signing_secret, verify_secret
 from jobs.club.signing import SigningKey, VerifyKey
 from providers.secrets import CURRENT, PREVIOUS
 from tests.support import signing_pair
 
-SIGNING, VERIFY = "jobfence/club_event_signing_key", "jobfence/club_event_verify_key"
+JOB, OTHER = "send_equipment_reminders", "reconcile_membership_roles"
+SIGNING, VERIFY = f"jobfence/{signing_secret(JOB)}", f"jobfence/{verify_secret(JOB)}"
+OTHER_SIGNING, OTHER_VERIFY = f"jobfence/{signing_secret(OTHER)}", f"jobfence/{verify_secret(OTHER)}"
 
 
 @pytest.fixture
@@ -29,13 +32,17 @@ def sm(aws):
     old = signing_pair(b"o" * 32)
     client.create_secret(Name=SIGNING, SecretString=old.signing_value)
     client.create_secret(Name=VERIFY, SecretString=old.verify_value)
+    other = signing_pair(b"p" * 32)
+    client.create_secret(Name=OTHER_SIGNING, SecretString=other.signing_value)
+    client.create_secret(Name=OTHER_VERIFY, SecretString=other.verify_value)
     return client
 
 
 @pytest.fixture
 def rotate(sm, clock, monkeypatch):
-    monkeypatch.setenv(secret_env(SIGNING_KEY_SECRET), SIGNING)
-    monkeypatch.setenv(secret_env(VERIFY_KEY_SECRET), VERIFY)
+    for job in (JOB, OTHER):  # the function's environment names every pair it rotates
+        monkeypatch.setenv(secret_env(signing_secret(job)), f"jobfence/{signing_secret(job)}")
+        monkeypatch.setenv(secret_env(verify_secret(job)), f"jobfence/{verify_secret(job)}")
     module = importlib.import_module("handlers.rotate_signing_key")
     return module.build(os.environ, clock)
 
@@ -70,6 +77,9 @@ def test_the_four_steps_rotate_the_pair_public_half_first_and_each_retry_is_a_no
     signing = SigningKey.from_secret(_current(sm, SIGNING))
     assert signing.kid == new_kid != old_kid
     assert VerifyKey.from_secret(_current(sm, VERIFY)).verify(signing.sign(b"m"), b"m")
+    # AND the other job's pair, rotated by the same function, is untouched (rotation per key)
+    assert SigningKey.from_secret(_current(sm, OTHER_SIGNING)).kid == signing_pair(b"p" * 32).kid
+    assert len(sm.list_secret_version_ids(SecretId=OTHER_VERIFY)["Versions"]) == 1
     # AND a step for a version that is current already is skipped
     assert rotate(_event(Step.FINISH, token, arn), lambda_context) == {"step": "finishSecret", "done": True}
 
@@ -88,7 +98,9 @@ def _create_as_secrets_manager_does(sm, rotate, lambda_context, arn, token):
 
 
 @pytest.mark.parametrize("event, message", [
-    ({"SecretId": VERIFY, "ClientRequestToken": "a" * 36, "Step": "createSecret"}, "only the signing secret"),
+    ({"SecretId": VERIFY, "ClientRequestToken": "a" * 36, "Step": "createSecret"}, "only the signing secrets"),
+    ({"SecretId": "jobfence/discord_token", "ClientRequestToken": "a" * 36, "Step": "createSecret"},
+     "only the signing secrets"),
     ({"SecretId": SIGNING, "ClientRequestToken": "x", "Step": "createSecret"}, "ClientRequestToken"),
     ({"SecretId": SIGNING, "ClientRequestToken": "a" * 36, "Step": "dropSecret"}, "Step 'dropSecret'"),
     ({"SecretId": SIGNING, "ClientRequestToken": "a" * 36, "Step": "setSecret"}, "not a version"),
@@ -134,3 +146,17 @@ def test_revoke_drops_the_rotated_out_public_key_at_once_and_a_re_run_is_a_no_op
     assert VerifyKey.from_secret(_current(sm, VERIFY)).kid == new_kid
     # AND revoking again finds nothing to drop
     assert rotation.revoke() is None
+
+
+def test_the_function_rotates_the_pair_whose_signing_secret_secrets_manager_names(sm, rotate, lambda_context):
+    from jobs.club.rotation import SigningRotation
+
+    token = str(uuid.uuid4())
+    arn = sm.describe_secret(SecretId=OTHER_SIGNING)["ARN"]
+    SigningRotation(sm, OTHER_SIGNING, OTHER_VERIFY).run(Step.CREATE, token)  # as RotateSecret stages it
+    for step in (Step.SET, Step.TEST, Step.FINISH):
+        rotate(_event(step, token, arn), lambda_context)
+    # THEN the other job's public key went to its own verify secret, and JOB's pair is untouched
+    assert VerifyKey.from_secret(_current(sm, OTHER_VERIFY)).kid == SigningKey.from_secret(_current(sm, OTHER_SIGNING)).kid
+    assert SigningKey.from_secret(_current(sm, SIGNING)).kid == signing_pair(b"o" * 32).kid
+    assert len(sm.list_secret_version_ids(SecretId=VERIFY)["Versions"]) == 1

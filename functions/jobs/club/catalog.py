@@ -2,10 +2,13 @@
 
 The seven club jobs run every 30 minutes, each on its own rule and Lambda
 (none waits for another). The email-intake retry has its own 5-minute rule.
-Jobs that change Discord may send to the notification queue and read the
-event signing (private) key, never the Discord token: only the queue's worker
-(`handlers.discord.handler`) can read that secret or call Discord, and it
-holds only the verify (public) key, so it cannot sign. The worker does not
+Jobs that change Discord may send to the notification queue and read their
+own event signing (private) key, never another job's nor the Discord token:
+only the queue's worker (`handlers.discord.handler`) can read that secret or
+call Discord, and it holds only the verify (public) keys, so it cannot sign.
+`SIGNER_EVENTS` says which event types each job may ask for, and a role
+change's guild must be one of the job's `discord_guilds` setting; the worker
+refuses anything else, even when correctly signed (`jobs.club.signers`). The worker does not
 send to its own queue (it only changes a received message's visibility,
 which its event source grants).
 """
@@ -31,8 +34,38 @@ RECEIPT_SENDERS = "shop@photoclub.example"
 NOTIFICATIONS_QUEUE = "club_notifications"
 # Logical secret names (the catalog is data: the modules that read them import these names from here).
 DISCORD_TOKEN_SECRET = "discord_token"  # the bot token (only the Discord worker lists it)
-SIGNING_KEY_SECRET = "club_event_signing_key"  # Ed25519 private key: jobs that publish events
-VERIFY_KEY_SECRET = "club_event_verify_key"  # current and previous public keys: the Discord worker
+SIGNING_KEY_PREFIX = "club_signing_key_"  # + job: that job's Ed25519 private key (only that job reads it)
+VERIFY_KEY_PREFIX = "club_verify_key_"  # + job: its current and previous public keys (the Discord worker)
+# The Discord guild(s) the club's role changes may touch (a deployment changes this line, docs/security.md).
+CLUB_GUILDS = "100000000000000001"
+GUILDS_SETTING = "discord_guilds"  # comma-separated guild ids of a job that changes roles
+# Which event types each job that publishes may ask for (the worker's table, `jobs.club.signers`).
+SIGNER_EVENTS: dict[str, tuple[str, ...]] = {
+    "expire_memberships": ("role_remove",),
+    "reconcile_membership_roles": ("role_add", "role_remove"),
+    "sweep_darkroom_schedule": ("message_edit",),
+    "sweep_studio_schedule": ("message_post",),
+    "sync_darkroom_stats": ("message_edit",),
+    "send_equipment_reminders": ("direct_notification",),
+    "expire_photographer_requests": ("message_edit",),
+}
+
+
+def signing_secret(job: str) -> str:
+    """The logical name of `job`'s signing (private) key secret."""
+    return SIGNING_KEY_PREFIX + job
+
+
+def verify_secret(job: str) -> str:
+    """The logical name of `job`'s verify (public) key secret."""
+    return VERIFY_KEY_PREFIX + job
+
+
+def signing_pairs() -> tuple[tuple[str, str], ...]:
+    """(signing, verify) of every job that publishes: the pairs the stack rotates."""
+    return tuple((signing_secret(job), verify_secret(job)) for job in SIGNER_EVENTS)
+
+
 # The sparse due indexes of the club tables (jobs.club.stores.due reads them).
 ACTIVE_INDEX_SPEC = due_index_spec("active_by_end", "active_shard", "ends_at")
 DUE_INDEX_SPEC = due_index_spec("due_reminders", "due_shard", "due_at")
@@ -111,10 +144,11 @@ TABLES = (
 )
 
 _OUTBOX = {"club_outbox": "query+put+delete"}  # a put in each commit; the flush pages and deletes
-_NOTIFIES: dict[str, Any] = dict(queues=(NOTIFICATIONS_QUEUE,), secrets=(SIGNING_KEY_SECRET,))
 
 
 def _club_job(name: str, entry: str, tables: dict, description: str, notifies: bool = True, **policies) -> JobSpec:
+    # A job that publishes sends to the queue and reads its own signing key (never another job's).
+    notifying: dict[str, Any] = dict(queues=(NOTIFICATIONS_QUEUE,), secrets=(signing_secret(name),)) if notifies else {}
     return JobSpec(
         name=name,
         subsystem=SUBSYSTEM,
@@ -124,7 +158,7 @@ def _club_job(name: str, entry: str, tables: dict, description: str, notifies: b
         timeout_s=120,
         tables={**tables, **(_OUTBOX if notifies else {})},
         description=description,
-        **(_NOTIFIES if notifies else {}),
+        **notifying,
         **policies,
     )
 
@@ -135,6 +169,7 @@ SCHEDULER_JOBS = (
         "memberships_jobs:build_expire_memberships",
         {"club_memberships": "get+query+update"},
         "expire memberships that have ended, revoke access and remove their roles",
+        config={GUILDS_SETTING: CLUB_GUILDS},
         **MEMBER_FACING_CATCH_UP,
     ),
     _club_job(
@@ -142,6 +177,7 @@ SCHEDULER_JOBS = (
         "memberships_jobs:build_reconcile_membership_roles",
         {"club_memberships": "scan+update", "club_receipts": "query"},  # pages through every membership
         "add and remove Discord roles where receipt data and applied roles differ",
+        config={GUILDS_SETTING: CLUB_GUILDS},
     ),
     _club_job(
         "sweep_darkroom_schedule",
@@ -203,7 +239,7 @@ QUEUES = (
         batch_size=10,
         max_concurrency=2,
         tables={"club_event_nonces": "get+put+update+delete"},  # claim, release, done, a re-read
-        secrets=(DISCORD_TOKEN_SECRET, VERIFY_KEY_SECRET),
+        secrets=(DISCORD_TOKEN_SECRET, *(verify_secret(job) for job in SIGNER_EVENTS)),
         providers=("discord",),
         description="signed Discord events; the only consumer that holds the Discord token",
     ),

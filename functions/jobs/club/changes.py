@@ -56,13 +56,13 @@ class ChangeLog:
 
 
 def build_changelog(deps: JobDeps) -> ChangeLog:
-    """The change log of a club job whose environment grants the outbox, the queue and the signing key."""
+    """The change log of a club job whose environment grants the outbox, the queue and its own signing key."""
     from jobs.club.notifications import build_publisher
     from jobs.club.stores.outbox import OutboxStore
 
     return ChangeLog(
         OutboxStore(deps.settings.table("club_outbox"), deps.clock),
-        build_publisher(deps.settings, deps.session, deps.clock, NOTIFICATIONS_QUEUE),
+        build_publisher(deps.settings, deps.session, deps.clock, NOTIFICATIONS_QUEUE, deps.spec.name),
     )
 
 

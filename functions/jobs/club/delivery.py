@@ -3,8 +3,10 @@
 One SQS record at a time (the handler runs it under the Powertools batch
 processor, so each record succeeds or fails on its own):
 
-    body ─► verify (size, shape, key id, Ed25519 signature, freshness) ── rejected ─► acknowledged, logged with
-                                                     its reason and counted (discord_rejected); never Discord
+    body ─► verify (size, shape, signer and key id, Ed25519 signature, freshness, the signer's grant)
+               rejected ─► acknowledged, logged with its reason and counted (discord_rejected); never Discord
+               key busy ─► an uncached kid the keyring may not re-read yet: not judged; the message is
+                           hidden for the refresh interval and fails (discord_deferred), so SQS brings it back
          ─► claim nonce (token = this receive's receipt handle)
                done ─► replay: acknowledged, dropped
                busy ─► another receive holds a live claim: failure, not called (SQS brings it back; by then
@@ -16,8 +18,9 @@ processor, so each record succeeds or fails on its own):
                other err ─► release claim, failure (normal visibility timeout)
 
 A rejected message can never become valid (a forged or malformed body stays
-so; a stale one only gets older; an unknown key id was re-read first), so it
-is acknowledged rather than retried ten times into the DLQ.
+so; a stale one only gets older; an unknown key id was re-read first; a
+signer's grant is fixed at deploy), so it is acknowledged rather than retried
+ten times into the DLQ.
 
 Releasing the claim is what keeps the retried delivery of a rate-limited
 message from being dropped as a replay. A store error while releasing or
@@ -39,10 +42,12 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from jobfence.errors import JobfenceError, StoreError
 from jobfence.runs import safe_error
 from jobs.club.events import EventRejected, EventType, SignedEvent, Verifier
+from jobs.club.signing import REFRESH_MIN_MS, KeyringBusy
 from jobs.club.stores.nonces import Claim, NonceStore
 from providers.discord import Discord, DiscordError, DiscordRateLimited, discord_nonce
 
 MAX_VISIBILITY_S = 43_200  # SQS's limit
+KEYRING_BUSY_S = math.ceil(REFRESH_MIN_MS / 1000)  # a deferred message comes back once the keyring may re-read
 
 
 class Visibility(Protocol):
@@ -109,7 +114,16 @@ class DiscordDelivery:
             # The detail is bounded by the verifier; the message id is SQS's, not the caller's.
             self._observe("rejected", reason=exc.reason.value, message_id=record.message_id, detail=str(exc))
             return "rejected"
-        fields = {"type": event.type.value, "nonce": event.nonce, "message_id": record.message_id}
+        except KeyringBusy:
+            self._delay(record.receipt_handle, KEYRING_BUSY_S, {"message_id": record.message_id})
+            self._observe("deferred", message_id=record.message_id, retry_after_s=KEYRING_BUSY_S)
+            raise
+        fields = {
+            "type": event.type.value,
+            "signer": event.signer,
+            "nonce": event.nonce,
+            "message_id": record.message_id,
+        }
         token = claim_token(record.receipt_handle)
         claim = self._nonces.claim(event.nonce, token, record.message_id)
         if claim is Claim.DONE:
@@ -123,11 +137,7 @@ class DiscordDelivery:
         except DiscordRateLimited as exc:
             self._release(event.nonce, token, fields)
             seconds = visibility_for(exc.retry_after_s)
-            try:
-                self._visibility.delay(record.receipt_handle, seconds)
-            except StoreError as delay_exc:
-                # the message comes back after the normal visibility timeout instead: later, never lost
-                self._observe("delay_failed", error=str(delay_exc), **fields)
+            self._delay(record.receipt_handle, seconds, fields)
             self._observe("rate_limited", retry_after_s=seconds, **fields)
             raise
         except DiscordError as exc:
@@ -146,6 +156,13 @@ class DiscordDelivery:
             self._observe("done_mark_failed", error=safe_error(exc), **fields)
         self._observe("delivered", **fields)
         return "delivered"
+
+    def _delay(self, receipt_handle: str, seconds: int, fields: dict[str, Any]) -> None:
+        try:
+            self._visibility.delay(receipt_handle, seconds)
+        except StoreError as exc:
+            # the message comes back after the normal visibility timeout instead: later, never lost
+            self._observe("delay_failed", error=str(exc), **fields)
 
     def _release(self, nonce: str, token: str, fields: dict[str, Any]) -> None:
         """Give the claim back; a store error here must not mask Discord's error (the claim then expires)."""

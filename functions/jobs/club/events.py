@@ -1,17 +1,21 @@
 """The signed Discord event contract shared by the club jobs, manual changes and the Discord worker.
 
-An event is `{"type", "nonce", "issued_at", "payload", "kid", "signature"}`.
-The signature is Ed25519 (hex) over the canonical form of the first five
+An event is `{"type", "nonce", "issued_at", "payload", "signer", "kid", "signature"}`.
+The signature is Ed25519 (hex) over the canonical form of the first six
 fields (compact JSON with sorted keys, UTF-8), by the private key named by
-`kid` (see `jobs.club.signing`: jobs hold the private key, the worker only the
-public ones, so the worker cannot sign). The nonce is the end-to-end
+`kid` of the job named by `signer` (see `jobs.club.signing`: each job holds its
+own private key, the worker only the public ones, so the worker cannot sign).
+The worker looks `kid` up in that signer's keyring only, and then checks the
+signer's grant (`jobs.club.signers`): the event types it may ask for and, for a
+role change, the guilds; a correctly signed event outside the grant is refused
+(`not_allowed`). The nonce is the end-to-end
 idempotency key: a job derives it from the record change it stands for, so a
 re-sent event (after a crash between send and outbox delete) carries the same
 nonce and the worker drops it as a replay. `issued_at` is set when the event is
 signed (at send time), so freshness measures time on the queue, not in the outbox.
 
     job ─ save change + outbox row (one fenced transaction)
-        ─ sign (issued_at = now) ─► queue ─► worker: verify signature ─► fresh? ─► claim nonce ─► Discord
+        ─ sign (issued_at = now) ─► queue ─► worker: verify signature ─► fresh? ─► allowed? ─► claim nonce ─► Discord
 
 The verifier is the input edge: a body over `MAX_BODY_CHARS` is refused before
 parsing, nesting too deep for the parser is malformed (never an escaping
@@ -30,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from jobfence.clock import Clock
 from jobfence.errors import InvalidEvent, bounded
+from jobs.club.signers import SignerGrant
 from jobs.club.signing import SigningKey, VerifyKey
 
 MAX_AGE_MS = 60 * 60_000  # covers 429 back-offs and SQS redeliveries up to the receive cap
@@ -37,7 +42,7 @@ MAX_SKEW_MS = 60_000  # an event may come from a clock a little ahead of ours
 SNOWFLAKE = r"^[0-9]{1,20}$"  # Discord ids are decimal snowflakes; nothing else may reach a URL path
 NONCE = r"^[A-Za-z0-9_-]{16,64}$"
 MAX_BODY_CHARS = 64 * 1024  # an event is under 2,000 characters of content; SQS allows 256 KiB
-FIELDS = ("type", "nonce", "issued_at", "payload", "kid", "signature")
+FIELDS = ("type", "nonce", "issued_at", "payload", "signer", "kid", "signature")
 
 
 class EventType(str, enum.Enum):
@@ -131,13 +136,15 @@ class SignedEvent(BaseModel):
     nonce: str
     issued_at: int
     payload: Payload
+    signer: str
 
 
 class RejectReason(str, enum.Enum):
     """Why the worker refused a message; none of these ever reaches Discord."""
 
     MALFORMED = "malformed"  # not JSON, or not the event shape
-    FORGED = "forged"  # unknown key id, or the signature does not match the canonical form
+    FORGED = "forged"  # unknown signer, a key id its keyring lacks, or the signature does not match
+    NOT_ALLOWED = "not_allowed"  # correctly signed, but the signer may not ask for this type or guild
     STALE = "stale"  # issued too long ago (or too far in the future)
     REPLAYED = "replayed"  # the nonce was already claimed by another delivery
 
@@ -155,22 +162,25 @@ def nonce_for(*parts: Any) -> str:
     return hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).hexdigest()[:32]
 
 
-def canonical(type: str, nonce: str, issued_at: int, payload: Mapping[str, Any], kid: str) -> bytes:
-    """The bytes that are signed: compact, key-sorted JSON of the five signed fields."""
-    body = {"type": type, "nonce": nonce, "issued_at": issued_at, "payload": payload, "kid": kid}
+def canonical(type: str, nonce: str, issued_at: int, payload: Mapping[str, Any], signer: str, kid: str) -> bytes:
+    """The bytes that are signed: compact, key-sorted JSON of the six signed fields."""
+    body = {"type": type, "nonce": nonce, "issued_at": issued_at, "payload": payload, "signer": signer, "kid": kid}
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 class SigningKeySource(Protocol):
-    """Where the signer gets the current private key (read on use, so a rotation reaches it)."""
+    """Where the signer gets the current private key (read on use, so a rotation reaches it), and whose it is."""
+
+    @property
+    def signer(self) -> str: ...
 
     def current(self) -> SigningKey: ...
 
 
 class VerifyKeySource(Protocol):
-    """Where the verifier finds the public key an event names."""
+    """Where the verifier finds the public key `kid` of `signer` (`jobs.club.signers.SignerKeyrings`)."""
 
-    def find(self, kid: str) -> VerifyKey | None: ...
+    def find(self, signer: str, kid: str) -> VerifyKey | None: ...
 
 
 class Signer:
@@ -183,15 +193,17 @@ class Signer:
     def sign(self, event: Event) -> str:
         """The message body of `event`, issued now and signed."""
         key = self._keys.current()
+        signer = self._keys.signer
         issued_at = self._clock.now_ms()
         payload = event.payload.model_dump()
-        signature = key.sign(canonical(event.type.value, event.nonce, issued_at, payload, key.kid))
+        signature = key.sign(canonical(event.type.value, event.nonce, issued_at, payload, signer, key.kid))
         return json.dumps(
             {
                 "type": event.type.value,
                 "nonce": event.nonce,
                 "issued_at": issued_at,
                 "payload": payload,
+                "signer": signer,
                 "kid": key.kid,
                 "signature": signature,
             }
@@ -216,32 +228,41 @@ def _parse(body: Any) -> dict[str, Any]:
 
 
 class Verifier:
-    """Checks a message body: size, shape, key id, signature, freshness, then the typed payload."""
+    """Checks a message body: size, shape, signer and key id, signature, freshness, the typed payload, then the
+    signer's grant (`grants`: signer -> `SignerGrant`; a signer without one is unknown)."""
 
-    def __init__(self, keys: VerifyKeySource, clock: Clock, max_age_ms: int = MAX_AGE_MS) -> None:
+    def __init__(
+        self, keys: VerifyKeySource, clock: Clock, grants: Mapping[str, SignerGrant], max_age_ms: int = MAX_AGE_MS
+    ) -> None:
         self._keys = keys
         self._clock = clock
+        self._grants = dict(grants)
         self._max_age = max_age_ms
 
     def verify(self, body: str) -> SignedEvent:
-        """The verified event, or `EventRejected` (malformed, forged or stale)."""
+        """The verified event, or `EventRejected` (malformed, forged, stale or not allowed); `KeyringBusy`
+        (retryable, not a verdict) when the kid is not cached and the keyring may not re-read it yet."""
         data = _parse(body)
-        type_, nonce, issued_at, payload, kid, signature = (data[k] for k in FIELDS)
+        type_, nonce, issued_at, payload, signer, kid, signature = (data[k] for k in FIELDS)
         if not (
             isinstance(type_, str)
             and isinstance(nonce, str)
             and isinstance(signature, str)
+            and isinstance(signer, str)
             and isinstance(kid, str)
             and isinstance(issued_at, int)
             and not isinstance(issued_at, bool)
             and isinstance(payload, dict)
         ):
             raise EventRejected(RejectReason.MALFORMED, "a field has the wrong JSON type")
-        key = self._keys.find(kid)
+        grant = self._grants.get(signer)
+        if grant is None:
+            raise EventRejected(RejectReason.FORGED, f"unknown signer {bounded(signer, 64)!r}")
+        key = self._keys.find(signer, kid)
         if key is None:
-            raise EventRejected(RejectReason.FORGED, f"unknown key id {bounded(kid, 32)!r}")
+            raise EventRejected(RejectReason.FORGED, f"unknown key id {bounded(kid, 32)!r} of signer {signer!r}")
         try:
-            message = canonical(type_, nonce, issued_at, payload, kid)
+            message = canonical(type_, nonce, issued_at, payload, signer, kid)
         except (RecursionError, ValueError):
             raise EventRejected(RejectReason.MALFORMED, "payload cannot be put in canonical form") from None
         if not key.verify(signature, message):
@@ -255,7 +276,19 @@ class Verifier:
             event = Event.build(EventType(type_), nonce, **payload)
         except (InvalidEvent, ValueError) as exc:
             raise EventRejected(RejectReason.MALFORMED, bounded(str(exc), 300)) from None
-        return SignedEvent(type=event.type, nonce=event.nonce, issued_at=issued_at, payload=event.payload)
+        _check_grant(signer, grant, event)
+        return SignedEvent(
+            type=event.type, nonce=event.nonce, issued_at=issued_at, payload=event.payload, signer=signer
+        )
+
+
+def _check_grant(signer: str, grant: SignerGrant, event: Event) -> None:
+    """Refuse a correctly signed event outside its signer's grant (the detail names no payload value)."""
+    if not grant.allows_type(event.type.value):
+        raise EventRejected(RejectReason.NOT_ALLOWED, f"signer {signer!r} may not send {event.type.value} events")
+    guild = getattr(event.payload, "guild_id", None)
+    if guild is not None and not grant.allows_guild(guild):
+        raise EventRejected(RejectReason.NOT_ALLOWED, f"signer {signer!r} may not change roles in this guild")
 
 
 def _describe(exc: Exception) -> str:

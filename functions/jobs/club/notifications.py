@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from jobfence.clock import Clock
 from jobfence.config import Settings
-from jobs.club.catalog import SIGNING_KEY_SECRET
+from jobs.club.catalog import signing_secret
 from jobs.club.events import Event, EventType, Signer
 from jobs.club.signing import SigningKeys
 from providers.secrets import SecretsManagerValues
@@ -59,12 +59,13 @@ def send_manual_change(publisher: Publisher, type: EventType | str, **payload: A
     return event.nonce
 
 
-def build_publisher(settings: Settings, session: Any, clock: Clock, queue_name: str) -> Publisher:
-    """The real publisher of a function whose environment grants the queue and the signing key.
+def build_publisher(settings: Settings, session: Any, clock: Clock, queue_name: str, job: str) -> Publisher:
+    """The real publisher of the job `job`, whose environment grants the queue and its own signing key; its events
+    name `job` as their signer.
 
     The key is read on each send through one long-lived `SecretsManagerValues` (cached `max_age_s`),
     so a rotated key reaches a warm job.
     """
     secrets = SecretsManagerValues(session.client("secretsmanager"))
     queue = SqsNotificationQueue(session.client("sqs"), settings.queue(queue_name))
-    return Publisher(Signer(SigningKeys(secrets, settings.secret(SIGNING_KEY_SECRET)), clock), queue)
+    return Publisher(Signer(SigningKeys(secrets, settings.secret(signing_secret(job)), job), clock), queue)

@@ -1,7 +1,8 @@
-"""Event signing keys: Ed25519 pairs in two secrets, so signing and verifying are separate rights.
+"""Event signing keys: one Ed25519 pair per publishing job, in two secrets, so signing and verifying are
+separate rights.
 
-    club_event_signing_key   the private key   read by the club jobs (they sign)
-    club_event_verify_key    the public key    read by the Discord worker (it verifies, and cannot sign)
+    club_signing_key_<job>   the private key   read by that job only (it signs as <job>)
+    club_verify_key_<job>    the public key    read by the Discord worker (it verifies, and cannot sign)
 
 The signing secret's value is the base64 of the raw 32-byte private key. The
 verify secret's value is the JSON `{"public_key": <base64 of the raw 32-byte
@@ -15,7 +16,14 @@ Keys are read on use through the `Secrets` port (cached `max_age_s`), never at
 import. Rotation (`jobs.club.rotation`) stores the new public key first, then
 the new private key; the worker's keyring holds the verify secret's
 `AWSCURRENT` and `AWSPREVIOUS` versions, and when an event names a kid it does
-not know it re-reads the secret once (at most every `REFRESH_MIN_MS`):
+not know it re-reads the secret once (at most every `REFRESH_MIN_MS`; inside
+that interval `find` raises `KeyringBusy`, a retryable failure, rather than
+judging the kid unknown: an unknown-kid event just before a rotation must not
+make the correctly signed event after it look forged; a kid the latest fresh read
+lacked is judged unknown at once, since rotation stores the public half before
+any job signs with the private one). A version that does not
+hold a key (the placeholder CloudFormation created, which the first rotation
+leaves as `AWSPREVIOUS`) verifies nothing; it is not an error:
 
     t0  rotate: verify secret CURRENT=new (since t0), PREVIOUS=old; then signing secret CURRENT=new
     t0..t0+max_age   jobs may still sign with old (cached) -> worker accepts old through PREVIOUS
@@ -48,7 +56,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from jobfence.clock import Clock
-from jobfence.errors import SettingsError
+from jobfence.errors import JobfenceError, SettingsError
 from providers.secrets import CURRENT, DEFAULT_MAX_AGE_S, PREVIOUS, SecretMissing, Secrets
 
 KID = re.compile(r"^[0-9a-f]{16}$")
@@ -150,14 +158,20 @@ def new_key_pair(seed: bytes | None = None) -> KeyPair:
 
 
 class SigningKeys:
-    """The current signing key, read on use from the signing secret."""
+    """The current signing key of the job `signer`, read on use from its signing secret."""
 
-    def __init__(self, secrets: Secrets, secret_name: str) -> None:
+    def __init__(self, secrets: Secrets, secret_name: str, signer: str) -> None:
         self._secrets = secrets
         self._name = secret_name
+        self.signer = signer
 
     def current(self) -> SigningKey:
         return SigningKey.from_secret(self._secrets.get(self._name, CURRENT))
+
+
+class KeyringBusy(JobfenceError):
+    """An unknown kid that cannot be looked up again yet (the refresh allowance is used): not judged forged;
+    the message is retried once the keyring may re-read the secret."""
 
 
 class VerifyKeyring:
@@ -170,23 +184,30 @@ class VerifyKeyring:
         self._clock = clock
         self._lock = threading.Lock()
         self._refreshed_at: int | None = None
+        self._unknown: set[str] = set()  # the kid the last fresh read was for, if it did not hold it
 
     def find(self, kid: str) -> VerifyKey | None:
-        """The public key named `kid`, or None if neither accepted version carries it."""
+        """The public key named `kid`, or None if neither accepted version carries it after a fresh read;
+        `KeyringBusy` if it is not in the cached versions and the secret was re-read less than
+        `REFRESH_MIN_MS` ago."""
         if not KID.match(kid):
             return None
         key = self._lookup(kid, fresh=False)
-        if key is None and self._may_refresh():
-            key = self._lookup(kid, fresh=True)
-        return key
-
-    def _may_refresh(self) -> bool:
+        if key is not None:
+            return key
         now = self._clock.now_ms()
         with self._lock:
             if self._refreshed_at is not None and now - self._refreshed_at < REFRESH_MIN_MS:
-                return False
+                if kid in self._unknown:
+                    return None  # the last fresh read lacked it (a rotation stores the public half first)
+                raise KeyringBusy(
+                    f"key id {kid} is not cached; the verify secret is re-read at most every {REFRESH_MIN_MS} ms"
+                )
             self._refreshed_at = now
-            return True
+        key = self._lookup(kid, fresh=True)
+        with self._lock:
+            self._unknown = set() if key is not None else {kid}
+        return key
 
     def _lookup(self, kid: str, *, fresh: bool) -> VerifyKey | None:
         current = self._stage(CURRENT, fresh=fresh)
@@ -199,9 +220,15 @@ class VerifyKeyring:
 
     def _stage(self, stage: str, *, fresh: bool) -> VerifyKey | None:
         try:
-            return VerifyKey.from_secret(self._secrets.get(self._name, stage, fresh=fresh))
+            value = self._secrets.get(self._name, stage, fresh=fresh)
         except SecretMissing:
             return None  # no AWSPREVIOUS before the first rotation, or after a revoke
+        try:
+            return VerifyKey.from_secret(value)
+        except SettingsError:
+            if stage == PREVIOUS:
+                return None  # the deploy's placeholder, rotated out by the first rotation: it verifies nothing
+            raise  # AWSCURRENT holds no key: the deployment is broken (every event would fail), not the event
 
     def _previous_accepted(self, current: VerifyKey | None) -> bool:
         if current is None or current.since_ms is None:

@@ -51,6 +51,7 @@ from jobs.club.delivery import DiscordDelivery
 from jobs.club.equipment_jobs import send_equipment_reminders
 from jobs.club.events import Signer, Verifier, nonce_for
 from jobs.club.notifications import Publisher
+from jobs.club.signers import SignerKeyrings, grants_from_catalog
 from jobs.club.signing import SigningKeys, VerifyKeyring, new_key_pair
 from jobs.club.stores.loans import LoanStore
 from jobs.club.stores.nonces import CLAIM_TTL_MS, NonceStore
@@ -225,7 +226,7 @@ class ClubFamily:
         queue = SqsNotificationQueue(world.wire.sqs, world.data["url"])
         return ChangeLog(
             OutboxStore(world.tables["club_outbox"], clock),
-            Publisher(Signer(SigningKeys(world.data["secrets"], "signing"), clock), queue),
+            Publisher(Signer(SigningKeys(world.data["secrets"], "signing", JOB), clock), queue),
         )
 
     def _job(self, world: World, clock: Any, actor: Actor | None):
@@ -249,7 +250,12 @@ class ClubFamily:
 
     def _delivery(self, world: World, clock: Any) -> DiscordDelivery:
         return DiscordDelivery(
-            Verifier(VerifyKeyring(world.data["secrets"], "verify", clock), clock),
+            # the worker's real table of grants; the job's own keyring (the others hold no key here)
+            Verifier(
+                SignerKeyrings({JOB: VerifyKeyring(world.data["secrets"], "verify", clock)}),
+                clock,
+                grants_from_catalog(),
+            ),
             NonceStore(world.tables["club_event_nonces"], clock),
             world.data["discord"],
             QueueVisibility(world, world.data["url"]),

@@ -14,8 +14,9 @@ from aws_lambda_powertools import Logger
 from jobfence.scheduled import JobDeps
 from jobfence.testing import JobHarness
 from jobs.catalog import CATALOG
-from jobs.club.catalog import SIGNING_KEY_SECRET
+from jobs.club.catalog import SIGNER_EVENTS, signing_secret
 from jobs.club.events import Verifier
+from jobs.club.signers import grants_from_catalog
 from tests.support import CatalogTables, signing_keys, signing_pair
 
 SIGNING_SEED = b"k" * 32
@@ -23,8 +24,8 @@ SIGNING_PAIR = signing_pair(SIGNING_SEED)
 
 
 def club_verifier(clock) -> Verifier:
-    """The Discord worker's verifier for the harness's signing key."""
-    return Verifier(signing_keys(clock, SIGNING_SEED)[1], clock)
+    """The Discord worker's verifier (the catalog's grants) for the harness's signing key (every job's, here)."""
+    return Verifier(signing_keys(clock, SIGNING_SEED)[1], clock, grants_from_catalog())
 
 
 @dataclass
@@ -76,7 +77,9 @@ def make_club(session, dynamodb, clock) -> Club:
     """A club on `session`'s backend: the queue and signing key made, each table when first used."""
     sqs = session.client("sqs")
     url = sqs.create_queue(QueueName="club-notifications")["QueueUrl"]
-    session.client("secretsmanager").create_secret(Name=f"jobfence/{SIGNING_KEY_SECRET}", SecretString=SIGNING_PAIR.signing_value)
+    for job in SIGNER_EVENTS:
+        session.client("secretsmanager").create_secret(Name=f"jobfence/{signing_secret(job)}",
+                                                       SecretString=SIGNING_PAIR.signing_value)
     return Club(session, dynamodb, sqs, CatalogTables(dynamodb), url, clock)
 
 
