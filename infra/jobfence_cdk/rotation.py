@@ -6,9 +6,10 @@ placeholder with a real pair) by calling `handlers.rotate_signing_key` for
 each step; the function writes the public half to the verify secret first
 (`jobs.club.rotation`). So `AwsSolutions-SMG4` is met for the key jobfence
 owns. The function may read and stage the signing secret and read and put the
-verify secret, nothing else; only Secrets Manager of this account may invoke
-it. The verify secret (a public key, rewritten by this rotation) and the
-third-party credentials keep their acknowledgement (`infra/jobfence_cdk/secrets.py`).
+verify secret, nothing else; only Secrets Manager of this account, rotating
+the signing secret (`SourceAccount` and `SourceArn`), may invoke it. The
+verify secret (a public key, rewritten by this rotation) and the third-party
+credentials keep their acknowledgement (`infra/jobfence_cdk/secrets.py`).
 
 The break-glass role (`CatalogSecrets.break_glass`) may start a rotation now
 (`RotateSecret` on the signing secret, and `lambda:InvokeFunction` on this
@@ -30,6 +31,7 @@ from jobfence_cdk.function import ServiceFunction
 from jobfence_cdk.secrets import CatalogSecrets
 
 ROTATION_DAYS = 30
+ROTATION_FUNCTION = "rotate_signing_key"  # the function is "<prefix>-rotate_signing_key"
 HANDLER = "handlers.rotate_signing_key.handler"
 SIGNING_ACTIONS = (
     "secretsmanager:DescribeSecret",
@@ -61,7 +63,7 @@ class SigningKeyRotation(Construct):
             self,
             "Function",
             code=code,
-            function_name=f"{prefix}-rotate_signing_key",
+            function_name=f"{prefix}-{ROTATION_FUNCTION}",
             handler=HANDLER,
             timeout_s=30,
             memory_mb=256,
@@ -89,10 +91,13 @@ class SigningKeyRotation(Construct):
             secrets.break_glass.add_to_policy(
                 iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.function.function_arn])
             )
+        # Secrets Manager of this account, rotating this very secret (confused deputy: not another secret's
+        # rotation configured with this function by someone allowed to call RotateSecret elsewhere)
         self.function.add_permission(
             "SecretsManagerInvokes",
             principal=iam.ServicePrincipal("secretsmanager.amazonaws.com"),
             source_account=Aws.ACCOUNT_ID,
+            source_arn=secrets.secrets[signing].secret_arn,
         )
         schedule = secretsmanager.CfnRotationSchedule(
             self,

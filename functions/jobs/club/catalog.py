@@ -29,6 +29,7 @@ MEMBER_FACING_CATCH_UP: dict[str, Any] = dict(catch_up=CatchUp.ONCE, catch_up_wi
 # A deployment that changes the shop's address changes this line (docs/security.md).
 RECEIPT_SENDERS = "shop@photoclub.example"
 NOTIFICATIONS_QUEUE = "club_notifications"
+REJECTED_METRIC = "discord_rejected"  # what the Discord worker counts a rejected message with (alarmed)
 # Logical secret names (the catalog is data: the modules that read them import these names from here).
 DISCORD_TOKEN_SECRET = "discord_token"  # the bot token (only the Discord worker lists it)
 SIGNING_KEY_SECRET = "club_event_signing_key"  # Ed25519 private key: jobs that publish events
