@@ -5,7 +5,11 @@
   allowed;
 - every function may read the secrets its environment names;
 - a role from elsewhere in the account, even with `*` on `*`, may neither read nor replace nor manage a secret;
-- no job or worker role may replace a secret's version, even given `secretsmanager:*` elsewhere (issue 29, item 6).
+- no job or worker role may replace a secret's version, even given `secretsmanager:*` elsewhere (issue 29, item 6);
+- the services acting for the stack are held to it (issue 29, low findings): Secrets Manager may invoke the rotation
+  function only rotating the signing secret, and CloudWatch may publish to the alarm topic (and use its key) only
+  for this stage's alarms, not those of a stage named "jobfence-eu";
+- the break-glass role may move version stages of the verify secret only.
 """
 
 from __future__ import annotations
@@ -201,3 +205,17 @@ def test_the_alarm_topic_and_its_key_admit_exactly_this_stages_alarms(each):
             assert Decision.ALLOW not in admitted(other), other
         # AND none of another account
         assert Decision.ALLOW not in admitted(alarm, "210987654321"), alarm
+
+
+def test_the_break_glass_role_may_move_version_stages_of_the_verify_secret_only(synthesized):
+    """What docs/security.md ("The break-glass role") says it trusts the role with: UpdateSecretVersionStage on the
+    verify secret (any stage: the revoke, and also re-staging an old public key), on no other secret."""
+    policy, resources = _policies(synthesized), synthesized.resources
+    role = policy.role(_break_glass(resources))
+    stage = "secretsmanager:UpdateSecretVersionStage"
+    assert policy.decide(role, stage, _secret(policy, VERIFY_KEY_SECRET)) is Decision.ALLOW
+    for name in _secret_names(resources) - {f"jobfence/{VERIFY_KEY_SECRET}"}:
+        assert policy.decide(role, stage, policy.secret_arn(name)) is not Decision.ALLOW, name
+    # the grant names no stage: the revoke's call and a move of AWSCURRENT are one action, allowed alike
+    statements = [s for r, s in role_statements(resources) if r == role.role and stage in as_list(s["Action"])]
+    assert statements and all("Condition" not in s for s in statements)
