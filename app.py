@@ -25,11 +25,16 @@ from aws_cdk import App  # noqa: E402
 
 from jobfence_cdk import build_app  # noqa: E402
 from jobs.catalog import CATALOG  # noqa: E402
-from jobs.club.catalog import signing_pairs  # noqa: E402
+from jobs.club.catalog import NOTIFICATIONS_QUEUE, REJECTED_METRIC, signing_pairs  # noqa: E402
 
-# What this app passes with its catalog (the tests synthesize with the same): its code asset and the
-# club's event signing pairs (one per publishing job), which jobfence rotates on a schedule.
-OPTIONS: dict[str, Any] = {"functions_dir": FUNCTIONS, "signing_keys": signing_pairs()}
+# What this app passes with its catalog (the tests synthesize with the same): its code asset, the
+# club's event signing pairs (one per publishing job), which jobfence rotates on a schedule, and the
+# Discord worker's rejection metric, which gets an alarm (docs/operations.md, "Security alarms").
+OPTIONS: dict[str, Any] = {
+    "functions_dir": FUNCTIONS,
+    "signing_keys": signing_pairs(),
+    "rejections": {NOTIFICATIONS_QUEUE: REJECTED_METRIC},  # alarmed on the first (docs/operations.md)
+}
 
 if __name__ == "__main__":
     app = App()

@@ -13,7 +13,11 @@ one account:
 What it understands, which is what the template uses:
 
 - identity policies: the roles' `AWS::IAM::Policy` resources and inline `Policies`;
-- resource policies: `AWS::SecretsManager::ResourcePolicy` (by the secret it names);
+- resource policies: `AWS::SecretsManager::ResourcePolicy` (by the secret it names),
+  `AWS::SNS::TopicPolicy` (by its topics), a `AWS::KMS::Key`'s key policy, and each
+  `AWS::Lambda::Permission` as the statement Lambda adds to the function's policy
+  (`SourceAccount` / `SourceArn` as the `aws:SourceAccount` / `aws:SourceArn` conditions
+  a service principal's request carries);
 - `Action` / `NotAction`, `Resource` / `NotResource` with `*` and `?` wildcards
   (actions case-insensitive, resources case-sensitive);
 - `Principal` / `NotPrincipal` of `"*"`, `{"AWS": ...}` (a role ARN, `"*"`, or
@@ -29,10 +33,10 @@ What it understands, which is what the template uses:
   parameters, resolved to ARNs in one fixed account and region: a role's ARN
   is `arn:aws:iam::<account>:role/<logical id>`, a secret's
   `...:secret:<Name>-AbCdEf` (the six random characters Secrets Manager adds),
-  a function's `...:function:<FunctionName>`.
+  a function's `...:function:<FunctionName>`, a topic's `...:sns:<region>:<account>:<TopicName>`.
 
 Not modelled (none is in the template): permission boundaries, SCPs, session
-policies, KMS key policies on secrets, cross-account requests.
+policies, the keys of the secrets (AWS managed), cross-account requests.
 """
 
 from __future__ import annotations
@@ -119,6 +123,19 @@ class Template:
             elif kind == "AWS::SecretsManager::ResourcePolicy":
                 arn = self.resolve(properties["SecretId"])
                 self._resource.setdefault(str(arn), []).extend(self.statements(properties["ResourcePolicy"]))
+            elif kind == "AWS::SNS::TopicPolicy":
+                for topic in properties["Topics"]:
+                    self._resource.setdefault(str(self.resolve(topic)), []).extend(
+                        self.statements(properties["PolicyDocument"])
+                    )
+            elif kind == "AWS::KMS::Key":  # in a key policy, Resource "*" is this key
+                self._resource.setdefault(self.arn(logical), []).extend(self.statements(properties["KeyPolicy"]))
+            elif kind == "AWS::Lambda::Permission":
+                function = str(self.resolve(properties["FunctionName"]))
+                if not function.startswith("arn:"):
+                    a = self.account
+                    function = f"arn:{a.partition}:lambda:{a.region}:{a.account_id}:function:{function}"
+                self._resource.setdefault(function, []).append(self._permission(properties, function))
 
     # -- the template's things, by logical id ---------------------------------------------------------
     def of_type(self, kind: str) -> dict[str, Any]:
@@ -219,6 +236,26 @@ class Template:
             conditions=conditions,
         )
 
+    def _permission(self, properties: Mapping[str, Any], function: str) -> Statement:
+        """A Lambda permission as the statement Lambda adds to the function's resource policy."""
+        unknown = set(properties) - {"Action", "FunctionName", "Principal", "SourceAccount", "SourceArn"}
+        if unknown:
+            raise Unsupported(f"Lambda permission keys {sorted(unknown)}")
+        principal = str(self.resolve(properties["Principal"]))
+        conditions: dict[str, dict[str, tuple[str, ...]]] = {}
+        if "SourceAccount" in properties:
+            conditions["StringEquals"] = {"aws:SourceAccount": self._strings(properties["SourceAccount"])}
+        if "SourceArn" in properties:
+            conditions["ArnLike"] = {"aws:SourceArn": self._strings(properties["SourceArn"])}
+        kind = "Service" if principal.endswith(".amazonaws.com") else "AWS"
+        return Statement(
+            effect="Allow",
+            actions=self._strings(properties["Action"]),
+            resources=(function,),
+            principals={kind: (principal,)},
+            conditions=conditions,
+        )
+
     def _principals(self, value: Any) -> Mapping[str, tuple[str, ...]]:
         if value == "*":
             return {"AWS": ("*",)}
@@ -276,6 +313,9 @@ class Template:
             raise Unsupported(f"Ref to {name!r}, not a resource of the template")
         if resource["Type"] == "AWS::SecretsManager::Secret":  # a secret's Ref is its ARN
             return self._secret_arn(name)
+        if resource["Type"] == "AWS::SNS::Topic":  # so is a topic's
+            a, topic = self.account, resource.get("Properties", {}).get("TopicName", name)
+            return f"arn:{a.partition}:sns:{a.region}:{a.account_id}:{topic}"
         return str(resource.get("Properties", {}).get(_NAME_PROPERTY.get(resource["Type"], ""), name))
 
     def _get_att(self, logical: str, attribute: str) -> str:

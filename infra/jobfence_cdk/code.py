@@ -34,8 +34,11 @@ REQUIREMENTS = "requirements.txt"  # the dependency list, at the top of the func
 SKIP_BUNDLING_CONTEXT: dict[str, list[str]] = {"aws:cdk:bundling-stacks": []}
 """App context that bundles no stack: the layer is not built (tests synthesize with it; `cdk synth` does not)."""
 
-# Development leftovers never belong in the asset.
-_EXCLUDE = ["__pycache__", "*.pyc", ".pytest_cache", "requirements.txt"]
+# Development leftovers never belong in the asset, nor does code only tests and the local tools run: the
+# runtime's test kit and the fake providers (the local runtime's functions run the asset too, and import
+# neither; `tests/infra/test_infra_code.py` checks the staged asset).
+TEST_ONLY = ["jobfence/testing", "providers/*_fake.py"]
+_EXCLUDE = ["__pycache__", "*.pyc", ".pytest_cache", "requirements.txt", *TEST_ONLY]
 
 
 def layer_asset_hash(requirements: pathlib.Path, platform: str) -> str:

@@ -16,35 +16,55 @@ outcome ("ran", "failed", ...) plus "duration". Per job:
   no run, no holder, no gate and no disabled rule to explain it. Its period is
   the auditor's interval; the auditor's own not-running alarm covers its silence.
 
+Security signals (docs/operations.md, "Security alarms"), each firing on the first count:
+
+- `<prefix>-<job>-refused-event`: the job's function refused an event (`refused_event`: malformed, or a
+  Scheduled Event not from its own rule, account and time; `jobfence.handler.scheduled`);
+- `<prefix>-<queue>-rejected`: a worker that names a rejection metric (`rejections`, e.g. the Discord
+  worker's `discord_rejected`: forged, stale, malformed or oversized events) counted one;
+- `<prefix>-<rotation function>-errors`: a step of the signing key's rotation raised (Lambda `Errors`).
+
 Per queue: its DLQ not empty, and the oldest message older than
 `oldest_age_threshold_s`. Queue panels show the worker's own item counts
 ("completed", "failed" with dimensions {service, queue}) next to the SQS and
 Lambda metrics every queue has (messages deleted, worker errors, DLQ depth),
 so a panel is never empty while a worker emits nothing of its own.
+
+The alarm topic and its key admit CloudWatch only with `aws:SourceAccount` = this account and
+`aws:SourceArn` one of this stage's alarm ARNs, listed exactly (`alarm_source_conditions`): a pattern
+"<prefix>-*" would also admit another stage whose prefix starts with this one ("jobfence-eu").
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from aws_cdk import Aws, Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from jobfence.auditor import MISSED_METRIC
+from jobfence.handler.scheduled import REFUSED_EVENT_METRIC
 from jobfence.registry import JobSpec, QueueSpec, metric_dimensions
 from jobfence.scheduled import Outcome
+from jobfence_cdk.rotation import ROTATION_FUNCTION
 from jobfence_cdk.schedule import tick_interval_s
 from jobfence_cdk.scheduled_job import ScheduledJob
 from jobfence_cdk.work_queue import WorkQueue
 
 ALARM_PERIOD = Duration.minutes(5)
+# The alarm topic's policy lists every alarm's ARN (`alarm_source_conditions`); SNS holds 30 KiB a policy
+# (the key's holds 32 KiB): this budget leaves 2 KiB for the rest of it (about 260 alarms: 40 jobs of 6).
+ALARM_LIST_BUDGET = 28 * 1024
+LONGEST_PARTITION = "aws-us-gov"
+LONGEST_REGION = "x" * 20  # no region name is longer today ("ap-southeast-7", "us-gov-west-1": 13-14)
 DAY_S = 86400
 MAX_EVALUATION_S = 7 * DAY_S  # CloudWatch's longest evaluation range (periods of an hour or more)
 MIN_OLDEST_AGE_S = (
@@ -77,17 +97,34 @@ def queue_metric(namespace: str, spec: QueueSpec, name: str) -> cloudwatch.Metri
     )
 
 
-def alarm_arn_pattern(prefix: str) -> str:
-    """The ARNs of this stage's alarms (every alarm is named "<prefix>-...")."""
-    return f"arn:{Aws.PARTITION}:cloudwatch:{Aws.REGION}:{Aws.ACCOUNT_ID}:alarm:{prefix}-*"
+def alarm_arn(alarm_name: str) -> str:
+    """The ARN of this account's alarm `alarm_name` in the stack's region."""
+    return f"arn:{Aws.PARTITION}:cloudwatch:{Aws.REGION}:{Aws.ACCOUNT_ID}:alarm:{alarm_name}"
 
 
-def alarm_source_conditions(prefix: str) -> dict:
-    """Conditions admitting CloudWatch only on behalf of this account's alarms of this stage."""
+def alarm_source_conditions(alarm_names: Iterable[str]) -> dict:
+    """Conditions admitting CloudWatch only on behalf of exactly these alarms of this account (no pattern:
+    "<prefix>-*" also matches the alarms of a stage named "<prefix>-eu").
+
+    Raises `ValueError` when the list would not fit the topic policy (`alarm_list_bytes`)."""
+    names = sorted(alarm_names)
+    if (size := alarm_list_bytes(names)) > ALARM_LIST_BUDGET:
+        raise ValueError(
+            f"{len(names)} alarms: their ARNs take up to {size} bytes of the alarm topic's policy, over the "
+            f"{ALARM_LIST_BUDGET} it can hold (SNS allows 30 KiB a policy): split the catalog into stages"
+        )
     return {
         "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
-        "ArnLike": {"aws:SourceArn": alarm_arn_pattern(prefix)},
+        "ArnEquals": {"aws:SourceArn": [alarm_arn(name) for name in names]},
     }
+
+
+def alarm_list_bytes(alarm_names: Iterable[str]) -> int:
+    """An upper bound of the bytes the alarms' ARNs take in a policy, deployed in the longest partition and
+    region names (each: quotes, comma, "arn:" ... ":alarm:" and the name)."""
+    return sum(
+        len(f'"arn:{LONGEST_PARTITION}:cloudwatch:{LONGEST_REGION}:123456789012:alarm:{n}",') for n in alarm_names
+    )
 
 
 def not_running_window(spec: JobSpec) -> tuple[int, int]:
@@ -104,9 +141,12 @@ def oldest_age_threshold_s(spec: QueueSpec) -> int:
 
 
 class Monitoring(Construct):
-    """The alarms of every job and queue (failed, lease lost, not running, dead letters, missed; a queue's
-    DLQ and oldest message) on one topic, and one dashboard (see the module docstring).
+    """The alarms of every job and queue (failed, lease lost, not running, dead letters, missed, refused
+    event; a queue's DLQ, oldest message and rejections) and of the rotation function's errors on one topic,
+    and one dashboard (see the module docstring).
 
+    `rejections` maps a queue to the metric its worker counts a rejected message with (dimensions
+    {service, job: the queue}); `rotation` is the signing key's rotation function, if any.
     Attributes: `topic` (alarm notifications), `dashboard`, `alarms` (name -> Alarm).
     """
 
@@ -118,6 +158,8 @@ class Monitoring(Construct):
         prefix: str,
         jobs: Iterable[ScheduledJob],
         queues: Iterable[WorkQueue],
+        rejections: Mapping[str, str] | None = None,
+        rotation: lambda_.IFunction | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.prefix = prefix
@@ -128,9 +170,41 @@ class Monitoring(Construct):
             description=f"{prefix}: encrypts alarm notifications",
             enable_key_rotation=True,
         )
+        self.topic = sns.Topic(self, "Alarms", topic_name=f"{prefix}-alarms", master_key=key, enforce_ssl=True)
+        self._action = actions.SnsAction(self.topic)
+        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=prefix)
+
+        jobs, queues = list(jobs), list(queues)
+        audited = {name: job.spec for job in jobs for name in job.spec.audits}  # job -> its auditor
+        for job in jobs:
+            self._job(job, audited.get(job.spec.name))
+        for queue in queues:
+            self._queue(queue)
+        for queue_name, metric_name in sorted((rejections or {}).items()):
+            self._rejections(next(q.spec for q in queues if q.spec.name == queue_name), metric_name)
+        if rotation is not None:
+            self._alarm(
+                f"{ROTATION_FUNCTION}-errors",
+                alarm_description="the signing key's rotation: a step failed (see the function's log group)",
+                metric=rotation.metric_errors(period=ALARM_PERIOD, statistic="Sum"),
+                threshold=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                evaluation_periods=1,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+        dead_letters = [(j.spec.name, j.dead_letters) for j in jobs] + [(q.spec.name, q.dead_letters) for q in queues]
+        if dead_letters:
+            self.dashboard.add_widgets(
+                cloudwatch.GraphWidget(
+                    title="dead-letter queue depth",
+                    width=24,
+                    left=[_depth(dlq, label=name) for name, dlq in dead_letters],
+                )
+            )
         # CloudWatch publishes to an encrypted topic only if the topic admits it AND it may use the key;
-        # both admit it only for this account's alarms of this stage (confused-deputy conditions).
-        from_our_alarms = alarm_source_conditions(prefix)
+        # both admit it only for this account's alarms of this stage, by exact ARN (confused deputy).
+        # Added last: the list is every alarm above.
+        from_our_alarms = alarm_source_conditions(self.alarms)
         cloudwatch_principal = iam.ServicePrincipal("cloudwatch.amazonaws.com")
         key.add_to_resource_policy(
             iam.PolicyStatement(
@@ -141,7 +215,6 @@ class Monitoring(Construct):
                 conditions=from_our_alarms,
             )
         )
-        self.topic = sns.Topic(self, "Alarms", topic_name=f"{prefix}-alarms", master_key=key, enforce_ssl=True)
         self.topic.add_to_resource_policy(
             iam.PolicyStatement(
                 sid="CloudWatchAlarmsPublish",
@@ -151,24 +224,6 @@ class Monitoring(Construct):
                 conditions=from_our_alarms,
             )
         )
-        self._action = actions.SnsAction(self.topic)
-        self.dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=prefix)
-
-        jobs, queues = list(jobs), list(queues)
-        audited = {name: job.spec for job in jobs for name in job.spec.audits}  # job -> its auditor
-        for job in jobs:
-            self._job(job, audited.get(job.spec.name))
-        for queue in queues:
-            self._queue(queue)
-        dead_letters = [(j.spec.name, j.dead_letters) for j in jobs] + [(q.spec.name, q.dead_letters) for q in queues]
-        if dead_letters:
-            self.dashboard.add_widgets(
-                cloudwatch.GraphWidget(
-                    title="dead-letter queue depth",
-                    width=24,
-                    left=[_depth(dlq, label=name) for name, dlq in dead_letters],
-                )
-            )
 
     def _alarm(self, name: str, **props) -> cloudwatch.Alarm:
         alarm = cloudwatch.Alarm(self, name, alarm_name=f"{self.prefix}-{name}", **props)
@@ -188,6 +243,15 @@ class Monitoring(Construct):
                 evaluation_periods=1,
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             )
+        self._alarm(
+            f"{spec.name}-refused-event",
+            alarm_description=f"job {spec.name}: its function refused an event (malformed, or a tick not of its rule)",
+            metric=job_metric(self.prefix, spec, REFUSED_EVENT_METRIC, "Sum"),
+            threshold=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
         period, periods = not_running_window(spec)
         self._alarm(
             f"{spec.name}-not-running",
@@ -256,6 +320,23 @@ class Monitoring(Construct):
             ),
             cloudwatch.GraphWidget(title=f"{spec.name}: items failed", width=8, left=failed),
             cloudwatch.GraphWidget(title=f"{spec.name}: oldest message (s)", width=8, left=[oldest]),
+        )
+
+    def _rejections(self, spec: QueueSpec, metric_name: str) -> None:
+        self._alarm(
+            f"{spec.name}-rejected",
+            alarm_description=f"queue {spec.name}: its worker rejected a message ({metric_name})",
+            metric=cloudwatch.Metric(
+                namespace=self.prefix,
+                metric_name=metric_name,
+                dimensions_map={"service": spec.subsystem, "job": spec.name},
+                statistic="Sum",
+                period=ALARM_PERIOD,
+            ),
+            threshold=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
 
     def _dead_letter_alarm(self, name: str, description: str, dlq: sqs.IQueue) -> None:

@@ -8,9 +8,10 @@ with the signing secret's id, and the function writes the public half to that
 pair's verify secret first (`jobs.club.rotation`). So `AwsSolutions-SMG4` is
 met for the keys jobfence owns. The function may read and stage the signing
 secrets and read and put the verify secrets, nothing else; only Secrets
-Manager of this account may invoke it. The verify secrets (public keys,
-rewritten by this rotation) and the third-party credentials keep their
-acknowledgement (`infra/jobfence_cdk/secrets.py`).
+Manager of this account, rotating one of those signing secrets (one permission
+per secret, with `SourceAccount` and `SourceArn`), may invoke it. The verify
+secrets (public keys, rewritten by this rotation) and the third-party
+credentials keep their acknowledgement (`infra/jobfence_cdk/secrets.py`).
 
 The break-glass role (`CatalogSecrets.break_glass`) may start a rotation now
 (`RotateSecret` on a signing secret, and `lambda:InvokeFunction` on this
@@ -35,6 +36,7 @@ from jobfence_cdk.secrets import CatalogSecrets
 from jobfence_cdk.tables import pascal
 
 ROTATION_DAYS = 30
+ROTATION_FUNCTION = "rotate_signing_key"  # the function is "<prefix>-rotate_signing_key"
 HANDLER = "handlers.rotate_signing_key.handler"
 SIGNING_ACTIONS = (
     "secretsmanager:DescribeSecret",
@@ -67,7 +69,7 @@ class SigningKeyRotation(Construct):
             self,
             "Function",
             code=code,
-            function_name=f"{prefix}-rotate_signing_key",
+            function_name=f"{prefix}-{ROTATION_FUNCTION}",
             handler=HANDLER,
             timeout_s=30,
             memory_mb=256,
@@ -90,13 +92,17 @@ class SigningKeyRotation(Construct):
             secrets.break_glass.add_to_policy(
                 iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[self.function.function_arn])
             )
-        self.function.add_permission(
-            "SecretsManagerInvokes",
-            principal=iam.ServicePrincipal("secretsmanager.amazonaws.com"),
-            source_account=Aws.ACCOUNT_ID,
-        )
         self.schedules: dict[str, secretsmanager.CfnRotationSchedule] = {}
         for signing, _ in signing_keys:
+            # Secrets Manager of this account, rotating this very secret (confused deputy: not another secret's
+            # rotation configured with this function by someone allowed to call RotateSecret elsewhere)
+            permission = f"SecretsManagerInvokes{pascal(signing)}"
+            self.function.add_permission(
+                permission,
+                principal=iam.ServicePrincipal("secretsmanager.amazonaws.com"),
+                source_account=Aws.ACCOUNT_ID,
+                source_arn=secrets.secrets[signing].secret_arn,
+            )
             schedule = secretsmanager.CfnRotationSchedule(
                 self,
                 f"Schedule{pascal(signing)}",
@@ -107,5 +113,5 @@ class SigningKeyRotation(Construct):
                 ),
             )
             # Secrets Manager checks at creation that it may invoke the function.
-            schedule.node.add_dependency(self.function.permissions_node.find_child("SecretsManagerInvokes"))
+            schedule.node.add_dependency(self.function.permissions_node.find_child(permission))
             self.schedules[signing] = schedule

@@ -7,7 +7,7 @@ tables, then every queue, then secrets, then the functions that use them.
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aws_cdk import Stack
@@ -33,7 +33,8 @@ class JobfenceStack(Stack):
     `signing_keys` ((signing, verify), ...) names the secret pairs of the catalog that jobfence rotates on a
     schedule (`SigningKeyRotation`, one function for all pairs; the asset must hold
     `handlers/rotate_signing_key.py`); a single pair `(signing, verify)` is also accepted; `health` adds
-    the health API (default: when the asset holds `handlers/health.py`).
+    the health API (default: when the asset holds `handlers/health.py`). `rejections` maps a work queue
+    to the metric its worker counts rejected messages with: each gets an alarm (`Monitoring`).
 
     Attributes: `catalog`, `tables`, `queues`, `secrets`, `jobs`, `rotation` (or None), `health` (or None),
     `monitoring`.
@@ -50,6 +51,7 @@ class JobfenceStack(Stack):
         schedules_enabled: bool = True,
         health: bool | None = None,
         signing_keys: Sequence[tuple[str, str]] | tuple[str, str] | None = None,
+        rejections: Mapping[str, str] | None = None,
         **kwargs: Any,
     ) -> None:
         # Refuse a bad catalog before any construct exists, with a message naming the entry.
@@ -111,7 +113,13 @@ class JobfenceStack(Stack):
             health = handler_file(HEALTH_HANDLER, functions_dir).is_file()
         self.health = HealthApi(self, "HealthApi", code=code, prefix=prefix) if health else None
         self.monitoring = Monitoring(
-            self, "Monitoring", prefix=prefix, jobs=self.jobs.values(), queues=self.queues.values()
+            self,
+            "Monitoring",
+            prefix=prefix,
+            jobs=self.jobs.values(),
+            queues=self.queues.values(),
+            rejections={q: m for q, m in (rejections or {}).items() if q in self.queues},
+            rotation=self.rotation.function if self.rotation is not None else None,
         )
 
 

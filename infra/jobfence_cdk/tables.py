@@ -1,7 +1,8 @@
 """One DynamoDB table per catalog `TableSpec` (the core leases and runs included).
 
-On-demand, point-in-time recovery, AWS-managed KMS encryption, the TTL
-attribute where rows expire and every global secondary index of the spec.
+On-demand, point-in-time recovery, AWS-managed KMS encryption, deletion
+protection (and retained when the stack drops it), the TTL attribute where rows
+expire and every global secondary index of the spec.
 Physical names are "<prefix>-<logical>" so the runbook can name them.
 """
 
@@ -43,8 +44,10 @@ class CatalogTables(Construct):
             ),
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
             time_to_live_attribute=spec.ttl_attribute,
-            # Rows are the system's state (leases, runs, batches): never dropped by a stack change.
+            # Rows are the system's state (leases, runs, batches): never dropped by a stack change (RETAIN),
+            # nor by a DeleteTable call from anyone (deletion protection: turn it off first, on purpose).
             removal_policy=RemovalPolicy.RETAIN,
+            deletion_protection=True,
         )
         for index in spec.indexes:
             table.add_global_secondary_index(

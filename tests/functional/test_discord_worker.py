@@ -14,7 +14,7 @@ from jobfence.config import provider_env, queue_env, secret_env, table_env
 from jobs.club.events import EventRejected, RejectReason, Signer, Verifier
 from jobs.club.notifications import Publisher, send_manual_change
 from providers.sqs import SqsNotificationQueue
-from jobs.club.catalog import CLUB_GUILDS, SIGNER_EVENTS, signing_secret, verify_secret
+from jobs.club.catalog import CLUB_GUILDS, REJECTED_METRIC, SIGNER_EVENTS, signing_secret, verify_secret
 from jobs.club.signers import grants_from_catalog
 from jobs.club.signing import SigningKeys
 from ops.stubs.discord import DiscordStub
@@ -134,7 +134,7 @@ def test_forged_and_malformed_samples_are_acknowledged_as_rejected_and_never_rea
     assert stub.requests == []
     rejected = [r for r in caplog.records if getattr(r, "outcome", None) == "rejected"]
     assert len(rejected) == 5 and {r.reason for r in rejected} == {"forged", "malformed"}
-    assert counted.count("discord_rejected") == 5
+    assert counted.count(REJECTED_METRIC) == 5  # the metric the stack alarms on (app.py, "rejections")
 
 
 @pytest.mark.parametrize("event", [{"Records": [{}]}, {"Records": [None, 3, "x"]}, {"Records": [{"body": 1}]}])

@@ -33,6 +33,15 @@ def test_one_table_per_catalog_table_with_keys_indexes_ttl_and_protection(each):
             assert indexes[index.name]["KeySchema"][0] == {"AttributeName": index.partition_key[0], "KeyType": "HASH"}
 
 
+def test_every_table_is_deletion_protected_and_retained(each):
+    """Issue 29, low: no deletion protection on the tables (a DeleteTable call, by anyone, dropped the state)."""
+    tables = of_type(each.resources, "AWS::DynamoDB::Table")
+    assert len(tables) == len(each.catalog.tables)
+    for logical, table in tables.items():
+        assert table["Properties"]["DeletionProtectionEnabled"] is True, logical
+        assert (table["DeletionPolicy"], table["UpdateReplacePolicy"]) == ("Retain", "Retain"), logical
+
+
 def test_no_iam_statement_has_a_wildcard_action(each):
     checked = 0
     for _role, statement in role_statements(each.resources):

@@ -1,5 +1,6 @@
 """The synthesized template deploys into moto's CloudFormation (in-process), as the local
-runtime deploys it: every job's rule and function exist there with their full environment."""
+runtime deploys it: every job's rule and function exist there with their full environment, and every
+table deletion-protected."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import io
 import json
 import zipfile
 
+import pytest
+from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from jobfence.config import secret_env, secret_name
@@ -57,3 +60,9 @@ def test_template_deploys_into_the_emulator_with_every_rule_and_environment(each
     assert deployed == {f["Properties"]["FunctionName"] for f in of_type(template["Resources"], "AWS::Lambda::Function").values()}
     for fn in of_type(template["Resources"], "AWS::Lambda::Function").values():
         assert set(functions[fn["Properties"]["FunctionName"]]["Environment"]["Variables"]) == set(env(fn))
+    # AND every table is there deletion-protected: DeleteTable is refused
+    dynamodb = aws.client("dynamodb")
+    for name in each.catalog.tables:
+        assert dynamodb.describe_table(TableName=f"jobfence-{name}")["Table"]["DeletionProtectionEnabled"] is True
+    with pytest.raises(ClientError, match="DeletionProtectionEnabled"):
+        dynamodb.delete_table(TableName=f"jobfence-{next(iter(each.catalog.tables))}")

@@ -109,3 +109,66 @@ def test_every_audited_job_has_a_missed_alarm_on_the_auditors_metric_and_a_dashb
     for name in auditor.audits:
         spec = synthesized.catalog.job(name)
         assert (f"{name}: outcomes", ("jobfence", "missed", "job", name, "service", spec.subsystem)) in lines
+
+
+def test_security_signals_have_alarms_on_the_topic(synthesized):
+    """Issue 29, low: no alarm on rotation errors, on `discord_rejected`, nor on a refused scheduled event."""
+    from jobfence.handler.scheduled import REFUSED_EVENT_METRIC
+    from jobs.club.catalog import NOTIFICATIONS_QUEUE, REJECTED_METRIC, SUBSYSTEM  # what handlers.discord's Metrics uses
+
+    resources = synthesized.resources
+    alarms = _alarms(resources)
+    topic = next(iter(of_type(resources, "AWS::SNS::Topic")))
+
+    def fires_on_the_first(alarm: dict) -> None:
+        assert alarm["Threshold"] == 1 and alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+        assert alarm["Statistic"] == "Sum" and alarm["TreatMissingData"] == "notBreaching"
+        assert [ref_id(a) for a in alarm["AlarmActions"]] == [topic]
+
+    # THEN every job's refused events (the runner's dimensions: {service, job})
+    for name, spec in synthesized.catalog.jobs.items():
+        alarm = alarms[f"jobfence-{name}-refused-event"]
+        assert (alarm["Namespace"], alarm["MetricName"]) == ("jobfence", REFUSED_EVENT_METRIC)
+        assert _dimensions(alarm) == metric_dimensions(spec)
+        fires_on_the_first(alarm)
+    # AND the Discord worker's rejections, with the dimensions the worker's Metrics sets (service, job)
+    rejected = alarms[f"jobfence-{NOTIFICATIONS_QUEUE}-rejected"]
+    assert (rejected["Namespace"], rejected["MetricName"]) == ("jobfence", REJECTED_METRIC)
+    assert _dimensions(rejected) == {"service": SUBSYSTEM, "job": NOTIFICATIONS_QUEUE}
+    fires_on_the_first(rejected)
+    # AND the rotation function's errors (Lambda's own metric: a failed step raises)
+    errors = alarms["jobfence-rotate_signing_key-errors"]
+    assert (errors["Namespace"], errors["MetricName"]) == ("AWS/Lambda", "Errors")
+    functions = {k: f["Properties"]["FunctionName"] for k, f in of_type(resources, "AWS::Lambda::Function").items()}
+    assert functions[ref_id(_dimensions(errors)["FunctionName"])] == "jobfence-rotate_signing_key"
+    fires_on_the_first(errors)
+
+
+def _resolved(policy, value):
+    """A policy document with every reference resolved (as deployed in `policy.account`)."""
+    if isinstance(value, dict):
+        if len(value) == 1 and next(iter(value)).startswith(("Ref", "Fn::")):
+            return policy.resolve(value)
+        return {k: _resolved(policy, v) for k, v in value.items()}
+    return [_resolved(policy, v) for v in value] if isinstance(value, list) else value
+
+
+def test_the_exact_alarm_list_fits_the_topic_and_key_policies_and_a_catalog_too_large_is_refused(each):
+    import pytest
+
+    from jobfence_cdk.monitoring import ALARM_LIST_BUDGET, alarm_list_bytes, alarm_source_conditions
+    from ops.iam_policy import Account, Template
+
+    names = list(_alarms(each.resources))
+    assert alarm_list_bytes(names) <= ALARM_LIST_BUDGET
+    # THEN deployed in the longest partition, the topic policy is under SNS's 30 KiB and the key's under KMS's 32 KiB
+    policy = Template(each.template.to_json(), Account(region="us-gov-west-1", partition="aws-us-gov"))
+    (topic_policy,) = of_type(each.resources, "AWS::SNS::TopicPolicy").values()
+    (key,) = of_type(each.resources, "AWS::KMS::Key").values()
+    topic_bytes = len(json.dumps(_resolved(policy, topic_policy["Properties"]["PolicyDocument"])))
+    key_bytes = len(json.dumps(_resolved(policy, key["Properties"]["KeyPolicy"])))
+    assert topic_bytes < 30 * 1024 and key_bytes < 32 * 1024, (topic_bytes, key_bytes)
+    assert topic_bytes - alarm_list_bytes(names) < 30 * 1024 - ALARM_LIST_BUDGET  # the rest fits the margin
+    # AND a catalog whose alarms would not fit is refused at synthesis, naming the way out
+    with pytest.raises(ValueError, match="split the catalog into stages"):
+        alarm_source_conditions([f"jobfence-job_number_{i:03}-not-running" for i in range(300)])

@@ -7,7 +7,11 @@
   verify secret; the worker reads every verify secret and no signing secret;
 - every function may read the secrets its environment names;
 - a role from elsewhere in the account, even with `*` on `*`, may neither read nor replace nor manage a secret;
-- no job or worker role may replace a secret's version, even given `secretsmanager:*` elsewhere (issue 29, item 6).
+- no job or worker role may replace a secret's version, even given `secretsmanager:*` elsewhere (issue 29, item 6);
+- the services acting for the stack are held to it (issue 29, low findings): Secrets Manager may invoke the rotation
+  function only rotating the signing secret, and CloudWatch may publish to the alarm topic (and use its key) only
+  for this stage's alarms, not those of a stage named "jobfence-eu";
+- the break-glass role may move version stages of the verify secret only.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from jobfence.config import ENV_SECRET_PREFIX
 from jobfence_cdk.rotation import SIGNING_ACTIONS, VERIFY_ACTIONS
 from jobs.club.catalog import DISCORD_TOKEN_SECRET, NOTIFICATIONS_QUEUE, SIGNER_EVENTS, signing_pairs, signing_secret
 from jobs.club.catalog import verify_secret
-from ops.iam_policy import Decision, Template
+from ops.iam_policy import Decision, Principal, Template
 from tests.infra.cfn import as_list, env, function_of_role, of_type, ref_id, role_statements
 
 ADMIN = {"Effect": "Allow", "Action": "*", "Resource": "*"}
@@ -167,3 +171,83 @@ def test_the_break_glass_role_is_the_only_role_without_a_function_and_touches_on
     actions = {a for role, s in role_statements(resources) if role not in roles for a in as_list(s["Action"])}
     assert actions == {"secretsmanager:DescribeSecret", "secretsmanager:PutSecretValue", "secretsmanager:RotateSecret",
                        "secretsmanager:UpdateSecretVersionStage", "lambda:InvokeFunction"}
+
+
+# -- service principals acting for a resource (confused deputy: aws:SourceAccount and aws:SourceArn) --------------
+
+
+def test_only_secrets_manager_rotating_a_signing_secret_may_invoke_the_rotation_function(synthesized):
+    """Issue 29, low: the permission had SourceAccount but no SourceArn, so a rotation of any secret of the
+    account configured with this function (by anyone allowed RotateSecret on it) could run it."""
+    policy, resources = _policies(synthesized), synthesized.resources
+    (rotator,) = [f for f, fn in of_type(resources, "AWS::Lambda::Function").items()
+                  if fn["Properties"]["FunctionName"] == "jobfence-rotate_signing_key"]
+    function = policy.arn(rotator)
+    secrets_manager = Principal(arn="", service="secretsmanager.amazonaws.com")
+    account = policy.account.account_id
+
+    def invoke(source_arn: str, source_account: str = account) -> Decision:
+        context = {"aws:SourceAccount": source_account, "aws:SourceArn": source_arn}
+        return policy.decide(secrets_manager, "lambda:InvokeFunction", function, context)
+
+    pairs = signing_pairs()
+    for signing, verify in pairs:
+        # THEN each job's signing secret's rotation may invoke it
+        assert invoke(_secret(policy, signing)) is Decision.ALLOW, signing
+        # AND no other secret's rotation: the pair's other half, the same name in another stage
+        for other in (_secret(policy, verify), _secret(policy, signing).replace("jobfence/", "jobfence-eu/")):
+            assert invoke(other) is not Decision.ALLOW, other
+        # AND not the same secret name in another account
+        assert invoke(_secret(policy, signing), "210987654321") is not Decision.ALLOW, signing
+    # AND neither a third-party secret nor one the stack does not own
+    for other in (_secret(policy, DISCORD_TOKEN_SECRET), f"arn:aws:secretsmanager:us-east-1:{account}:secret:x/y-AbCdEf"):
+        assert invoke(other) is not Decision.ALLOW, other
+
+
+def _alarm_arn(policy: Template, name: str) -> str:
+    a = policy.account
+    return f"arn:{a.partition}:cloudwatch:{a.region}:{a.account_id}:alarm:{name}"
+
+
+def test_the_alarm_topic_and_its_key_admit_exactly_this_stages_alarms(each):
+    """Issue 29, low: `alarm:jobfence-*` also matched the alarms of a stage named `jobfence-eu`."""
+    policy, resources = _policies(each), each.resources
+    (topic,) = of_type(resources, "AWS::SNS::Topic")
+    (key,) = of_type(resources, "AWS::KMS::Key")
+    topic_arn, key_arn = policy.resolve({"Ref": topic}), policy.arn(key)
+    cloudwatch = Principal(arn="", service="cloudwatch.amazonaws.com")
+    account = policy.account.account_id
+
+    def admitted(alarm: str, source_account: str = account) -> list[Decision]:
+        context = {"aws:SourceAccount": source_account, "aws:SourceArn": _alarm_arn(policy, alarm)}
+        return [policy.decide(cloudwatch, "sns:Publish", topic_arn, context),
+                policy.decide(cloudwatch, "kms:GenerateDataKey", key_arn, context),
+                policy.decide(cloudwatch, "kms:Decrypt", key_arn, context)]
+
+    alarms = [a["Properties"]["AlarmName"] for a in of_type(resources, "AWS::CloudWatch::Alarm").values()]
+    assert len(alarms) > 50
+    # THEN every alarm of this stage may publish (and use the key)
+    for alarm in alarms:
+        assert admitted(alarm) == [Decision.ALLOW] * 3, alarm
+    # AND no alarm of a stage whose prefix extends this one's, nor any other alarm named like this stage's
+    for alarm in alarms[:5]:
+        for other in (alarm.replace("jobfence-", "jobfence-eu-", 1), f"{alarm}-copy", "jobfence-anything"):
+            assert Decision.ALLOW not in admitted(other), other
+        # AND none of another account
+        assert Decision.ALLOW not in admitted(alarm, "210987654321"), alarm
+
+
+def test_the_break_glass_role_may_move_version_stages_of_the_verify_secrets_only(synthesized):
+    """What docs/security.md ("The break-glass role") says it trusts the role with: UpdateSecretVersionStage on the
+    verify secrets (any stage: the revoke, and also re-staging an old public key), on no other secret."""
+    policy, resources = _policies(synthesized), synthesized.resources
+    role = policy.role(_break_glass(resources))
+    stage = "secretsmanager:UpdateSecretVersionStage"
+    verifies = {f"jobfence/{verify}" for _, verify in signing_pairs()}
+    for name in verifies:
+        assert policy.decide(role, stage, policy.secret_arn(name)) is Decision.ALLOW, name
+    for name in _secret_names(resources) - verifies:
+        assert policy.decide(role, stage, policy.secret_arn(name)) is not Decision.ALLOW, name
+    # the grant names no stage: the revoke's call and a move of AWSCURRENT are one action, allowed alike
+    statements = [s for r, s in role_statements(resources) if r == role.role and stage in as_list(s["Action"])]
+    assert statements and all("Condition" not in s for s in statements)

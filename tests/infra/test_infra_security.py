@@ -4,7 +4,9 @@
 - Scan only where an entry declares a scanning access level;
 - the Discord worker cannot send to any queue;
 - every secret's resource policy denies reading to all but the roles granted it;
-- the alarm topic admits CloudWatch (this account's alarms of this stage only), and so does its key;
+- the alarm topic admits CloudWatch (this account's alarms of this stage only, by exact ARN), and so does its key;
+- only Secrets Manager of this account rotating the signing secret may invoke the rotation function;
+- every table is deletion-protected and retained;
 - a stage prefix names the stack, every physical name and the secrets: two stages synthesize side by side.
 """
 
@@ -99,11 +101,13 @@ def test_every_secret_denies_reading_to_all_but_the_roles_granted_it(each):
         assert admitted == expected, logical
 
 
-def _cloudwatch_conditions(statement: dict) -> None:
+def _cloudwatch_conditions(statement: dict, alarm_names: set[str]) -> None:
     conditions = statement["Condition"]
+    assert set(conditions) == {"StringEquals", "ArnEquals"}  # no ArnLike pattern ("jobfence-*" admits jobfence-eu)
     assert conditions["StringEquals"]["aws:SourceAccount"] == {"Ref": "AWS::AccountId"}
-    rendered = json.dumps(conditions["ArnLike"]["aws:SourceArn"])
-    assert ":alarm:jobfence-*" in rendered and "AWS::AccountId" in rendered
+    arns = [json.dumps(arn) for arn in as_list(conditions["ArnEquals"]["aws:SourceArn"])]
+    assert all("AWS::AccountId" in arn and "*" not in arn for arn in arns)
+    assert {arn.split(":alarm:")[1].split('"')[0] for arn in arns} == alarm_names
 
 
 def test_the_alarm_topic_admits_cloudwatch_for_this_stages_alarms_only(each):
@@ -111,14 +115,15 @@ def test_the_alarm_topic_admits_cloudwatch_for_this_stages_alarms_only(each):
     statements = policy["Properties"]["PolicyDocument"]["Statement"]
     (publish,) = [s for s in statements if s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}]
     assert publish["Effect"] == "Allow" and publish["Action"] == "sns:Publish"
-    _cloudwatch_conditions(publish)
+    alarm_names = {a["Properties"]["AlarmName"] for a in of_type(each.resources, "AWS::CloudWatch::Alarm").values()}
+    _cloudwatch_conditions(publish, alarm_names)
     # the key lets CloudWatch encrypt for the topic under the same conditions
     (key,) = of_type(each.resources, "AWS::KMS::Key").values()
     (use,) = [s for s in key["Properties"]["KeyPolicy"]["Statement"]
               if s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}]
     assert set(as_list(use["Action"])) == {"kms:Decrypt", "kms:GenerateDataKey*"}
-    _cloudwatch_conditions(use)
-    # and every alarm notifies that topic, named so the SourceArn pattern covers it
+    _cloudwatch_conditions(use, alarm_names)
+    # and every alarm notifies that topic, and is named with the stage's prefix
     topic = ref_id(publish["Resource"]) if isinstance(publish["Resource"], dict) else ref_id(as_list(publish["Resource"])[0])
     for alarm in of_type(each.resources, "AWS::CloudWatch::Alarm").values():
         assert alarm["Properties"]["AlarmName"].startswith("jobfence-")
@@ -188,8 +193,9 @@ def test_two_stages_synthesize_side_by_side_with_no_shared_name(synthesized, sta
     emitted = {f["Properties"]["FunctionName"]: f["Properties"]["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"]
                for f in of_type(resources, "AWS::Lambda::Function").values() if f["Properties"]["FunctionName"] in emitters}
     assert set(emitted) == emitters and set(emitted.values()) == {"staging"}
-    assert _watched_namespaces(resources) - {"AWS/SQS"} == {"staging"}
-    assert _watched_namespaces(synthesized.resources) - {"AWS/SQS"} == {"jobfence"}
+    # (besides AWS metrics of its own queues and its rotation function, named with its prefix)
+    assert _watched_namespaces(resources) - {"AWS/SQS", "AWS/Lambda"} == {"staging"}
+    assert _watched_namespaces(synthesized.resources) - {"AWS/SQS", "AWS/Lambda"} == {"jobfence"}
 
 
 def _watched_namespaces(resources: dict) -> set[str]:
@@ -225,11 +231,13 @@ def test_each_signing_key_is_rotated_on_a_schedule_by_a_function_that_can_touch_
     for props in schedules:
         assert props["RotationLambdaARN"] == {"Fn::GetAtt": [functions[ROTATOR], "Arn"]}
         assert props["RotationRules"]["AutomaticallyAfterDays"] == 30
-    # THEN only Secrets Manager of this account may invoke it
-    (permission,) = [p["Properties"] for p in of_type(resources, "AWS::Lambda::Permission").values()
-                     if json.dumps(p["Properties"]["FunctionName"]).count(functions[ROTATOR])]
-    assert permission["Principal"] == "secretsmanager.amazonaws.com"
-    assert permission["SourceAccount"] == {"Ref": "AWS::AccountId"}
+    # THEN only Secrets Manager of this account, rotating a signing secret, may invoke it (one permission each)
+    permissions = [p["Properties"] for p in of_type(resources, "AWS::Lambda::Permission").values()
+                   if json.dumps(p["Properties"]["FunctionName"]).count(functions[ROTATOR])]
+    assert {p["Principal"] for p in permissions} == {"secretsmanager.amazonaws.com"}
+    assert all(p["SourceAccount"] == {"Ref": "AWS::AccountId"} for p in permissions)
+    assert sorted(p["SourceArn"]["Ref"] for p in permissions) == sorted(
+        secrets[f"jobfence/{signing}"] for signing, _ in signing_pairs())
     # AND its role stages the signing secret and writes the verify secret, and touches nothing else
     secret_actions: dict[str, set[str]] = {}
     for statement in _statements_by_function(resources)[ROTATOR]:

@@ -32,6 +32,7 @@ MEMBER_FACING_CATCH_UP: dict[str, Any] = dict(catch_up=CatchUp.ONCE, catch_up_wi
 # A deployment that changes the shop's address changes this line (docs/security.md).
 RECEIPT_SENDERS = "shop@photoclub.example"
 NOTIFICATIONS_QUEUE = "club_notifications"
+REJECTED_METRIC = "discord_rejected"  # what the Discord worker counts a rejected message with (alarmed)
 # Logical secret names (the catalog is data: the modules that read them import these names from here).
 DISCORD_TOKEN_SECRET = "discord_token"  # the bot token (only the Discord worker lists it)
 SIGNING_KEY_PREFIX = "club_signing_key_"  # + job: that job's Ed25519 private key (only that job reads it)
