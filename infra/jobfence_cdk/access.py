@@ -48,25 +48,18 @@ from jobfence.config import (
 )
 from jobfence.registry import (
     ACCESS_VERBS,
-    AUDIT_LEASE_ACCESS,
-    AUDIT_RUN_ACCESS,
-    LEASE_ACCESS,
     LEASES_TABLE,
-    RUN_ACCESS,
     RUNS_TABLE,
     JobSpec,
     QueueSpec,
     access_actions,
+    core_access,
 )
 from jobfence_cdk.validation import providers_of
 
 # Only key-bearing actions are granted under the LeadingKeys condition: ForAllValues is
 # vacuously true for a request without a partition key (Scan), so the registry refuses "scan"
 # on a job-keyed table and `actions_of` would drop it anyway.
-LEASE_ACTIONS = access_actions(LEASE_ACCESS)
-RUN_ACTIONS = access_actions(RUN_ACCESS)
-AUDIT_LEASE_ACTIONS = access_actions(AUDIT_LEASE_ACCESS)
-AUDIT_RUN_ACTIONS = access_actions(AUDIT_RUN_ACCESS)
 
 
 def actions_of(access: str, keyed_by_job: bool = False) -> tuple[str, ...]:
@@ -114,11 +107,10 @@ class CatalogResources:
     def grant(self, grantee: iam.IGrantable, spec: JobSpec | QueueSpec) -> None:
         """Grant exactly what the spec declares, and for a job its own lease and run items."""
         if isinstance(spec, JobSpec):
-            self._grant_own_items(grantee, self.tables[LEASES_TABLE.name], LEASE_ACTIONS, spec.name)
-            self._grant_own_items(grantee, self.tables[RUNS_TABLE.name], RUN_ACTIONS, spec.name)
-            if spec.audits:  # the auditor: read only, only the audited jobs' items
-                self._grant_own_items(grantee, self.tables[LEASES_TABLE.name], AUDIT_LEASE_ACTIONS, *spec.audits)
-                self._grant_own_items(grantee, self.tables[RUNS_TABLE.name], AUDIT_RUN_ACTIONS, *spec.audits)
+            for core in core_access():
+                self._grant_own_items(grantee, self.tables[core.table], access_actions(core.own), spec.name)
+                if spec.audits:  # the auditor: read only, only the audited jobs' items
+                    self._grant_own_items(grantee, self.tables[core.table], access_actions(core.audit), *spec.audits)
         for name, access in sorted(spec.tables.items()):
             table = self.tables[name]
             if name in self.keyed_by_job and isinstance(spec, JobSpec):

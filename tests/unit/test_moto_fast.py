@@ -277,6 +277,12 @@ def test_queue_counts_visibility_delay_and_retention_are_moto_s(aws):
     assert counts() == (2, 1, 1)
 
 
+def _increment(table):
+    """A transaction's entry adding 1 to item (a, 1)'s n."""
+    update = {"Key": {"pk": {"S": "a"}, "sk": {"N": "1"}}, "UpdateExpression": "SET n = n + :one"}
+    return {"Update": {"TableName": table, **update, "ExpressionAttributeValues": {":one": {"N": "1"}}}}
+
+
 def _everything(dynamodb, *tables):
     return {t: sorted(map(str, dynamodb.scan(TableName=t, ConsistentRead=True)["Items"])) for t in tables}
 
@@ -298,14 +304,7 @@ def test_a_refused_transaction_leaves_every_item_of_its_tables_as_it_was(dynamod
     with pytest.raises(ClientError) as refused:
         dynamodb.transact_write_items(
             TransactItems=[
-                {
-                    "Update": {
-                        "TableName": table,
-                        "Key": {"pk": {"S": "a"}, "sk": {"N": "1"}},
-                        "UpdateExpression": "SET n = n + :one",
-                        "ExpressionAttributeValues": {":one": {"N": "1"}},
-                    }
-                },
+                _increment(table),
                 {"Put": {"TableName": table, "Item": {"pk": {"S": "a"}, "sk": {"N": "9"}, "n": {"N": "9"}}}},
                 {"Delete": {"TableName": table, "Key": {"pk": {"S": "a"}, "sk": {"N": "2"}}}},
                 {
@@ -339,14 +338,7 @@ def test_a_refused_transaction_leaves_every_item_of_its_tables_as_it_was(dynamod
     # AND the same transaction without the refused check applies every write
     dynamodb.transact_write_items(
         TransactItems=[
-            {
-                "Update": {
-                    "TableName": table,
-                    "Key": {"pk": {"S": "a"}, "sk": {"N": "1"}},
-                    "UpdateExpression": "SET n = n + :one",
-                    "ExpressionAttributeValues": {":one": {"N": "1"}},
-                }
-            },
+            _increment(table),
             {"Delete": {"TableName": table, "Key": {"pk": {"S": "a"}, "sk": {"N": "2"}}}},
             {"Put": {"TableName": "plain", "Item": {"id": {"S": "new"}}}},
         ]

@@ -7,7 +7,7 @@ table's creation by the test (`jobfence.testing.tables`), as
 IAM checks for each item (a TransactWriteItems `Put` needs `PutItem`, ...).
 `ungranted(...)` lists the pairs a job's grant does not cover: the access it
 declares per table (`jobfence.registry.access_actions`) plus the core stores'
-own items (`LEASE_ACCESS`, `RUN_ACCESS`). `JobHarness` runs every tick under
+own items (`registry.core_access`). `JobHarness` runs every tick under
 it, so a store that starts calling a verb its entry does not declare fails the
 job's tests instead of failing in AWS. What a test does in the middle of a tick
 on behalf of another function (the dead-run sweep, an operator) goes inside
@@ -23,15 +23,7 @@ from typing import Any
 
 from botocore.client import BaseClient
 
-from jobfence.registry import (
-    AUDIT_LEASE_ACCESS,
-    AUDIT_RUN_ACCESS,
-    LEASE_ACCESS,
-    LEASES_TABLE,
-    RUN_ACCESS,
-    RUNS_TABLE,
-    access_actions,
-)
+from jobfence.registry import access_actions, core_access
 from jobfence.testing.tables import created_tables, creating_tables
 
 _TRANSACT_ACTIONS = {
@@ -104,10 +96,10 @@ def ungranted(
     `tables` maps logical names to the physical names the test created; `audits`: the job audits
     others (the missed-run auditor), so it also has their grant on the lease and run tables.
     """
-    granted = {LEASES_TABLE.name: set(access_actions(LEASE_ACCESS)), RUNS_TABLE.name: set(access_actions(RUN_ACCESS))}
-    if audits:
-        granted[LEASES_TABLE.name] |= set(access_actions(AUDIT_LEASE_ACCESS))
-        granted[RUNS_TABLE.name] |= set(access_actions(AUDIT_RUN_ACCESS))
+    granted = {
+        core.table: set(access_actions(core.own)) | (set(access_actions(core.audit)) if audits else set())
+        for core in core_access()
+    }
     granted |= {name: set(access_actions(access)) for name, access in declared.items()}
     # only tables that exist can have been called (and reading a lazy catalog's items would create the rest)
     existing = created_tables(tables)
