@@ -13,7 +13,10 @@ runtime") put about half of moto's time per request in two generic layers:
   prints. Anything else (a timestamp, a set, an error) takes moto's walk.
 - **the update-expression validator** runs ten tree walkers over the AST and
   each rebuilds its table of node handlers at every node it visits. The table
-  depends on the walker alone, so it is built once per walker.
+  depends on the walker alone, so it is built once per walker; and which handler
+  (if any) takes a node depends on the node's class alone, so it is found once
+  per (walker class, node class) instead of by `isinstance` against moto's
+  abstract node classes at every visit.
 
 And two in its SQS path, which the local runtime's queues take at every
 delivery: a message's retention was checked by building every attribute of its
@@ -39,9 +42,11 @@ Then three that a profile of a steady simulated hour named (yappi, docs/benchmar
   then walked by two validators that depend on the expression (and its names)
   alone: the parse is kept per expression string, the copy is made from its
   pickle, and those two validators run once per (expression, names) that passed
-  them.
+  them. A condition expression's tokens are kept per string too (the parse
+  that puts the names and values in stays moto's, at every request).
 - **moto's dispatch listed the handler class's methods** (`inspect.getmembers`)
-  at every request: the list is kept per class.
+  at every request: the list is kept per class; and each response's request id
+  (52 random characters) was drawn a `choice()` at a time: it is one `choices()`.
 
 `install()` applies them all (idempotent). Inside `verifying()`, every shortcut
 response is also printed by moto's own serializer and an `AssertionError` is
@@ -78,6 +83,7 @@ DATA_PLANE = frozenset(
 )
 
 _lock = threading.Lock()
+_UNSEEN = object()
 _state = {"installed": False, "verify": False}
 taken: dict[str, int] = {}  # shortcut responses by operation (counted while verifying)
 
@@ -113,6 +119,7 @@ def install() -> None:
             _install_transactions()
             _install_query()
             _install_update_expressions()
+            _install_conditions()
             _install_dispatch()
             _state["installed"] = True
 
@@ -180,9 +187,35 @@ def _install_traverser() -> None:
                 return handler(node)
         return None
 
+    node_class: Any = getattr(ast_nodes, "Node")  # noqa: B009 - the module is untyped for mypy
+    kinds: dict[tuple[type, type], Any] = {}  # (walker class, node class) -> the handler's key class, None, or False
+
+    def traverse_node_recursively(self: Any, node: Any, child_id: int = -1) -> Any:
+        # moto's walk, with what each node class is (a Node? handled by which key?) looked up once per class:
+        # isinstance against moto's abstract node classes was a third of a walk
+        key = (type(self), type(node))
+        match = kinds.get(key, _UNSEEN)
+        if match is _UNSEEN:
+            handled = (kind for kind in _handlers(self) if isinstance(node, kind))
+            match = kinds[key] = next(handled, None) if isinstance(node, node_class) else False
+        if match is False:
+            return node
+        parent_node = node.parent
+        if node.children is not None:
+            for i, child_node in enumerate(node.children):
+                self.pre_processing_of_child(node, i)
+                self.traverse_node_recursively(child_node, i)
+        if match is not None:
+            node = _handlers(self)[match](node)
+            node.parent = parent_node
+            if parent_node:
+                parent_node.children[child_id] = node
+        return node
+
     traverser: Any = getattr(ast_nodes, "DepthFirstTraverser")  # noqa: B009 - the module is untyped for mypy
     traverser.nodes_to_be_processed = nodes_to_be_processed
     traverser.process = process
+    traverser.traverse_node_recursively = traverse_node_recursively
 
 
 def _install_sqs() -> None:
@@ -398,8 +431,43 @@ def _same_tree(a: Any, b: Any) -> bool:
     )
 
 
+def _install_conditions() -> None:
+    from collections import deque
+
+    from moto.dynamodb.comparisons import ConditionExpressionParser
+
+    lex = ConditionExpressionParser._lex_condition_expression
+    lexed: dict[str, tuple[Any, ...]] = {}  # expression -> its tokens (immutable tuples), kept while it is short
+
+    def lex_condition_expression(self: Any) -> Any:
+        expression = self.condition_expression
+        tokens = lexed.get(expression)
+        if tokens is None:
+            tokens = tuple(lex(self))  # an invalid expression raises: nothing kept
+            if len(lexed) < PARSED_LIMIT:
+                lexed[expression] = tokens
+        elif _state["verify"]:
+            taken["ConditionExpression (lex)"] = taken.get("ConditionExpression (lex)", 0) + 1
+            assert tuple(lex(self)) == tokens, expression
+        return deque(tokens)
+
+    parser: Any = ConditionExpressionParser
+    parser._lex_condition_expression = lex_condition_expression
+
+
 def _install_dispatch() -> None:
+    import string
+
     from moto.core import responses
+    from moto.moto_api._internal.moto_random import MotoRandom
 
     module: Any = responses
     module.method_names_from_class = functools.cache(responses.method_names_from_class)
+
+    def get_random_string(self: Any, length: int = 20, include_digits: bool = True, lower_case: bool = False) -> str:
+        pool = string.ascii_letters + (string.digits if include_digits else "")
+        drawn = "".join(self.choices(pool, k=length))  # one call, where moto drew each character with choice()
+        return drawn.lower() if lower_case else drawn
+
+    random: Any = MotoRandom
+    random.get_random_string = get_random_string

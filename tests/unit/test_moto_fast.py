@@ -7,6 +7,8 @@ the ReturnValues / ReturnConsumedCapacity / pagination variants, runs inside
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from botocore.exceptions import ClientError
 
@@ -59,7 +61,9 @@ def test_every_data_plane_response_is_the_one_moto_serializes(dynamodb, table):
     with moto_fast.verifying() as taken:
         dynamodb.put_item(TableName=table, Item=EVERY_TYPE, ReturnConsumedCapacity="TOTAL")
         dynamodb.put_item(TableName=table, Item=EVERY_TYPE, ReturnValues="ALL_OLD")
-        got = dynamodb.get_item(TableName=table, Key=key, ConsistentRead=True)["Item"]
+        answer = dynamodb.get_item(TableName=table, Key=key, ConsistentRead=True)
+        assert re.fullmatch("[A-Za-z0-9]{52}", answer["ResponseMetadata"]["RequestId"])  # moto's request id
+        got = answer["Item"]
         assert got["b"] == {"B": b"\x00\x01bytes"} and got["bs"]["BS"] == [b"\x02", b"\x03"]
         assert got["m"]["M"]["inner"]["L"][2] == {"NULL": True}
         assert "Item" not in dynamodb.get_item(TableName=table, Key={"pk": {"S": "none"}, "sk": {"N": "0"}})
@@ -231,9 +235,25 @@ def test_queries_list_their_partition_and_updates_reuse_their_parse_as_moto_answ
                     ExpressionAttributeNames={"#v": "v"},
                     ExpressionAttributeValues={":one": {"N": "1"}, ":n": {"N": str(n)}},
                 )
+        # a condition's tokens are kept per string: the same condition, other values, still decides by them
+        for n, expected in (("5", True), ("5", False)):
+            try:
+                dynamodb.update_item(
+                    TableName=table,
+                    Key={"pk": {"S": "c"}, "sk": {"N": "1"}},
+                    UpdateExpression="SET v = :n",
+                    ConditionExpression="attribute_exists(pk) AND v <> :n",
+                    ExpressionAttributeValues={":n": {"N": n}},
+                )
+                applied = True
+            except ClientError as refused:
+                assert refused.response["Error"]["Code"] == "ConditionalCheckFailedException"
+                applied = False
+            assert applied is expected
     # the index's items across partitions, by its sort key then the table's keys, paged as moto pages them
     assert odd == [[("a", "1"), ("b", "1"), ("c", "1")], [("a", "3"), ("b", "3"), ("c", "3")]]
-    assert taken["Query (partition)"] == 12 and taken["UpdateExpression (copy)"] == 4, taken
+    assert taken["Query (partition)"] == 12 and taken["UpdateExpression (copy)"] == 5, taken
+    assert taken["ConditionExpression (lex)"] >= 1, taken
     got = dynamodb.get_item(TableName=table, Key={"pk": {"S": "b"}, "sk": {"N": "1"}})["Item"]
     assert got["v"] == {"N": "2"} and got["w"] == {"N": "1"}
     # an expression that passed with some names is checked again with others (the overlap check reads them)
