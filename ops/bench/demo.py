@@ -138,10 +138,40 @@ a steady hour 3.5-4.3, the three hours of the day's outage about 0.1 each.
 
 Then moto's TransactWriteItems: to undo a refused transaction it deep-copied every table the transaction
 names, every item of it (a third of moto's time in hour 3); it now keeps deep copies of the named items only
-(`ops.moto_fast`, 39241b7; not yet in the runs above).
+(`ops.moto_fast`, 39241b7). Measured after it on an idle machine (the bench, 2 December): 117 s wall, 137 CPU-s:
+within the earlier runs' spread, so not the slowdown one loaded run had suggested.
 
-**What remains** is the per-request work of moto (Flask's dispatch, the condition and update parsers) and of
-botocore in the isolates, times about 730 requests an hour."""
+**Third round** (issue 27; yappi over the steady hour's threads, `yappi.set_clock_type("cpu")`, started after the
+first simulated hour; the script drives `LocalRuntime` as `--profile-hour` does). Of moto's time per request:
+
+- every Query sorted the **whole table** (`Table.all_items` sorts all items by their keys, comparing moto's typed
+  values: 90,000 `__lt__` an hour) before keeping the queried partition; the runs table grows all day, so this
+  grew too. A table query now lists its partition, an index query its candidates unsorted (moto then sorts them
+  by the index's and the table's keys, a total order);
+- an UpdateItem **parsed its expression twice, deep-copied the tree** and walked it with ten validators, two of
+  which depend on the expression and its names alone; the parse is kept per string, copied from its pickle, those
+  two run once per (expression, names), and each walker finds a node's handler once per node class
+  (`isinstance` against moto's abstract node classes was a third of each walk: 290,000 calls an hour);
+- a condition expression's tokens are kept per string; moto's dispatch listed its handler's methods
+  (`inspect.getmembers`) at every request, and drew each request id a character at a time.
+
+Every shortcut is checked against moto's own path (`tests/unit/test_moto_fast.py`, `verifying()`). And fewer
+requests: a job may yield its last batch as `LastBatch` (`jobfence.batch`), so the runner ends the run there
+instead of renewing the lease to find the generator exhausted (the catalog's sweeps, retentions, auditor and
+schedule jobs do: 48 renewals an hour fewer), and the auditor reads no runs of a cron job with no tick in its
+window. A steady hour: 731 -> 662 requests.
+
+| one steady simulated hour (60 ticks) | load | requests | CPU-s | driver + moto | isolates |
+|---|---:|---:|---:|---:|---:|
+| before this round (88f5482; the per-hour reading of the day) | 1-3 | 731 | 4.5-5.0 | 3.0-3.5 | 1.5 |
+| moto's query, update and dispatch shortcuts; `LastBatch`; the auditor's cron skip (6a13ba4) | 8-13 | 662 | 2.6 | 1.5 | 1.1 |
+
+Per simulated hour of the whole day after this round (the same `RUSAGE_SELF` and `/proc` reading, load 5-11):
+start (imports, deploy) 4.3 CPU-s, hour 1 9.3, hour 3 7.3, a steady hour 2.1-2.6, the day 66 CPU-s before its
+report (130 before this round, at load 1-3).
+
+**What remains** is per request: Flask's and werkzeug's dispatch, moto's condition parse and the update walk
+that do depend on values, botocore in the isolates, times about 660 requests an hour; and hour 1's cold starts."""
 
 
 def synth_cached() -> bool:
