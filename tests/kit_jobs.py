@@ -4,7 +4,10 @@
 on the row not being done yet: each row is counted exactly once whatever the
 faults. `mark_rows_unfenced` does the same with a plain unconditional update
 (`ADD times 1`): a re-sent request, or a holder paused past its term, counts a
-row twice. `greedy` writes a row its entry only declares it may scan.
+row twice. `mark_rows_conditioned` keeps the condition but skips
+`ctx.transaction()`: a term that was taken over still writes. `mark_rows_declared`
+is that job with its table declared `unfenced` (the kit then lets it write).
+`greedy` writes a row its entry only declares it may scan.
 """
 
 from __future__ import annotations
@@ -82,6 +85,22 @@ def build_mark_rows_unfenced(deps: JobDeps):
     return job
 
 
+def build_mark_rows_conditioned(deps: JobDeps):
+    model = bind(_Row, deps.settings.table("kit_rows"))
+
+    def job(ctx: RunContext) -> Iterator[dict[str, int]]:
+        while rows := _pending(model):
+            for row in rows:
+                model(row.row_id).update(actions=[model.done_at.set(ctx.now_ms()), model.times.add(1)],
+                                         condition=model.done_at.does_not_exist())
+            yield {"done": len(rows)}
+
+    return job
+
+
+build_mark_rows_declared = build_mark_rows_conditioned
+
+
 def build_greedy(deps: JobDeps):
     model = bind(_Row, deps.settings.table("kit_rows"))
 
@@ -92,12 +111,18 @@ def build_greedy(deps: JobDeps):
     return job
 
 
-def _entry(name: str, access: str) -> JobSpec:
+def _entry(name: str, access: str, **more: Any) -> JobSpec:
     return JobSpec(name=name, subsystem="kit", entry=f"tests.kit_jobs:build_{name}", schedule="rate(1 hour)",
-                   interval_s=3600, timeout_s=60, tables={"kit_rows": access})
+                   interval_s=3600, timeout_s=60, tables={"kit_rows": access}, **more)
 
 
 KIT_CATALOG = Registry(
     tables=[TableSpec(name="kit_rows", subsystem="kit", partition_key=("row_id", "S"))],
-    jobs=[_entry("mark_rows", "scan+update"), _entry("mark_rows_unfenced", "scan+update"), _entry("greedy", "scan")],
+    jobs=[
+        _entry("mark_rows", "scan+update"),
+        _entry("mark_rows_unfenced", "scan+update"),
+        _entry("mark_rows_conditioned", "scan+update"),
+        _entry("mark_rows_declared", "scan+update", unfenced={"kit_rows": "a test of the declaration"}),
+        _entry("greedy", "scan"),
+    ],
 )

@@ -13,17 +13,35 @@ import enum
 import importlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from jobfence.errors import JobfenceError, UnknownJob
+
+if TYPE_CHECKING:
+    from jobfence.scheduled import Job, JobDeps
 
 # Table access a catalog entry declares: "+"-joined verbs, each one DynamoDB action, so a grant is
 # what the entry's stores call and nothing more ("query+delete", "get+update", "read+scan").
 # "read" and "write" are the two bundles. Scan is a verb of its own: no bundle holds it, so only an
 # entry that declares a scanning store gets it. A table keyed by job (partition key `job`) is granted
 # under `dynamodb:LeadingKeys` = the job's own name, so no job reaches another job's rows there.
+AccessVerb = Literal["get", "batch_get", "query", "check", "scan", "put", "update", "delete", "batch_write"]
+"""One verb of a table grant, each one DynamoDB action (IAM `dynamodb:<Action>`).
+
+`get` GetItem, `batch_get` BatchGetItem, `query` Query (a count too), `check` ConditionCheckItem (a
+condition-only entry of a transaction), `scan` Scan, `put` PutItem (a transaction's Put too), `update`
+UpdateItem, `delete` DeleteItem, `batch_write` BatchWriteItem.
+"""
+
 Access = str
-ACCESS_VERBS = {
+"""A table grant of a catalog entry: "+"-joined `AccessVerb`s and bundles, e.g. "query+update" or "read+scan".
+
+The bundles: "read" is get, batch_get, query and check; "write" is put, update, delete and batch_write.
+Scan is in no bundle (only an entry that declares a scanning store gets it). The registry validates
+every grant: a wrong one is a `CatalogError` naming the entry and the table.
+"""
+
+ACCESS_VERBS: dict[AccessVerb, str] = {
     "get": "dynamodb:GetItem",
     "batch_get": "dynamodb:BatchGetItem",
     "query": "dynamodb:Query",  # also a `count` (Select=COUNT)
@@ -34,7 +52,7 @@ ACCESS_VERBS = {
     "delete": "dynamodb:DeleteItem",
     "batch_write": "dynamodb:BatchWriteItem",
 }
-ACCESS_BUNDLES = {
+ACCESS_BUNDLES: dict[str, tuple[AccessVerb, ...]] = {
     "read": ("get", "batch_get", "query", "check"),
     "write": ("put", "update", "delete", "batch_write"),
 }
@@ -66,10 +84,10 @@ def core_access() -> tuple[CoreAccess, ...]:
     )
 
 
-def access_verbs(access: str) -> frozenset[str]:
+def access_verbs(access: Access) -> frozenset[AccessVerb]:
     """The verbs of a declared access ("read+scan" -> get, batch_get, query, check, scan). Raises CatalogError."""
     tokens = access.split("+") if isinstance(access, str) else [None]
-    verbs: set[str] = set()
+    verbs: set[AccessVerb] = set()
     for token in tokens:
         if token in ACCESS_BUNDLES:
             verbs.update(ACCESS_BUNDLES[token])
@@ -81,7 +99,7 @@ def access_verbs(access: str) -> frozenset[str]:
     return frozenset(verbs)
 
 
-def access_actions(access: str) -> tuple[str, ...]:
+def access_actions(access: Access) -> tuple[str, ...]:
     """The IAM actions of a declared access, sorted."""
     return tuple(sorted(ACCESS_VERBS[verb] for verb in access_verbs(access)))
 
@@ -149,37 +167,64 @@ class JobSpec:
 
     `entry` is "module:factory"; the factory takes `JobDeps` and returns the job
     (a callable from `RunContext` to an iterator of per-batch summaries). It is
-    imported lazily so a function only loads its own job's code.
+    imported lazily so a function only loads its own job's code. The registry
+    validates every field (a `CatalogError` names the entry and the field).
     """
 
     name: str
+    """The job's name, lower_snake_case: its function's `JOB_NAME`, its lease item and run rows' key, its rule."""
     subsystem: str
+    """The part of the app it belongs to: it may use that subsystem's tables (and the shared ones); its metrics'
+    `service` dimension."""
     entry: str
-    schedule: str  # EventBridge expression: cron(...) or rate(...)
-    interval_s: int | None = None  # interval gate; None means the lease alone guards it
+    """The job's factory as "module:function": called with `JobDeps` at cold start, it returns the job."""
+    schedule: str
+    """The EventBridge expression of its rule: `rate(15 minutes)` or `cron(0 3 * * ? *)` (UTC)."""
+    interval_s: int | None = None
+    """The interval gate: a tick starts a run only when the last run started at least 0.9 x this long ago (seconds).
+    None: the lease alone guards the job."""
     timeout_s: int = 300
-    # How long a term lasts unrenewed. None (the default) means the function timeout plus LEASE_MARGIN_S, the
-    # shortest the catalog allows: a holder that died is taken over by the first tick after its Lambda could
-    # no longer be running. A source that fixes its own TTL keeps it (the commerce API's 30 minutes).
+    """Its function's timeout, 1..900 seconds."""
     lease_ttl_s: int | None = None
+    """How long a term lasts unrenewed (seconds). None (the default) is the function timeout plus
+    `LEASE_MARGIN_S`, the shortest allowed: a holder that died is taken over by the first tick after its Lambda
+    could no longer be running. After construction it is always an int."""
     tables: Mapping[str, Access] = field(default_factory=dict)
+    """The catalog tables it uses and its grant on each (`Access`, e.g. {"orders": "query+update"}): its
+    function gets each table's name (`Settings.table`) and exactly those IAM actions."""
     queues: tuple[str, ...] = ()
+    """The catalog queues it sends to (`Settings.queue` gives a queue's URL)."""
     secrets: tuple[str, ...] = ()
-    providers: tuple[str, ...] = ()  # external HTTP APIs it calls (base URL in PROVIDER_<NAME>_URL)
-    config: Mapping[str, str] = field(default_factory=dict)  # static settings (CONFIG_<NAME>), e.g. an allowlist
-    batch_budget_s: int = 30  # do not start a batch with less Lambda time left than this
+    """The secrets it may read, by logical name (`Settings.secret` gives the secret's name, not its value)."""
+    providers: tuple[str, ...] = ()
+    """The external HTTP APIs it calls (their base URLs in `PROVIDER_<NAME>_URL`, `Settings.provider_url`)."""
+    config: Mapping[str, str] = field(default_factory=dict)
+    """Static settings, lower_snake_case name -> text (`CONFIG_<NAME>`, `Settings.setting`), e.g. an allowlist."""
+    batch_budget_s: int = 30
+    """A batch starts only with at least this much Lambda time left (seconds, below `timeout_s`): the run ends
+    `ran` between batches instead of being killed in one."""
     memory_mb: int = 256
+    """Its function's memory."""
     description: str = ""
-    # other jobs whose run rows and rule toggles this one reads (the missed-run auditor, `jobfence.auditor`):
-    # granted query on their run rows and get on their lease items, each under LeadingKeys = those jobs
+    """What it does, for operators (the CLI, the console, the docs)."""
     audits: tuple[str, ...] = ()
-    # after an outage or a disabled period: "once" runs the job one time (coalesced) for the last
-    # missed or disabled tick of the last `catch_up_window_s` seconds (`jobfence.catchup`)
+    """Other jobs whose run rows and rule toggles this one reads (the missed-run auditor, `jobfence.auditor`):
+    it is granted query on their run rows and get on their lease items, under LeadingKeys = those jobs."""
     catch_up: CatchUp = CatchUp.NONE
+    """After an outage or a disabled period: `CatchUp.ONCE` runs the job one time (coalesced) for the last
+    missed or disabled tick of the last `catch_up_window_s` seconds (`jobfence.catchup`); `NONE` waits for the
+    next tick."""
     catch_up_window_s: int | None = None
-    # a tick that meets a live holder: "skip" (no write), or "buffer_one" (one pending request on
-    # the lease item; the holder runs once more, or hands over, before it releases)
+    """How far back a `CatchUp.ONCE` job looks for a missed tick (seconds, at most 31 days); set exactly when
+    `catch_up` is `ONCE`."""
     overlap: Overlap = Overlap.SKIP
+    """What a tick that meets a live holder does: `Overlap.SKIP` writes nothing; `Overlap.BUFFER_ONE` leaves one
+    pending request on the lease item, and the holder runs once more, or hands over, before it releases."""
+    unfenced: Mapping[str, str] = field(default_factory=dict)
+    """Tables of `tables` this job writes outside `ctx.transaction()` on purpose, each with why a late write of a
+    term that was taken over is harmless there (e.g. every write re-checks the row exactly as it was read, or
+    deletes only expired rows). The test kit fails any other write to a catalog table made outside the fenced
+    transaction (`jobfence.testing.fence`)."""
 
     def __post_init__(self) -> None:
         if self.lease_ttl_s is None:  # after construction lease_ttl_s is always an int
@@ -196,7 +241,7 @@ class JobSpec:
         assert self.lease_ttl_s is not None  # filled in by __post_init__
         return self.lease_ttl_s * 1000
 
-    def load(self) -> Callable[..., Any]:
+    def load(self) -> Callable[[JobDeps], Job]:
         """Import and return the job's factory."""
         module_name, _, attr = self.entry.partition(":")
         try:
@@ -261,6 +306,16 @@ class Registry:
         except KeyError:
             raise UnknownJob(f"JOB_NAME {name!r} is not a registered job") from None
 
+    def queue(self, name: str) -> QueueSpec:
+        """The registered queue of that name; anything else is a `CatalogError` naming the catalog's queues."""
+        try:
+            return self.queues[name]
+        except KeyError:
+            known = ", ".join(sorted(self.queues)) or "none"
+            raise CatalogError(
+                f"queue {str(name)[:80]!r} is not a queue of the catalog (its queues: {known})"
+            ) from None
+
     def _check_job(self, job: JobSpec) -> None:
         where = f"catalog entry {job.name!r}"
         if job.lease_ttl_ms < (job.timeout_s + LEASE_MARGIN_S) * 1000:
@@ -288,6 +343,12 @@ class Registry:
             ):
                 raise CatalogError(f"{where}: config {str(key)[:40]!r} must be lower_snake_case with a text value")
         _check_policies(where, job)
+        for table_name, why in job.unfenced.items():
+            if table_name not in job.tables or not isinstance(why, str) or not why.strip():
+                raise CatalogError(
+                    f"{where}: unfenced {str(table_name)[:60]!r} must be one of its tables, with the reason "
+                    "a stale term's late write there is harmless"
+                )
         self._check_uses(where, job.subsystem, job.tables, job.queues, job_scoped=True)
         for audited in job.audits:
             if audited not in self.jobs or audited == job.name:

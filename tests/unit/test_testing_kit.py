@@ -61,6 +61,76 @@ def test_a_job_that_writes_beyond_its_grant_fails_its_tick(job_harness):
         harness.tick()
 
 
+FENCE_BREACH = r"outside ctx.transaction\(\): UpdateItem on 'kit_rows' \(jobfence-kit_rows-\w+\) from kit_jobs.py:\d+ \(job\)"
+
+
+@pytest.mark.parametrize("job", ["mark_rows_conditioned", "mark_rows_unfenced"])
+def test_a_write_outside_the_fenced_transaction_fails_the_tick_naming_the_call(job_harness, clock, job):
+    # GIVEN a job whose update keeps its condition (or has none) but skips ctx.transaction(), and pending rows
+    harness: JobHarness = job_harness(job)
+    seed_rows(harness.deps())
+    # WHEN it ticks THEN the first tick fails (no fault needed), naming the operation, the table and the line
+    with pytest.raises(AssertionError, match=FENCE_BREACH) as failure:
+        harness.tick()
+    assert str(failure.value).startswith(f"{job} wrote to its catalog tables outside ctx.transaction()")
+    # AND the same through `run` (the tick's run alone), at the next interval
+    clock.advance(hours=1)
+    seed_rows(harness.deps())
+    with pytest.raises(AssertionError, match=FENCE_BREACH):
+        harness.run()
+
+
+def test_the_same_job_written_with_the_fenced_transaction_passes(job_harness):
+    harness = job_harness("mark_rows")
+    seed_rows(harness.deps())
+    harness.tick().assert_ran(done=ROWS)
+
+
+def test_a_table_the_entry_declares_unfenced_may_be_written_outside_the_transaction(job_harness):
+    # GIVEN the conditioned job, its table declared `unfenced` with a reason
+    harness = job_harness("mark_rows_declared")
+    seed_rows(harness.deps())
+    # WHEN it ticks THEN its writes are allowed
+    harness.tick().assert_ran(done=ROWS)
+
+
+def test_another_partys_write_and_a_harness_without_the_fence_are_not_checked(job_harness, aws, clock):
+    from jobfence.testing import another_party
+
+    harness = job_harness("mark_rows")
+    seed_rows(harness.deps())
+
+    def job(ctx):
+        with another_party():  # e.g. the request path, played by the test in the middle of the tick
+            harness.dynamodb.update_item(TableName=harness.tables["kit_rows"], Key={"row_id": {"S": "r0"}},
+                                         UpdateExpression="SET times = :one", ExpressionAttributeValues={":one": {"N": "1"}})
+        yield {"done": 0}
+
+    harness.tick(job).assert_ran(done=0)
+    # AND a harness made with fence=False (a test of the runner itself) lets the job write as it likes
+    seed_rows(harness.deps())
+    unchecked = JobHarness(aws, KIT_CATALOG, "mark_rows_conditioned", clock, tables=harness.tables, fence=False)
+    unchecked.tick().assert_ran(done=ROWS)
+
+
+def test_a_fence_breach_in_a_tick_that_also_raised_names_both(job_harness):
+    harness = job_harness("greedy")  # puts a row its entry may only scan, outside the transaction
+    with pytest.raises(AssertionError, match=r"(?s)PutItem on 'kit_rows'.*the tick also raised AssertionError"):
+        harness.tick()
+
+
+def test_the_catalog_refuses_an_unfenced_table_the_entry_does_not_use():
+    from jobfence import CatalogError
+    from jobfence.registry import JobSpec, Registry, TableSpec
+
+    table = TableSpec(name="kit_rows", subsystem="kit", partition_key=("row_id", "S"))
+    for unfenced in ({"other": "why"}, {"kit_rows": " "}):
+        spec = JobSpec(name="j", subsystem="kit", entry="m:f", schedule="rate(1 hour)", tables={"kit_rows": "update"},
+                       unfenced=unfenced)
+        with pytest.raises(CatalogError, match="unfenced"):
+            Registry(tables=[table], jobs=[spec])
+
+
 def test_a_job_that_raises_re_raises_and_its_row_says_failed(job_harness):
     harness = job_harness("mark_rows")
 

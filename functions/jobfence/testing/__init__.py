@@ -5,7 +5,9 @@
 `JobHarness(session, registry, job, clock)` creates only the tables the job's
 catalog entry names (with the leases and runs tables), builds the job with its
 own factory and runs ticks through the real `ScheduledRunner` inside the
-entry's grant; a `Tick` asserts the outcome, the run row and the summary agree.
+entry's grant and its fence (a write to a catalog table outside `ctx.transaction()`
+fails the tick, naming the call: `fenced_writes_only`); a `Tick` asserts the
+outcome, the run row and the summary agree.
 `simulate(registry, job, seeds, setup=..., invariant=...)` runs the job under
 the fault simulator for each seed and returns a `SimulationReport`.
 
@@ -19,6 +21,7 @@ from jobfence.exports import on_demand, public_names
 
 _MODULES = {
     "jobfence.testing.faults": "SeedFailure SimulationReport simulate",
+    "jobfence.testing.fence": "UnfencedWrite fenced_writes_only",
     "jobfence.testing.grants": "another_party within_grant",
     "jobfence.testing.harness": "CountedMetrics JobHarness LambdaContext RunRow Tick aws_session rule_arn_of",
     "jobfence.testing.tables": "CatalogTables create_tables table_request",

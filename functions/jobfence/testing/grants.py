@@ -64,6 +64,11 @@ def another_party() -> Iterator[None]:
         _party.active = previous
 
 
+def acting_for_another() -> bool:
+    """Whether this thread is inside `another_party()` now (its calls are not the job's)."""
+    return bool(getattr(_party, "active", False))
+
+
 @contextlib.contextmanager
 def recorded_actions() -> Iterator[set[tuple[str, str]]]:
     """Record the (physical table, IAM action) pairs of every DynamoDB request made inside the block."""
@@ -72,11 +77,7 @@ def recorded_actions() -> Iterator[set[tuple[str, str]]]:
     original = BaseClient._make_api_call
 
     def recording(client: Any, operation_name: str, api_params: dict[str, Any]) -> Any:
-        if (
-            client.meta.service_model.service_name == "dynamodb"
-            and not creating_tables()
-            and not getattr(_party, "active", False)
-        ):
+        if client.meta.service_model.service_name == "dynamodb" and not creating_tables() and not acting_for_another():
             with lock:
                 calls.update(_actions(operation_name, api_params))
         return original(client, operation_name, api_params)

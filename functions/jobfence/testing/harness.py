@@ -9,16 +9,20 @@
 Only the tables the job's catalog entry names are created (with the leases
 and runs tables), the job's factory gets the environment infra would give its
 function, and every tick runs under the grant guard (`jobfence.testing.grants`):
-a store that calls DynamoDB beyond the entry's declared access fails the test.
+a store that calls DynamoDB beyond the entry's declared access fails the test,
+and so does a write to one of the job's catalog tables made outside
+`ctx.transaction()` (`jobfence.testing.fence`), naming the call.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
 
 from jobfence.clock import FrozenClock
 from jobfence.config import (
@@ -34,10 +38,14 @@ from jobfence.dynamo import new_session, plain
 from jobfence.lease import LeaseStore
 from jobfence.registry import JobSpec, Registry
 from jobfence.runs import RunState, RunStore
-from jobfence.scheduled import Job, JobDeps, Outcome, RunResult, ScheduledRunner
+from jobfence.scheduled import Job, JobDeps, LambdaContextLike, Outcome, RunResult, ScheduledRunner
+from jobfence.testing.fence import fenced_writes_only
 from jobfence.testing.grants import within_grant
 from jobfence.testing.tables import create_tables
 from jobfence.triggers import Trigger, scheduled_event
+
+if TYPE_CHECKING:
+    import boto3.session
 
 ACCOUNT = "123456789012"  # moto's default account: the one the harness's resources live in
 
@@ -134,7 +142,7 @@ class CountedMetrics:
     def __init__(self) -> None:
         self.values: dict[str, list[float]] = {}
 
-    def add_metric(self, name: str, unit: Any, value: float, **_: Any) -> None:
+    def add_metric(self, name: str, unit: MetricUnit | str, value: float, **_: Any) -> None:
         """Record one value of metric `name`."""
         self.values.setdefault(name, []).append(value)
 
@@ -161,6 +169,11 @@ class JobHarness:
     (`ScheduledRunner`'s; default: none, a pending request is left for the next tick).
     `session` may then be None when `dynamodb` is given and the job needs no queue and is not
     built by its factory.
+
+    Every tick checks the fence (`jobfence.testing.fence`): a write to one of the catalog's tables
+    (not the leases or runs table, nor one the entry declares `unfenced`) sent outside
+    `ctx.transaction()` fails the tick with an AssertionError naming the call. `fence=False` turns
+    that off, for a test of the runner itself that writes on purpose outside a term.
     """
 
     session: Any
@@ -175,6 +188,7 @@ class JobHarness:
     lease_store: LeaseStore | None = None
     run_store: RunStore | None = None
     invoke_self: Callable[[Mapping[str, Any]], None] | None = None
+    fence: bool = True
 
     def __post_init__(self) -> None:
         if self.entry is not None and self.entry.name != self.job:
@@ -232,7 +246,9 @@ class JobHarness:
         """The job, built by the factory its catalog entry names."""
         return self.spec.load()(self.deps())
 
-    def tick(self, job: Job | None = None, *, trigger: Trigger | None = None, context: Any = None) -> Tick:
+    def tick(
+        self, job: Job | None = None, *, trigger: Trigger | None = None, context: LambdaContextLike | None = None
+    ) -> Tick:
         """One tick now (a scheduled trigger unless given) of `job` (default: built by its factory), in its grant.
 
         The job's own error is re-raised, as in Lambda; its run row then says `failed` (see `runs`).
@@ -240,12 +256,15 @@ class JobHarness:
         result = self.run(job, trigger=trigger, context=context)
         return Tick(result, self._row(result.run_id))
 
-    def run(self, job: Job | None = None, *, trigger: Trigger | None = None, context: Any = None) -> RunResult:
+    def run(
+        self, job: Job | None = None, *, trigger: Trigger | None = None, context: LambdaContextLike | None = None
+    ) -> RunResult:
         """`tick`'s run alone: its `RunResult`, without reading its row back (a test counting requests sees none).
 
-        The job's own error is re-raised, as in `tick`.
+        The job's own error is re-raised, as in `tick`; a write outside the fence fails it (AssertionError).
         """
-        with within_grant(self.tables, self.spec.tables, self.spec.name, audits=bool(self.spec.audits)):
+        fence = fenced_writes_only(self.tables, self.spec.name, self.spec.unfenced) if self.fence else nullcontext()
+        with fence, within_grant(self.tables, self.spec.tables, self.spec.name, audits=bool(self.spec.audits)):
             built = job if job is not None else self.build()
             return self.runner.run(self.spec, built, trigger or Trigger("scheduled", self.clock.now_ms()), context)
 
@@ -279,7 +298,7 @@ def rule_arn_of(job: str, region: str = "us-east-1", account: str = ACCOUNT, pre
     return f"arn:aws:events:{region}:{account}:rule/{prefix}-{job}"
 
 
-def aws_session(region_name: str | None = None) -> Any:
+def aws_session(region_name: str | None = None) -> boto3.session.Session:
     """A fresh boto3 session (in moto under the `aws` fixture) sharing the process's botocore data loader.
 
     See `jobfence.dynamo.new_session`: parsing the service models again for every test's session would be

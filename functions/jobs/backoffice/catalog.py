@@ -31,6 +31,7 @@ JOBS = (
         interval_s=3600,
         timeout_s=300,
         tables={"operator_access_ledger": "query+batch_write"},  # the expiry index, then batched deletes
+        unfenced={"operator_access_ledger": "deletes only expired entries (never extended): any term deletes the same"},
         description="delete expired operator-access ledger entries, 1,000 a batch, at most 20 batches",
     ),
 )

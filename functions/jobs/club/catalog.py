@@ -145,6 +145,11 @@ TABLES = (
 )
 
 _OUTBOX = {"club_outbox": "query+put+delete"}  # a put in each commit; the flush pages and deletes
+# The put is fenced (in the record change's transaction); the drain's delete of a sent event is not: a late
+# delete by a taken-over term forgets an event that was already sent (a re-send would be dropped as a replay).
+_OUTBOX_UNFENCED = {
+    "club_outbox": "the drain deletes an event only after sending it; its nonce makes a re-send a replay"
+}
 
 
 def _club_job(name: str, entry: str, tables: dict, description: str, notifies: bool = True, **policies) -> JobSpec:
@@ -158,6 +163,7 @@ def _club_job(name: str, entry: str, tables: dict, description: str, notifies: b
         interval_s=1800,
         timeout_s=120,
         tables={**tables, **(_OUTBOX if notifies else {})},
+        unfenced=_OUTBOX_UNFENCED if notifies else {},
         description=description,
         **notifying,
         **policies,

@@ -125,6 +125,7 @@ JOBS = (
         timeout_s=120,
         lease_ttl_s=API_LEASE_TTL_S,
         tables={"conversations": "query+delete"},  # the expiry index, then conditional deletes
+        unfenced={"conversations": "each delete is conditioned on expires_at <= now: any term deletes the same"},
         description="one bounded deletion of at most 100 expired conversations",
     ),
     JobSpec(
@@ -136,6 +137,7 @@ JOBS = (
         timeout_s=600,
         lease_ttl_s=API_LEASE_TTL_S,
         tables={"dpop_proofs": "query+batch_write"},  # the expiry index, then batched deletes
+        unfenced={"dpop_proofs": "deletes expired proofs by random jti; a row back is a replay the API refuses anyway"},
         description="delete expired DPoP proofs, 1,000 a batch, at most 100 batches",
     ),
     JobSpec(
@@ -166,6 +168,16 @@ JOBS = (
             "diagnostic_captures": "batch_get+query+update+delete+batch_write",
             "customer_activity": "query+batch_write",
         },
+        # Retention and index upkeep, each write conditioned on a state no later write leaves (or on time):
+        # a taken-over term's late write does what any term would. The money moves are fenced transactions.
+        unfenced={
+            "account_intents": "expire_due: conditioned on still unconfirmed and expires_at <= now",
+            "accounts": "clear_recovery: leaves the recovery index, conditioned on the terminal status deleted",
+            "orders": "redact: conditioned on a terminal status and not yet redacted",
+            "diagnostic_captures": "delete_capture: the parts of an expired capture, then its parent conditioned "
+            "on still expired and no unreleased charge",
+            "customer_activity": "delete_expired: append-only rows older than 30 days, never extended",
+        },
         secrets=(PAYPAL_SECRET,),
         providers=(PAYPAL,),
         description="financial recovery (intents, deleted accounts, returns, card retries) alongside retention",
@@ -180,6 +192,7 @@ JOBS = (
         timeout_s=120,
         lease_ttl_s=API_LEASE_TTL_S,
         tables={"agent_invitations": "query+delete"},
+        unfenced={"agent_invitations": "each delete is conditioned on the invitation still pending and expired"},
         description="only removes expired invitations: 500 a batch, at most 20 batches",
     ),
     JobSpec(

@@ -11,7 +11,7 @@ from aws_lambda_powertools import Logger
 from jobfence.lease import LeaseStore
 from jobfence.runs import RunStore
 from jobfence.scheduled import RunContext, RunResult
-from jobfence.testing import JobHarness
+from jobfence.testing import JobHarness, another_party
 from jobfence.triggers import Trigger
 from jobs.backoffice.operator_ledger import OperatorLedgerStore
 from jobs.catalog import CATALOG
@@ -146,7 +146,11 @@ class Crash(BaseException):
 
 
 class HookedPayments:
-    """A payment port whose calls run `before(target)` just before and `after(target)` just after the provider acts."""
+    """A payment port whose calls run `before(target)` just before and `after(target)` just after the provider acts.
+
+    The hooks play another party (the buyer, the request path) in the middle of the job's tick: their writes are
+    not the job's (`another_party()`), so neither its grant nor its fence checks them.
+    """
 
     def __init__(self, payments: Any, before: Callable[[str], Any] | None = None, after: Callable[[str], Any] | None = None):
         self.payments, self.before, self.after = payments, before, after
@@ -159,8 +163,10 @@ class HookedPayments:
 
     def _call(self, target: str, call: Callable[[], Any]):
         if self.before:
-            self.before(target)
+            with another_party():
+                self.before(target)
         result = call()
         if self.after:
-            self.after(target)
+            with another_party():
+                self.after(target)
         return result

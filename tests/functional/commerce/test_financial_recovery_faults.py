@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from jobfence.testing import another_party
+
 from jobs.commerce.accounts import OperationKind as AccountOperationKind
 from jobs.commerce.account_operations import AccountOperations, Requester, RequesterKind
 from jobs.commerce.financial_operations import OperationKind
@@ -21,7 +23,10 @@ HOUR_MINUTES = 60
 
 
 class HookedOperations:
-    """The real store, with a hook that runs once, right after the first query of `pending` operations returned."""
+    """The real store, with a hook that runs once, right after the first query of `pending` operations returned.
+
+    The hook is the request path (another party): its writes are not the job's.
+    """
 
     def __init__(self, store, after_query):
         self._store, self._after_query = store, after_query
@@ -30,7 +35,8 @@ class HookedOperations:
         rows = self._store.due(status, now, limit)
         if status.value == "pending" and self._after_query:
             hook, self._after_query = self._after_query, None
-            hook()
+            with another_party():
+                hook()
         return rows
 
     def __getattr__(self, name):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from jobfence.testing import another_party
+
 from jobs.commerce.checkout import capture_for_buyer
 from jobs.commerce.safety_net import capture_abandoned_deferred
 from tests.aws_faults import Faults, connection_closed, from_call, throttled
@@ -19,7 +21,10 @@ COUNTS = ("captured", "reconciled", "failed", "unknown", "skipped", "scanned")
 
 
 class HookedIntents:
-    """The real store, with a hook that runs right after the stale query returned (a pause, a buyer)."""
+    """The real store, with a hook that runs right after the stale query returned (a pause, a buyer).
+
+    The hook is another party than the job: its writes are checked by neither the job's grant nor its fence.
+    """
 
     def __init__(self, store, after_query):
         self._store = store
@@ -27,7 +32,8 @@ class HookedIntents:
 
     def stale_deferred(self, *args, **kwargs):
         page = self._store.stale_deferred(*args, **kwargs)
-        self._after_query()
+        with another_party():
+            self._after_query()
         return page
 
     def __getattr__(self, name):
