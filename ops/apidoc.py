@@ -7,9 +7,13 @@ what the packages' `__init__` declare: the runtime's `_MODULES` (`jobfence/__ini
 else is documented, because nothing else is promised.
 
 A class is rendered with its constructor's signature, its docstring, its public attributes (dataclass
-fields) and each public method or property it defines itself; an enum with its members; an alias
+or pydantic fields, each with the string literal under it in the class body when it has one) and each
+public method or property it defines itself; an enum with its members; an alias
 (`Write = Callable[...]`) with its value and the string literal under it, read from the source.
-Annotations are printed as written (the modules use `from __future__ import annotations`).
+Annotations are printed as written (the modules use `from __future__ import annotations`). The classes
+in `FIELDS_DOCUMENTED` (what a user writes or reads field by field: the catalog entry, the function's
+settings) must document every field. The test kit's pytest fixtures (`jobfence.testing.plugin`) follow
+its names, each with its docstring.
 """
 
 from __future__ import annotations
@@ -37,6 +41,11 @@ edit by hand (`tests/unit/test_apidoc.py` fails when this page is stale). Only t
 promised: everything else in the packages is internal and may change. `examples/invoices/` is a
 whole app built on them.
 """
+
+
+# Classes whose every field must carry a docstring (a string literal under it in the class body).
+FIELDS_DOCUMENTED = ("jobfence.JobSpec", "jobfence.Settings", "jobfence.ScheduledSettings")
+FIXTURES_MODULE = "jobfence.testing.plugin"  # the kit's pytest plugin: its fixtures are documented too
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,19 +141,64 @@ def own_members(cls: type) -> Iterator[tuple[str, Any]]:
     for name, value in vars(cls).items():
         if name.startswith("_"):
             continue
-        if isinstance(value, property) or inspect.isfunction(value) or isinstance(value, (staticmethod, classmethod)):
+        if isinstance(value, property) or inspect.isfunction(value):
             yield name, value
+        elif isinstance(value, (staticmethod, classmethod)) and inspect.isfunction(value.__func__):
+            yield name, value  # (not a builtin's, which an enum with a str mixin carries: `maketrans`)
 
 
 def constructor(cls: type) -> Callable[..., Any] | None:
     """The `__init__` the class (or its nearest dataclass/own base) defines; None for protocols and enums."""
-    if issubclass(cls, enum.Enum) or getattr(cls, "_is_protocol", False):
-        return None
+    if issubclass(cls, enum.Enum) or getattr(cls, "_is_protocol", False) or is_model(cls):
+        return None  # (a pydantic model is built by its own classmethod, e.g. `from_environ`)
     for base in cls.__mro__:
         init = vars(base).get("__init__")
         if init is not None and inspect.isfunction(init):
             return None if base is object else init
     return None
+
+
+def is_model(cls: type) -> bool:
+    """Whether `cls` is a pydantic model (its fields are `model_fields`)."""
+    return isinstance(getattr(cls, "model_fields", None), dict)
+
+
+def class_fields(cls: type) -> list[tuple[str, str, str]]:
+    """The public fields `cls` declares itself, in source order: (name, annotation as written, docstring)."""
+    try:
+        tree = ast.parse(inspect.cleandoc("\n" + inspect.getsource(cls)))
+    except (OSError, TypeError):
+        return []
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    declared: set[str] = set()
+    if dataclasses.is_dataclass(cls):
+        declared = {f.name for f in dataclasses.fields(cls)}
+    elif is_model(cls):
+        declared = set(getattr(cls, "model_fields", {}))
+    found = []
+    for node, after in pairwise([*body, None]):
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+            continue
+        name = node.target.id
+        if name.startswith("_") or name not in declared:
+            continue
+        doc = ""
+        if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str):
+            doc = inspect.cleandoc(after.value.value)
+        found.append((name, ast.unparse(node.annotation), doc))
+    return found
+
+
+def fixtures() -> list[tuple[str, str, str]]:
+    """The pytest fixtures of the kit's plugin, in source order: (name, signature as written, docstring)."""
+    path = pathlib.Path(inspect.getfile(importlib.import_module(FIXTURES_MODULE)))
+    found = []
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef) and any("fixture" in ast.unparse(d) for d in node.decorator_list):
+            args = ", ".join(a.arg + (f": {ast.unparse(a.annotation)}" if a.annotation else "") for a in node.args.args)
+            returns = f" -> {ast.unparse(node.returns)}" if node.returns else ""
+            found.append((node.name, f"{node.name}({args}){returns}", inspect.cleandoc(ast.get_docstring(node) or "")))
+    return found
 
 
 def alias_docs(module: str) -> dict[str, tuple[str, str]]:
@@ -176,6 +230,12 @@ def render_class(qual: str, cls: type, out: list[str]) -> None:
     out.append(f"{inspect.getdoc(cls)}\n")
     if issubclass(cls, enum.Enum):
         out.append("Members: " + ", ".join(f"`{m.name}` ({m.value!r})" for m in cls) + ".\n")
+    elif any(doc for _, _, doc in class_fields(cls)):
+        out.append("Fields:\n")
+        out.extend(
+            f"- **`{name}: {hint}`**: {doc.replace(chr(10), chr(10) + '  ')}" for name, hint, doc in class_fields(cls)
+        )
+        out.append("")
     elif dataclasses.is_dataclass(cls):
         fields = [f for f in dataclasses.fields(cls) if not f.name.startswith("_")]
         if fields:
@@ -223,6 +283,11 @@ def render(pkgs: list[Package]) -> str:
                 else:
                     value, doc = aliases.get(name, (repr(obj), ""))
                     out.append(f"#### `{qual}` (constant)\n\n```python\n{name} = {value}\n```\n\n{doc}\n")
+        if pkg.name == FIXTURES_MODULE.rpartition(".")[0]:
+            out.append(f"### Fixtures of `{FIXTURES_MODULE}`\n")
+            out.append(f'`pytest_plugins = ["{FIXTURES_MODULE}"]` in a conftest gives a test these fixtures.\n')
+            for name, sig, doc in fixtures():
+                out.append(f"#### `{name}` (fixture)\n\n```python\n{sig}\n```\n\n{doc}\n")
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -238,6 +303,12 @@ def missing(pkgs: list[Package]) -> list[str]:
                 if inspect.isclass(obj):
                     if not obj.__doc__:
                         problems.append(f"{qual}: no docstring")
+                    if qual in FIELDS_DOCUMENTED:
+                        problems += [
+                            f"{qual}.{f}: no docstring (a string literal under the field)"
+                            for f, _, doc in class_fields(obj)
+                            if not doc
+                        ]
                     init = constructor(obj)
                     if vars(obj).get("__init__") is init and init is not None:
                         problems += hint_problems(f"{qual}.__init__", init, needs_return=False)
@@ -253,6 +324,7 @@ def missing(pkgs: list[Package]) -> list[str]:
                     problems += hint_problems(qual, obj, needs_return=True)
                 elif name not in aliases or not aliases[name][1]:
                     problems.append(f"{qual}: no docstring (a string literal under its assignment)")
+    problems += [f"{FIXTURES_MODULE}.{name}: no docstring (fixture)" for name, _, doc in fixtures() if not doc]
     return problems
 
 

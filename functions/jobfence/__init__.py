@@ -25,8 +25,10 @@ app's `handlers/scheduled.py` builds it at cold start; `worker_handler` is a
 queue worker's, over the `WorkerPipeline` the app gives for each queue.
 
 **The catalog** (`jobfence.registry`). `Registry` holds the data every
-function and the CDK app read: `JobSpec` (schedule, lease TTL, overlap policy,
-grants), `TableSpec` and `IndexSpec`, `QueueSpec`.
+function and the CDK app read: `JobSpec` (schedule, lease TTL, `Overlap` and
+`CatchUp` policies, grants), `TableSpec` and `IndexSpec`, `QueueSpec`. A grant
+on a table is an `Access`: "+"-joined `AccessVerb`s ("query+update") or the
+bundles "read" and "write".
 
 **Durable batches** (`jobfence.work`, its own package: `Producer`, `Worker`,
 `WorkStore`, `TenantGate`, `BatchOperations`). **Reclaim**
@@ -34,10 +36,23 @@ grants), `TableSpec` and `IndexSpec`, `QueueSpec`.
 `ReclaimCounts` per page. **Quota** (`jobfence.quota`): `QuotaStore` grants,
 reserves and refunds per-tenant units with conditional writes.
 
-**Errors** (`jobfence.errors`): every error a job may meet derives from
-`JobfenceError`; `StoreError` carries the classified AWS error
-(`jobfence.dynamo.ErrorKind`: whether a write may have been applied), and
-`ConditionFailed` the old image of a refused write.
+**Errors**: every error a job, a handler or a catalog may meet derives from
+`JobfenceError` and is exported here. A catalog entry that cannot be deployed or
+run (an unknown table or queue, a bad schedule, policy or access) is a
+`CatalogError`, at synthesis and at cold start; a function environment that is
+missing or wrong is a `SettingsError`; a `JOB_NAME` not in the catalog an
+`UnknownJob`; an event or message that breaks its contract an `InvalidEvent`.
+A lease refusal is a `LeaseRefused` (`LeaseHeld`, `IntervalNotElapsed`,
+`RequestServed`, `PredecessorUnrecorded`), a term that is over `LeaseLost` (or
+`TermOvertaken`, when its acquire's reply was lost). `StoreError` carries the
+classified AWS error (`jobfence.dynamo.ErrorKind`: whether a write may have been
+applied), and `ConditionFailed` the old image of a refused write. A pipeline's
+step raises `PermanentFailure` to fail an item for good; reusing a batch id for
+another batch is a `BatchConflict`.
+
+**Settings** (`jobfence.config`): `ScheduledSettings` is a scheduled job's
+function environment, validated at cold start (`JobDeps.settings`); `Settings`
+holds the lookups every function shares (`table`, `queue`, `secret`, ...).
 
 The reference of every name, generated from these docstrings, is docs/api.md
 (`python -m ops.apidoc`).
@@ -53,17 +68,20 @@ __version__ = "0.2.0"  # the `jobfence` distribution's (packages/jobfence/pyproj
 _MODULES = {
     "jobfence.batch": "LastBatch",
     "jobfence.clock": "Clock FrozenClock SystemClock",
+    "jobfence.config": "ScheduledSettings Settings",
     "jobfence.errors": (
-        "ConditionFailed IntervalNotElapsed JobfenceError LeaseHeld LeaseLost RequestServed StoreError"
+        "ConditionFailed IntervalNotElapsed InvalidEvent JobfenceError LeaseHeld LeaseLost LeaseRefused "
+        "PredecessorUnrecorded RequestServed SettingsError StoreError TermOvertaken UnknownJob"
     ),
     "jobfence.handler.scheduled": "scheduled_handler",
     "jobfence.handler.worker": "worker_handler",
     "jobfence.lease": "Lease LeaseStore",
     "jobfence.quota": "QuotaStore",
     "jobfence.reclaim": "ReclaimCounts Reclaimer",
-    "jobfence.registry": "IndexSpec JobSpec QueueSpec Registry TableSpec",
+    "jobfence.registry": "Access AccessVerb CatalogError CatchUp IndexSpec JobSpec Overlap QueueSpec Registry TableSpec",
     "jobfence.scheduled": "JobDeps Outcome RunContext RunResult ScheduledRunner",
     "jobfence.transaction": "FencedTransaction Write",
+    "jobfence.work.keys": "BatchConflict PermanentFailure",
     "jobfence.work.pipeline": "WorkerPipeline",
 }
 # Importing `jobfence.clock` runs this file first: it must load nothing (docs/benchmarks.md, cold start).

@@ -98,16 +98,26 @@ def _prefixed(environ: Mapping[str, str], prefix: str) -> dict[str, str]:
 
 
 class Settings(BaseModel):
-    """What every function reads from its environment."""
+    """What every function reads from its environment (jobfence-cdk sets it from the catalog entry).
+
+    Built once at cold start by `from_environ`; each lookup of a name the function was not given raises
+    `SettingsError` naming the variable, so a missing grant fails at the first use, not as a bare `KeyError`.
+    """
 
     model_config = ConfigDict(frozen=True, populate_by_name=True, extra="ignore")
 
     tables: dict[str, str] = Field(default_factory=dict)
+    """Logical table name -> physical name, from `TABLE_<NAME>` (`table(name)`)."""
     queues: dict[str, str] = Field(default_factory=dict)
+    """Logical queue name -> URL, from `QUEUE_<NAME>` (`queue(name)`)."""
     secrets: dict[str, str] = Field(default_factory=dict)
+    """Logical secret name -> the secret's name (not its value), from `SECRET_<NAME>` (`secret(name)`)."""
     providers: dict[str, str] = Field(default_factory=dict)
+    """External API name -> base URL, from `PROVIDER_<NAME>_URL` (`provider_url(name)`)."""
     config: dict[str, str] = Field(default_factory=dict)
+    """The entry's static settings (`JobSpec.config`), from `CONFIG_<NAME>` (`setting(name)`)."""
     functions: dict[str, str] = Field(default_factory=dict)
+    """Job name -> the function of another job this one may invoke, from `FUNCTION_<NAME>` (`function(job)`)."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Self:
@@ -158,14 +168,22 @@ class Settings(BaseModel):
 
 
 class ScheduledSettings(Settings):
-    """Environment of a scheduled-job function."""
+    """Environment of a scheduled-job function: the job it runs, the core tables, its own rule.
+
+    The runner's handler builds it at cold start (`ScheduledSettings.from_environ(os.environ)`) and gives it
+    to the job's factory as `JobDeps.settings`; a test gets the same from `JobHarness.deps()`.
+    """
 
     job_name: str = Field(alias=ENV_JOB_NAME, min_length=1)
+    """The catalog job this function runs (`JOB_NAME`, lower_snake_case): one not in the catalog fails closed."""
     leases_table: str = Field(alias=ENV_LEASES_TABLE, min_length=3)
+    """The physical name of the leases table (`LEASES_TABLE`)."""
     runs_table: str = Field(alias=ENV_RUNS_TABLE, min_length=3)
-    # the function's own rule (jobfence-cdk sets it): a Scheduled Event must name it and its account. Without
-    # it, every Scheduled Event is refused (`jobfence.triggers`); manual, catch-up and buffered triggers still run.
+    """The physical name of the runs table (`RUNS_TABLE`)."""
     rule_arn: str | None = Field(default=None, alias=ENV_RULE_ARN, pattern=RULE_ARN_PATTERN)
+    """The function's own EventBridge rule (`RULE_ARN`, set by jobfence-cdk): a Scheduled Event must name it and
+    its account. Without it every Scheduled Event is refused (`jobfence.triggers`); manual, catch-up and
+    buffered triggers still run."""
 
     @field_validator("job_name")
     @classmethod

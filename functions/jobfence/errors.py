@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from jobfence.dynamo import ErrorKind
+    from jobfence.lease_item import Term
 
 
 class JobfenceError(Exception):
@@ -86,7 +87,7 @@ class TermOvertaken(JobfenceError):
     term was taken in its name. `term` is the `jobfence.lease.Term`.
     """
 
-    def __init__(self, job: str, term: Any) -> None:
+    def __init__(self, job: str, term: Term) -> None:
         self.job = job
         self.term = term
         super().__init__(f"the term of fence {term.fence} on {job!r} was taken over before its acquire was answered")
@@ -101,7 +102,7 @@ class PredecessorUnrecorded(LeaseRefused):
     acquires again. `term` is the `jobfence.lease.Term` to record.
     """
 
-    def __init__(self, job: str, term: Any) -> None:
+    def __init__(self, job: str, term: Term) -> None:
         self.job = job
         self.term = term
         super().__init__(f"the run of fence {term.fence} on {job!r} ended unreleased and is not yet recorded")

@@ -47,7 +47,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
@@ -71,6 +71,9 @@ from jobfence.registry import JobSpec, Overlap
 from jobfence.runs import RunStart, RunState, RunStore, bounded_summary, safe_error
 from jobfence.transaction import FencedTransaction
 from jobfence.triggers import Trigger, buffered_event, who_fields
+
+if TYPE_CHECKING:
+    import boto3.session
 
 DEFAULT_SAFETY_MARGIN_MS = SKEW_BUDGET_MS  # clocks differ by at most this (the time budget's skew)
 SETTLE_ATTEMPTS = 3  # unsettled earlier terms recorded per tick before it yields (each is one crashed runner)
@@ -97,8 +100,8 @@ class JobDeps:
     settings: ScheduledSettings
     spec: JobSpec
     clock: Clock
-    session: Any  # boto3.Session
-    dynamodb: Any  # boto3 DynamoDB client
+    session: boto3.session.Session
+    dynamodb: Any  # a boto3 DynamoDB client (boto3 ships no types: no real one to name)
     logger: Logger
     metrics_namespace: str = METRICS_NAMESPACE  # the stage's, for a job that emits metrics of its own
 
@@ -141,6 +144,8 @@ Job = Callable[[RunContext], Iterator[Mapping[str, Any]]]  # a batch's counts, t
 
 
 class LambdaContextLike(Protocol):
+    """What the runner reads of Lambda's context object: the request id and the time left."""
+
     aws_request_id: str
 
     def get_remaining_time_in_millis(self) -> int: ...

@@ -67,35 +67,37 @@ class FencedTransaction(TransactWrite):
         """Caller entries added so far (the lease check not counted)."""
         return len(self._added)
 
-    def condition_check(self, model_cls: Any, hash_key: Any, range_key: Any = None, condition: Any = None) -> None:
+    def condition_check(
+        self, model_cls: type[Model], hash_key: Any, range_key: Any = None, condition: Condition | None = None
+    ) -> None:
         """Add a check of the item at `hash_key`/`range_key` under `condition`; refused, it reports the old image."""
         self._note("check", len(self._condition_check_items))
         super().condition_check(model_cls, hash_key, range_key=range_key, condition=condition)
         self._condition_check_items[-1]["ReturnValuesOnConditionCheckFailure"] = ALL_OLD
 
-    def delete(self, model: Any, condition: Any = None, *, add_version_condition: bool = True) -> None:
+    def delete(self, model: Model, condition: Condition | None = None, *, add_version_condition: bool = True) -> None:
         """Add a delete of `model`'s item under `condition`; refused, it reports the old image."""
         self._note("delete", len(self._delete_items))
         super().delete(model, condition, add_version_condition=add_version_condition)
         self._delete_items[-1]["ReturnValuesOnConditionCheckFailure"] = ALL_OLD
 
-    def save(self, model: Any, condition: Any = None, return_values: str | None = ALL_OLD) -> None:
+    def save(self, model: Model, condition: Condition | None = None, return_values: str | None = ALL_OLD) -> None:
         """Add a put of `model` under `condition`; refused, it reports the old image."""
         self._note("put", len(self._put_items))
         super().save(model, condition, return_values)
 
     def update(
         self,
-        model: Any,
-        actions: Any,
-        condition: Any = None,
+        model: Model,
+        actions: Sequence[Action],
+        condition: Condition | None = None,
         return_values: str | None = ALL_OLD,
         *,
         add_version_condition: bool = True,
     ) -> None:
         """Add an update of `model`'s item with `actions` under `condition`; refused, it reports the old image."""
         self._note("update", len(self._update_items))
-        super().update(model, actions, condition, return_values, add_version_condition=add_version_condition)
+        super().update(model, list(actions), condition, return_values, add_version_condition=add_version_condition)
 
     def add(self, *writes: Write) -> None:
         """Add prepared `Write`s in the caller's order (a refusal's `ConditionFailed.index` counts in this order)."""

@@ -11,6 +11,7 @@ from typing import Any
 from aws_cdk import App, Validations
 
 from jobfence.config import DEFAULT_PREFIX
+from jobfence.registry import Registry
 from jobfence_cdk.stack import JobfenceStack
 
 STACK_NAME = DEFAULT_PREFIX  # the stack of the default stage; another stage's stack is named by its prefix
@@ -30,7 +31,7 @@ def schedules_enabled(app: App) -> bool:
     return value == "enabled"
 
 
-def build_app(app: App, catalog: Any, *, functions_dir: pathlib.Path, **overrides: Any) -> JobfenceStack:
+def build_app(app: App, catalog: Registry, *, functions_dir: pathlib.Path, **overrides: Any) -> JobfenceStack:
     """Add the stack of `catalog` (and, unless `-c nag=false`, the cdk-nag packs) to `app`.
 
     `functions_dir` is the app's code asset (`handlers/`, its job packages, `requirements.txt`);

@@ -13,7 +13,7 @@ from typing import Any
 from aws_cdk import Stack
 from constructs import Construct
 
-from jobfence.registry import CatchUp, JobSpec, QueueSpec
+from jobfence.registry import CatchUp, JobSpec, QueueSpec, Registry
 from jobfence_cdk.access import CatalogResources
 from jobfence_cdk.code import FunctionCode
 from jobfence_cdk.health_api import HEALTH_HANDLER, HealthApi
@@ -45,7 +45,7 @@ class JobfenceStack(Stack):
         scope: Construct,
         construct_id: str,
         *,
-        catalog: Any,
+        catalog: Registry,
         functions_dir: pathlib.Path,
         prefix: str = "jobfence",
         schedules_enabled: bool = True,

@@ -106,9 +106,15 @@ def test_the_publish_samples_parse_as_expected():
 
 def test_a_worker_function_without_its_queue_fails_closed(worker_env, queues, clock):
     # GIVEN a worker whose configured queue is not in the catalog WHEN it cold-starts THEN it refuses
+    # with a catalog error naming the queue and the catalog's queues (not a bare KeyError)
+    from jobfence import CatalogError
+
     fake = FakeItemProvider(GENERATOR)
-    with pytest.raises(KeyError):
+    with pytest.raises(CatalogError, match=r"'no_such_queue' is not a queue of the catalog.*listing_generation"):
         worker({**worker_env, "WORKER_QUEUE": "no_such_queue"}, clock, fake)
+    # AND a pipelines mapping without the function's queue is a catalog error naming it too
+    with pytest.raises(CatalogError, match=r"no WorkerPipeline is given for the queue 'listing_generation'"):
+        worker_handler(CATALOG, worker_env, clock, {}, perform=perform_with(fake))
     # AND without WORKER_QUEUE, two granted queues are ambiguous: it refuses rather than guess
     from jobfence.errors import SettingsError
 

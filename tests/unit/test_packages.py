@@ -33,9 +33,10 @@ FROM_THE_TESTING_EXTRA = {"functions/jobfence/testing/faults.py": "ops.sim."}
 
 
 def source_modules(package_dir: pathlib.Path) -> set[str]:
+    """The files a package's wheel holds: its modules and its PEP 561 marker, `py.typed`."""
     top = package_dir.name
     return {f"{top}/{p.relative_to(package_dir).as_posix()}" for p in package_dir.rglob("*.py")
-            if "__pycache__" not in p.parts}
+            if "__pycache__" not in p.parts} | {f"{top}/py.typed"}
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +78,16 @@ def test_a_wheel_holds_every_module_of_its_package_and_nothing_else(wheels, name
 
 
 @pytest.mark.slow  # builds the wheels (pip, a subprocess)
+@pytest.mark.parametrize("name", [*sorted(SOURCES), "jobfence-ops"])
+def test_every_wheel_is_typed_with_a_py_typed_marker_at_its_packages_top(wheels, name):
+    # GIVEN a wheel WHEN its top-level packages are listed
+    files = {n for n in wheels[name].namelist() if ".dist-info/" not in n}
+    tops = {n.split("/")[0] for n in files}
+    # THEN each holds `py.typed` (PEP 561), so a type checker reads the hints without stubs
+    assert tops and all(f"{top}/py.typed" in files for top in tops), sorted(tops)
+
+
+@pytest.mark.slow  # builds the wheels (pip, a subprocess)
 @pytest.mark.parametrize("name", sorted(SOURCES))
 def test_a_wheels_version_is_its_packages_and_its_changelogs_newest(wheels, name):
     version = metadata(wheels[name])["Version"]
@@ -114,8 +125,7 @@ def test_the_simulator_the_kit_imports_ships_in_jobfence_ops_which_the_testing_e
     # GIVEN the jobfence-ops wheel `make dist` builds WHEN its files are listed
     files = {n for n in wheels["jobfence-ops"].namelist() if ".dist-info/" not in n}
     # THEN it holds the whole operator tooling, the simulator the kit runs among it
-    assert files == {f"ops/{p.relative_to(ROOT / 'ops').as_posix()}" for p in (ROOT / "ops").rglob("*.py")
-                     if "__pycache__" not in p.parts}
+    assert files == source_modules(ROOT / "ops")
     for source, prefix in FROM_THE_TESTING_EXTRA.items():
         imported = {m for m in imported_modules(ROOT / source) if m.startswith(prefix)}
         assert imported and all(f"{m.replace('.', '/')}.py" in files for m in imported), (source, imported)

@@ -26,7 +26,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from jobfence.clock import Clock
 from jobfence.config import WorkerSettings, metrics_namespace
 from jobfence.dynamo import new_session
-from jobfence.registry import Registry
+from jobfence.registry import CatalogError, Registry
 from jobfence.sqs_batch import split_records
 from jobfence.tracing import handler_tracer, traced
 from jobfence.work.keys import Perform
@@ -45,14 +45,17 @@ def worker_handler(
     """The Lambda handler of the worker of `catalog`'s queue that `environ` names, its `Worker` built once.
 
     Call it at import time of the handler module (the cold start): it validates the environment
-    (`WorkerSettings`), looks the queue up in `catalog` (an unknown queue raises `KeyError`, two granted
+    (`WorkerSettings`), looks the queue up in `catalog` (an unknown queue raises `CatalogError`, two granted
     queues and no `WORKER_QUEUE` raise `SettingsError`), then `pipelines` (a mapping or a function from the
-    catalog queue name to its `WorkerPipeline`) and builds the pipeline's store, step, wake-ups on the
+    catalog queue name to its `WorkerPipeline`; a mapping without the queue raises `CatalogError`) and builds the pipeline's store, step, wake-ups on the
     function's own queue and gate. `perform` replaces the pipeline's step (a test's fake provider; the
     real one is then not built). The handler returns the partial batch response (`batchItemFailures`).
     """
     settings = WorkerSettings.from_environ(environ)
-    spec = catalog.queues[settings.own_queue]
+    spec = catalog.queue(settings.own_queue)
+    if isinstance(pipelines, Mapping) and spec.name not in pipelines:
+        given = ", ".join(sorted(pipelines)) or "none"
+        raise CatalogError(f"no WorkerPipeline is given for the queue {spec.name!r} (given: {given})")
     pipeline = pipelines[spec.name] if isinstance(pipelines, Mapping) else pipelines(spec.name)
     sqs = boto3.Session(botocore_session=new_session()).client("sqs")
     logger = Logger(service=spec.subsystem)

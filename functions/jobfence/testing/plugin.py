@@ -15,12 +15,17 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from jobfence.clock import FrozenClock
 from jobfence.registry import Registry
+
+if TYPE_CHECKING:
+    import boto3.session
+
+    from jobfence.testing.harness import JobHarness, LambdaContext
 
 DEFAULT_CATALOG = "jobs.catalog:CATALOG"
 DEFAULT_REGION = "us-east-1"
@@ -52,12 +57,16 @@ def load_catalog(where: str) -> Registry:
 
 @pytest.fixture
 def clock() -> FrozenClock:
+    """A `FrozenClock`: time moves only when the test advances it (`clock.advance(minutes=5)`), never by a sleep."""
     return FrozenClock()
 
 
 @pytest.fixture
-def aws() -> Iterator[Any]:
-    """In-process moto: no socket is opened."""
+def aws() -> Iterator[boto3.session.Session]:
+    """A boto3 session inside in-process moto (no socket is opened), in `AWS_DEFAULT_REGION` (default us-east-1).
+
+    Every AWS resource the test creates lives and dies with it; a real profile is never read.
+    """
     from moto import mock_aws
 
     from jobfence.testing.harness import aws_session
@@ -67,12 +76,14 @@ def aws() -> Iterator[Any]:
 
 
 @pytest.fixture
-def dynamodb(aws: Any) -> Any:
+def dynamodb(aws: boto3.session.Session) -> Any:
+    """The DynamoDB client of the `aws` session."""
     return aws.client("dynamodb")
 
 
 @pytest.fixture
-def lambda_context() -> Any:
+def lambda_context() -> LambdaContext:
+    """A stub of Lambda's context (`LambdaContext`, a fresh request id) to pass a handler under test."""
     import uuid
 
     from jobfence.testing.harness import LambdaContext
@@ -82,12 +93,20 @@ def lambda_context() -> Any:
 
 @pytest.fixture
 def jobfence_catalog(pytestconfig: pytest.Config) -> Registry:
+    """The application's catalog `Registry`: the ini option `jobfence_catalog` ("module:NAME", default
+    "jobs.catalog:CATALOG"); a conftest may override the fixture instead."""
     return load_catalog(pytestconfig.getini("jobfence_catalog"))
 
 
 @pytest.fixture
-def job_harness(aws: Any, clock: FrozenClock, jobfence_catalog: Registry) -> Callable[[str], Any]:
-    """`job_harness(name)`: a `JobHarness` of the catalog job `name` (its tables created on first call)."""
+def job_harness(
+    aws: boto3.session.Session, clock: FrozenClock, jobfence_catalog: Registry
+) -> Callable[[str], JobHarness]:
+    """`job_harness(name)`: the `JobHarness` of the catalog job `name` on `aws` and `clock` (made on first call).
+
+    Its tables (with the leases and runs tables) are created then; every tick runs inside the entry's grant
+    and checks the fence (a write to a catalog table outside `ctx.transaction()` fails the test).
+    """
     from jobfence.testing.harness import JobHarness
 
     made: dict[str, JobHarness] = {}
