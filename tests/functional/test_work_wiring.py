@@ -215,6 +215,35 @@ def test_reclaim_runs_as_a_registered_job_under_its_lease_and_renews_between_pag
     assert again.outcome is Outcome.SKIPPED_INTERVAL
 
 
+def test_the_reclaimer_passes_the_kits_fence_only_through_its_entrys_unfenced_declaration(aws, tables, queues, clock):
+    # GIVEN 3 items whose wake-ups were lost, and the reclaim job under the kit's harness
+    from jobfence.testing import JobHarness
+
+    _, urls = queues
+    spec = CATALOG.job("reclaim_listings")
+    harness = JobHarness(aws, CATALOG, spec.name, clock, tables=tables, queues=urls)
+    store = build_store(harness.deps().settings, clock)
+    Producer(store, {"generation": _Null()}, Logger(service="listings")).submit(
+        BatchRef("acme", "b1"), "generation", [ItemInput(f"i{i}", {}) for i in range(3)], "tester"
+    )
+    clock.advance(minutes=17)
+    # WHEN it ticks with its catalog entry THEN it re-drives them: its writes (each conditioned on the row as the
+    # index showed it, docs/architecture.md) are declared `unfenced`, so the fence lets them through
+    assert set(spec.unfenced) == set(spec.tables)
+    harness.tick().assert_ran(stale_pending=3)
+    # AND the same entry without the declaration fails its tick, naming the reclaimer's first unfenced write
+    from dataclasses import replace
+
+    undeclared = JobHarness(aws, CATALOG, spec.name, clock, tables=tables, queues=urls, entry=replace(spec, unfenced={}))
+    clock.advance(minutes=17)
+    Producer(store, {"generation": _Null()}, Logger(service="listings")).submit(
+        BatchRef("acme", "b2"), "generation", [ItemInput(f"j{i}", {}) for i in range(3)], "tester"
+    )
+    clock.advance(minutes=17)
+    with pytest.raises(AssertionError, match=r"reclaim_listings wrote to its catalog tables outside ctx.transaction\(\)"):
+        undeclared.tick()
+
+
 def test_a_forged_record_leaves_a_bounded_log_line_and_comes_back_by_its_own_id(worker_env, clock, lambda_context):
     import io
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pathlib
 import sys
 import threading
 from collections.abc import Iterator, Mapping
@@ -57,22 +56,33 @@ class UnfencedWrite:
         return f"{self.operation} on {self.table!r} ({self.physical}){' from ' + self.caller if self.caller else ''}"
 
 
-_SDK_DIRS = {
-    os.path.dirname(path) + os.sep
-    for module in (sys.modules["botocore"], sys.modules["jobfence"])
-    if module.__file__
-    for path in (module.__file__, os.path.realpath(module.__file__))
-}
-_LIBRARIES = (*sorted(_SDK_DIRS), f"{os.sep}boto3{os.sep}", f"{os.sep}pynamodb{os.sep}")
+def _dirs(*modules: str) -> set[str]:
+    found = set()
+    for name in modules:
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if file:
+            found |= {os.path.dirname(file) + os.sep, os.path.dirname(os.path.realpath(file)) + os.sep}
+    return found
+
+
+# Frames that are not "the call": the AWS SDKs, and jobfence's own write helpers (a store's `update_if`, ...)
+# and this kit; a frame in any other module (an app's store, a jobfence store such as the reclaimer's) is.
+_JOBFENCE = _dirs("jobfence")
+_NOT_THE_CALL = (
+    *sorted(_dirs("botocore", "jobfence.testing")),
+    *(f"{d}{f}" for d in sorted(_JOBFENCE) for f in ("dynamo.py", "once.py", "retried.py", "transaction.py")),
+    f"{os.sep}boto3{os.sep}",
+    f"{os.sep}pynamodb{os.sep}",
+)
 
 
 def _caller() -> str:
-    """The innermost frame outside jobfence, botocore, boto3 and pynamodb: the job's or its store's line."""
+    """The innermost frame outside the AWS SDKs and jobfence's write helpers: the job's or its store's line."""
     frame = sys._getframe(1)
     while frame is not None:
         path = frame.f_code.co_filename
-        if not any(part in path for part in _LIBRARIES) and not path.startswith("<"):
-            return f"{pathlib.Path(path).name}:{frame.f_lineno} ({frame.f_code.co_name})"
+        if not path.startswith("<") and not any(part in path for part in _NOT_THE_CALL):
+            return f"{os.path.basename(path)}:{frame.f_lineno} ({frame.f_code.co_name})"
         frame = frame.f_back  # type: ignore[assignment]
     return ""
 

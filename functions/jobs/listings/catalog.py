@@ -125,6 +125,14 @@ _WORKER_TABLES = {
 }  # get: the in-flight holds row (jobfence.work.fairness)
 # The reclaimer also reads the open batches' shard counts, a BatchGet of their rows (jobfence.work.sweep).
 _RECLAIM_TABLES = {BATCHES_TABLE: "get+batch_get+query+update", ITEMS_TABLE: "query+update", QUOTA_TABLE: "update"}
+# Its writes are not fenced with its lease, on purpose (docs/architecture.md, jobfence.reclaim): each one re-checks
+# the row exactly as the index showed it (status, updated_at, attempts), so a paused reclaimer's late write can
+# only move a row any reclaimer would move the same way; a refund goes in the same transaction as its item.
+_RECLAIM_UNFENCED = {
+    BATCHES_TABLE: "a finalize writes its recount once, conditioned on the batch still open and not reopened since",
+    ITEMS_TABLE: "each re-drive re-checks the item exactly as the index showed it (status, updated_at, attempts)",
+    QUOTA_TABLE: "a refund commits only with its item's move to failed, in one conditioned transaction",
+}
 
 
 def _queue(kind: str, description: str) -> QueueSpec:
@@ -160,6 +168,7 @@ JOBS = (
         interval_s=300,
         timeout_s=300,
         tables=_RECLAIM_TABLES,
+        unfenced=_RECLAIM_UNFENCED,
         queues=(GENERATION_QUEUE, PUBLISH_QUEUE),
         description="re-drive stale items of both pipelines and finalize abandoned batches from their rows",
     ),
