@@ -343,13 +343,13 @@ class Registry:
             ):
                 raise CatalogError(f"{where}: config {str(key)[:40]!r} must be lower_snake_case with a text value")
         _check_policies(where, job)
+        self._check_uses(where, job.subsystem, job.tables, job.queues, job_scoped=True)
         for table_name, why in job.unfenced.items():
             if table_name not in job.tables or not isinstance(why, str) or not why.strip():
                 raise CatalogError(
                     f"{where}: unfenced {str(table_name)[:60]!r} must be one of its tables, with the reason "
                     "a stale term's late write there is harmless"
                 )
-        self._check_uses(where, job.subsystem, job.tables, job.queues, job_scoped=True)
         for audited in job.audits:
             if audited not in self.jobs or audited == job.name:
                 raise CatalogError(f"{where}: audits {str(audited)[:60]!r}, which is not another registered job")

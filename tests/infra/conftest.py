@@ -106,11 +106,12 @@ def probe_catalog():
         secrets=("probe_signing_key",),
         providers=("paypal",),
         overlap=Overlap.BUFFER_ONE,  # its hand-over grant: an async invoke of itself
+        unfenced={},  # (the template's declaration names its own tables)
     )
     other_table = TableSpec(name="probe_ledger", subsystem="probe_backoffice", partition_key=("id", "S"), ttl_attribute="ttl")
     other_job = dataclasses.replace(
         template_job, name="probe_ledger_cleanup", subsystem="probe_backoffice", schedule="cron(15 3 * * ? *)",
-        interval_s=None, tables={"probe_ledger": "read+write"},
+        interval_s=None, tables={"probe_ledger": "read+write"}, unfenced={},
     )
     return Registry(
         tables=[*(t for n, t in CATALOG.tables.items() if n not in core), other_table],

@@ -129,7 +129,7 @@ def _unvalidated(tables=(), jobs=(), queues=()):
 
 def _job(**changes) -> JobSpec:
     base = next(iter(CATALOG.jobs.values()))
-    return dataclasses.replace(base, **{"name": "bad_job", **changes})
+    return dataclasses.replace(base, **{"name": "bad_job", "unfenced": {}, **changes})
 
 
 def test_synthesis_refuses_a_lease_ttl_not_longer_than_timeout_plus_margin(synthesize_app):
