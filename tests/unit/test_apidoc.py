@@ -68,3 +68,32 @@ def test_check_mode_exits_nonzero_on_a_stale_page(tmp_path, monkeypatch):
     monkeypatch.setattr(apidoc, "ROOT", tmp_path)
     assert apidoc.main(["--check"]) == 1
     assert apidoc.main([]) == 0 and apidoc.main(["--check"]) == 0
+
+
+# Errors a user never meets: the worker's signal to its batch processor (a message it turns into a batch item
+# failure), and the schedule evaluator's (synthesis turns it into a CatalogError naming the entry).
+INTERNAL_ERRORS = {"MessageFailed", "ScheduleError"}
+
+
+def test_every_error_the_runtime_defines_is_exported_and_documented():
+    import importlib
+    import inspect
+    import pathlib
+
+    import jobfence
+
+    root = pathlib.Path(jobfence.__file__).parent
+    defined = set()
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        if "testing" in parts or path.name == "__init__.py" and len(parts) == 1:
+            continue
+        module = importlib.import_module(".".join(p for p in parts if p != "__init__"))
+        defined |= {name for name, obj in vars(module).items()
+                    if inspect.isclass(obj) and issubclass(obj, Exception) and obj.__module__ == module.__name__}
+    # GIVEN every exception class the runtime defines THEN each one a user can meet is a public name, on the page
+    assert defined >= INTERNAL_ERRORS
+    page = apidoc.PAGE.read_text()
+    for name in sorted(defined - INTERNAL_ERRORS):
+        assert name in jobfence.__all__, f"{name} is not exported from jobfence"
+        assert f"#### `jobfence.{name}` (exception" in page, name
