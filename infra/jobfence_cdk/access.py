@@ -41,11 +41,11 @@ from aws_cdk import aws_sqs as sqs
 
 from jobfence.config import (
     DEFAULT_PREFIX,
-    ENV_TENANT_ROLE,
     ENV_JOB_NAME,
     ENV_LEASES_TABLE,
     ENV_METRICS_NAMESPACE,
     ENV_RUNS_TABLE,
+    ENV_TENANT_ROLE,
     PROVIDER_DEFAULT_URLS,
     config_env,
     provider_env,
