@@ -146,6 +146,12 @@ def test_synthesis_refuses_an_unknown_table(synthesize_app):
         synthesize_app(_unvalidated(jobs=[_job(tables={"nope": "read"})]))
 
 
+def test_synthesis_refuses_a_scan_of_a_tenant_scoped_table(synthesize_app):
+    # a Scan names no partition key: the tenant role's LeadingKeys condition could not scope it
+    with pytest.raises(CatalogError, match=r"'bad_job'.*'listing_items' is tenant-scoped"):
+        synthesize_app(_unvalidated(jobs=[_job(subsystem="listings", tables={"listing_items": "query+scan"})]))
+
+
 def test_synthesis_refuses_a_duplicate_name(synthesize_app):
     # GIVEN one job entry listed twice (a catalog is assembled from per-subsystem lists)
     job = next(iter(CATALOG.jobs.values()))
