@@ -205,10 +205,10 @@ class Reclaimer:
             # a wake-up that cannot be sent leaves a pending row: the next pending sweep re-sends it
             tally["unsent"] = len(pipeline.wakeups.send(wake))
         for ref, failed_items in failed_by_batch.items():
-            tally = self._tallies.add(ref, BatchDelta(failed=failed_items))
+            rollup = self._tallies.add(ref, BatchDelta(failed=failed_items))  # kept if the write fails
             try:
                 store = self._tenant(ref.tenant)
-                row = store.rollup(ref, tally)
+                row = store.rollup(ref, rollup)
                 if row is not None and row.status is BatchStatus.OPEN and row.completed + row.failed >= row.total:
                     store.finalize(ref, seen=row)
             except JobfenceError as exc:

@@ -200,6 +200,44 @@ def test_the_reclaimers_sweep_reads_the_indexes_as_itself_and_each_tenants_rows_
     assert set(per) == {"own", *TENANTS}  # the indexes as itself, the rows under each tenant's session
 
 
+def test_the_reclaimer_fails_items_stale_at_the_cap_rolls_up_and_finalizes_each_tenants_batch_under_its_session(
+    synthesized, aws, dynamodb, tables, clock, wire, listing_env
+):
+    from jobs.listings.catalog import PIPELINES
+
+    base, urls = listing_env
+    spec = CATALOG.job("reclaim_listings")
+    environ = {**base, **{queue_env(n): u for n, u in urls.items()}, "JOB_NAME": spec.name,
+               "LEASES_TABLE": tables["leases"], "RUNS_TABLE": tables["runs"], ENV_TENANT_ROLE: MOTO_ROLE}
+    settings = ScheduledSettings.from_environ(environ)
+    store = build_store(settings, clock)
+    cap = PIPELINES["generation"].timing.attempts_cap
+    for tenant in TENANTS:
+        _submit(store, tenant, "b1", 2)
+        keys = [r.key for r in store.item_rows(BatchRef(tenant, "b1"))]
+        for attempt in range(1, cap + 1):  # every attempt claimed; the last one's worker died
+            claims = store.claim(keys, "generation", cap)
+            assert {c.attempts for c in claims.values()} == {attempt}
+            if attempt < cap:
+                for claim in claims.values():
+                    assert store.release(claim, "generation", "provider error")
+    job = spec.load()(JobDeps(settings, spec, clock, aws, dynamodb, Logger(service="listings")))
+    clock.advance(minutes=20)
+    wire.on = True
+    summary: dict[str, int] = {}
+    for page in job(None):
+        for name, n in page.items():
+            summary[name] = summary.get(name, 0) + n
+    wire.on = False
+    # THEN each stale running item at the cap is failed, its batch rolled up and finalized, under its tenant's session
+    assert summary["stale_running"] == 4 and summary["failed"] == 4 and summary.get("errors", 0) == 0, summary
+    for tenant in TENANTS:
+        assert {i.status for i in store.item_rows(BatchRef(tenant, "b1"))} == {ItemStatus.FAILED}
+        assert store.batch(BatchRef(tenant, "b1")).status.final
+    per = _judge(synthesized, tables, wire, "jobfence-reclaim_listings")
+    assert set(per) == {"own", *TENANTS}
+
+
 def test_a_bug_that_hands_tenant_as_store_bs_key_is_applied_by_moto_and_denied_by_the_deployed_policy(
     synthesized, aws, tables, clock, wire, listing_env
 ):

@@ -330,10 +330,10 @@ class Worker:
                 self._reject(rnd, rnd.message_of[key], "retry wake-up could not be sent", "wake_error", key)
 
     def _roll_up(self, ref: BatchRef, delta: BatchDelta, result: RoundResult) -> None:
-        tally = self._tallies.add(ref, delta)  # kept even if the write (or the tenant's session) fails
+        rollup = self._tallies.add(ref, delta)  # kept even if the write (or the tenant's session) fails
         try:
             store = self._scope(ref.tenant).store
-            row = store.rollup(ref, tally)
+            row = store.rollup(ref, rollup)
             result.count(Tally.ROLLUPS)
             if (
                 row is not None
