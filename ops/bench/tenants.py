@@ -149,6 +149,7 @@ def first_use(tenants: int = FIRST_USE_TENANTS) -> FirstUse:
         scopes = TenantScopes(sts, ROLE, clock, lambda t, c: build_store(settings, clock))
         scopes("warm-up")  # the first of all builds pynamodb's and botocore's caches: not a tenant's cost
         assume, cold, warm = [], [], []
+        clients = 0
         for i in range(tenants):
             tenant = f"t{i:03d}"
             start = time.process_time()
