@@ -14,10 +14,11 @@ What it understands, which is what the template uses:
 
 - identity policies: the roles' `AWS::IAM::Policy` resources and inline `Policies`;
 - resource policies: `AWS::SecretsManager::ResourcePolicy` (by the secret it names),
-  `AWS::SNS::TopicPolicy` (by its topics), a `AWS::KMS::Key`'s key policy, and each
+  `AWS::SNS::TopicPolicy` (by its topics), a `AWS::KMS::Key`'s key policy, each
   `AWS::Lambda::Permission` as the statement Lambda adds to the function's policy
   (`SourceAccount` / `SourceArn` as the `aws:SourceAccount` / `aws:SourceArn` conditions
-  a service principal's request carries);
+  a service principal's request carries), and each role's trust policy
+  (`AssumeRolePolicyDocument`, the resource policy of the role's ARN);
 - `Action` / `NotAction`, `Resource` / `NotResource` with `*` and `?` wildcards
   (actions case-insensitive, resources case-sensitive);
 - `Principal` / `NotPrincipal` of `"*"`, `{"AWS": ...}` (a role ARN, `"*"`, or
@@ -25,8 +26,12 @@ What it understands, which is what the template uses:
   IAM: it matches a Deny but grants nothing) and `{"Service": ...}`;
 - conditions `String*`, `Arn*` (with `IfExists`, `ForAllValues:`,
   `ForAnyValue:`), `Bool` and `Null` on the keys a request carries
-  (`aws:PrincipalArn`, `aws:PrincipalAccount`, `aws:PrincipalType` and any key
-  the caller passes); a key the request lacks makes a positive operator false
+  (`aws:PrincipalArn`, `aws:PrincipalAccount`, `aws:PrincipalType`,
+  `aws:PrincipalTag/<key>` of a session's tags (`Template.session`) and any key
+  the caller passes, such as `dynamodb:LeadingKeys` or `aws:RequestTag/<key>`);
+  a policy variable `${key}` in a condition value is replaced by the request's
+  value of `key` (a single-valued one), and matches nothing when the request
+  lacks it; a key the request lacks makes a positive operator false
   and a negated one (`StringNotEquals`, `ArnNotLike`, ...) true, as in IAM;
   any other operator raises `Unsupported`, so nothing is silently misjudged;
 - references: `Ref`, `Fn::GetAtt`, `Fn::Join`, `Fn::Sub` and the pseudo
@@ -87,6 +92,7 @@ class Principal:
     role: str | None = None
     extra: tuple[Mapping[str, Any], ...] = ()
     service: str | None = None  # a service principal ("secretsmanager.amazonaws.com") instead of a role
+    tags: Mapping[str, str] = field(default_factory=dict)  # a session's tags (aws:PrincipalTag/<key>)
 
 
 @dataclass(frozen=True)
@@ -118,6 +124,9 @@ class Template:
                     )
             elif kind == "AWS::IAM::Role":
                 self._identity.setdefault(logical, [])
+                trust = properties.get("AssumeRolePolicyDocument")
+                if trust:
+                    self._resource.setdefault(self.arn(logical), []).extend(self.statements(trust))
                 for policy in properties.get("Policies", []):
                     self._identity[logical].extend(self.statements(policy["PolicyDocument"]))
             elif kind == "AWS::SecretsManager::ResourcePolicy":
@@ -146,6 +155,10 @@ class Template:
         if self.resources.get(logical, {}).get("Type") != "AWS::IAM::Role":
             raise KeyError(f"{logical} is not a role of the template")
         return Principal(self.arn(logical), logical, tuple(extra))
+
+    def session(self, logical: str, **tags: str) -> Principal:
+        """A session of the template role `logical` (assumed with `tags` as its session tags)."""
+        return Principal(self.arn(logical), logical, (), tags=dict(tags))
 
     def foreign(self, name: str, *extra: Mapping[str, Any]) -> Principal:
         """A role of the same account that the template does not define."""
@@ -186,6 +199,7 @@ class Template:
             "aws:PrincipalArn": principal.arn,
             "aws:PrincipalAccount": principal.arn.split(":")[4],
             "aws:PrincipalType": "AssumedRole",
+            **{f"aws:PrincipalTag/{k}": v for k, v in principal.tags.items()},
         }
 
     def _names(self, statement: Statement, principal: Principal) -> bool:
@@ -406,8 +420,25 @@ _STRING_OPERATORS = {
 }
 
 
+_VARIABLE = re.compile(r"\$\{([^}]+)\}")
+
+
+def _substituted(values: Sequence[str], keys: Mapping[str, Value]) -> list[str]:
+    """Condition values with their policy variables replaced; a value naming a key the request lacks is dropped."""
+    out = []
+    for value in values:
+        names = _VARIABLE.findall(value)
+        if any(name in ("*", "?", "$") for name in names):
+            raise Unsupported(f"a literal escape in {value!r}")
+        if any(not isinstance(keys.get(name), str) for name in names):
+            continue  # unknown or multi-valued: the variable cannot be resolved, the value matches nothing
+        out.append(_VARIABLE.sub(lambda m: str(keys[m.group(1)]), value))
+    return out
+
+
 def _condition(operator: str, key: str, values: Sequence[str], keys: Mapping[str, Value]) -> bool:
     """One condition key under one operator (the values of one key are ORed, as in IAM)."""
+    values = _substituted(values, keys)
     if operator == "Null":
         present = key in keys
         return all((v.lower() == "true") != present for v in values)

@@ -28,6 +28,11 @@ ENV_RULE_ARN = "RULE_ARN"  # a scheduled function's own EventBridge rule: the on
 # arn:<partition>:events:<region>:<account>:rule/<name> (a rule on the default bus: the only kind a job has)
 RULE_ARN_PATTERN = r"^arn:aws[a-z-]*:events:[a-z0-9-]{1,32}:[0-9]{12}:rule/[A-Za-z0-9._-]{1,64}$"
 
+# The role a function assumes, tagged with one tenant, to reach that tenant's rows of the tenant-scoped tables
+# (`jobfence.tenants`); set by infra on every function granted such a table. Unset: the function's own role.
+ENV_TENANT_ROLE = "TENANT_ROLE_ARN"
+TENANT_ROLE_ARN_PATTERN = r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}$"
+
 # Real base URLs of the external HTTP APIs; the local runtime points these at loopback stubs.
 PROVIDER_DEFAULT_URLS = {
     "paypal": "https://api-m.paypal.com",
@@ -118,6 +123,8 @@ class Settings(BaseModel):
     """The entry's static settings (`JobSpec.config`), from `CONFIG_<NAME>` (`setting(name)`)."""
     functions: dict[str, str] = Field(default_factory=dict)
     """Job name -> the function of another job this one may invoke, from `FUNCTION_<NAME>` (`function(job)`)."""
+    tenant_role_arn: str | None = Field(default=None, alias=ENV_TENANT_ROLE, pattern=TENANT_ROLE_ARN_PATTERN)
+    """The tenant-scoped role (`ENV_TENANT_ROLE`): None when the function reaches its tables as itself."""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Self:

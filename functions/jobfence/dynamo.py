@@ -30,10 +30,12 @@ What each kind means for a write that raised it:
 
 from __future__ import annotations
 
+import contextvars
 import enum
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, NoReturn, TypeVar, cast
 
@@ -461,10 +463,61 @@ def new_session(env_vars: Any = None) -> botocore.session.Session:
 pynamodb.connection.base.get_session = new_session
 
 
+@dataclass(frozen=True)
+class Credentials:
+    """Temporary AWS credentials (an STS session's): what a model bound under `bound_with` signs its requests with."""
+
+    access_key_id: str
+    secret_access_key: str
+    session_token: str
+    expires_ms: int  # when STS says they expire (epoch ms)
+
+    def __repr__(self) -> str:  # never the secret in a log line or a traceback
+        return f"Credentials(access_key_id={self.access_key_id!r}, expires_ms={self.expires_ms})"
+
+
+_binding_credentials: contextvars.ContextVar[Credentials | None] = contextvars.ContextVar(
+    "jobfence_binding_credentials", default=None
+)
+
+
+@contextmanager
+def bound_with(credentials: Credentials) -> Iterator[None]:
+    """Every model `bind` binds inside signs with `credentials` (a tenant's session), not the process's role.
+
+    A store built inside (`WorkStore`, `QuotaStore`, `TenantGate`, ...) is that session's store: each of its
+    models, and its transaction connection (`credentials_of`), carries the credentials in its Meta, so no
+    request it sends is signed with anything else. Outside, `bind` binds with the process's own credentials.
+    """
+    token = _binding_credentials.set(credentials)
+    try:
+        yield
+    finally:
+        _binding_credentials.reset(token)
+
+
+def credentials_of(model: Any) -> dict[str, Any]:
+    """The credential keywords of a bound model's Meta (for a pynamodb `Connection` beside it), or none."""
+    meta = model.Meta
+    return {
+        name: getattr(meta, name, None)
+        for name in ("aws_access_key_id", "aws_secret_access_key", "aws_session_token")
+        if getattr(meta, name, None)
+    }
+
+
 def bind(model: M, table_name: str) -> M:
-    """A subclass of `model` bound to `table_name`."""
+    """A subclass of `model` bound to `table_name` (signing with the credentials of `bound_with`, if inside it)."""
     meta_class = cast(type, model.Meta)  # a class at run time; pynamodb types it by its attributes (MetaProtocol)
-    meta = type("Meta", (meta_class,), {"table_name": table_name})
+    attrs: dict[str, Any] = {"table_name": table_name}
+    credentials = _binding_credentials.get()
+    if credentials is not None:
+        attrs.update(
+            aws_access_key_id=credentials.access_key_id,
+            aws_secret_access_key=credentials.secret_access_key,
+            aws_session_token=credentials.session_token,
+        )
+    meta = type("Meta", (meta_class,), attrs)
     namespace: dict[str, object] = {"Meta": meta, "__module__": model.__module__}
     for klass in reversed(model.__mro__):
         for name, value in vars(klass).items():

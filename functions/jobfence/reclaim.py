@@ -37,7 +37,7 @@ fails only the item, page or batch it hit: it is logged and counted as
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
@@ -106,14 +106,20 @@ class Reclaimer:
         logger: Logger,
         page_size: int = DEFAULT_PAGE_SIZE,
         max_pages: int = DEFAULT_MAX_PAGES,
+        scopes: Callable[[str], WorkStore] | None = None,
     ) -> None:
-        self._store = store
+        self._store = store  # the keys-only indexes; every tenant's rows too when there are no `scopes`
+        self._scopes = scopes  # per tenant: its session's store (`jobfence.tenants`)
         self._pipelines = dict(pipelines)
         self._clock = clock
         self._logger = logger
         self._page_size = page_size
         self._max_pages = max_pages
         self._tallies = Tallies()  # the reclaimer rolls up the items it fails, as a writer of its own
+
+    def _tenant(self, tenant: str) -> WorkStore:
+        """The store of one tenant's rows (a `JobfenceError` when its session cannot be had)."""
+        return self._store if self._scopes is None else self._scopes(tenant)
 
     def run_once(self) -> ReclaimCounts:
         """One whole sweep; the summed counts of its pages."""
@@ -127,7 +133,7 @@ class Reclaimer:
         """The sweep as bounded pages, each yielding its counts (a scheduled job's batches)."""
         for pipeline in self._pipelines.values():
             try:
-                open_batches = self._store.open_batches(pipeline.kind)
+                open_batches = self._store.open_batches(pipeline.kind, self._scopes)
             except JobfenceError as exc:
                 self._logger.warning(
                     "reading open batches failed", extra={"kind": pipeline.kind, "reason": safe_error(exc)}
@@ -178,11 +184,12 @@ class Reclaimer:
             error = f"reclaimed: pending for over {timing.pending_stale_s} s without a worker (wake-up lost)"
         for key, seen in rows:
             try:
-                verdict = self._store.requeue_stale(key, pipeline.kind, status, seen, timing.attempts_cap, error)
+                store = self._tenant(key.tenant)
+                verdict = store.requeue_stale(key, pipeline.kind, status, seen, timing.attempts_cap, error)
                 failed = False
                 if verdict is StaleVerdict.CAPPED:
                     capped_error = f"{error}; attempts cap {timing.attempts_cap} reached"
-                    failed = self._store.fail_stale(key, status, seen, capped_error)
+                    failed = store.fail_stale(key, status, seen, capped_error)
             except JobfenceError as exc:
                 self._logger.warning("reclaiming an item failed", extra={"reason": safe_error(exc), **key.log_ids()})
                 tally["errors"] += 1
@@ -198,10 +205,12 @@ class Reclaimer:
             # a wake-up that cannot be sent leaves a pending row: the next pending sweep re-sends it
             tally["unsent"] = len(pipeline.wakeups.send(wake))
         for ref, failed_items in failed_by_batch.items():
+            rollup = self._tallies.add(ref, BatchDelta(failed=failed_items))  # kept if the write fails
             try:
-                row = self._store.rollup(ref, self._tallies.add(ref, BatchDelta(failed=failed_items)))
+                store = self._tenant(ref.tenant)
+                row = store.rollup(ref, rollup)
                 if row is not None and row.status is BatchStatus.OPEN and row.completed + row.failed >= row.total:
-                    self._store.finalize(ref, seen=row)
+                    store.finalize(ref, seen=row)
             except JobfenceError as exc:
                 # counters are only a hint: the batch-stale sweep finalizes from the rows
                 self._logger.warning(
@@ -222,7 +231,7 @@ class Reclaimer:
             counts = ReclaimCounts(batches_swept=len(refs))
             for ref in refs:
                 try:
-                    row = self._store.finalize(ref, heartbeat=True, stale_before=cutoff)
+                    row = self._tenant(ref.tenant).finalize(ref, heartbeat=True, stale_before=cutoff)
                 except JobfenceError as exc:
                     self._logger.warning(
                         "finalizing a batch failed",

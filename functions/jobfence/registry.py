@@ -154,6 +154,9 @@ class TableSpec:
     ttl_attribute: str | None = None
     indexes: tuple[IndexSpec, ...] = ()
     description: str = ""
+    # Every partition key value is a tenant id or starts with one and '#' (ids never hold '#'): the table is
+    # granted to no function's role, only to its tenant role under `dynamodb:LeadingKeys` (`jobfence.tenants`).
+    tenant_scoped: bool = False
 
     @property
     def keyed_by_job(self) -> bool:
@@ -380,6 +383,10 @@ class Registry:
                 raise CatalogError(
                     f"{where}: table {table_name!r} is keyed by job: only a job may use it, "
                     "through its own partition (no scan)"
+                )
+            if table.tenant_scoped and "scan" in verbs:
+                raise CatalogError(
+                    f"{where}: table {table_name!r} is tenant-scoped: a scan names no partition key (no scan)"
                 )
             if table.subsystem not in (subsystem, SHARED_SUBSYSTEM):
                 raise CatalogError(

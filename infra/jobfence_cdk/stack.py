@@ -72,6 +72,7 @@ class JobfenceStack(Stack):
             tables=self.tables.tables,
             indexes={name: tuple(i.name for i in spec.indexes) for name, spec in self.catalog.tables.items()},
             keyed_by_job=frozenset(name for name, spec in self.catalog.tables.items() if spec.keyed_by_job),
+            tenant_scoped=frozenset(name for name, spec in self.catalog.tables.items() if spec.tenant_scoped),
             queues={name: q.queue for name, q in self.queues.items()},
             secrets=self.secrets.grantable,
             prefix=prefix,

@@ -15,6 +15,7 @@ MODULES = (
     "ops.bench.work",
     "ops.bench.reclaim",
     "ops.bench.fairness",
+    "ops.bench.tenants",
     "ops.bench.hotkey",
     "ops.bench.cost",
     "ops.bench.sim",

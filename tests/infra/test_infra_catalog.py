@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from jobfence.config import ENV_TENANT_ROLE
 from jobfence.registry import ACCESS_VERBS, CatalogError, JobSpec, QueueSpec, TableSpec, access_verbs
 from jobs.catalog import CATALOG
 from tests.infra.cfn import as_list, function_of_role, env, of_type, ref_id, role_statements
@@ -61,8 +62,11 @@ def test_domain_table_grants_follow_declared_access_on_the_table_and_its_indexes
     table_ids = {k: v["Properties"]["TableName"].removeprefix("jobfence-")
                  for k, v in of_type(each.resources, "AWS::DynamoDB::Table").items()}
     roles = function_of_role(each.resources)
+    # a tenant-scoped table's grants are its function's tenant role's (and Query on its indexes, the function's own)
+    acting_for = {ref_id(env(f)[ENV_TENANT_ROLE]): r for r, f in roles.items() if ENV_TENANT_ROLE in env(f)}
     granted: dict[tuple[str, str], set[str]] = {}
     for role, statement in role_statements(each.resources):
+        role = acting_for.get(role, role)
         for target in as_list(statement["Resource"]):
             table = table_ids.get(ref_id(target))
             if table and table not in ("leases", "runs"):
@@ -140,6 +144,12 @@ def test_synthesis_refuses_a_lease_ttl_not_longer_than_timeout_plus_margin(synth
 def test_synthesis_refuses_an_unknown_table(synthesize_app):
     with pytest.raises(CatalogError, match=r"'bad_job'.*unknown table 'nope'"):
         synthesize_app(_unvalidated(jobs=[_job(tables={"nope": "read"})]))
+
+
+def test_synthesis_refuses_a_scan_of_a_tenant_scoped_table(synthesize_app):
+    # a Scan names no partition key: the tenant role's LeadingKeys condition could not scope it
+    with pytest.raises(CatalogError, match=r"'bad_job'.*'listing_items' is tenant-scoped"):
+        synthesize_app(_unvalidated(jobs=[_job(subsystem="listings", tables={"listing_items": "query+scan"})]))
 
 
 def test_synthesis_refuses_a_duplicate_name(synthesize_app):

@@ -66,3 +66,13 @@ def test_template_deploys_into_the_emulator_with_every_rule_and_environment(each
         assert dynamodb.describe_table(TableName=f"jobfence-{name}")["Table"]["DeletionProtectionEnabled"] is True
     with pytest.raises(ClientError, match="DeletionProtectionEnabled"):
         dynamodb.delete_table(TableName=f"jobfence-{next(iter(each.catalog.tables))}")
+    # AND a function's tenant role resolves to a role of the stack (the local runtime's workers assume it)
+    import re
+
+    from jobfence.config import ENV_TENANT_ROLE, TENANT_ROLE_ARN_PATTERN
+
+    for fn in functions.values():
+        arn = fn["Environment"]["Variables"].get(ENV_TENANT_ROLE)
+        if arn:
+            assert re.fullmatch(TENANT_ROLE_ARN_PATTERN, arn), arn
+            assert aws.client("iam").get_role(RoleName=arn.rsplit("/", 1)[1])["Role"]["Arn"] == arn

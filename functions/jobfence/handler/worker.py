@@ -28,10 +28,11 @@ from jobfence.config import WorkerSettings, metrics_namespace
 from jobfence.dynamo import new_session
 from jobfence.registry import CatalogError, Registry
 from jobfence.sqs_batch import split_records
+from jobfence.tenants import TenantScopes
 from jobfence.tracing import handler_tracer, traced
 from jobfence.work.keys import Perform
 from jobfence.work.pipeline import WorkerPipeline
-from jobfence.work.worker import Worker
+from jobfence.work.worker import TenantScope, Worker
 
 
 def worker_handler(
@@ -49,7 +50,9 @@ def worker_handler(
     queues and no `WORKER_QUEUE` raise `SettingsError`), then `pipelines` (a mapping or a function from the
     catalog queue name to its `WorkerPipeline`; a mapping without the queue raises `CatalogError`) and builds the pipeline's store, step, wake-ups on the
     function's own queue and gate. `perform` replaces the pipeline's step (a test's fake provider; the
-    real one is then not built). The handler returns the partial batch response (`batchItemFailures`).
+    real one is then not built). With `TENANT_ROLE_ARN` set, every tenant's store and gate are built
+    over that tenant's own session (`jobfence.tenants.TenantScopes`), cached per tenant while its credentials
+    last; the function's own role then touches no tenant row. The handler returns the partial batch response (`batchItemFailures`).
     """
     settings = WorkerSettings.from_environ(environ)
     spec = catalog.queue(settings.own_queue)
@@ -62,6 +65,15 @@ def worker_handler(
     logger.append_keys(worker=spec.subsystem, stage=spec.name)
     metrics = Metrics(namespace=metrics_namespace(environ), service=spec.subsystem)
     metrics.set_default_dimensions(queue=spec.name)
+    scopes = None
+    if settings.tenant_role_arn:  # each tenant's rows only under its own session (`jobfence.tenants`)
+        sts = boto3.Session(botocore_session=new_session()).client("sts")
+
+        def scope(tenant: str, credentials: Any) -> TenantScope:
+            gate = pipeline.gate(settings, clock) if pipeline.gate is not None else None
+            return TenantScope(pipeline.store(settings, clock), gate)
+
+        scopes = TenantScopes(sts, settings.tenant_role_arn, clock, scope)
     worker = Worker(
         pipeline.store(settings, clock),
         pipeline.kind,
@@ -71,6 +83,7 @@ def worker_handler(
         logger,
         gate=pipeline.gate(settings, clock) if pipeline.gate is not None else None,
         defer_delay_s=pipeline.defer_delay_s,
+        scopes=scopes,
     )
     # every message failing is still a partial response (each is redelivered on its own), not an invocation error
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)

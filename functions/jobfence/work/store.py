@@ -37,6 +37,7 @@ from jobfence.dynamo import (
     bind,
     cancellation_reasons,
     classify,
+    credentials_of,
     old_image,
     raise_store_error,
 )
@@ -88,7 +89,9 @@ class WorkStore:
         self._rollups = Rollups(batches_table)
         self.shard_counts = ShardCounts()  # batches' item-shard counts: fixed at creation, so kept while warm
         meta = self._items.Meta
-        self._connection = Connection(region=getattr(meta, "region", None), host=getattr(meta, "host", None))
+        self._connection = Connection(
+            region=getattr(meta, "region", None), host=getattr(meta, "host", None), **credentials_of(self._items)
+        )
 
     def clients(self) -> list[Any]:
         """The botocore clients this store sends its requests through (for a meter or a fault injector, never a write)."""

@@ -15,7 +15,7 @@ minutes younger than any stale limit, and the next sweep sees it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from jobfence.dynamo import aws_call
@@ -53,12 +53,14 @@ class ShardCounts:
         self._counts[ref] = shards
 
 
-def open_batches(store: WorkStore, kind: str) -> OpenBatches:
+def open_batches(store: WorkStore, kind: str, scoped: Callable[[str], WorkStore] | None = None) -> OpenBatches:
     """The pipeline's open batches (oldest heartbeat first) and the reclaim-index shards they use.
 
     One Query of the open index (keys only); then, for the batches whose
     count this process has not seen, one BatchGetItem per 100 (the count
-    alone), stopping once the shards cover the whole ring.
+    alone), stopping once the shards cover the whole ring. With `scoped`, the
+    batch rows are read per tenant through `scoped(tenant)` (its session's
+    store, `jobfence.tenants`); only the keys-only index is read as `store`.
     """
     batches = store._batches
     with aws_call(f"reading the open {kind} batches"):
@@ -67,21 +69,24 @@ def open_batches(store: WorkStore, kind: str) -> OpenBatches:
     if len(rows) > OPEN_READ_LIMIT:
         return OpenBatches(kind, found, tuple(range(RECLAIM_SHARDS)))
     shards: set[int] = set()
-    unknown: list[BatchRef] = []
+    unknown: dict[str, list[BatchRef]] = {}  # by tenant (one tenant's only, with `scoped`)
     for batch in found:
         count = store.shard_counts.get(batch.ref)
         if count is None:
-            unknown.append(batch.ref)
+            unknown.setdefault(batch.ref.tenant if scoped else "", []).append(batch.ref)
         else:
             shards |= batch.ref.reclaim_shards(count)
-    for start in range(0, len(unknown), BATCH_GET_KEYS):
+    chunks = [
+        (t, refs[i : i + BATCH_GET_KEYS]) for t, refs in unknown.items() for i in range(0, len(refs), BATCH_GET_KEYS)
+    ]
+    for tenant, chunk in chunks:
         if len(shards) == RECLAIM_SHARDS:
             break
-        chunk = unknown[start : start + BATCH_GET_KEYS]
+        rows_of = scoped(tenant)._batches if scoped is not None else batches
         with aws_call(f"reading the shard counts of open {kind} batches"):
             got = {
                 BatchRef(r.tenant, r.batch_id): int(r.shards) if r.shards is not None else MAX_SHARDS
-                for r in batches.batch_get(
+                for r in rows_of.batch_get(
                     [(ref.tenant, ref.batch_id) for ref in chunk], attributes_to_get=["tenant", "batch_id", "shards"]
                 )
             }

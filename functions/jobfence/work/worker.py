@@ -5,6 +5,12 @@ by the per-item timeout -> write each outcome to its row as it lands ->
 one roll-up per batch (this container's own tally row, its heartbeat) -> finalize
 when the tallies say done.
 
+Every read and write of a tenant's rows goes through that tenant's scope
+(`TenantScope`: its store and gate): with `scopes`, each tenant's are built over
+its own tenant-scoped session (`jobfence.tenants`), so a claim, an outcome or a
+roll-up of tenant A is never sent with B's credentials, and a transaction never
+spans two tenants.
+
 A message is acknowledged when its item row settled it (or never will be
 settled by this message: a duplicate, a lost claim); it becomes a batch item
 failure, so SQS redelivers it, when only a redelivery can make progress.
@@ -13,7 +19,7 @@ failure, so SQS redelivers it, when only a redelivery can make progress.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,6 +101,14 @@ class RoundResult:
         return outcome.reason
 
 
+@dataclass(frozen=True)
+class TenantScope:
+    """What a worker touches one tenant's rows through: its store and its in-flight gate (None: no cap)."""
+
+    store: WorkStore
+    gate: TenantGate | None = None
+
+
 @dataclass
 class _Round:
     """The state of one `process` call."""
@@ -122,6 +136,7 @@ class Worker:
         deadline_margin_ms: int = 20_000,
         gate: TenantGate | None = None,
         defer_delay_s: int = 30,
+        scopes: Callable[[str], TenantScope] | None = None,
     ) -> None:
         self._store = store
         self.kind = kind
@@ -133,6 +148,14 @@ class Worker:
         self._gate = gate  # the pipeline's per-tenant in-flight cap (None: no cap)
         self._defer_delay_s = defer_delay_s
         self._tallies = Tallies()  # this container's roll-ups, kept across invocations
+        # per tenant: its store and gate (a tenant-scoped session's); None: `store` and `gate` for every tenant
+        self._scopes = scopes
+
+    def _scope(self, tenant: str) -> TenantScope:
+        """The tenant's store and gate; a `JobfenceError` when its session cannot be had."""
+        if self._scopes is None:
+            return TenantScope(self._store, self._gate)
+        return self._scopes(tenant)
 
     def process(self, records: Sequence[Mapping[str, Any]], remaining_ms: int | None = None) -> RoundResult:
         """Claim, run and record every item the records wake; never raises for one bad message."""
@@ -159,12 +182,15 @@ class Worker:
     def _claim_and_run(self, rnd: _Round, keys: list[ItemKey], remaining_ms: int | None) -> None:
         if not keys:
             return
-        try:
-            claims = self._store.claim(keys, self.kind, self.timing.attempts_cap)
-        except JobfenceError as exc:
-            for key in keys:
-                self._reject(rnd, rnd.message_of[key], f"claim error: {safe_error(exc)}", "claim_error", key)
-            return
+        claims: dict[ItemKey, Claim] = {}
+        for tenant_keys in _by_tenant(keys).values():  # one claim transaction per tenant, under its session
+            try:
+                claims.update(
+                    self._scope(tenant_keys[0].tenant).store.claim(tenant_keys, self.kind, self.timing.attempts_cap)
+                )
+            except JobfenceError as exc:
+                for key in tenant_keys:
+                    self._reject(rnd, rnd.message_of[key], f"claim error: {safe_error(exc)}", "claim_error", key)
         claimed: list[Claim] = []
         for key, claim in claims.items():
             message_id = rnd.message_of[key]
@@ -188,18 +214,24 @@ class Worker:
 
     def _admit(self, rnd: _Round, owner: str) -> list[ItemKey]:
         """The keys this round may claim; wake the others again later (their rows stay pending)."""
-        keys = list(rnd.message_of)
-        if self._gate is None or not keys:
-            return keys
-        try:
-            admission = self._gate.admit(keys, owner)
-        except JobfenceError as exc:
-            for key in keys:
-                self._reject(rnd, rnd.message_of[key], f"in-flight cap error: {safe_error(exc)}", "gate_error", key)
-            return []
-        if admission.deferred:
-            unsent = set(self._wakeups.send(list(admission.deferred), delay_s=self._defer_delay_s))
-            for key in admission.deferred:
+        admitted: list[ItemKey] = []
+        deferred: list[ItemKey] = []
+        for tenant, keys in _by_tenant(list(rnd.message_of)).items():
+            try:
+                gate = self._scope(tenant).gate
+                if gate is None:
+                    admitted.extend(keys)
+                    continue
+                admission = gate.admit(keys, owner)
+            except JobfenceError as exc:
+                for key in keys:
+                    self._reject(rnd, rnd.message_of[key], f"in-flight cap error: {safe_error(exc)}", "gate_error", key)
+                continue
+            admitted.extend(admission.admitted)
+            deferred.extend(admission.deferred)
+        if deferred:
+            unsent = set(self._wakeups.send(deferred, delay_s=self._defer_delay_s))
+            for key in deferred:
                 if key in unsent:  # a redelivery of this very message tries again
                     self._reject(rnd, rnd.message_of[key], "deferred wake-up could not be sent", "wake_error", key)
                 else:
@@ -211,16 +243,17 @@ class Worker:
                         Tally.DEFERRED,
                         log=False,
                     )
-        return list(admission.admitted)
+        return admitted
 
     def _release(self, keys: list[ItemKey], owner: str) -> None:
-        if self._gate is None or not keys:
-            return
-        try:
-            self._gate.release(keys, owner)
-        except JobfenceError as exc:
-            # the holds expire on their own (item-stale); the round's outcomes are already written
-            self._logger.warning("in-flight holds not released", extra={"reason": safe_error(exc)})
+        for tenant, tenant_keys in _by_tenant(keys).items():
+            try:
+                gate = self._scope(tenant).gate
+                if gate is not None:
+                    gate.release(tenant_keys, owner)
+            except JobfenceError as exc:
+                # the holds expire on their own (item-stale); the round's outcomes are already written
+                self._logger.warning("in-flight holds not released", extra={"reason": safe_error(exc)})
 
     # -- running ----------------------------------------------------------------------------
 
@@ -258,18 +291,19 @@ class Worker:
         message_id = rnd.message_of[claim.key]
         delta = rnd.delta(claim.key.batch)
         try:
+            store = self._scope(claim.key.tenant).store
             if attempt is Attempt.SUCCEEDED:
-                if self._store.complete(claim, str(detail)):
+                if store.complete(claim, str(detail)):
                     delta.completed += 1
                     self._ack(rnd, message_id, claim.key, "completed", Tally.COMPLETED, log=False)
                     return
             elif attempt is Attempt.REJECTED or claim.attempts >= self.timing.attempts_cap:
-                if self._store.fail(claim, detail):
+                if store.fail(claim, detail):
                     delta.failed += 1
                     self._ack(rnd, message_id, claim.key, f"failed at attempt {claim.attempts}: {detail}", Tally.FAILED)
                     return
             else:
-                if self._store.release(claim, self.kind, detail):
+                if store.release(claim, self.kind, detail):
                     rnd.retry.append(claim)
                     self._ack(
                         rnd,
@@ -296,8 +330,10 @@ class Worker:
                 self._reject(rnd, rnd.message_of[key], "retry wake-up could not be sent", "wake_error", key)
 
     def _roll_up(self, ref: BatchRef, delta: BatchDelta, result: RoundResult) -> None:
+        rollup = self._tallies.add(ref, delta)  # kept even if the write (or the tenant's session) fails
         try:
-            row = self._store.rollup(ref, self._tallies.add(ref, delta))
+            store = self._scope(ref.tenant).store
+            row = store.rollup(ref, rollup)
             result.count(Tally.ROLLUPS)
             if (
                 row is not None
@@ -306,7 +342,7 @@ class Worker:
             ):
                 # maybe done, or the batch crossed its failure threshold (the recount decides and fails its
                 # pending items): recount
-                row = self._store.finalize(ref, seen=row)
+                row = store.finalize(ref, seen=row)
             if row is None or row.status.final:
                 self._tallies.forget(ref)
         except JobfenceError as exc:
@@ -337,6 +373,14 @@ class Worker:
                 **(key.log_ids() if key else {}),
             },
         )
+
+
+def _by_tenant(keys: Iterable[ItemKey]) -> dict[str, list[ItemKey]]:
+    """`keys` grouped by tenant, in the order the tenants first appear."""
+    out: dict[str, list[ItemKey]] = {}
+    for key in keys:
+        out.setdefault(key.tenant, []).append(key)
+    return out
 
 
 def _as_completed(futures: Iterable[Future[str]], timeout_s: float) -> Iterator[Future[str]]:

@@ -98,6 +98,7 @@ TABLES = (
         sort_key=("batch_id", "S"),
         indexes=(OPEN_INDEX_SPEC,),
         description="one row per batch: status, counters (a roll-up), heartbeat; sparse index of open batches",
+        tenant_scoped=True,  # batch rows: tenant; tallies: tenant#batch#r<shard>
     ),
     TableSpec(
         name=ITEMS_TABLE,
@@ -106,12 +107,14 @@ TABLES = (
         sort_key=("item_id", "S"),
         indexes=(RECLAIM_INDEX_SPEC,),
         description="one row per item (the truth); sparse index of live items by updated_at",
+        tenant_scoped=True,  # tenant#batch#shard
     ),
     TableSpec(
         name=QUOTA_TABLE,
         subsystem=SUBSYSTEM,
         partition_key=("tenant", "S"),
         description="per-tenant quota of paid actions: limit, available, reserved, refunded",
+        tenant_scoped=True,  # quota rows: tenant; in-flight holds: tenant#in_flight#kind
     ),
 )
 
