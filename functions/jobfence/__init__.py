@@ -80,6 +80,7 @@ _MODULES = {
     "jobfence.reclaim": "ReclaimCounts Reclaimer",
     "jobfence.registry": "Access AccessVerb CatalogError CatchUp IndexSpec JobSpec Overlap QueueSpec Registry TableSpec",
     "jobfence.scheduled": "JobDeps Outcome RunContext RunResult ScheduledRunner",
+    "jobfence.tenants": "TenantSessionRefused",
     "jobfence.transaction": "FencedTransaction Write",
     "jobfence.work.keys": "BatchConflict PermanentFailure",
     "jobfence.work.pipeline": "WorkerPipeline",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from jobfence.config import (
+    ENV_TENANT_ROLE,
     PROVIDER_DEFAULT_URLS,
     config_env,
     function_env,
@@ -96,6 +97,9 @@ def test_job_environment_carries_queue_urls_secret_names_and_provider_urls(each)
         expected |= {config_env(c) for c in spec.config}
         # the auditor: the function names of the jobs it may catch up
         expected |= {function_env(n) for n in spec.audits if each.catalog.job(n).catch_up == "once"}
+        # a job reaching a tenant-scoped table: the tenant role it assumes (docs/security.md, tenant isolation)
+        if any(each.catalog.tables[t].tenant_scoped for t in spec.tables if t in each.catalog.tables):
+            expected.add(ENV_TENANT_ROLE)
         extra = set(variables) - expected - {"JOB_NAME", "LEASES_TABLE", "RUNS_TABLE", "POWERTOOLS_SERVICE_NAME",
                                              "POWERTOOLS_METRICS_NAMESPACE", "RULE_ARN"}
         assert expected <= set(variables) and not extra, (name, extra)
