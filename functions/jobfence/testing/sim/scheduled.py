@@ -15,9 +15,9 @@ applied write, 1: an audit row is written only under the lease's current fence
 (a holder whose term was taken over writes nothing fenced); and liveness: a
 clean tick after every term ended runs, and then the subclass's `_done`.
 
-Subclasses: `ops.sim.families.lease` (this application's `clean_dpop_proofs`)
-and `jobfence.testing.sim.job` (any job of any catalog, for `jobfence.testing.simulate`).
-Nothing here imports this application's jobs.
+Subclasses: `jobfence.testing.sim.job` (any job of any catalog, for `jobfence.testing.simulate`)
+and an operator's families over its own catalog (this repository's `ops.sim.families.lease`).
+Nothing here imports an app: the subclass names its catalog (`registry`) and job.
 """
 
 from __future__ import annotations
