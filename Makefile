@@ -81,9 +81,9 @@ deploy: install
 bench: install
 	$(PY) -m ops.bench
 
-# The distributions an outside app installs (packages/*: the runtime `jobfence`, the constructs
-# `jobfence-cdk`; and `jobfence-ops`, this root, whose fault simulator the `jobfence[testing]` extra
-# brings for `jobfence.testing.simulate`), as wheels in dist/, built offline from this venv.
+# The distributions (packages/*: the runtime `jobfence`, its test kit and fault simulator among it, and
+# the constructs `jobfence-cdk`, which an outside app installs; and `jobfence-ops`, this root, the
+# operator tooling), as wheels in dist/, built offline from this venv.
 DIST_PACKAGES := packages/jobfence packages/jobfence-cdk .
 dist: | $(VENV)/.installed  # order-only: building the wheels needs the venv, not a fresh install
 	rm -rf dist $(addsuffix /build,$(DIST_PACKAGES))

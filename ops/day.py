@@ -34,6 +34,7 @@ from aws_lambda_powertools import Logger
 from jobfence.config import Settings, queue_env, table_env
 from jobfence.errors import JobfenceError, LeaseLost
 from jobfence.lease import Lease, LeaseStore
+from jobfence.testing.sim.markers import marker_write
 from jobfence.work import BatchRef, ItemInput, Producer
 from jobs.commerce.conversations import ConversationStore
 from jobs.commerce.dpop_proofs import DpopProofStore
@@ -51,7 +52,6 @@ from ops.invariants import (
     plain_items,
     scan_all,
 )
-from ops.markers import marker_write
 from ops.runtime.runtime import LocalRuntime, Tick
 from ops.seeds import seed_domains
 from ops.targets import EmbeddedTarget

@@ -19,6 +19,7 @@ from aws_lambda_powertools import Logger
 from jobfence.clock import FrozenClock
 from jobfence.quota import QuotaStore
 from jobfence.reclaim import Reclaimer, ReclaimPipeline
+from jobfence.testing.sim.queue import Message
 from jobfence.work import (
     BatchOperations,
     BatchRef,
@@ -32,7 +33,6 @@ from jobfence.work import (
 )
 from jobs.catalog import CATALOG
 from jobs.listings.pipelines import GENERATION, PIPELINES, PUBLISH, endpoint_of, perform_with
-from ops.sim.queue import Message
 from providers.items_fake import FakeItemProvider
 
 

@@ -33,7 +33,6 @@ import urllib3
 
 from jobfence.clock import Clock
 from jobfence.config import Settings
-from jobs.commerce.catalog import PAYPAL, PAYPAL_SECRET  # the provider's and its secret's names, declared once
 from providers.payments import (
     AlreadyCaptured,
     CaptureResult,
@@ -264,7 +263,12 @@ def build_paypal(base_url: str, secret_name: str, session: Any, clock: Clock) ->
     )
 
 
-def paypal_from_settings(settings: Settings, session: Any, clock: Clock) -> PayPalPayments:
-    """The adapter of a function that calls PayPal: base URL from PROVIDER_PAYPAL_URL,
-    credentials from the secret named by SECRET_PAYPAL_CREDENTIALS."""
-    return build_paypal(settings.provider_url(PAYPAL), settings.secret(PAYPAL_SECRET), session, clock)
+def paypal_from_settings(
+    settings: Settings, session: Any, clock: Clock, *, provider: str, secret: str
+) -> PayPalPayments:
+    """The adapter of a function that calls PayPal, under the names its catalog entry declares: base URL of
+    the provider `provider` (PROVIDER_<PROVIDER>_URL), credentials from the secret `secret` (SECRET_<SECRET>).
+
+    The names are the app's (its catalog declares them once and passes them here): the adapter knows no app.
+    """
+    return build_paypal(settings.provider_url(provider), settings.secret(secret), session, clock)

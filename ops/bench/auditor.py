@@ -25,9 +25,9 @@ from jobfence.ledger import RuleToggles
 from jobfence.runs import RunStore
 from jobfence.schedule import Schedule
 from jobfence.scheduled import ScheduledRunner
+from jobfence.testing.sim.world import LOGGER, NullMetrics
 from jobfence.triggers import Trigger
 from ops.bench.capacity import item_size
-from ops.sim.world import LOGGER, NullMetrics
 from ops.tables import create_catalog_tables
 
 COMMAND = "python -m ops.bench ops.bench.auditor"

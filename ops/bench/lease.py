@@ -17,8 +17,8 @@ import math
 import boto3
 from moto import mock_aws
 
+from jobfence.testing.sim.markers import marker_write
 from ops.bench.capacity import cost_table, item_size
-from ops.markers import marker_write
 
 COMMAND = "make bench  (python -m ops.bench ops.bench.lease)"
 TTL = 30 * 60_000

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 
+from jobfence.testing.sim.faults import FaultKind
 from ops.sim.campaign import campaign, parse_seeds
 from ops.sim.families import FAMILIES
-from ops.sim.faults import FaultKind
 
 
 def run() -> str:

@@ -1,11 +1,8 @@
-"""The deterministic fault simulator (docs/guarantees.md): the real code, in-process moto, one seed.
+"""The fault simulator over this repository's catalog (docs/guarantees.md).
 
-kernel      the seeded scheduler: actor threads, one AWS call at a time, true and skewed clocks
-wire        the botocore hooks: faults, moto dispatch, client-token idempotency, applied writes
-faults      the fault kinds and a run's plan
-queue       simulated SQS queues and provider (delivery and provider faults)
-world       one run: tables, verdicts, `run_seed`
-terms       lease-term invariants shared by every family that runs ticks
-families    lease, work, listings (and the registry domain families are added to)
+The simulator's core is the test kit's (`jobfence.testing.sim`: kernel, wire, faults, queues, world,
+terms, the scheduled-job scenario); this package holds what is this application's:
+
+families    lease, work, listings, club, safety_net (and the registry domain families are added to)
 campaign    many seeds, the verdict, the share of runs per fault kind; the CLI's `sim`
 """

@@ -16,8 +16,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ops.sim.faults import FaultKind
-from ops.sim.world import RunReport
+from jobfence.testing.sim.faults import FaultKind
+from jobfence.testing.sim.world import RunReport
 
 
 def family_of(seed: int, family: str | None) -> str:
@@ -32,8 +32,8 @@ def family_of(seed: int, family: str | None) -> str:
 
 
 def run_one(seed: int, family: str | None = None, verbose: bool = False) -> RunReport:
+    from jobfence.testing.sim.world import run_seed
     from ops.sim.families import FAMILIES
-    from ops.sim.world import run_seed
 
     return run_seed(FAMILIES[family_of(seed, family)], seed, verbose=verbose)
 

@@ -1,9 +1,9 @@
 """The example outside-team app (examples/invoices/) passes its own tests and synthesizes, from the wheels.
 
-As a team elsewhere would: the wheels `make dist` builds (the runtime, the constructs, and jobfence-ops,
-whose fault simulator the `jobfence[testing]` extra brings) are installed (here into a throwaway directory
-on PYTHONPATH, offline, without dependencies: the venv has them), then, in the example's directory, its own
-test suite runs (its job under moto and under the fault simulator, its app under cdk-nag) and its `app.py`
+As a team elsewhere would: the wheels of the runtime (its test kit and fault simulator among it) and the
+constructs, built as `make dist` builds them, are installed (here into a throwaway directory on
+PYTHONPATH, offline, without dependencies: the venv has them; not the operator tooling), then, in the
+example's directory, its own test suite runs (its job under moto and under the fault simulator, its app under cdk-nag) and its `app.py`
 synthesizes as `cdk synth` runs it (cdk.json's context, the cdk-nag packs on, bundling skipped).
 Nothing of this repository but the wheels is on the path.
 """
@@ -20,7 +20,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "invoices"
-PACKAGES = [ROOT / "packages" / "jobfence", ROOT / "packages" / "jobfence-cdk", ROOT]  # ROOT: jobfence-ops
+PACKAGES = [ROOT / "packages" / "jobfence", ROOT / "packages" / "jobfence-cdk"]
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +30,7 @@ def run(args: list[str], cwd: pathlib.Path, env: dict[str, str]) -> subprocess.C
 
 
 def test_the_example_app_passes_its_tests_and_synthesizes_from_the_wheels(tmp_path):
-    # GIVEN the three wheels, built as `make dist` builds them, installed where only they are
+    # GIVEN the runtime's and the constructs' wheels, built as `make dist` builds them, installed where only they are
     dist, site = tmp_path / "dist", tmp_path / "site"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
     subprocess.run([*pip, "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(dist),
@@ -49,8 +49,10 @@ def test_the_example_app_passes_its_tests_and_synthesizes_from_the_wheels(tmp_pa
     assert " passed" in tests.stdout and "skipped" not in tests.stdout
     assert "PASSED tests/test_faults.py::test_under_faults_the_past_due_invoices_and_only_they_become_overdue" \
         in tests.stdout, tests.stdout[-3000:]
-    assert f"{site}/ops/sim" in run([sys.executable, "-c", "import ops.sim.job; print(ops.sim.job.__file__)"],
-                                    EXAMPLE, env).stdout  # the simulator came from the installed wheel
+    probe = "import jobfence.testing.sim.job; print(jobfence.testing.sim.job.__file__)"
+    # the simulator came from the installed runtime wheel, and no operator tooling is there at all
+    assert f"{site}/jobfence/testing/sim" in run([sys.executable, "-c", probe], EXAMPLE, env).stdout
+    assert not (site / "ops").exists()
 
     # WHEN its app.py synthesizes as `cdk synth` runs it (cdk.json's context), the nag packs on
     context = {**json.loads((EXAMPLE / "cdk.json").read_text())["context"], "aws:cdk:bundling-stacks": []}

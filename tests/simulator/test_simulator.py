@@ -15,8 +15,8 @@ import re
 import pytest
 
 from ops.sim.campaign import campaign, run_one
-from ops.sim.faults import FaultKind
-from ops.sim.world import Violation
+from jobfence.testing.sim.faults import FaultKind
+from jobfence.testing.sim.world import Violation
 
 BUDGET = {"lease": (0, 90), "lease_buffer_one": (0, 45), "work": (0, 45), "listings": (0, 45)}  # family -> seed range (with the domain
 # families' 50, a few hundred runs with the planted-bug checks: under two minutes on two cores; `make sim`

@@ -12,7 +12,7 @@ from botocore.exceptions import ConnectionClosedError
 from jobfence.dynamo import ErrorKind
 from jobfence.errors import ConditionFailed, IntervalNotElapsed, LeaseHeld, LeaseLost, PredecessorUnrecorded, StoreError
 from jobfence.lease import LeaseStore, Term
-from ops.markers import marker_write
+from jobfence.testing.sim.markers import marker_write
 from tests.aws_faults import Faults, acquires, connection_closed, read_timeout, releases, renewals, throttled
 from tests.backends import backend, dynamodb, peer_client, pytest_generate_tests, tables  # noqa: F401
 

@@ -18,7 +18,7 @@ from moto import mock_aws
 from jobfence.clock import FrozenClock
 from jobfence.errors import IntervalNotElapsed, LeaseHeld, LeaseLost
 from jobfence.lease import LeaseStore
-from ops.markers import marker_write
+from jobfence.testing.sim.markers import marker_write
 from tests.support import create_catalog_tables
 
 TTL = 10_000

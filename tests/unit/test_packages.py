@@ -1,13 +1,13 @@
-"""The distributions an outside app installs: `jobfence` (the runtime) and `jobfence-cdk` (the constructs),
-and `jobfence-ops`, whose fault simulator the runtime's `testing` extra brings for `jobfence.testing.simulate`.
+"""The distributions an outside app installs: `jobfence` (the runtime, its test kit and fault simulator
+among it) and `jobfence-cdk` (the constructs); and `jobfence-ops`, the operator tooling, which neither needs.
 
 Each wheel is built here as `make dist` builds it (pip, offline, no isolation) and read back: the runtime's
 and the constructs' hold every module of their source package and nothing else (no job, handler or
 provider code of this repository), their version is the package's `__version__` and its CHANGELOG's newest
-entry, and the constructs require the runtime of their own version. The one module of this repository's
-tooling the runtime imports (the kit's simulator) ships in the jobfence-ops wheel, which the `testing`
-extra requires at the same version. This repository's app.py consumes the constructs by their public
-names only, passing its catalog in.
+entry, and the constructs require the runtime of their own version. The runtime imports nothing of the
+operator tooling: the kit's simulator (`jobfence.testing.sim`) ships in its own wheel, and the `testing`
+extra declares what it runs on (moto, pytest), not `jobfence-ops`. This repository's app.py consumes the
+constructs by their public names only, passing its catalog in.
 """
 
 from __future__ import annotations
@@ -27,9 +27,6 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SOURCES = {"jobfence": ROOT / "functions" / "jobfence", "jobfence-cdk": ROOT / "infra" / "jobfence_cdk"}
 FOREIGN = ("jobs", "handlers", "providers", "ops", "tests", "infra")
-# The test kit's `simulate` runs the fault simulator (`ops.sim`, imported when called), which the jobfence-ops
-# wheel ships and the `jobfence[testing]` extra requires (both checked below): file -> the prefix it may import.
-FROM_THE_TESTING_EXTRA = {"functions/jobfence/testing/faults.py": "ops.sim."}
 
 
 def source_modules(package_dir: pathlib.Path) -> set[str]:
@@ -115,28 +112,26 @@ def imported_modules(path: pathlib.Path) -> set[str]:
 def test_a_package_imports_nothing_of_this_repositorys_app(name):
     for path in SOURCES[name].rglob("*.py"):
         foreign = {m for m in imported_modules(path) if m.split(".")[0] in FOREIGN}
-        allowed = FROM_THE_TESTING_EXTRA.get(path.relative_to(ROOT).as_posix())
-        foreign = {m for m in foreign if not (allowed and m.startswith(allowed))}
         assert not foreign, f"{path.relative_to(ROOT)} imports {sorted(foreign)}"
 
 
 @pytest.mark.slow  # builds the wheels (pip, a subprocess)
-def test_the_simulator_the_kit_imports_ships_in_jobfence_ops_which_the_testing_extra_requires(wheels):
-    # GIVEN the jobfence-ops wheel `make dist` builds WHEN its files are listed
-    files = {n for n in wheels["jobfence-ops"].namelist() if ".dist-info/" not in n}
-    # THEN it holds the whole operator tooling, the simulator the kit runs among it
-    assert files == source_modules(ROOT / "ops")
-    for source, prefix in FROM_THE_TESTING_EXTRA.items():
-        imported = {m for m in imported_modules(ROOT / source) if m.startswith(prefix)}
-        assert imported and all(f"{m.replace('.', '/')}.py" in files for m in imported), (source, imported)
-    # AND the runtime's `testing` extra requires it at the runtime's version, which it requires in turn
-    version = metadata(wheels["jobfence"])["Version"]
+def test_the_kits_simulator_ships_in_the_runtime_whose_testing_extra_declares_what_it_runs_on(wheels):
+    # GIVEN the runtime's wheel WHEN its files are listed THEN the simulator `simulate` runs is in it
+    files = set(wheels["jobfence"].namelist())
+    simulator = {f"jobfence/testing/sim/{m}.py" for m in ("kernel", "wire", "faults", "queue", "world", "job")}
+    assert simulator <= files
+    assert not any(n.startswith("ops/") for n in files)
+    # AND its `testing` extra brings moto (the simulator's wire) and pytest, not the operator tooling
     testing = [r for r in metadata(wheels["jobfence"]).get_all("Requires-Dist") if 'extra == "testing"' in r]
-    assert any(r.startswith(f"jobfence-ops=={version}") for r in testing), testing
+    assert {re.split(r"[\[<>=;! ]", r)[0] for r in testing} == {"moto", "pytest"}, testing
+    assert any(r.startswith("moto[dynamodb]") for r in testing)
+    # AND the operator tooling requires the runtime of its version (its families run on the kit's simulator)
     ops_meta = metadata(wheels["jobfence-ops"])
-    assert ops_meta["Version"] == version
-    assert f"jobfence=={version}" in ops_meta.get_all("Requires-Dist")
-    assert any(r.startswith("moto[dynamodb]") for r in ops_meta.get_all("Requires-Dist"))
+    assert ops_meta["Version"] == metadata(wheels["jobfence"])["Version"]
+    assert f"jobfence=={ops_meta['Version']}" in ops_meta.get_all("Requires-Dist")
+    ops_files = {n for n in wheels["jobfence-ops"].namelist() if ".dist-info/" not in n}
+    assert "ops/sim/families/lease.py" in ops_files and "ops/sim/kernel.py" not in ops_files
 
 
 def test_app_py_uses_the_constructs_public_names_only_and_passes_its_catalog_in():

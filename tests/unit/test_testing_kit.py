@@ -184,7 +184,8 @@ def test_importing_the_kit_and_its_plugin_loads_neither_moto_nor_the_simulator()
 
     functions = pathlib.Path(__file__).resolve().parents[2] / "functions"
     probe = ("import sys; import jobfence.testing, jobfence.testing.plugin; "
-             "print(sorted(m for m in ('moto', 'pynamodb', 'ops.sim', 'jobfence.scheduled') if m in sys.modules))")
+             "print(sorted(m for m in ('moto', 'pynamodb', 'jobfence.testing.sim', 'ops', 'jobfence.scheduled') "
+             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
                          env={"PYTHONPATH": str(functions), "PATH": ""}, check=True)
     assert out.stdout.strip() == "[]"
@@ -192,7 +193,7 @@ def test_importing_the_kit_and_its_plugin_loads_neither_moto_nor_the_simulator()
 
 @pytest.mark.slow  # a Python subprocess
 def test_simulating_a_job_loads_none_of_this_applications_jobs():
-    """An app with a `jobs` package of its own can simulate: the simulator's job scenario imports none of ours."""
+    """An app with a `jobs` package of its own can simulate: the kit's simulator imports none of ours, nor `ops`."""
     import pathlib
     import subprocess
     import sys
@@ -200,14 +201,15 @@ def test_simulating_a_job_loads_none_of_this_applications_jobs():
     root = pathlib.Path(__file__).resolve().parents[2]
     probe = ("import sys; from jobfence.testing import simulate; from tests.kit_jobs import KIT_CATALOG, seed_rows; "
              "simulate(KIT_CATALOG, 'mark_rows', seeds=range(1), setup=seed_rows).assert_ok(); "
-             "print(sorted(m for m in sys.modules if m == 'jobs' or m.startswith('jobs.')))")
+             "print(sorted(m for m in sys.modules "
+             "if m.split('.')[0] in ('jobs', 'ops', 'providers', 'handlers')))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=root,
                          env={"PYTHONPATH": f"{root / 'functions'}:{root}", "PATH": "", "AWS_DEFAULT_REGION": "us-east-1"})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
 
-def test_without_the_simulator_installed_simulate_says_where_it_comes_from(monkeypatch):
-    monkeypatch.setitem(__import__("sys").modules, "ops.sim.job", None)  # as if `ops` were not installed
-    with pytest.raises(ModuleNotFoundError, match="jobfence-ops distribution"):
+def test_without_moto_installed_simulate_names_the_extra_that_brings_it(monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "moto", None)  # as if the `testing` extra were not installed
+    with pytest.raises(ModuleNotFoundError, match=r"install the extra jobfence\[testing\]"):
         simulate(KIT_CATALOG, "mark_rows", seeds=range(1))

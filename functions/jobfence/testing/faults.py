@@ -3,21 +3,21 @@
     report = simulate(CATALOG, "clean_reports", seeds=range(20), setup=seed_reports, invariant=each_report_once)
     report.assert_ok()      # else: the failing seeds, each with its first violations
 
-Each seed is a replayable run (`python -m ops sim` is the same machinery): the
+Each seed is a replayable run (the operator's `sim` campaigns are the same machinery): the
 job's ticks are delivered more than once, AWS calls crash before or after they
 apply, replies are lost, actors pause past the lease TTL, clocks skew, the job
 raises in a batch. The lease and run-row guarantees (docs/guarantees.md) are
 checked on every run; `invariant(snapshot)` checks the job's own tables once a
 clean tick after all of that has run (it raises AssertionError when they are wrong).
 
-The simulator is this repository's operator tooling (`ops.sim`; `ops.sim.job`
-imports none of this application's jobs), from the jobfence-ops distribution
-that the `jobfence[testing]` extra requires; it is imported on the first call
-only, so importing the kit stays light.
+The simulator is the kit's own (`jobfence.testing.sim`: it imports no app and
+no operator tooling); it runs on moto, which the `jobfence[testing]` extra
+requires, and is imported on the first call only, so importing the kit stays light.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -26,9 +26,8 @@ from jobfence.registry import Registry
 from jobfence.scheduled import JobDeps
 
 SIMULATOR_MISSING = (
-    "simulate() runs jobfence's fault simulator, `ops.sim`, which ships with the operator tooling "
-    "(the jobfence-ops distribution, not the jobfence wheel): install the extra jobfence[testing], "
-    "which requires it (`make dist` builds its wheel into dist/)"
+    "simulate() runs jobfence's fault simulator (`jobfence.testing.sim`) on moto, which the runtime "
+    "does not require: install the extra jobfence[testing]"
 )
 
 
@@ -84,13 +83,10 @@ def simulate(
     `factory`: builds the job instead of its catalog entry's (e.g. with a
     smaller batch, so a run has several batches and renewals).
     """
-    try:
-        from ops.sim.job import CatalogJobFamily
-        from ops.sim.world import run_seed
-    except ModuleNotFoundError as exc:
-        if not (exc.name or "").startswith("ops"):
-            raise
-        raise ModuleNotFoundError(SIMULATOR_MISSING, name=exc.name) from exc
+    if importlib.util.find_spec("moto") is None:
+        raise ModuleNotFoundError(SIMULATOR_MISSING, name="moto")
+    from jobfence.testing.sim.job import CatalogJobFamily
+    from jobfence.testing.sim.world import run_seed
 
     family = CatalogJobFamily(registry, job, setup=setup, invariant=invariant, factory=factory)
     ran, failures, faults = 0, list[SeedFailure](), set[str]()

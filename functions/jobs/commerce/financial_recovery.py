@@ -57,6 +57,7 @@ from jobfence.runs import safe_error
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.commerce.account_intents import AccountIntentStore
 from jobs.commerce.accounts import AccountStatus, AccountStore
+from jobs.commerce.catalog import PAYPAL, PAYPAL_SECRET  # the names declared once
 from jobs.commerce.customer_activity import CustomerActivityStore
 from jobs.commerce.diagnostic_retention import retention_batches
 from jobs.commerce.diagnostics import DiagnosticStore
@@ -363,7 +364,7 @@ def build_recover_financial_operations(deps: JobDeps):
         AccountStore(settings.table("accounts"), clock),
         FinancialOperationStore(settings.table("financial_operations"), clock),
         OrderStore(settings.table("orders"), clock),
-        paypal_from_settings(settings, deps.session, clock),
+        paypal_from_settings(settings, deps.session, clock, provider=PAYPAL, secret=PAYPAL_SECRET),
         deps.logger,
     )
     diagnostics = DiagnosticStore(settings.table("diagnostic_captures"), clock)

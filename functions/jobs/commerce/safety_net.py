@@ -57,6 +57,7 @@ from jobfence.retried import WriteResult, fenced_write_retried
 from jobfence.runs import safe_error
 from jobfence.scheduled import JobDeps, RunContext
 from jobfence.transaction import Write
+from jobs.commerce.catalog import PAYPAL, PAYPAL_SECRET  # the names declared once
 from jobs.commerce.deferred_payments import DeferredPaymentStore, DeferredStatus, Initiator, capture_key
 from providers.payments import (
     AlreadyCaptured,
@@ -211,5 +212,5 @@ class _SafetyNet:
 def build_capture_abandoned_deferred(deps: JobDeps):
     settings = deps.settings
     intents = DeferredPaymentStore(settings.table("payment_intents"), deps.clock)
-    payments = paypal_from_settings(settings, deps.session, deps.clock)
+    payments = paypal_from_settings(settings, deps.session, deps.clock, provider=PAYPAL, secret=PAYPAL_SECRET)
     return lambda ctx: capture_abandoned_deferred(intents, payments, ctx, deps.logger)

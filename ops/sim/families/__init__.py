@@ -1,7 +1,7 @@
 """The simulator's families of scenarios, by name.
 
-A family names the catalog tables it needs, the fault kinds that apply to it,
-and three steps (see `ops.sim.world.Family`): `setup` seeds data and spawns the
+A family names its catalog and the tables of it it needs, the fault kinds that apply to it,
+and three steps (see `jobfence.testing.sim.world.Family`): `setup` seeds data and spawns the
 actors, `settle` runs the fault-free sweeps that liveness is judged on, and
 `check` judges the invariants at the end (plus whatever it checks on every
 applied write through `world.wire.on_write`).
@@ -13,7 +13,7 @@ campaign and the test budget pick it up by name.
 
 from __future__ import annotations
 
-from ops.sim.world import Family
+from jobfence.testing.sim.world import Family
 
 FAMILIES: dict[str, Family] = {}
 

@@ -30,7 +30,7 @@ Checked on every applied write:
 Checked at the end (after at most `SWEEPS` fault-free sweeps: reclaim, then drain):
     5-9 through `ops.invariants.check_batches` (also used by the demo), 9 also per item
     (one idempotency key per item), 10 no payload in any log line, 13 no error unclassified;
-    the reclaim ticks' terms through `ops.sim.terms.TermWatch` (1-4, 12)
+    the reclaim ticks' terms through `jobfence.testing.sim.terms.TermWatch` (1-4, 12)
 """
 
 from __future__ import annotations
@@ -45,18 +45,26 @@ from jobfence.errors import JobfenceError
 from jobfence.quota import QuotaStore
 from jobfence.reclaim import Reclaimer, ReclaimPipeline
 from jobfence.scheduled import JobDeps
+from jobfence.testing.sim.faults import (
+    AWS_CALL_FAULTS,
+    DELIVERY_FAULTS,
+    PAUSES,
+    PROVIDER_FAULTS,
+    TIME_FAULTS,
+    FaultKind,
+)
+from jobfence.testing.sim.kernel import START_MS, Actor, SkewedClock
+from jobfence.testing.sim.queue import SimProvider, SimQueues
+from jobfence.testing.sim.scheduled import LambdaContext
+from jobfence.testing.sim.terms import TermWatch
+from jobfence.testing.sim.world import World, clean_tick_after
 from jobfence.triggers import Trigger
 from jobfence.work import BatchOperations, BatchRef, ItemInput, Producer, TenantGate, Worker, WorkStore
 from jobs.catalog import CATALOG
 from jobs.listings.catalog import TOLERATED_FAILURE_PCT
 from jobs.listings.pipelines import GENERATION, PIPELINES, PUBLISH, endpoint_of, perform_with
 from ops.invariants import check_batches
-from ops.sim.faults import AWS_CALL_FAULTS, DELIVERY_FAULTS, PAUSES, PROVIDER_FAULTS, TIME_FAULTS, FaultKind
-from ops.sim.kernel import START_MS, Actor, SkewedClock
-from ops.sim.queue import SimProvider, SimQueues
-from ops.sim.scheduled import LambdaContext
-from ops.sim.terms import TermWatch
-from ops.sim.world import World, clean_tick_after
+from providers.errors import ProviderRejected
 from providers.sqs_wakeups import SqsWakeups
 
 HOUR_MS = 3_600_000
@@ -82,6 +90,7 @@ class BatchFamily:
 
     name = "batches"
     tables = ("listing_batches", "listing_items", "listing_quota", "leases", "runs")
+    registry = CATALOG
     kinds = (
         *AWS_CALL_FAULTS,
         *TIME_FAULTS,
@@ -153,7 +162,7 @@ class BatchFamily:
         batches = self.plan_batches(world)
         world.data["batches"] = batches
         reject = {b.items[0].item_id for b in batches[:1]} if world.rng.random() < 0.5 else set()
-        world.data["provider"] = SimProvider(world, reject)
+        world.data["provider"] = SimProvider(world, reject, rejection=ProviderRejected)
         driver = SkewedClock(world.kernel.clock)
         quota = QuotaStore(world.tables["listing_quota"], driver)
         quota.grant(TENANTS[0], 50)

@@ -24,10 +24,10 @@ from typing import Any
 
 from jobfence.registry import Overlap
 from jobfence.scheduled import ScheduledRunner
+from jobfence.testing.sim.kernel import START_MS
+from jobfence.testing.sim.world import MARGIN_MS, World
 from jobfence.triggers import Trigger
 from ops.sim.families.lease import LeaseFamily
-from ops.sim.kernel import START_MS
-from ops.sim.world import MARGIN_MS, World
 
 SPACING_MS = 20_000
 SHORT_TIMEOUT_MS = 60_000

@@ -43,6 +43,12 @@ from typing import Any
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from jobfence.errors import JobfenceError, StoreError
+from jobfence.testing.sim.faults import AWS_CALL_FAULTS, PROVIDER_FAULTS, TIME_FAULTS, FaultKind
+from jobfence.testing.sim.kernel import START_MS, Actor, Crash, SkewedClock
+from jobfence.testing.sim.queue import SimQueues
+from jobfence.testing.sim.scheduled import LambdaContext, clean_tick
+from jobfence.testing.sim.terms import TermWatch
+from jobfence.testing.sim.world import MARGIN_MS, NullMetrics, World, clean_tick_after
 from jobfence.triggers import Trigger
 from jobs.catalog import CATALOG
 from jobs.club.catalog import NOTIFICATIONS_QUEUE, QUEUES
@@ -57,12 +63,6 @@ from jobs.club.stores.loans import LoanStore
 from jobs.club.stores.nonces import CLAIM_TTL_MS, NonceStore
 from jobs.club.stores.outbox import OutboxStore
 from jobs.club.stores.reminders import Recipient, ReminderStore
-from ops.sim.faults import AWS_CALL_FAULTS, PROVIDER_FAULTS, TIME_FAULTS, FaultKind
-from ops.sim.kernel import START_MS, Actor, Crash, SkewedClock
-from ops.sim.queue import SimQueues
-from ops.sim.scheduled import LambdaContext, clean_tick
-from ops.sim.terms import TermWatch
-from ops.sim.world import MARGIN_MS, NullMetrics, World, clean_tick_after
 from providers.discord import DiscordRateLimited, DiscordUnavailable
 from providers.secrets import MemorySecrets
 from providers.sqs import SqsNotificationQueue
@@ -149,6 +149,7 @@ class QueueVisibility:
 class ClubFamily:
     name = "club"
     tables = ("leases", "runs", "club_equipment_reminders", "club_equipment_loans", "club_outbox", "club_event_nonces")
+    registry = CATALOG
     kinds = (
         *AWS_CALL_FAULTS,
         *TIME_FAULTS,
@@ -260,7 +261,7 @@ class ClubFamily:
             world.data["discord"],
             QueueVisibility(world, world.data["url"]),
             world.logger,
-            NullMetrics(),  # type: ignore[arg-type]  # add_metric is all it calls (as ops.sim.world's runner)
+            NullMetrics(),  # type: ignore[arg-type]  # add_metric is all it calls (as jobfence.testing.sim.world's runner)
         )
 
     def _deliver(self, world: World, delivery: DiscordDelivery, name: str, records: list[dict[str, Any]]) -> list[str]:

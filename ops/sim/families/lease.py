@@ -1,6 +1,6 @@
 """The lease/runner family: duplicate and later ticks of `clean_dpop_proofs` under faults.
 
-The scenario is `ops.sim.scheduled.ScheduledJobScenario`; the job is this
+The scenario is `jobfence.testing.sim.scheduled.ScheduledJobScenario`; the job is this
 application's `clean_dpop_proofs`, its batch size scaled down (2 rows) so one
 run has several batches and so several renewals. Liveness: after the clean
 tick, every expired proof is deleted and the live ones are kept.
@@ -11,11 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from jobfence.registry import JobSpec
+from jobfence.testing.sim.kernel import START_MS
+from jobfence.testing.sim.scheduled import ScheduledJobScenario
+from jobfence.testing.sim.world import World
 from jobs.catalog import CATALOG
 from jobs.commerce.dpop_proofs import DpopProofStore
-from ops.sim.kernel import START_MS
-from ops.sim.scheduled import ScheduledJobScenario
-from ops.sim.world import World
 
 JOB = "clean_dpop_proofs"
 SIM_BATCH = 2  # rows a batch (the catalog's 1,000 scaled down: several batches per run)
@@ -25,6 +25,7 @@ EXPIRED, LIVE = 5, 2
 class LeaseFamily(ScheduledJobScenario):
     name = "lease"
     tables = ("leases", "runs", "dpop_proofs")
+    registry = CATALOG
 
     def _spec(self) -> JobSpec:
         return CATALOG.job(JOB)

@@ -38,17 +38,17 @@ from typing import Any
 
 from jobfence.clock import REQUEST_AGE_BUDGET_MS
 from jobfence.errors import StoreError
+from jobfence.testing.sim.faults import AWS_CALL_FAULTS, PROVIDER_FAULTS, TIME_FAULTS, FaultKind
+from jobfence.testing.sim.kernel import START_MS, Actor, SkewedClock
+from jobfence.testing.sim.scheduled import LambdaContext, clean_tick
+from jobfence.testing.sim.terms import TermWatch
+from jobfence.testing.sim.world import World, clean_tick_after
 from jobfence.triggers import Trigger
 from jobs.catalog import CATALOG
 from jobs.commerce import safety_net
 from jobs.commerce.checkout import capture_for_buyer
 from jobs.commerce.deferred_payments import DeferredPaymentStore
 from jobs.commerce.safety_net import CUTOFF_MS, capture_abandoned_deferred
-from ops.sim.faults import AWS_CALL_FAULTS, PROVIDER_FAULTS, TIME_FAULTS, FaultKind
-from ops.sim.kernel import START_MS, Actor, SkewedClock
-from ops.sim.scheduled import LambdaContext, clean_tick
-from ops.sim.terms import TermWatch
-from ops.sim.world import World, clean_tick_after
 from providers.payments import AlreadyCaptured, CaptureResult, PaymentError, RefundResult, TransientPaymentError
 from providers.payments_fake import FakePayments
 
@@ -158,6 +158,7 @@ def upsell(store: DeferredPaymentStore, intent: str, upsell_id: str, tries: int 
 class SafetyNetFamily:
     name = "safety_net"
     tables = ("leases", "runs", "payment_intents")
+    registry = CATALOG
     kinds = (*AWS_CALL_FAULTS, *TIME_FAULTS, FaultKind.PAUSE_TTL, FaultKind.CLOCK_SKEW, *PROVIDER_FAULTS)
     call_rates = (0.03, 0.06, 0.1)
 

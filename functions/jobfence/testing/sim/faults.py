@@ -1,8 +1,8 @@
 """The fault model of the simulator: what can go wrong, and how often, in one seeded run.
 
-Every kind below is injected through the botocore event hooks of `ops.sim.wire`
-(AWS calls), the simulated queue (`ops.sim.queue`), the simulated provider
-(`ops.sim.provider`) or the scheduler (pauses, skew). A run enables a seeded
+Every kind below is injected through the botocore event hooks of `jobfence.testing.sim.wire`
+(AWS calls), the simulated queue (`jobfence.testing.sim.queue`), the simulated provider
+(`jobfence.testing.sim.queue`) or the scheduler (pauses, skew). A run enables a seeded
 subset of kinds (`FaultPlan.draw`); each call of a faulty actor then draws at
 most one fault among the enabled kinds that apply to it.
 """

@@ -10,31 +10,31 @@ Actors: ticks at t0, t0 + interval and t0 + 2 x interval, each fired one to
 three times at once (duplicate EventBridge deliveries). A tick may be told to
 fail in one of its batches (the job's own error).
 
-Checked: 1-4, 12 and 13 through `ops.sim.terms.TermWatch`; besides, on every
+Checked: 1-4, 12 and 13 through `jobfence.testing.sim.terms.TermWatch`; besides, on every
 applied write, 1: an audit row is written only under the lease's current fence
 (a holder whose term was taken over writes nothing fenced); and liveness: a
 clean tick after every term ended runs, and then the subclass's `_done`.
 
-Subclasses: `ops.sim.families.lease` (this application's `clean_dpop_proofs`)
-and `ops.sim.job` (any job of any catalog, for `jobfence.testing.simulate`).
-Nothing here imports this application's jobs.
+Subclasses: `jobfence.testing.sim.job` (any job of any catalog, for `jobfence.testing.simulate`)
+and an operator's families over its own catalog (this repository's `ops.sim.families.lease`).
+Nothing here imports an app: the subclass names its catalog (`registry`) and job.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from jobfence.config import ScheduledSettings, config_env, table_env
-from jobfence.registry import JobSpec
+from jobfence.registry import JobSpec, Registry
 from jobfence.scheduled import JobDeps
+from jobfence.testing.sim.faults import AWS_CALL_FAULTS, PAUSES, TIME_FAULTS, FaultKind
+from jobfence.testing.sim.kernel import START_MS, Actor, SkewedClock
+from jobfence.testing.sim.markers import marker_write
+from jobfence.testing.sim.terms import TermWatch
+from jobfence.testing.sim.world import MARGIN_MS, World
 from jobfence.triggers import Trigger
 from jobfence.work.timing import Timing
-from ops.markers import marker_write
-from ops.sim.faults import AWS_CALL_FAULTS, PAUSES, TIME_FAULTS, FaultKind
-from ops.sim.kernel import START_MS, Actor, SkewedClock
-from ops.sim.terms import TermWatch
-from ops.sim.world import MARGIN_MS, World
 
 
 class SimJobError(Exception):
@@ -76,6 +76,7 @@ class ScheduledJobScenario:
 
     name: str
     tables: tuple[str, ...]
+    registry: Registry  # the catalog the job and its tables are in
     kinds = (*AWS_CALL_FAULTS, *TIME_FAULTS, *PAUSES, FaultKind.CLOCK_SKEW, FaultKind.JOB_FAILURE)
     call_rates = (0.1, 0.15, 0.2)  # a run makes about 50 calls
 
@@ -152,14 +153,14 @@ class ScheduledJobScenario:
                     world.spawn(name, self._tick(world, at, fail_at), at=at + world.rng.randrange(3_000))
                 )
 
-    def _job(self, world: World, clock: Any, actor: Actor | None, fail_at: int | None):
+    def _job(self, world: World, clock: Any, actor: Actor | None, fail_at: int | None) -> Callable[[Any], Any]:
         real = self._build(self._deps(world, clock))
         audit = world.tables["audit"]
 
-        def job(ctx) -> Iterator[dict[str, Any]]:
+        def job(ctx: Any) -> Iterator[dict[str, Any]]:
             return world.data["watch"].guard(actor, batches_of(ctx))
 
-        def batches_of(ctx) -> Iterator[dict[str, Any]]:
+        def batches_of(ctx: Any) -> Iterator[dict[str, Any]]:
             batches = iter(real(ctx))
             index = 0
             while True:
@@ -179,10 +180,12 @@ class ScheduledJobScenario:
 
         return job
 
-    def _tick(self, world: World, scheduled_at: int, fail_at: int | None):
+    def _tick(self, world: World, scheduled_at: int, fail_at: int | None) -> Callable[[Actor], Any]:
         return self._invocation(world, Trigger("scheduled", scheduled_at), fail_at)
 
-    def _invocation(self, world: World, trigger: Trigger, fail_at: int | None, timeout_ms: int | None = None):
+    def _invocation(
+        self, world: World, trigger: Trigger, fail_at: int | None, timeout_ms: int | None = None
+    ) -> Callable[[Actor], Any]:
         """One Lambda invocation of the job's function with `trigger` (the job's timeout unless given)."""
 
         def run(actor: Actor) -> Any:

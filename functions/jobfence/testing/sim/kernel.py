@@ -2,7 +2,7 @@
 
 Every actor (a runner, a worker, the producer, the reclaimer, an operator) is
 a thread running the real code. It runs only while the scheduler has granted
-it a turn; at its next AWS call the botocore hook (`ops.sim.wire`) hands the
+it a turn; at its next AWS call the botocore hook (`jobfence.testing.sim.wire`) hands the
 turn back and blocks it. So exactly one thread ever touches moto, and which
 actor goes next, by how much the simulated time moves between two calls, and
 which fault a call draws all come from one `random.Random(seed)`:
@@ -89,7 +89,7 @@ class Actor:
     call_fault: Any = None  # the fault drawn for the call in flight
     call_started: int = 0  # true time the call in flight was built (its times read): a write's age is from here
     streak: dict[str, int] = field(default_factory=dict)  # operation -> its next calls whose replies are all lost
-    spared: frozenset = frozenset()  # fault kinds this actor never draws
+    spared: frozenset[Any] = frozenset()  # fault kinds this actor never draws
 
 
 class Kernel:
@@ -116,7 +116,7 @@ class Kernel:
         at: int | None = None,
         skew_ms: int = 0,
         faulty: bool = True,
-        spared: frozenset = frozenset(),
+        spared: frozenset[Any] = frozenset(),
     ) -> Actor:
         """An actor that starts at true time `at` (default: now); it never draws the fault kinds `spared`."""
         actor = Actor(

@@ -19,11 +19,13 @@ duplicate side effect (two keys acting for one item) is visible to the checks.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ops.sim.faults import DELIVERY_FAULTS, FaultKind
-from ops.sim.kernel import Actor
+from jobfence.testing.sim.faults import DELIVERY_FAULTS, FaultKind
+from jobfence.testing.sim.kernel import Actor
+from jobfence.work.keys import PermanentFailure
 
 
 @dataclass
@@ -166,8 +168,13 @@ class ProviderDown(Exception):
 class SimProvider:
     """Acts at most once per idempotency key; records acts per item for invariant 9."""
 
-    def __init__(self, world: Any, reject: set[str] | None = None) -> None:
+    def __init__(
+        self, world: Any, reject: set[str] | None = None, rejection: Callable[[str], Exception] | None = None
+    ) -> None:
+        """`reject`: item ids refused once; `rejection(message)`: the error a refusal raises (the adapter's own
+        "refused for good", e.g. an app's provider error; default the runtime's `PermanentFailure`)."""
         self.world = world
+        self.rejection = rejection or PermanentFailure
         self.results: dict[str, str] = {}  # idempotency key -> result reference
         self.keys_by_item: dict[tuple[str, str, str], set[str]] = {}
         self.tenant_of: dict[str, str] = {}
@@ -176,7 +183,7 @@ class SimProvider:
         self.rejected: set[str] = set()
 
     def perform(self, key: Any, idempotency_key: str, timeout_s: float) -> str:
-        from ops.sim.world import SimTimeout
+        from jobfence.testing.sim.world import SimTimeout
 
         world = self.world
         actor = world.kernel.current()
@@ -186,9 +193,7 @@ class SimProvider:
             raise ProviderDown("connection reset before the provider acted")
         if key.item_id in self.reject_once and idempotency_key not in self.rejected:
             self.rejected.add(idempotency_key)
-            from providers.errors import ProviderRejected
-
-            raise ProviderRejected("the provider refused this input")
+            raise self.rejection("the provider refused this input")
         if fault is FaultKind.PROVIDER_TIMEOUT and world.rng.random() < 0.5:
             raise SimTimeout()
         result = self._act(key, idempotency_key)

@@ -51,9 +51,9 @@ from pynamodb.connection.base import Connection
 from pynamodb.settings import get_settings_value
 
 from jobfence.clock import REQUEST_AGE_BUDGET_MS
-from ops.invariants import plain_items
-from ops.sim.faults import LATE_REQUESTS, PAUSES, WRITE_OPS, FaultKind, FaultPlan
-from ops.sim.kernel import Actor, Crash, Kernel
+from jobfence.dynamo import deserialized
+from jobfence.testing.sim.faults import LATE_REQUESTS, PAUSES, WRITE_OPS, FaultKind, FaultPlan
+from jobfence.testing.sim.kernel import Actor, Crash, Kernel
 
 REGION = "us-east-1"
 STREAK = 3  # replies lost in a row by a REPLY_LOST_STREAK: one call and the caller's two retries of it
@@ -139,7 +139,7 @@ class Wire:
         self.kernel = kernel
         self.plan = plan
         self.pause_ms = pause_ms
-        self.queue = queue  # the simulated SQS (ops.sim.queue.SimQueues)
+        self.queue = queue  # the simulated SQS (jobfence.testing.sim.queue.SimQueues)
         self.writes: list[AppliedWrite] = []
         self.on_write: list[Callable[[AppliedWrite], None]] = []
         self.injected: dict[FaultKind, int] = {}
@@ -343,7 +343,7 @@ class Wire:
             item = self._backend.get_item(table, key)
         except Exception:  # noqa: BLE001 - a missing table reads as a missing item here
             return None
-        return plain_items([item.to_json()["Attributes"]])[0] if item is not None else None
+        return deserialized(item.to_json()["Attributes"]) if item is not None else None
 
     def _touched(self, op: str, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         out: list[tuple[str, dict[str, Any]]] = []

@@ -35,8 +35,8 @@ from typing import Any
 from jobfence.clock import REQUEST_AGE_BUDGET_MS, SKEW_BUDGET_MS
 from jobfence.errors import JobfenceError, LeaseLost
 from jobfence.registry import INTERVAL_TOLERANCE
-from ops.sim.kernel import Actor
-from ops.sim.world import MARGIN_MS, World
+from jobfence.testing.sim.kernel import Actor
+from jobfence.testing.sim.world import MARGIN_MS, World
 
 
 class TermWatch:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import random
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -24,14 +25,15 @@ from typing import Any, Protocol
 
 from aws_lambda_powertools import Logger
 
+from jobfence.dynamo import deserialized
 from jobfence.lease import LeaseStore
-from jobfence.registry import JobSpec
+from jobfence.registry import JobSpec, Registry
 from jobfence.runs import RunStore
 from jobfence.scheduled import ScheduledRunner
-from ops.invariants import plain_items
-from ops.sim.faults import DEFAULT_CALL_RATES, PROVIDER_FAULTS, FaultKind, FaultPlan
-from ops.sim.kernel import START_MS, Actor, Crash, Kernel, SeededUuids, SimAbort
-from ops.sim.wire import REGION, Wire
+from jobfence.testing.sim.faults import DEFAULT_CALL_RATES, PROVIDER_FAULTS, FaultKind, FaultPlan
+from jobfence.testing.sim.kernel import START_MS, Actor, Crash, Kernel, SeededUuids, SimAbort
+from jobfence.testing.sim.wire import REGION, Wire
+from jobfence.testing.tables import create_tables
 
 MARGIN_MS = 60_000  # the runner's safety margin: actors' clocks differ by at most this
 
@@ -75,7 +77,8 @@ class Family(Protocol):
     def name(self) -> str: ...
     @property
     def tables(self) -> tuple[str, ...]: ...  # catalog tables it needs (created fresh per run)
-    # optional: registry, the catalog those tables are in (default this application's, `jobs.catalog`)
+    @property
+    def registry(self) -> Registry: ...  # the catalog those tables (and its jobs) are in
     @property
     def kinds(self) -> tuple[FaultKind, ...]: ...  # fault kinds that apply to it
 
@@ -116,7 +119,7 @@ class World:
     cleanups: list[Callable[[], None]] = field(default_factory=list)
 
     @property
-    def rng(self):  # noqa: ANN201 - random.Random
+    def rng(self) -> random.Random:
         return self.kernel.rng
 
     @property
@@ -142,7 +145,7 @@ class World:
         fn: Callable[[Actor], Any],
         at: int | None = None,
         faulty: bool = True,
-        spared: frozenset = frozenset(),
+        spared: frozenset[FaultKind] = frozenset(),
     ) -> Actor:
         return self.kernel.spawn(name, fn, at=at, skew_ms=self.skew(), faulty=faulty, spared=spared)
 
@@ -186,7 +189,7 @@ class World:
     def scan(self, logical: str) -> list[dict[str, Any]]:
         """Every item of a table, read from moto's backend (no call, no fault)."""
         table = self.wire._backend.get_table(self.tables[logical])  # noqa: SLF001 - the sim owns the wire
-        return plain_items([i.to_json()["Attributes"] for i in table.all_items()])
+        return [deserialized(i.to_json()["Attributes"]) for i in table.all_items()]
 
     def logs(self) -> str:
         return _LOG_SINK.getvalue()
@@ -205,8 +208,8 @@ class InlineExecutor:
     def __init__(self, *_: Any, **__: Any) -> None:
         return None
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
-        future: Future = Future()
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        future: Future[Any] = Future()
         try:
             future.set_result(fn(*args))
         except Crash:
@@ -219,7 +222,7 @@ class InlineExecutor:
         return None
 
 
-def inline_as_completed(futures: Any, _timeout_s: float) -> Iterator[Future]:
+def inline_as_completed(futures: Any, _timeout_s: float) -> Iterator[Future[Any]]:
     """Futures in submission order; one whose call timed out never completes."""
     for future in list(futures):
         if not isinstance(future.exception(), SimTimeout):
@@ -249,17 +252,13 @@ def patched(seed: int) -> Iterator[None]:
 
 def run_seed(family: Family, seed: int, verbose: bool = False) -> RunReport:
     """Run one seed of one family; never raises for a violation (it is in the report)."""
-    from ops.tables import create_catalog_tables
-
     with patched(seed):
         kernel = Kernel(seed, verbose=verbose)
         plan = FaultPlan.draw(kernel.rng, family.kinds, call_rates=getattr(family, "call_rates", DEFAULT_CALL_RATES))
         world_ref: list[World] = []
         wire = Wire(kernel, plan, lambda kind: family.pause_ms(world_ref[0], kind))
         with wire.active():
-            tables = create_catalog_tables(
-                wire.dynamodb, family.tables, suffix=f"sim{seed}", registry=getattr(family, "registry", None)
-            )
+            tables = create_tables(wire.dynamodb, family.registry, family.tables, suffix=f"sim{seed}")
             wire.tables = {physical: logical for logical, physical in tables.items()}
             world = World(kernel, wire, plan, tables)
             world_ref.append(world)

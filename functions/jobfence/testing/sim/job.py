@@ -3,7 +3,7 @@
 `jobfence.testing.simulate` runs this family: the job named in a catalog (the
 application's or a job author's own `Registry`), built by its own factory (or
 the factory the test passes), on fresh tables of only what its entry names.
-Everything else is the scheduled-job scenario's (`ops.sim.scheduled`): three ticks,
+Everything else is the scheduled-job scenario's (`jobfence.testing.sim.scheduled`): three ticks,
 each delivered one to three times at once, AWS call faults, pauses past the
 lease TTL, clock skew, the job told to fail in a batch; an audit row written
 through `RunContext.transaction()` around each batch; invariants 1-4, 12 and
@@ -22,8 +22,8 @@ from typing import Any
 
 from jobfence.registry import JobSpec, Registry
 from jobfence.scheduled import JobDeps
-from ops.sim.scheduled import ScheduledJobScenario
-from ops.sim.world import World
+from jobfence.testing.sim.scheduled import ScheduledJobScenario
+from jobfence.testing.sim.world import World
 
 
 class Snapshot:
