@@ -45,14 +45,8 @@ class StartedStub:
 
 
 def _provider_secrets(name: str, stub_module: Any) -> tuple[str, ...]:
-    declared = tuple(getattr(stub_module, "SECRETS", ()) or ())
-    try:
-        adapter = importlib.import_module(f"providers.{name}")
-    except ImportError:
-        adapter = None
-    constant = getattr(adapter, f"{name.upper()}_SECRET", None)
-    found = declared + ((constant,) if isinstance(constant, str) else ())
-    return found or (name,)
+    """The secrets a stub's value fills: the stub module's `SECRETS` (a provider adapter names no app's secret)."""
+    return tuple(getattr(stub_module, "SECRETS", ()) or ()) or (name,)
 
 
 @dataclass

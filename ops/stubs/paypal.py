@@ -38,7 +38,10 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import parse_qs
 
+from jobs.commerce.catalog import PAYPAL_SECRET
 from ops.stubs.server import LoopbackStub, QuietHandler
+
+SECRETS = (PAYPAL_SECRET,)  # the secret whose value is the stub's client credentials (the commerce catalog's name)
 
 _CAPTURE = re.compile(r"^/v2/checkout/orders/([A-Za-z0-9-]+)/capture$")
 _ORDER = re.compile(r"^/v2/checkout/orders/([A-Za-z0-9-]+)$")
