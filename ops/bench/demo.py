@@ -54,6 +54,7 @@ EARLIER_RUNS = (
     "| main at ea09bc6 (moto's shortcuts, the auditor's one read, this session's security and club merges), a clean clone after `.ci/run`, idle machine, bytecode not written (`PYTHONDONTWRITEBYTECODE=1`, as this machine sets) | cached | 2.1, 2.3 | 121 | 141 | MISSED |",
     "| the same, bytecode written as `make demo` lets it (its first run: the function code compiled once) | cached | 2.1, 2.6 | 110 | 131 | MISSED |",
     "| the same, second run | cached | 2.6, 1.8 | 125 | 140 | MISSED |",
+    "| main at 88f5482 (after the transaction snapshot), idle machine, 2 December | cached | 0.4, 2.1 | 117 | 137 | MISSED |",
 )
 
 BEFORE = """Before (36644d1, issue 27): `make demo` took **864 CPU-s** (18 min wall at load about 2 on 2 cores; 110 s wall
