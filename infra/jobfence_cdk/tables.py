@@ -14,7 +14,7 @@ indexes and TTL attribute (the spec's).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from aws_cdk import CfnOutput, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
@@ -91,18 +91,19 @@ def check_existing(catalog: Registry, existing: Mapping[str, dynamodb.ITable]) -
             )
         if not isinstance(table, dynamodb.Table):
             continue  # imported: its schema is not known at synthesis
-        spec, schema = catalog.tables[name], table.schema()
-        keys = (_key(schema.partition_key), _key(schema.sort_key))
+        spec, schema = catalog.tables[name], table.schema_v2()
+        keys = (_key(schema.partition_keys), _key(schema.sort_keys))
         if keys != (spec.partition_key, spec.sort_key):
             raise CatalogError(
                 f"existing table {name!r}: its keys {keys} are not the spec's {(spec.partition_key, spec.sort_key)}"
             )
 
 
-def _key(attribute: dynamodb.Attribute | None) -> tuple[str, str] | None:
-    if attribute is None:
-        return None
-    return attribute.name, {kind: code for code, kind in _TYPES.items()}.get(attribute.type, str(attribute.type))
+def _key(attributes: Sequence[dynamodb.Attribute]) -> tuple[str, str] | tuple[tuple[str, str], ...] | None:
+    """A table's key as a spec writes it: (name, "S"|"N"), None without one (several: a multi-attribute key)."""
+    codes = {kind: code for code, kind in _TYPES.items()}
+    found = tuple((a.name, codes.get(a.type, str(a.type))) for a in attributes)
+    return found[0] if len(found) == 1 else (found or None)
 
 
 def pascal(name: str) -> str:
