@@ -92,6 +92,7 @@ def dynalite():
 _SHARED_DIRS = (
     "tests/sim/",  # one deployed LocalRuntime, its files in order (the simulator's campaigns, which need none, are in tests/simulator)
     "tests/infra/",  # the app synthesized once per session
+    "tests/unit/test_packages.py",  # the wheels, built once in the projects' own directories (two builds collide)
 )
 
 

@@ -96,9 +96,10 @@ def actions_of(access: str, keyed_by_job: bool = False) -> tuple[str, ...]:
 
 @dataclass
 class CatalogResources:
-    """The stack's tables, queues and secrets by logical name."""
+    """The stack's tables (created or existing: grants name the table's ARN either way), queues and secrets by
+    logical name."""
 
-    tables: dict[str, dynamodb.Table] = field(default_factory=dict)
+    tables: dict[str, dynamodb.ITable] = field(default_factory=dict)
     indexes: dict[str, tuple[str, ...]] = field(default_factory=dict)  # table -> its index names
     keyed_by_job: frozenset[str] = frozenset()  # tables whose partition key is the job
     tenant_scoped: frozenset[str] = frozenset()  # tables reached only through a tenant role
@@ -201,7 +202,7 @@ class CatalogResources:
         return role
 
     @staticmethod
-    def _grant_own_items(grantee: iam.IGrantable, table: dynamodb.Table, actions, *jobs: str) -> None:
+    def _grant_own_items(grantee: iam.IGrantable, table: dynamodb.ITable, actions, *jobs: str) -> None:
         grantee.grant_principal.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=list(actions),

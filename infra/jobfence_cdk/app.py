@@ -35,7 +35,8 @@ def build_app(app: App, catalog: Registry, *, functions_dir: pathlib.Path, **ove
     """Add the stack of `catalog` (and, unless `-c nag=false`, the cdk-nag packs) to `app`.
 
     `functions_dir` is the app's code asset (`handlers/`, its job packages, `requirements.txt`);
-    `overrides` are further `JobfenceStack` arguments (`signing_keys`, `health`). The stack is named by
+    `overrides` are further `JobfenceStack` arguments (`signing_keys`, `health`, `runtime`, `architecture`,
+    `handler`, `tables`, or `Stack`'s such as `env`). The stack is named by
     the `prefix` context (default "jobfence"); `-c schedules=disabled` deploys every rule disabled.
     """
     prefix = str(app.node.try_get_context("prefix") or DEFAULT_PREFIX)

@@ -16,14 +16,15 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from jobfence_cdk.code import ARCHITECTURE, RUNTIME, FunctionCode
+from jobfence_cdk.code import FunctionCode
 from jobfence_cdk.nag import acknowledge
 
 LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 
 
 class ServiceFunction(Construct):
-    """A function on the newest Python runtime (`jobfence_cdk.code.RUNTIME`) running `handler` from the code asset.
+    """A function running `handler` from the code asset, on the code's runtime and architecture (`FunctionCode`:
+    by default the newest Python runtime, `jobfence_cdk.code.RUNTIME`, on arm64).
 
     Attributes: `function`, `role`, `log_group`.
     """
@@ -64,8 +65,8 @@ class ServiceFunction(Construct):
             "Function",
             function_name=function_name,
             description=description[:256],
-            runtime=RUNTIME,
-            architecture=ARCHITECTURE,
+            runtime=code.runtime,
+            architecture=code.architecture,
             handler=handler,
             code=code.code,
             layers=[code.layer],

@@ -1,6 +1,6 @@
 """`ScheduledJob`: one EventBridge rule -> that job's own function (docs/architecture.md).
 
-- The function runs `handlers.scheduled.handler` with `JOB_NAME` and the names
+- The function runs `handlers.scheduled.handler` (or the app's `handler`) with `JOB_NAME` and the names
   of the tables, queues and secrets its entry declares; timeout and memory
   come from the entry.
 - Async invoke retry attempts are 0 (the next tick is the retry); a failed
@@ -59,8 +59,9 @@ def dead_letter_queue(scope: Construct, construct_id: str, queue_name: str) -> s
 
 
 class ScheduledJob(Construct):
-    """One catalog job: its EventBridge rule, its own function (`handlers.scheduled.handler` with the
-    job's `JOB_NAME`), its grants and its dead-letter queue (see the module docstring).
+    """One catalog job: its EventBridge rule, its own function (`handler`, by default
+    `handlers.scheduled.handler`, with the job's `JOB_NAME`), its grants and its dead-letter queue (see the
+    module docstring).
 
     Attributes: `spec`, `function`, `rule`, `dead_letters`, `log_group`.
     """
@@ -75,6 +76,7 @@ class ScheduledJob(Construct):
         resources: CatalogResources,
         prefix: str,
         enabled: bool,
+        handler: str = SCHEDULED_HANDLER,
     ) -> None:
         super().__init__(scope, construct_id)
         self.spec = spec
@@ -85,7 +87,7 @@ class ScheduledJob(Construct):
             "Job",
             code=code,
             function_name=name,
-            handler=SCHEDULED_HANDLER,
+            handler=handler,
             timeout_s=spec.timeout_s,
             memory_mb=spec.memory_mb,
             environment=resources.environment(spec),

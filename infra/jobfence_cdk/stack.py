@@ -1,7 +1,7 @@
-"""`JobfenceStack`: composes the constructs; every resource is derived from the catalog.
+"""`JobfenceStack`: a stack that holds the `JobfenceJobs` of one catalog, and nothing else (what `build_app` adds).
 
-Order matters only where one resource's name feeds another's environment:
-tables, then every queue, then secrets, then the functions that use them.
+The construct's id is `Default`, which CDK leaves out of logical ids: the template is the one this stack
+synthesized when it composed the constructs itself, so a deployed stack updates in place.
 """
 
 from __future__ import annotations
@@ -11,33 +11,21 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aws_cdk import Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from jobfence.registry import CatchUp, JobSpec, QueueSpec, Registry
-from jobfence_cdk.access import CatalogResources
-from jobfence_cdk.code import FunctionCode
-from jobfence_cdk.health_api import HEALTH_HANDLER, HealthApi
-from jobfence_cdk.monitoring import Monitoring
-from jobfence_cdk.rotation import SigningKeyRotation
-from jobfence_cdk.scheduled_job import ScheduledJob
-from jobfence_cdk.secrets import CatalogSecrets
-from jobfence_cdk.tables import CatalogTables, pascal
-from jobfence_cdk.validation import deployable, handler_file
-from jobfence_cdk.work_queue import WorkQueue
+from jobfence.registry import Registry
+from jobfence_cdk.code import ARCHITECTURE, RUNTIME
+from jobfence_cdk.jobfence_jobs import JobfenceJobs
+from jobfence_cdk.validation import SCHEDULED_HANDLER
 
 
 class JobfenceStack(Stack):
-    """The whole app of one catalog: `catalog` is the app's `Registry`, `functions_dir` its code asset (the
-    directory holding `handlers/`, the job packages and `requirements.txt`).
+    """The whole app of one catalog as its own stack: the arguments of `JobfenceJobs`, then `Stack`'s (`kwargs`).
 
-    `signing_keys` ((signing, verify), ...) names the secret pairs of the catalog that jobfence rotates on a
-    schedule (`SigningKeyRotation`, one function for all pairs; the asset must hold
-    `handlers/rotate_signing_key.py`); a single pair `(signing, verify)` is also accepted; `health` adds
-    the health API (default: when the asset holds `handlers/health.py`). `rejections` maps a work queue
-    to the metric its worker counts rejected messages with: each gets an alarm (`Monitoring`).
-
-    Attributes: `catalog`, `tables`, `queues`, `secrets`, `jobs`, `rotation` (or None), `health` (or None),
-    `monitoring`.
+    Attributes: `jobfence` (the `JobfenceJobs`), and its `catalog`, `tables`, `queues`, `secrets`,
+    `resources`, `jobs`, `rotation`, `health`, `monitoring`.
     """
 
     def __init__(
@@ -52,83 +40,29 @@ class JobfenceStack(Stack):
         health: bool | None = None,
         signing_keys: Sequence[tuple[str, str]] | tuple[str, str] | None = None,
         rejections: Mapping[str, str] | None = None,
+        runtime: lambda_.Runtime = RUNTIME,
+        architecture: lambda_.Architecture = ARCHITECTURE,
+        handler: str = SCHEDULED_HANDLER,
+        tables: Mapping[str, dynamodb.ITable] | None = None,
         **kwargs: Any,
     ) -> None:
-        # Refuse a bad catalog before any construct exists, with a message naming the entry.
-        self.catalog = deployable(catalog, prefix, functions_dir)
         super().__init__(scope, construct_id, **kwargs)
-        specs: list[JobSpec | QueueSpec] = [*self.catalog.jobs.values(), *self.catalog.queues.values()]
-
-        self.tables = CatalogTables(self, "Tables", catalog=self.catalog, prefix=prefix)
-        self.queues = {
-            name: WorkQueue(self, f"Queue{pascal(name)}", spec=spec, prefix=prefix)
-            for name, spec in sorted(self.catalog.queues.items())
-        }
-        names = [s for spec in specs for s in spec.secrets]
-        # The signing pairs jobfence owns are rotated on a schedule (SMG4 met, not acknowledged).
-        pairs = [pair for pair in _pairs(signing_keys) if set(pair) <= set(names)]
-        self.secrets = CatalogSecrets(self, "Secrets", names=names, prefix=prefix, rotated=pairs)
-        self.resources = CatalogResources(
-            tables=self.tables.tables,
-            indexes={name: tuple(i.name for i in spec.indexes) for name, spec in self.catalog.tables.items()},
-            keyed_by_job=frozenset(name for name, spec in self.catalog.tables.items() if spec.keyed_by_job),
-            tenant_scoped=frozenset(name for name, spec in self.catalog.tables.items() if spec.tenant_scoped),
-            queues={name: q.queue for name, q in self.queues.items()},
-            secrets=self.secrets.grantable,
-            prefix=prefix,
-        )
-
-        code = FunctionCode(self, "Code", functions_dir=functions_dir)
-        self.jobs = {
-            name: ScheduledJob(
-                self,
-                f"Job{pascal(name)}",
-                spec=spec,
-                code=code,
-                resources=self.resources,
-                prefix=prefix,
-                enabled=schedules_enabled,
-            )
-            for name, spec in sorted(self.catalog.jobs.items())
-        }
-        for job in self.jobs.values():  # the missed-run auditor may invoke the jobs it catches up, and no other
-            for name in job.spec.audits:
-                if self.catalog.job(name).catch_up == CatchUp.ONCE:
-                    job.may_catch_up(self.jobs[name])
-        for queue in self.queues.values():
-            queue.attach_worker(code=code, resources=self.resources)
-        self.rotation = None
-        if pairs:
-            self.rotation = SigningKeyRotation(
-                self, "SigningKeyRotation", code=code, prefix=prefix, secrets=self.secrets, signing_keys=pairs
-            )
-            for name in {n for pair in pairs for n in pair}:
-                self.resources.readers.setdefault(name, []).append(self.rotation.role)
-        self.secrets.admit_only(
-            self.resources.readers,
-            rotation=self.rotation.role if self.rotation is not None else None,
-            rotated=[n for pair in pairs for n in pair],
-        )
-        # The health handler is optional: without handlers/health.py the app still deploys.
-        if health is None:
-            health = handler_file(HEALTH_HANDLER, functions_dir).is_file()
-        self.health = HealthApi(self, "HealthApi", code=code, prefix=prefix) if health else None
-        self.monitoring = Monitoring(
+        self.jobfence = JobfenceJobs(
             self,
-            "Monitoring",
+            "Default",
+            catalog=catalog,
+            functions_dir=functions_dir,
             prefix=prefix,
-            jobs=self.jobs.values(),
-            queues=self.queues.values(),
-            rejections={q: m for q, m in (rejections or {}).items() if q in self.queues},
-            rotation=self.rotation.function if self.rotation is not None else None,
+            schedules_enabled=schedules_enabled,
+            health=health,
+            signing_keys=signing_keys,
+            rejections=rejections,
+            runtime=runtime,
+            architecture=architecture,
+            handler=handler,
+            tables=tables,
         )
-
-
-def _pairs(signing_keys: Sequence[tuple[str, str]] | tuple[str, str] | None) -> list[tuple[str, str]]:
-    """The (signing, verify) pairs asked for: none, one pair, or a sequence of pairs."""
-    if not signing_keys:
-        return []
-    items = list(signing_keys)
-    if len(items) == 2 and isinstance(items[0], str) and isinstance(items[1], str):
-        return [(items[0], items[1])]
-    return [(str(pair[0]), str(pair[1])) for pair in items]
+        jobs = self.jobfence
+        self.catalog, self.tables, self.queues, self.secrets = jobs.catalog, jobs.tables, jobs.queues, jobs.secrets
+        self.resources, self.jobs, self.rotation = jobs.resources, jobs.jobs, jobs.rotation
+        self.health, self.monitoring = jobs.health, jobs.monitoring

@@ -29,10 +29,13 @@ _MAX_DERIVED_NAME = 64
 _PREFIX = re.compile(r"^[a-z][a-z0-9-]{0,23}$")
 
 
-def deployable(catalog: Any, prefix: str, functions_dir: pathlib.Path) -> Registry:
+def deployable(
+    catalog: Any, prefix: str, functions_dir: pathlib.Path, scheduled_handler: str = SCHEDULED_HANDLER
+) -> Registry:
     """Re-validate `catalog` (anything with tables/jobs/queues mappings) and return it as a Registry.
 
-    Every handler and job entry module must exist under `functions_dir` (the code asset).
+    Every handler (`scheduled_handler` for the jobs, "module.function") and job entry module must exist
+    under `functions_dir` (the code asset).
 
     Raises `CatalogError` naming the entry when something cannot be deployed.
     """
@@ -46,7 +49,7 @@ def deployable(catalog: Any, prefix: str, functions_dir: pathlib.Path) -> Regist
     )
     for job in registry.jobs.values():
         _check_names(f"catalog entry {job.name!r}", job.name, prefix)
-        _check_module(functions_dir, f"catalog entry {job.name!r}", "handler", SCHEDULED_HANDLER.rpartition(".")[0])
+        _check_module(functions_dir, f"catalog entry {job.name!r}", "handler", scheduled_handler.rpartition(".")[0])
         _check_module(functions_dir, f"catalog entry {job.name!r}", "entry", job.entry.partition(":")[0])
         _check_providers(f"catalog entry {job.name!r}", job.providers)
         tick_interval_s(job)  # the schedule must be evaluable: monitoring derives its alarm window from it

@@ -7,6 +7,9 @@
   provider, a second subsystem's table) and the health API, so every
   construct is tested whatever has landed.
 - `disabled_template`: the real catalog with `-c schedules=disabled`.
+- `adopted`: an outside app's existing stack (the invoices example's catalog and code, its handler moved)
+  to which `JobfenceJobs` is added with another runtime, architecture and handler, over one table the
+  app imports by name and one it creates itself.
 
 If nag refuses an app, its report is kept for `test_infra_nag` and the other
 tests get a template synthesized without the packs, so one finding does not
@@ -120,7 +123,7 @@ def probe_catalog():
     )
 
 
-SYNTHESES = {"synthesized", "probe", "each"}
+SYNTHESES = {"synthesized", "probe", "each", "adopted"}
 
 
 def pytest_collection_modifyitems(items) -> None:
@@ -175,3 +178,86 @@ def disabled_template():
 def synthesize_app():
     """`synthesize(catalog, overrides, **context)` for tests that need their own (cheap, failing) synthesis."""
     return synthesize
+
+
+EXAMPLE_FUNCTIONS = pathlib.Path(__file__).resolve().parents[2] / "examples" / "invoices" / "functions"
+ADOPTED_HANDLER = "entrypoints.tick.handler"  # the example's handlers/scheduled.py, moved: no handlers/ at all
+IMPORTED_INVOICES = "billing-invoices-v1"  # the physical table the app already has (not in the template)
+
+
+@dataclass
+class Adoption:
+    catalog: object
+    stack: object  # the app's own stack
+    jobs: object  # the JobfenceJobs added to it
+    ledger: object  # the app's own Table, passed in
+    template: object
+
+    @property
+    def resources(self) -> dict:
+        return self.template.to_json()["Resources"]
+
+
+def example_catalog():
+    """The invoices example's catalog (loaded from its file: its package is not on this path), plus a ledger
+    table its job also writes."""
+    import dataclasses
+    import importlib.util
+
+    from jobfence.registry import Registry, TableSpec
+
+    spec = importlib.util.spec_from_file_location("example_invoices_catalog", EXAMPLE_FUNCTIONS / "invoices" / "catalog.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    ledger = TableSpec(name="ledger", subsystem=module.SUBSYSTEM, partition_key=("entry_id", "S"), sort_key=("at", "N"))
+    job = dataclasses.replace(module.MARK_OVERDUE, tables={**module.MARK_OVERDUE.tables, "ledger": "put"})
+    return Registry(tables=[module.INVOICES, ledger], jobs=[job])
+
+
+def example_functions(where: pathlib.Path) -> pathlib.Path:
+    """A copy of the example's code asset whose scheduled handler is `entrypoints/tick.py`."""
+    import shutil
+
+    functions = where / "functions"
+    shutil.copytree(EXAMPLE_FUNCTIONS, functions, ignore=shutil.ignore_patterns("__pycache__"))
+    (functions / "entrypoints").mkdir()
+    (functions / "entrypoints" / "__init__.py").write_text("")
+    (functions / "handlers" / "scheduled.py").rename(functions / "entrypoints" / "tick.py")
+    shutil.rmtree(functions / "handlers")
+    return functions
+
+
+@pytest.fixture(scope="session")
+def adopted(tmp_path_factory) -> Adoption:
+    from aws_cdk import App, Stack
+    from aws_cdk import aws_dynamodb as dynamodb
+    from aws_cdk import aws_lambda as lambda_
+    from aws_cdk import aws_sqs as sqs
+    from aws_cdk.assertions import Template
+
+    from jobfence_cdk import SKIP_BUNDLING_CONTEXT, JobfenceJobs
+
+    where = tmp_path_factory.mktemp("adopted")
+    catalog = example_catalog()
+    app = App(context=SKIP_BUNDLING_CONTEXT, outdir=str(where / "cdk.out"))
+    stack = Stack(app, "billing")  # the app's stack, with resources of its own
+    sqs.Queue(stack, "Payments", queue_name="billing-payments", enforce_ssl=True)
+    ledger = dynamodb.Table(
+        stack,
+        "Ledger",
+        table_name="billing-ledger",
+        partition_key=dynamodb.Attribute(name="entry_id", type=dynamodb.AttributeType.STRING),
+        sort_key=dynamodb.Attribute(name="at", type=dynamodb.AttributeType.NUMBER),
+    )
+    jobs = JobfenceJobs(
+        stack,
+        "Jobfence",
+        catalog=catalog,
+        functions_dir=example_functions(where),
+        prefix="billing",
+        runtime=lambda_.Runtime.PYTHON_3_13,
+        architecture=lambda_.Architecture.X86_64,
+        handler=ADOPTED_HANDLER,
+        tables={"invoices": dynamodb.Table.from_table_name(stack, "Invoices", IMPORTED_INVOICES), "ledger": ledger},
+    )
+    return Adoption(catalog, stack, jobs, ledger, Template.from_stack(stack))

@@ -181,7 +181,7 @@ def test_the_layers_asset_hash_names_its_wheel_platform():
     # an unchanged requirements file must not reuse (nor skip uploading) another architecture's bundle
     from jobfence_cdk.code import WHEEL_PLATFORMS, layer_asset_hash
 
-    hashes = {layer_asset_hash(FUNCTIONS / "requirements.txt", platform) for platform in WHEEL_PLATFORMS.values()}
+    hashes = {layer_asset_hash(FUNCTIONS / "requirements.txt", platform, "3.14") for platform in WHEEL_PLATFORMS.values()}
     assert len(hashes) == len(WHEEL_PLATFORMS)
 
 

@@ -1,5 +1,8 @@
 """The distributions an outside app installs: `jobfence` (the runtime, its test kit and fault simulator
 among it) and `jobfence-cdk` (the constructs); and `jobfence-ops`, the operator tooling, which neither needs.
+Each states its license (Apache-2.0, the repository's LICENSE in the wheel), authors, classifiers and
+project URLs, which are paths inside this repository; the runtime requires the AWS SDK only through its
+`boto3` extra (Lambda provides it; `testing` includes the extra).
 
 Each wheel is built here as `make dist` builds it (pip, offline, no isolation) and read back: the runtime's
 and the constructs' hold every module of their source package and nothing else (no job, handler or
@@ -98,8 +101,47 @@ def test_the_constructs_require_the_runtime_of_their_own_version(wheels):
     requires = metadata(wheels["jobfence-cdk"]).get_all("Requires-Dist")
     assert f"jobfence=={metadata(wheels['jobfence'])['Version']}" in requires
     # and the runtime declares what its modules import (croniter: jobfence.schedule)
-    runtime = {re.split(r"[\[<>=;! ]", r)[0] for r in metadata(wheels["jobfence"]).get_all("Requires-Dist")}
-    assert {"aws-lambda-powertools", "pynamodb", "pydantic", "boto3", "croniter"} <= runtime
+    runtime = {re.split(r"[\[<>=;! ]", r)[0] for r in metadata(wheels["jobfence"]).get_all("Requires-Dist")
+               if "extra ==" not in r}
+    assert {"aws-lambda-powertools", "pynamodb", "pydantic", "croniter"} <= runtime
+
+
+@pytest.mark.slow  # builds the wheels (pip, a subprocess)
+def test_the_runtime_requires_the_aws_sdk_only_through_its_boto3_extra(wheels):
+    from jobfence_cdk.code import RUNTIME_PROVIDED
+
+    requires = metadata(wheels["jobfence"]).get_all("Requires-Dist")
+    # GIVEN the SDK Lambda's runtime provides WHEN the runtime's requirements are read
+    # THEN none is required unconditionally (a layer installing `jobfence` does not pull boto3 in by it)
+    unconditional = {re.split(r"[\[<>=;! ]", r)[0] for r in requires if "extra ==" not in r}
+    assert not unconditional & set(RUNTIME_PROVIDED), sorted(unconditional)
+    # AND the `boto3` extra brings boto3 and botocore, and the `testing` extra (tests run outside Lambda) includes it
+    boto3 = {re.split(r"[\[<>=;! ]", r)[0] for r in requires if 'extra == "boto3"' in r}
+    assert boto3 == {"boto3", "botocore"}
+    assert any(r.startswith("jobfence[boto3]") and 'extra == "testing"' in r for r in requires), requires
+
+
+@pytest.mark.slow  # builds the wheels (pip, a subprocess)
+@pytest.mark.parametrize("name", [*sorted(SOURCES), "jobfence-ops"])
+def test_every_wheel_states_its_license_authors_classifiers_and_urls_inside_the_repository(wheels, name):
+    meta = metadata(wheels[name])
+    # GIVEN a wheel WHEN its metadata is read THEN it is Apache-2.0, with the license text itself in the wheel
+    assert meta["License"] == "Apache-2.0"
+    assert "License :: OSI Approved :: Apache Software License" in meta.get_all("Classifier")
+    (license_file,) = [n for n in wheels[name].namelist() if re.search(r"\.dist-info/(licenses/)?LICENSE$", n)]
+    assert wheels[name].read(license_file) == (ROOT / "LICENSE").read_bytes()
+    assert (ROOT / "LICENSE").read_text().split()[:4] == ["Apache", "License", "Version", "2.0,"]
+    assert meta["Author"]
+    # AND its classifiers name every Python it supports (requires-python >=3.11, up to Lambda's python3.14)
+    assert meta["Requires-Python"] == ">=3.11"
+    pythons = {c.rpartition(":: ")[2] for c in meta.get_all("Classifier") if c.startswith("Programming Language :: Python :: 3.")}
+    assert pythons == {"3.11", "3.12", "3.13", "3.14"}
+    # AND every project URL is a path inside this repository that exists (no outside host)
+    urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL"))
+    assert "Source" in urls and "Documentation" in urls, urls
+    for label, url in urls.items():
+        assert "://" not in url and not url.startswith(("/", "..")), (label, url)
+        assert (ROOT / url).exists(), (label, url)
 
 
 def imported_modules(path: pathlib.Path) -> set[str]:
@@ -124,7 +166,7 @@ def test_the_kits_simulator_ships_in_the_runtime_whose_testing_extra_declares_wh
     assert not any(n.startswith("ops/") for n in files)
     # AND its `testing` extra brings moto (the simulator's wire) and pytest, not the operator tooling
     testing = [r for r in metadata(wheels["jobfence"]).get_all("Requires-Dist") if 'extra == "testing"' in r]
-    assert {re.split(r"[\[<>=;! ]", r)[0] for r in testing} == {"moto", "pytest"}, testing
+    assert {re.split(r"[\[<>=;! ]", r)[0] for r in testing} == {"jobfence", "moto", "pytest"}, testing  # [boto3]
     assert any(r.startswith("moto[dynamodb]") for r in testing)
     # AND the operator tooling requires the runtime of its version (its families run on the kit's simulator)
     ops_meta = metadata(wheels["jobfence-ops"])
@@ -162,11 +204,14 @@ def test_the_layer_hash_follows_the_local_wheels_a_find_links_line_names(tmp_pat
     requirements.write_text("--find-links ../dist\njobfence==0.2.0\n")
     wheel = tmp_path / "dist" / "jobfence-0.2.0-py3-none-any.whl"
     wheel.write_bytes(b"first build")
-    before = layer_asset_hash(requirements, "manylinux2014_aarch64")
+    before = layer_asset_hash(requirements, "manylinux2014_aarch64", "3.14")
     # WHEN the wheel is rebuilt under the same version THEN the layer is a new one
     wheel.write_bytes(b"second build")
-    assert layer_asset_hash(requirements, "manylinux2014_aarch64") != before
-    # and a requirements file without local wheels hashes as it always did (the file and the platform)
+    assert layer_asset_hash(requirements, "manylinux2014_aarch64", "3.14") != before
+    # and a requirements file without local wheels hashes what builds the bundle: the file, the platform, the
+    # Python version and what is pruned from it (a bundle from before the pruning is never reused)
     plain = tmp_path / "functions" / "plain.txt"
     plain.write_text("pynamodb==6.1.0\n")
-    assert layer_asset_hash(plain, "p") == hashlib.sha256(b"pynamodb==6.1.0\n\0p").hexdigest()
+    pruned = b"boto3,botocore,s3transfer,jmespath,jobfence/testing,providers/*_fake.py"
+    expected = hashlib.sha256(b"\0".join([b"pynamodb==6.1.0\n", b"p", b"3.14", pruned])).hexdigest()
+    assert layer_asset_hash(plain, "p", "3.14") == expected
