@@ -59,6 +59,7 @@ _MODULES = {
     "jobfence.work.pipeline": "WorkerPipeline",
     "jobfence.work.producer": "Producer SubmitResult",
     "jobfence.work.store": "WorkStore",
+    "jobfence.work.sqs": "SqsWakeups",
     "jobfence.work.wakeups": "Wakeups",
     "jobfence.work.fairness": "Admission TenantGate",
     "jobfence.work.worker": "Attempt MessageFailed MessageOutcome RoundResult Tally Worker",
