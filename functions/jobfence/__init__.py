@@ -30,11 +30,18 @@ function and the CDK app read: `JobSpec` (schedule, lease TTL, `Overlap` and
 on a table is an `Access`: "+"-joined `AccessVerb`s ("query+update") or the
 bundles "read" and "write".
 
-**Durable batches** (`jobfence.work`, its own package: `Producer`, `Worker`,
-`WorkStore`, `TenantGate`, `BatchOperations`). **Reclaim**
-(`jobfence.reclaim`): `Reclaimer` sweeps stale items and batches, one
-`ReclaimCounts` per page. **Quota** (`jobfence.quota`): `QuotaStore` grants,
-reserves and refunds per-tenant units with conditional writes.
+**A per-item pipeline** (docs/your-first-pipeline.md; the package `jobfence.work`). Its catalog gives
+the batches and items tables their sparse indexes (`OPEN_INDEX_SPEC`, `RECLAIM_INDEX_SPEC`) and the
+pipeline its `Timing`. `WorkStore` holds the batch and item rows (over a `QuotaStore`, which grants,
+reserves and refunds per-tenant units with conditional writes); `Producer.submit` writes a batch
+(`BatchRef`) of `ItemInput`s and wakes a worker per item through `SqsWakeups`, the SQS adapter of the
+wake-up port (`SubmitResult`); the worker calls the app's step with a `WorkRequest` per item (its
+`idempotency_key` the same on every attempt), which raises `PermanentFailure` to fail it for good;
+`WorkStore.describe_batch` reads a `BatchReport` (`BatchRow`, `ItemRow`, `BatchStatus`, `ItemStatus`)
+and `QuotaStore.balance` a `QuotaBalance`. **Reclaim** (`jobfence.reclaim`): `Reclaimer` sweeps
+stale items and batches of each `ReclaimPipeline`, one `ReclaimCounts` per page. A store built inside
+`bound_to(session)` sends its requests to that session's region, never the environment's (`worker_handler`
+builds its pipeline's stores so, in the `session` it is given).
 
 **Errors**: every error a job, a handler or a catalog may meet derives from
 `JobfenceError` and is exported here. A catalog entry that cannot be deployed or
@@ -57,8 +64,8 @@ holds the lookups every function shares (`table`, `queue`, `secret`, ...).
 The reference of every name, generated from these docstrings, is docs/api.md
 (`python -m ops.apidoc`).
 
-Everything else (`jobfence.dynamo`, `jobfence.runs`, `jobfence.triggers`, the
-work package's modules) is internal and may change.
+Everything else (the rest of `jobfence.dynamo`, `jobfence.runs`, `jobfence.triggers`, and
+of the work package's modules) is internal and may change.
 """
 
 from jobfence.exports import on_demand, public_names
@@ -69,21 +76,29 @@ _MODULES = {
     "jobfence.batch": "LastBatch",
     "jobfence.clock": "Clock FrozenClock SystemClock",
     "jobfence.config": "ScheduledSettings Settings",
+    "jobfence.dynamo": "bound_to",
     "jobfence.errors": (
         "ConditionFailed IntervalNotElapsed InvalidEvent JobfenceError LeaseHeld LeaseLost LeaseRefused "
         "PredecessorUnrecorded RequestServed SettingsError StoreError TermOvertaken UnknownJob"
     ),
     "jobfence.handler.scheduled": "scheduled_handler",
     "jobfence.handler.worker": "worker_handler",
+    "jobfence.indexes": "OPEN_INDEX_SPEC RECLAIM_INDEX_SPEC",
     "jobfence.lease": "Lease LeaseStore",
-    "jobfence.quota": "QuotaStore",
-    "jobfence.reclaim": "ReclaimCounts Reclaimer",
+    "jobfence.quota": "QuotaBalance QuotaStore",
+    "jobfence.reclaim": "ReclaimCounts ReclaimPipeline Reclaimer",
     "jobfence.registry": "Access AccessVerb CatalogError CatchUp IndexSpec JobSpec Overlap QueueSpec Registry TableSpec",
     "jobfence.scheduled": "JobDeps Outcome RunContext RunResult ScheduledRunner",
     "jobfence.tenants": "TenantSessionRefused",
     "jobfence.transaction": "FencedTransaction Write",
-    "jobfence.work.keys": "BatchConflict PermanentFailure",
+    "jobfence.work.keys": (
+        "BatchConflict BatchRef BatchReport BatchRow BatchStatus ItemInput ItemRow ItemStatus PermanentFailure WorkRequest"
+    ),
     "jobfence.work.pipeline": "WorkerPipeline",
+    "jobfence.work.producer": "Producer SubmitResult",
+    "jobfence.work.sqs": "SqsWakeups",
+    "jobfence.work.store": "WorkStore",
+    "jobfence.work.timing": "Timing",
 }
 # Importing `jobfence.clock` runs this file first: it must load nothing (docs/benchmarks.md, cold start).
 __getattr__ = on_demand(__name__, _MODULES)

@@ -4,6 +4,8 @@
 handler's cold start calls `bind(Model, settings.table("name"))`, which returns
 a fresh subclass (with fresh index objects, so two bindings never share state)
 whose Meta names the physical table. Nothing binds a table name at import time.
+Inside `bound_to(session)` its Meta also names the session's region, so a store's requests go where the
+caller's other clients go, whatever the process's environment says.
 Every botocore session of the process (pynamodb's, one per bound model and thread, and `new_session`'s)
 shares one data loader: the service models and endpoint rules are parsed once, not once per model.
 
@@ -57,7 +59,7 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, Index, KeysOnl
 from pynamodb.models import Model
 
 from jobfence.clock import Clock
-from jobfence.errors import StoreError
+from jobfence.errors import SettingsError, StoreError
 from jobfence.registry import IndexSpec
 
 M = TypeVar("M", bound=type[Model])
@@ -496,6 +498,27 @@ def bound_with(credentials: Credentials) -> Iterator[None]:
         _binding_credentials.reset(token)
 
 
+_binding_region: contextvars.ContextVar[str | None] = contextvars.ContextVar("jobfence_binding_region", default=None)
+
+
+@contextmanager
+def bound_to(session: Any) -> Iterator[None]:
+    """Every model `bind` binds inside (every store built inside) sends its requests to `session`'s region.
+
+    `session` is the boto3 session the caller's other clients come from (Lambda's, or a test's on moto):
+    a store built inside it never reads the region from the process's environment (`AWS_DEFAULT_REGION`),
+    which outside Lambda may be unset or another one. A session without a region is a `SettingsError`.
+    """
+    region = getattr(session, "region_name", None)
+    if not region:
+        raise SettingsError("the session has no region: give it one, boto3.Session(region_name=...)")
+    token = _binding_region.set(region)
+    try:
+        yield
+    finally:
+        _binding_region.reset(token)
+
+
 def credentials_of(model: Any) -> dict[str, Any]:
     """The credential keywords of a bound model's Meta (for a pynamodb `Connection` beside it), or none."""
     meta = model.Meta
@@ -507,9 +530,13 @@ def credentials_of(model: Any) -> dict[str, Any]:
 
 
 def bind(model: M, table_name: str) -> M:
-    """A subclass of `model` bound to `table_name` (signing with the credentials of `bound_with`, if inside it)."""
+    """A subclass of `model` bound to `table_name` (in the region of `bound_to`'s session and signing with the
+    credentials of `bound_with`, if inside them)."""
     meta_class = cast(type, model.Meta)  # a class at run time; pynamodb types it by its attributes (MetaProtocol)
     attrs: dict[str, Any] = {"table_name": table_name}
+    region = _binding_region.get()
+    if region is not None:
+        attrs["region"] = region
     credentials = _binding_credentials.get()
     if credentials is not None:
         attrs.update(

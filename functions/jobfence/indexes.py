@@ -25,9 +25,13 @@ OPEN_INDEX = "by_open"
 RECLAIM_INDEX_SPEC = IndexSpec(
     name=RECLAIM_INDEX, partition_key=("reclaim_key", "S"), sort_key=("updated_at", "N"), projection="KEYS_ONLY"
 )
+"""The sparse index of a pipeline's items table (`TableSpec(indexes=(RECLAIM_INDEX_SPEC,))`): only live items
+(pending, running) carry its key, so the reclaimer reads the stale ones, never the table."""
 OPEN_INDEX_SPEC = IndexSpec(
     name=OPEN_INDEX, partition_key=("open_key", "S"), sort_key=("updated_at", "N"), projection="KEYS_ONLY"
 )
+"""The sparse index of a pipeline's batches table (`TableSpec(indexes=(OPEN_INDEX_SPEC,))`): only open batches
+carry its key, so the reclaimer finds the batches it may have to finalize without a scan."""
 
 
 def due_index_spec(name: str, shard_attr: str, due_attr: str) -> IndexSpec:

@@ -68,6 +68,7 @@ class QuotaBalance:
 
     @property
     def used(self) -> int:
+        """Units in use: `limit - available`, which is `reserved - refunded`."""
         return self.limit - self.available
 
 

@@ -12,7 +12,8 @@ The two providers are two configurations (`ItemEndpoint`) of one port:
     PUBLISHER   POST /v1/listings     {"tenant", "listing": {...}}  -> {"id": "pub_000001"}
 
 `HttpItemProvider` is the real adapter (stdlib only); `providers.items_fake`
-holds the offline fake and `ops.stubs.work_api` the loopback stub of the API.
+holds the offline fake (the local runtime serves a loopback stub of the API
+itself: an adapter knows nothing of the tooling that tests it).
 """
 
 from __future__ import annotations

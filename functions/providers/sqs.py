@@ -3,8 +3,8 @@
     SqsNotificationQueue  jobs.club.notifications.NotificationQueue   one signed Discord event
     SqsVisibility         jobs.club.delivery.Visibility               hide a received message for a while
 
-The durable batches' wake-ups have their own adapter, `providers.sqs_wakeups`
-(kept apart so a club function does not load `jobfence.work` at init). The
+The durable batches' wake-ups have their own adapter, in the runtime: `jobfence.work.sqs.SqsWakeups`
+(a club function does not load it, nor `jobfence.work`, at init). The
 fake of the notification queue lives beside its port (`MemoryNotificationQueue`).
 """
 

@@ -105,9 +105,9 @@ class _SqsCounter:
 def _drain(n_items: int, metered: bool) -> dict[str, Any]:
     """Produce one batch of `n_items` on a moto SQS queue and drain it as the event source mapping would."""
     from jobfence.work import BatchRef, Producer, Worker
+    from jobfence.work.sqs import SqsWakeups
     from jobs.catalog import CATALOG
     from jobs.listings.pipelines import PIPELINES
-    from providers.sqs_wakeups import SqsWakeups
 
     with mock_aws():
         rig, meter, *_ = _setup(metered=metered)

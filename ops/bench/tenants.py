@@ -101,7 +101,7 @@ def round_cost(spread: int, scoped: bool) -> RoundCost:
                     BatchRef(tenant, "b"), "generation", [ItemInput(f"i{j}", {}) for j in range(2 * per)], "bench"
                 )
             handler = worker_handler(
-                CATALOG, env, clock, worker_pipeline, perform=perform_with(FakeItemProvider(GENERATOR))
+                CATALOG, env, clock, worker_pipeline, session=aws, perform=perform_with(FakeItemProvider(GENERATOR))
             )
             costs = []
             for rnd in range(2):

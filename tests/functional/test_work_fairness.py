@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from jobfence.work import BatchRef, ItemKey, ItemStatus, Tally, TenantGate
-from providers.sqs_wakeups import SqsWakeups
+from jobfence.work.sqs import SqsWakeups
 from jobfence.work.fairness import new_owner
 from jobs.listings.catalog import GENERATION, PIPELINES, TENANT_IN_FLIGHT_CAP, Pipeline
 from tests.aws_faults import Faults

@@ -59,7 +59,7 @@ def test_a_tenant_whose_session_is_refused_comes_back_alone_and_its_rows_stay_un
         return real_assume(self, tenant)
 
     monkeypatch.setattr(TenantScopes, "assume", assume)
-    handler = worker_handler(CATALOG, environ, clock, worker_pipeline, perform=perform_with(FakeItemProvider(GENERATOR)))
+    handler = worker_handler(CATALOG, environ, clock, worker_pipeline, session=aws, perform=perform_with(FakeItemProvider(GENERATOR)))
     records = [_record(t, i) for i in range(2) for t in ("acme", "globex")]
     # WHEN one round meets both tenants while STS refuses globex's session
     response = handler({"Records": records}, lambda_context)

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
 from aws_lambda_powertools import Logger, Metrics
 
 from jobfence.clock import FrozenClock
 from jobfence.config import ScheduledSettings, WorkerSettings, queue_env, table_env
+from jobfence.dynamo import bound_to
 from jobfence.handler import worker_handler
 from jobfence.lease import LeaseStore
 from jobfence.runs import RunStore
 from jobfence.scheduled import JobDeps, Outcome, ScheduledRunner
+from jobfence.testing.harness import aws_session
 from jobfence.triggers import Trigger
 from jobfence.work import BatchRef, ItemInput, ItemStatus, Producer, parse_wakeup
-from providers.sqs_wakeups import SqsWakeups
+from jobfence.work.sqs import SqsWakeups
 from jobs.catalog import CATALOG
 from jobs.listings.pipelines import build_store, perform_with, worker_pipeline
 from providers.items import GENERATOR
@@ -46,7 +49,7 @@ def worker_env(tables, queues):
 
 def worker(environ, clock, fake):
     """The worker function's handler as its cold start builds it, with the fake provider's step (offline)."""
-    return worker_handler(CATALOG, environ, clock, worker_pipeline, perform=perform_with(fake))
+    return worker_handler(CATALOG, environ, clock, worker_pipeline, session=aws_session(), perform=perform_with(fake))
 
 
 def test_the_handler_turns_the_sample_batch_into_a_partial_response(worker_env, clock, lambda_context):
@@ -70,6 +73,49 @@ def test_the_handler_turns_the_sample_batch_into_a_partial_response(worker_env, 
     assert sorted(f["itemIdentifier"] for f in response["batchItemFailures"]) == sorted(
         r["messageId"] for r in bad["Records"]
     )
+
+
+def test_without_a_region_in_the_environment_the_worker_calls_aws_only_through_the_session_it_is_given(
+    worker_env, queues, clock, lambda_context, monkeypatch
+):
+    # GIVEN a process whose environment names no region (outside Lambda: a laptop, a CI job) and a session that does
+    for name in ("AWS_DEFAULT_REGION", "AWS_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    session = aws_session("us-east-1")
+    step, attempts = perform_with(FakeItemProvider(GENERATOR)), Counter()
+
+    def flaky(request, timeout_s):  # sku-0002's first attempt times out: its retry's wake-up goes out through SQS
+        attempts[request.key.item_id] += 1
+        if request.key.item_id == "sku-0002" and attempts["sku-0002"] == 1:
+            raise TimeoutError("the provider did not answer")
+        return step(request, timeout_s)
+
+    # WHEN the worker function cold-starts on that session and handles the sample batch
+    handler = worker_handler(CATALOG, worker_env, clock, worker_pipeline, session=session, perform=flaky)
+    with bound_to(session):
+        store = build_store(WorkerSettings.from_environ(worker_env), clock)
+    store.quota.grant("acme", 10)
+    ref = BatchRef("acme", "gen-2026-01-01")
+    Producer(store, {"generation": _Null()}, Logger(service="t")).submit(
+        ref, "generation", [ItemInput("sku-0001", {}), ItemInput("sku-0002", {})], "tester"
+    )
+    assert handler(load_event("sqs_generation_batch"), lambda_context) == {"batchItemFailures": []}
+    # THEN its store claimed and settled the rows in the session's region, and the retry's wake-up is on its queue
+    assert {i.item_id: i.status for i in store.describe_batch(ref).items} == {
+        "sku-0001": ItemStatus.COMPLETED, "sku-0002": ItemStatus.PENDING}
+    sqs, urls = queues
+    counts = sqs.get_queue_attributes(QueueUrl=urls["listing_generation"], AttributeNames=["All"])["Attributes"]
+    assert int(counts["ApproximateNumberOfMessages"]) + int(counts["ApproximateNumberOfMessagesDelayed"]) == 1
+
+
+def test_a_session_without_a_region_is_a_settings_error_before_any_call(worker_env, clock, monkeypatch):
+    for name in ("AWS_DEFAULT_REGION", "AWS_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    from jobfence.errors import SettingsError
+
+    with pytest.raises(SettingsError, match="the session has no region"):
+        worker_handler(CATALOG, worker_env, clock, worker_pipeline, session=aws_session(),
+                       perform=perform_with(FakeItemProvider(GENERATOR)))
 
 
 @pytest.mark.parametrize("event", [{"Records": [{}]}, {"Records": [None, 3]}, {"Records": [{"messageId": "m", "body": 1}]},
@@ -114,7 +160,7 @@ def test_a_worker_function_without_its_queue_fails_closed(worker_env, queues, cl
         worker({**worker_env, "WORKER_QUEUE": "no_such_queue"}, clock, fake)
     # AND a pipelines mapping without the function's queue is a catalog error naming it too
     with pytest.raises(CatalogError, match=r"no WorkerPipeline is given for the queue 'listing_generation'"):
-        worker_handler(CATALOG, worker_env, clock, {}, perform=perform_with(fake))
+        worker_handler(CATALOG, worker_env, clock, {}, session=aws_session(), perform=perform_with(fake))
     # AND without WORKER_QUEUE, two granted queues are ambiguous: it refuses rather than guess
     from jobfence.errors import SettingsError
 
@@ -140,7 +186,7 @@ def test_a_worker_granted_only_its_own_queue_runs_that_queues_pipeline(worker_en
         queues_asked.append(queue)
         return worker_pipeline(queue)
 
-    handler = worker_handler(CATALOG, env, clock, pipelines, perform=recording)
+    handler = worker_handler(CATALOG, env, clock, pipelines, session=aws_session(), perform=recording)
     assert queues_asked == ["listing_generation"]
     store = build_store(WorkerSettings.from_environ(env), clock)
     store.quota.grant("acme", 10)

@@ -158,7 +158,7 @@ def test_a_worker_round_of_two_tenants_sends_each_tenants_rows_under_its_own_ses
     base, urls = listing_env
     environ = {**base, queue_env("listing_generation"): urls["listing_generation"], "WORKER_QUEUE": "listing_generation",
                "PROVIDER_GENERATOR_URL": "http://127.0.0.1:9", ENV_TENANT_ROLE: MOTO_ROLE}
-    handler = worker_handler(CATALOG, environ, clock, worker_pipeline, perform=perform_with(FakeItemProvider(GENERATOR)))
+    handler = worker_handler(CATALOG, environ, clock, worker_pipeline, session=aws, perform=perform_with(FakeItemProvider(GENERATOR)))
     store = build_store(_settings(base), clock)
     for tenant in TENANTS:
         _submit(store, tenant, "b1", 3)

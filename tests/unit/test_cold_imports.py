@@ -99,7 +99,7 @@ def test_a_scheduled_function_loads_no_other_jobs_module_nor_the_work_store(job,
     # pipelines a work-store job builds through name the item provider's types: 3 ms, left as they are;
     # and it re-sends wake-ups through their SQS adapter)
     if not spec.providers and not spec.secrets:
-        pipeline_types = {"providers", "providers.errors", "providers.items", "providers.sqs_wakeups"} if uses_work else set()
+        pipeline_types = {"providers", "providers.errors", "providers.items"} if uses_work else set()
         assert {m for m in modules if m.startswith(("providers", "cryptography"))} <= pipeline_types
 
 

@@ -9,11 +9,14 @@ The convention (stated at the top of each page):
     ```text              a picture (a directory tree)
 Then the test files the page wrote run with pytest in that directory. Both run in fresh interpreters that see
 only the packages an app installs (`jobfence`, `jobfence_cdk`, and `ops` for the simulator), so the page's
-modules (`app`, `handlers`, its packages) never meet this repository's own.
+modules (`app`, `handlers`, its packages) never meet this repository's own; nothing puts the app's `functions/`
+on the path but the page itself (as an outsider's shell would not), and no AWS region is in the environment
+(the suite's conftest sets one, an outsider's shell may not): what needs one gets it from the page.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import pathlib
@@ -34,10 +37,11 @@ PAGES = ("your-first-job.md", "your-first-pipeline.md")
 FENCE = re.compile(r"^```(\w*)([^\n]*)\n(.*?)^```\s*$", re.M | re.S)
 FILE_LINE = re.compile(r"^# file: (\S+)\n")
 HEREDOC = re.compile(r"^cat > (\S+) <<'EOF'$")
+# what the suite's conftest sets and an outsider's shell may lack: the pages run without them
+AMBIENT = ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_PROFILE", "PYTHONPATH")
 RUN_BLOCKS = """
-import json, os, pathlib, sys
+import json, pathlib, sys
 blocks = json.loads(pathlib.Path(sys.argv[1]).read_text())
-sys.path[:0] = [os.path.abspath("functions"), os.path.abspath(".")]
 namespace = {"__name__": "__guide__"}
 for n, (where, code) in enumerate(blocks):
     exec(compile(code, where, "exec"), namespace)
@@ -75,7 +79,8 @@ def site(where: pathlib.Path) -> pathlib.Path:
 
 
 def run(args: list[str], cwd: pathlib.Path, packages: pathlib.Path) -> str:
-    env = {**os.environ, "PYTHONPATH": str(packages), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+    outsider = {name: value for name, value in os.environ.items() if name not in AMBIENT}
+    env = {**outsider, "PYTHONPATH": str(packages), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
            "PYTHONDONTWRITEBYTECODE": "1"}
     done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, f"{args[1:3]}: exit {done.returncode}\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
@@ -115,6 +120,26 @@ def test_every_jobfence_command_shown_parses(page, tmp_path, monkeypatch):
             parser().parse_args(normalized(shlex.split(line)[1:]))
         except SystemExit as exc:
             pytest.fail(f"{page}: `{line}` does not parse (exit {exc.code})")
+
+
+# the packages whose `__init__` declares the public API docs/api.md lists (`ops.apidoc`)
+PUBLIC_PACKAGES = ("jobfence", "jobfence.testing", "jobfence_cdk")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_jobfence_name_the_page_imports_is_public_and_on_the_api_page(page):
+    """An outsider imports only what docs/api.md promises: from a package's `__init__`, never an internal module."""
+    api = (ROOT / "docs" / "api.md").read_text()
+    internal, unlisted = [], []
+    for block in (b for b in blocks(page) if b.language == "python"):
+        for node in ast.walk(ast.parse(block.code)):
+            if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith(("jobfence", "jobfence_cdk")):
+                continue
+            if node.module not in PUBLIC_PACKAGES:
+                internal.append(f"{page}:{block.line}: from {node.module} import ...")
+                continue
+            unlisted += [f"{node.module}.{a.name}" for a in node.names if f"#### `{node.module}.{a.name}`" not in api]
+    assert internal == [] and unlisted == [], (internal, unlisted)
 
 
 @pytest.mark.slow  # the first page synthesizes its CDK app; both run a few seeds of the fault simulator

@@ -1,7 +1,7 @@
 """The Lambda handlers of a catalog, each built once at cold start by an app's two-line handler module.
 
     scheduled  scheduled_handler(catalog, environ, clock): a scheduled job's function (`handlers.scheduled.handler`)
-    worker     worker_handler(catalog, environ, clock, pipelines): a queue worker's (`handlers.worker.handler`)
+    worker     worker_handler(catalog, environ, clock, pipelines, session=...): a queue worker's (`handlers.worker.handler`)
 
 Names load on first use: a scheduled function never loads the worker's SQS batch processing, nor a
 worker the scheduled runner (docs/benchmarks.md, cold start).

@@ -10,7 +10,11 @@ come back. An app's handler module is two lines over its catalog and its pipelin
     from jobs.catalog import CATALOG
     from jobs.listings.pipelines import worker_pipeline
 
-    handler = worker_handler(CATALOG, os.environ, SystemClock(), worker_pipeline)
+    handler = worker_handler(CATALOG, os.environ, SystemClock(), worker_pipeline, session=boto3.Session())
+
+The function's AWS clients (its SQS wake-ups, STS for tenant sessions) and its stores' tables come from the
+`session` the caller gives (in Lambda, `boto3.Session()`: the function's own region and role; in a test, one
+on moto): nothing here reads the region from the environment itself.
 """
 
 from __future__ import annotations
@@ -18,14 +22,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import boto3
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 
 from jobfence.clock import Clock
 from jobfence.config import WorkerSettings, metrics_namespace
-from jobfence.dynamo import new_session
+from jobfence.dynamo import bound_to
 from jobfence.registry import CatalogError, Registry
 from jobfence.sqs_batch import split_records
 from jobfence.tenants import TenantScopes
@@ -41,6 +44,7 @@ def worker_handler(
     clock: Clock,
     pipelines: Callable[[str], WorkerPipeline] | Mapping[str, WorkerPipeline],
     *,
+    session: Any,
     perform: Perform | None = None,
 ) -> Callable[[Any, Any], Mapping[str, Any]]:
     """The Lambda handler of the worker of `catalog`'s queue that `environ` names, its `Worker` built once.
@@ -48,8 +52,10 @@ def worker_handler(
     Call it at import time of the handler module (the cold start): it validates the environment
     (`WorkerSettings`), looks the queue up in `catalog` (an unknown queue raises `CatalogError`, two granted
     queues and no `WORKER_QUEUE` raise `SettingsError`), then `pipelines` (a mapping or a function from the
-    catalog queue name to its `WorkerPipeline`; a mapping without the queue raises `CatalogError`) and builds the pipeline's store, step, wake-ups on the
-    function's own queue and gate. `perform` replaces the pipeline's step (a test's fake provider; the
+    catalog queue name to its `WorkerPipeline`; a mapping without the queue raises `CatalogError`) and builds the
+    pipeline's store, step, wake-ups on the function's own queue and gate. `session` (a boto3 session) is where
+    every AWS call goes: the wake-ups' SQS client and STS's are its clients, and the stores are built inside
+    `jobfence.bound_to(session)`, in its region (a session without one raises `SettingsError`). `perform` replaces the pipeline's step (a test's fake provider; the
     real one is then not built). With `TENANT_ROLE_ARN` set, every tenant's store and gate are built
     over that tenant's own session (`jobfence.tenants.TenantScopes`), cached per tenant while its credentials
     last; the function's own role then touches no tenant row. The handler returns the partial batch response (`batchItemFailures`).
@@ -60,28 +66,32 @@ def worker_handler(
         given = ", ".join(sorted(pipelines)) or "none"
         raise CatalogError(f"no WorkerPipeline is given for the queue {spec.name!r} (given: {given})")
     pipeline = pipelines[spec.name] if isinstance(pipelines, Mapping) else pipelines(spec.name)
-    sqs = boto3.Session(botocore_session=new_session()).client("sqs")
+    with bound_to(session):  # raises before any client exists when the session has no region
+        store = pipeline.store(settings, clock)
+        gate = pipeline.gate(settings, clock) if pipeline.gate is not None else None
+    sqs = session.client("sqs")
     logger = Logger(service=spec.subsystem)
     logger.append_keys(worker=spec.subsystem, stage=spec.name)
     metrics = Metrics(namespace=metrics_namespace(environ), service=spec.subsystem)
     metrics.set_default_dimensions(queue=spec.name)
     scopes = None
     if settings.tenant_role_arn:  # each tenant's rows only under its own session (`jobfence.tenants`)
-        sts = boto3.Session(botocore_session=new_session()).client("sts")
+        sts = session.client("sts")
 
         def scope(tenant: str, credentials: Any) -> TenantScope:
-            gate = pipeline.gate(settings, clock) if pipeline.gate is not None else None
-            return TenantScope(pipeline.store(settings, clock), gate)
+            with bound_to(session):  # in the session's region, signed with the tenant's credentials
+                tenant_gate = pipeline.gate(settings, clock) if pipeline.gate is not None else None
+                return TenantScope(pipeline.store(settings, clock), tenant_gate)
 
         scopes = TenantScopes(sts, settings.tenant_role_arn, clock, scope)
     worker = Worker(
-        pipeline.store(settings, clock),
+        store,
         pipeline.kind,
         pipeline.timing,
         perform if perform is not None else pipeline.perform(settings),
         pipeline.wakeups(sqs, settings.queue(spec.name)),
         logger,
-        gate=pipeline.gate(settings, clock) if pipeline.gate is not None else None,
+        gate=gate,
         defer_delay_s=pipeline.defer_delay_s,
         scopes=scopes,
     )

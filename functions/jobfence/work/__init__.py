@@ -14,7 +14,8 @@ The package, by responsibility:
     transactions  the store's multi-item transactions: claim, reopen failed items
     rollup        the store's roll-up tallies, recount and finalize
     sweep         the reclaimer's reads: open batches and their index shards, stale live items
-    wakeups       Wakeups: where wake-up messages go (the SQS adapter is providers.sqs_wakeups.SqsWakeups)
+    wakeups       Wakeups: where wake-up messages go (the port)
+    sqs           SqsWakeups: the port's SQS adapter
     producer      Producer: create a batch and wake a worker for each item
     worker        Worker: claim, run, record, roll up one SQS batch
     pipeline      WorkerPipeline: what an app gives for a queue's worker (jobfence.handler.worker_handler)
@@ -58,6 +59,7 @@ _MODULES = {
     "jobfence.work.pipeline": "WorkerPipeline",
     "jobfence.work.producer": "Producer SubmitResult",
     "jobfence.work.store": "WorkStore",
+    "jobfence.work.sqs": "SqsWakeups",
     "jobfence.work.wakeups": "Wakeups",
     "jobfence.work.fairness": "Admission TenantGate",
     "jobfence.work.worker": "Attempt MessageFailed MessageOutcome RoundResult Tally Worker",

@@ -90,6 +90,7 @@ class BatchRef:
 
     @property
     def batch_key(self) -> str:
+        """`tenant#batch_id`: the prefix of the partition keys of the batch's item rows."""
         return f"{self.tenant}#{self.batch_id}"
 
     def item_partitions(self, shards: int) -> list[str]:
@@ -160,6 +161,7 @@ class ItemKey:
 
     @property
     def batch(self) -> BatchRef:
+        """The batch the item belongs to."""
         return BatchRef(self.tenant, self.batch_id)
 
     @property
@@ -281,7 +283,10 @@ class WorkRequest:
 
     @property
     def idempotency_key(self) -> str:
-        # per item, not per attempt: a retry after a lost response must not act twice
+        """`tenant:batch_id:item_id`: what the provider call sends as its idempotency key.
+
+        Per item, not per attempt: a retry after a lost reply carries the same key, so it does not act twice.
+        """
         return f"{self.key.tenant}:{self.key.batch_id}:{self.key.item_id}"
 
 
@@ -409,6 +414,7 @@ class ItemRow:
 
     @property
     def key(self) -> ItemKey:
+        """The item's keys (what its wake-up carries)."""
         return ItemKey(self.tenant, self.batch_id, self.item_id, self.shard)
 
 
@@ -448,6 +454,7 @@ class BatchRow:
 
     @property
     def ref(self) -> BatchRef:
+        """The batch's tenant and id."""
         return BatchRef(self.tenant, self.batch_id)
 
 
@@ -481,6 +488,7 @@ class BatchReport:
     items: list[ItemRow]
 
     def counts(self) -> dict[str, int]:
+        """How many of its items are in each `ItemStatus`, by the status's value (every status present)."""
         out = {s.value: 0 for s in ItemStatus}
         for item in self.items:
             out[item.status.value] += 1

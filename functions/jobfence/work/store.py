@@ -120,6 +120,7 @@ class WorkStore:
         type(row)._get_connection().connection.client.update_item(**kwargs)
 
     def now_ms(self) -> int:
+        """The store's clock, in epoch milliseconds (what its writes stamp `updated_at` with)."""
         return self._clock.now_ms()
 
     # -- producer side ------------------------------------------------------------------------
@@ -267,6 +268,7 @@ class WorkStore:
     # -- reading ------------------------------------------------------------------------------
 
     def batch(self, ref: BatchRef) -> BatchRow | None:
+        """The batch row (a consistent read), or None when there is none."""
         try:
             with aws_call(f"reading batch {ref}"):
                 raw = self._batches.get(ref.tenant, ref.batch_id, consistent_read=True)
@@ -284,6 +286,7 @@ class WorkStore:
             return [batch_view(self, row) for row in rows if "#" not in row.tenant]
 
     def item(self, key: ItemKey) -> ItemRow | None:
+        """The item row (a consistent read), or None when there is none."""
         try:
             with aws_call("reading an item"):
                 return item_row(self._items.get(key.partition, key.item_id, consistent_read=True))

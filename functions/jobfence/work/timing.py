@@ -33,6 +33,7 @@ class Timing:
 
     @property
     def max_retry_delay_s(self) -> int:
+        """The longest delay of a retry's wake-up (the one before the last attempt; at most SQS's 900 s)."""
         return min(900, self.retry_delay_s * 2 ** max(self.attempts_cap - 2, 0))
 
     # The reclaimer's cutoffs (docs/guarantees.md, "The time budget"): a row's `updated_at` is another

@@ -1,6 +1,7 @@
 """Wake-ups: SQS messages that carry only an item's keys (the item row is the truth).
 
-This is the port; the SQS adapter is `providers.sqs_wakeups.SqsWakeups`, the test fake `ops.harness.MemoryQueue`.
+This is the port; its SQS adapter is `jobfence.work.sqs.SqsWakeups`. A test may give any object with this
+`send` (one that records the keys, or drops some to play a lost wake-up).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from jobfence.config import Settings
 from jobfence.quota import QuotaStore
 from jobfence.work import Perform, PermanentFailure, TenantGate, WorkRequest, WorkStore
 from jobfence.work.pipeline import WorkerPipeline
+from jobfence.work.sqs import SqsWakeups
 from jobs.listings.catalog import (  # noqa: F401 (the pipelines' data, re-exported for their builders' callers)
     BATCHES_TABLE,
     GENERATION,
@@ -30,7 +31,6 @@ from jobs.listings.catalog import (  # noqa: F401 (the pipelines' data, re-expor
 )
 from providers.errors import ProviderRejected
 from providers.items import GENERATOR, PUBLISHER, HttpItemProvider, ItemEndpoint, ItemProvider, ItemRequest
-from providers.sqs_wakeups import SqsWakeups
 
 # The catalog names each pipeline's provider (data); the port's configuration for that name lives here.
 ENDPOINTS: Mapping[str, ItemEndpoint] = {e.name: e for e in (GENERATOR, PUBLISHER)}

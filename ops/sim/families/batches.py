@@ -60,12 +60,12 @@ from jobfence.testing.sim.terms import TermWatch
 from jobfence.testing.sim.world import World, clean_tick_after
 from jobfence.triggers import Trigger
 from jobfence.work import BatchOperations, BatchRef, ItemInput, Producer, TenantGate, Worker, WorkStore
+from jobfence.work.sqs import SqsWakeups
 from jobs.catalog import CATALOG
 from jobs.listings.catalog import TOLERATED_FAILURE_PCT
 from jobs.listings.pipelines import GENERATION, PIPELINES, PUBLISH, endpoint_of, perform_with
 from ops.invariants import check_batches
 from providers.errors import ProviderRejected
-from providers.sqs_wakeups import SqsWakeups
 
 HOUR_MS = 3_600_000
 RECLAIM_JOB = "reclaim_listings"

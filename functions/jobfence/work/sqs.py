@@ -1,4 +1,5 @@
-"""The SQS adapter of the durable batches' `jobfence.work.wakeups.Wakeups` port (fake: `ops.harness.MemoryQueue`)."""
+"""The SQS adapter of the wake-up port (`jobfence.work.wakeups.Wakeups`): what a pipeline's producer, worker and
+reclaimer send item keys through, on the SQS client of the session the caller gives."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ MAX_DELAY_S = 900  # SQS's DelaySeconds limit
 
 
 class SqsWakeups:
-    """Wake-ups on an SQS queue, 10 to a SendMessageBatch request.
+    """Wake-ups on the SQS queue at `queue_url`, sent through `client` (an SQS client), 10 to a SendMessageBatch.
 
     Each carries its tenant as `MessageGroupId`. On a standard queue that makes
     it a fair queue: when one tenant has a backlog, SQS delivers the other
@@ -24,6 +25,11 @@ class SqsWakeups:
         self._url = queue_url
 
     def send(self, keys: Sequence[ItemKey], delay_s: int = 0) -> list[ItemKey]:
+        """Send one wake-up per key, each delayed `delay_s` seconds (cut to SQS's 0..900); return the keys not sent.
+
+        An error of a whole request counts its ten keys as not sent (the item rows stay the truth: the
+        caller decides, and the reclaimer re-sends a pending item's wake-up); nothing is raised.
+        """
         failed: list[ItemKey] = []
         for start in range(0, len(keys), SEND_CHUNK):
             chunk = list(keys[start : start + SEND_CHUNK])
