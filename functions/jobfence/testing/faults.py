@@ -26,10 +26,10 @@ liveness (every item terminal, every batch final, after bounded clean sweeps).
 
 `DEFAULT_SEEDS` is 20: a fence breach fails every seed by itself (one would do), and 20 seeds inject
 every fault kind of the scheduled-job scenario at least once (the kit's own test job sees all 15 by
-seed 10); a seed of a small job costs about 0.3 s, of a pipeline about a second. A failing seed keeps
-its trace (`SeedFailure.trace`: the calls, faults and violations up to its first violation, the last
-`TRACE_LINES` of them); `assert_ok` prints the first one's, and `seeds=[n]` with the same arguments
-replays seed n, trace and all.
+seed 10); a seed of a small job costs about 0.2 s, of a pipeline 0.5 to 2 s. A failing seed keeps
+its trace (`SeedFailure.trace`: the calls, faults and violations up to its first violation, at most
+`TRACE_LINES` of them: the last before it and the last of the actors it names); `assert_ok` prints the
+first one's, and `seeds=[n]` with the same arguments replays seed n, trace and all.
 
 The simulator is the kit's own (`jobfence.testing.sim`: it imports no app and
 no operator tooling); it runs on moto, which the `jobfence[testing]` extra
