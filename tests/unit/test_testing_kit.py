@@ -145,23 +145,26 @@ def test_a_job_that_raises_re_raises_and_its_row_says_failed(job_harness):
 
 
 @pytest.mark.slow  # a simulator campaign
-def test_the_fenced_job_keeps_its_invariant_on_every_seed():
-    report = simulate(KIT_CATALOG, "mark_rows", seeds=range(12), setup=seed_rows, invariant=each_row_once)
+def test_the_fenced_job_keeps_its_invariant_on_every_default_seed_which_inject_every_fault_kind():
+    from jobfence.testing.faults import DEFAULT_SEEDS
+    from jobfence.testing.sim.scheduled import ScheduledJobScenario
+
+    report = simulate(KIT_CATALOG, "mark_rows", setup=seed_rows, invariant=each_row_once)
     report.assert_ok()
-    assert report.seeds == 12
-    assert {"pause_ttl", "reply_lost_resent", "crash_after"} <= report.faults  # the faults that break the unfenced one
+    assert report.seeds == len(DEFAULT_SEEDS) == 20
+    # the default is documented as enough to inject every fault kind of the scheduled scenario at least once
+    assert report.faults == {kind.value for kind in ScheduledJobScenario.kinds}
 
 
 @pytest.mark.slow  # a simulator campaign
-def test_an_unfenced_job_that_counts_twice_under_faults_is_caught():
-    # GIVEN the same job with a plain unconditional update (ADD times 1), over 12 seeds that hold one
-    # catching it (seed 52; since the late-request faults joined the draw, seeds 0-51 miss it: the kit's
-    # weak sensitivity to a missing fence is issue 30's)
-    report = simulate(KIT_CATALOG, "mark_rows_unfenced", seeds=range(45, 57), setup=seed_rows, invariant=each_row_once)
-    # THEN some seed counted a row twice, named with the seed that replays it
-    assert not report.ok
-    assert any("counted exactly once" in v for f in report.failures for v in f.violations)
-    with pytest.raises(AssertionError, match=r"seeds broke an invariant:\nseed \d+"):
+def test_an_unfenced_job_that_counts_twice_under_faults_shows_the_fence_and_its_cost():
+    # GIVEN the job with a plain unconditional update (ADD times 1), and seed 52, whose faults re-apply a write
+    report = simulate(KIT_CATALOG, "mark_rows_unfenced", seeds=[52], setup=seed_rows, invariant=each_row_once)
+    # THEN the seed names the missing fence (every seed does) and what it cost here: a row counted twice
+    [failure] = report.failures
+    assert failure.seed == 52 and failure.violations[0].startswith("invariant 2: mark_rows_unfenced wrote")
+    assert any("counted exactly once" in v for v in failure.violations)
+    with pytest.raises(AssertionError, match=r"seeds broke an invariant:\nseed 52"):
         report.assert_ok()
 
 

@@ -8,8 +8,11 @@ own factory and runs ticks through the real `ScheduledRunner` inside the
 entry's grant and its fence (a write to a catalog table outside `ctx.transaction()`
 fails the tick, naming the call: `fenced_writes_only`); a `Tick` asserts the
 outcome, the run row and the summary agree.
-`simulate(registry, job, seeds, setup=..., invariant=...)` runs the job under
-the fault simulator for each seed and returns a `SimulationReport`.
+`simulate(registry, job, setup=..., invariant=...)` runs the job under the
+fault simulator for each seed (`DEFAULT_SEEDS`: 20), its fence checked on every
+call, and returns a `SimulationReport` whose failing seeds carry their trace
+(`seeds=[n]` replays one); `simulate(registry, reclaim_job, pipelines=...)`
+runs a per-item pipeline around its reclaim job, checking the work invariants.
 
 The pytest plugin (`jobfence.testing.plugin`; `pytest_plugins =
 ["jobfence.testing.plugin"]` in a conftest) gives the fixtures `clock`, `aws`,
@@ -20,7 +23,7 @@ importing the kit loads neither moto nor the simulator.
 from jobfence.exports import on_demand, public_names
 
 _MODULES = {
-    "jobfence.testing.faults": "SeedFailure SimulationReport simulate",
+    "jobfence.testing.faults": "DEFAULT_SEEDS SeedFailure SimulationReport simulate",
     "jobfence.testing.fence": "UnfencedWrite fenced_writes_only",
     "jobfence.testing.grants": "another_party within_grant",
     "jobfence.testing.harness": "CountedMetrics JobHarness LambdaContext RunRow Tick aws_session rule_arn_of",

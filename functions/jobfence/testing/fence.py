@@ -12,14 +12,16 @@ fenced transaction:
 
 A write the job keeps its condition on but sends outside `ctx.transaction()`
 applies even when its term was taken over (a run paused past its TTL, a
-re-sent request): the fault simulator catches that only on the seeds that pause
-a run at that very write; this check catches it on the first tick.
+re-sent request): faults alone show that only on the seeds that pause a run at
+that very write; this check catches it on the first write, whatever the seed.
 
 Allowed: the runner's own writes (the leases and runs tables), a table the job's
 catalog entry lists in `JobSpec.unfenced` (a write that is safe from any term, with
 the reason), a lazy table's creation (`jobfence.testing.tables`) and whatever runs
 inside `jobfence.testing.grants.another_party()`. `JobHarness` runs every tick
-under it (`fence=False` turns it off for a test of the runner itself).
+under it (`fence=False` turns it off for a test of the runner itself), and
+`simulate` every tick of every seed (`watching_writes`: a breach is a violation
+of invariant 2 in that seed's report, naming the call).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import contextlib
 import os
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,15 +146,16 @@ def breach_message(job: str, writes: list[UnfencedWrite]) -> str:
 
 
 @contextlib.contextmanager
-def fenced_writes_only(tables: Mapping[str, str], job: str, allowed: Mapping[str, str] | None = None) -> Iterator[None]:
-    """Fail (AssertionError) if the block wrote to a catalog table of `tables` outside a fenced transaction.
+def watching_writes(
+    tables: Mapping[str, str], allowed: Mapping[str, str] | None, seen: Callable[[UnfencedWrite], None]
+) -> Iterator[None]:
+    """Hand `seen` every write to a catalog table of `tables` sent outside a fenced transaction in the block.
 
-    `allowed`: the tables the entry declares `unfenced` (logical name -> why). The block runs to its end
-    (the job's calls behave as in AWS); the failure names every such call, even when the block raised.
+    The one watch of the kit: `fenced_writes_only` (the harness's ticks) and the fault simulator's scheduled
+    scenarios (`jobfence.testing.sim.scheduled`, so `simulate`) both use it. Each write is seen when it is
+    sent, before any fault: a request that never reaches DynamoDB is seen too.
     """
     skip = frozenset(allowed or ())
-    writes: list[UnfencedWrite] = []
-    lock = threading.Lock()
     original = BaseClient._make_api_call
 
     def watching(client: Any, operation_name: str, api_params: dict[str, Any]) -> Any:
@@ -160,19 +163,38 @@ def fenced_writes_only(tables: Mapping[str, str], job: str, allowed: Mapping[str
             found = unfenced(operation_name, api_params, tables, skip)
             if found:
                 caller = _caller()
-                with lock:
-                    writes.extend(UnfencedWrite(w.operation, w.table, w.physical, caller) for w in found)
+                for write in found:
+                    seen(UnfencedWrite(write.operation, write.table, write.physical, caller))
         return original(client, operation_name, api_params)
 
     BaseClient._make_api_call = watching
     try:
         yield
+    finally:
+        BaseClient._make_api_call = original
+
+
+@contextlib.contextmanager
+def fenced_writes_only(tables: Mapping[str, str], job: str, allowed: Mapping[str, str] | None = None) -> Iterator[None]:
+    """Fail (AssertionError) if the block wrote to a catalog table of `tables` outside a fenced transaction.
+
+    `allowed`: the tables the entry declares `unfenced` (logical name -> why). The block runs to its end
+    (the job's calls behave as in AWS); the failure names every such call, even when the block raised.
+    """
+    writes: list[UnfencedWrite] = []
+    lock = threading.Lock()
+
+    def seen(write: UnfencedWrite) -> None:
+        with lock:
+            writes.append(write)
+
+    try:
+        with watching_writes(tables, allowed, seen):
+            yield
     except BaseException as exc:
         if writes:  # the missing fence first; what else failed (the grant, the job's own error) after it
             raise AssertionError(
                 f"{breach_message(job, writes)}\n(the tick also raised {type(exc).__name__}: {exc})"
             ) from exc
         raise
-    finally:
-        BaseClient._make_api_call = original
     assert not writes, breach_message(job, writes)

@@ -12,5 +12,7 @@ world       one run: tables, verdicts, the `Family` protocol, `run_seed`
 terms       lease-term invariants shared by every family that runs ticks
 scheduled   one scheduled job under faults (the scenario `job` and the operator's lease family extend)
 job         any catalog's job, judged by its author's invariant: what `simulate` runs
+pipeline    any catalog's per-item pipeline around its reclaim job: what `simulate(..., pipelines=...)` runs
+batch_checks the work invariants 5-9 over a work store's rows (the pipeline scenario's, and the demo's)
 markers     a bare row written in a fenced transaction (the scenario's audit rows; probes, benches)
 """

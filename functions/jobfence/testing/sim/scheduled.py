@@ -12,8 +12,11 @@ fail in one of its batches (the job's own error).
 
 Checked: 1-4, 12 and 13 through `jobfence.testing.sim.terms.TermWatch`; besides, on every
 applied write, 1: an audit row is written only under the lease's current fence
-(a holder whose term was taken over writes nothing fenced); and liveness: a
-clean tick after every term ended runs, and then the subclass's `_done`.
+(a holder whose term was taken over writes nothing fenced); on every write sent,
+2: the job writes its catalog tables only in `ctx.transaction()` (the kit's
+fence, `jobfence.testing.fence`: a breach fails every seed that makes that
+write, naming the call); and liveness: a clean tick after every term ended
+runs, and then the subclass's `_done`.
 
 Subclasses: `jobfence.testing.sim.job` (any job of any catalog, for `jobfence.testing.simulate`)
 and an operator's families over its own catalog (this repository's `ops.sim.families.lease`).
@@ -22,12 +25,14 @@ Nothing here imports an app: the subclass names its catalog (`registry`) and job
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from jobfence.config import ScheduledSettings, config_env, table_env
 from jobfence.registry import JobSpec, Registry
 from jobfence.scheduled import JobDeps
+from jobfence.testing.fence import UnfencedWrite, breach_message, watching_writes
 from jobfence.testing.sim.faults import AWS_CALL_FAULTS, PAUSES, TIME_FAULTS, FaultKind
 from jobfence.testing.sim.kernel import START_MS, Actor, SkewedClock
 from jobfence.testing.sim.markers import marker_write
@@ -105,9 +110,26 @@ class ScheduledJobScenario:
         world.tables["audit"] = audit
         world.wire.tables[audit] = "audit"
         self._seed(world, SkewedClock(world.kernel.clock))
+        self._watch_fence(world, spec)
         world.data["watch"] = TermWatch(world)
         world.wire.on_write.append(lambda w: self._on_write(world, w))
         self._spawn_ticks(world, (spec.interval_s or 3600) * 1000)
+
+    def _watch_fence(self, world: World, spec: JobSpec) -> None:
+        """From here to the run's end, a write to one of the job's tables outside `ctx.transaction()` (and not
+        declared `JobSpec.unfenced`) is a violation of 2, once per call: seen when it is sent, on every seed,
+        whether or not a fault then shows what it costs (`jobfence.testing.fence`)."""
+        seen: set[UnfencedWrite] = set()
+
+        def breach(write: UnfencedWrite) -> None:
+            if write not in seen:
+                seen.add(write)
+                world.violate(2, breach_message(spec.name, [write]))
+
+        tables = {name: world.tables[name] for name in ("leases", *spec.tables)}
+        stack = contextlib.ExitStack()
+        stack.enter_context(watching_writes(tables, spec.unfenced, breach))
+        world.cleanups.append(stack.close)
 
     # -- what is particular to the job ----------------------------------------------------
 
