@@ -46,9 +46,8 @@ from rich.console import Console
 
 from jobfence.errors import JobfenceError
 from jobfence.work import BatchRef
-from jobs.catalog import CATALOG
-from jobs.listings.pipelines import PIPELINES
 from ops import cli_output as out
+from ops.app import App, AppError, load_app
 from ops.commands import invoke
 from ops.commands.batches import parse_ref, read_items
 from ops.commands.jobs import operator_name
@@ -76,10 +75,15 @@ class Parser(argparse.ArgumentParser):
 # -- argument types: checked before any target starts -------------------------------------------
 
 
-def job_name(text: str) -> str:
-    if text not in CATALOG.jobs:
-        raise argparse.ArgumentTypeError(f"unknown job {text!r}; jobs: {', '.join(sorted(CATALOG.jobs))}")
-    return text
+def job_names(app: App | None) -> Callable[[str], str]:
+    """A job of the app's catalog (without an app, any name: the target's own jobs decide)."""
+
+    def job_name(text: str) -> str:
+        if app is not None and text not in app.catalog.jobs:
+            raise argparse.ArgumentTypeError(f"unknown job {text[:64]!r}; jobs: {', '.join(sorted(app.catalog.jobs))}")
+        return text
+
+    return job_name
 
 
 def signing_job(text: str) -> str:
@@ -190,9 +194,19 @@ def _target_options(p: argparse.ArgumentParser, default: Any) -> None:
         help='operator name recorded on manual runs and retries, exactly as given ("Jane Doe")',
     )
     p.add_argument("--json", action="store_true", default=d(False), help="machine-readable output")
+    p.add_argument(
+        "--app",
+        default=d(None),
+        metavar="MODULE:ATTR",
+        help="the app's catalog (default: [tool.jobfence] app in the nearest pyproject.toml, or $JOBFENCE_APP)",
+    )
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(app: App | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser; job names are checked against `app`'s catalog when one is given."""
+    job_name = job_names(app)
+    kinds = sorted(app.batches.pipelines) if app is not None and app.batches is not None else None
+    default_kind = app.batches.default_kind if app is not None and app.batches is not None else None
     p = Parser(prog="jobfence", description="jobfence operator CLI")
     _target_options(p, None)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -238,7 +252,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "items", type=items_file, metavar="FILE", help='one item a line: {"id": ..., "input": {...}} or the input'
     )
-    s.add_argument("--kind", choices=sorted(PIPELINES), default="generation")
+    s.add_argument("--kind", choices=kinds, default=default_kind, help="the pipeline (default: the app's first)")
     s.add_argument("--grant-quota", type=positive, default=None, metavar="N", help="grant the tenant N actions first")
     for sp in bsub.choices.values():
         _target_options(sp, argparse.SUPPRESS)
@@ -351,11 +365,15 @@ def main(
 
     Tests pass a `target` (over a shared runtime) and a console (errors go to it too).
     """
-    args = parser().parse_args(_normalize(list(sys.argv[1:] if argv is None else argv)))
+    argv = _normalize(list(sys.argv[1:] if argv is None else argv))
     errors = errors or console or Console(stderr=True, highlight=False)
     console = console or Console(highlight=False)
+    app, missing = _app(argv, target)
+    args = parser(app).parse_args(argv)
     runtime = None
     try:
+        if args.command not in APP_FREE_COMMANDS and app is None:
+            raise missing or AppError("no app")
         if args.command == "demo":
             return demo(seed=args.seed, hours=args.hours, live=not args.no_live, console=console)
         if args.command == "sim":
@@ -363,11 +381,16 @@ def main(
         if args.command == "new":
             return _new(args, console)
         if args.command == "local":
-            return out.local(args, _local_dir(), console)
+            if args.local_command == "up" and app is None:
+                raise missing or AppError("no app")
+            return out.local(args, _local_dir(app), console, app)
+        if args.command in BATCH_COMMANDS:
+            (app or target.app).require_batches()  # before any target starts: the app may have no batches
         if target is None:
-            target, runtime = _target(args, console)
+            assert app is not None
+            target, runtime = _target(args, console, app)
         return HANDLERS[args.command](target, args, console)
-    except (OperatorError, local.LocalError, DeployError, JobfenceError, ClientError, BotoCoreError) as exc:
+    except (OperatorError, AppError, local.LocalError, DeployError, JobfenceError, ClientError, BotoCoreError) as exc:
         errors.print(f"jobfence: error: {_one_line(exc)}", markup=False, highlight=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt:
@@ -378,33 +401,56 @@ def main(
             runtime.stop()
 
 
+# commands that run this repository's own day, simulator or scaffold, or talk to a running local runtime only
+APP_FREE_COMMANDS = frozenset({"demo", "sim", "new", "local"})  # `local up` alone needs the app
+
+
+BATCH_COMMANDS = frozenset({"batch", "quota", "retry-failed"})
+
+
+def _app(argv: list[str], target: Any) -> tuple[App | None, AppError | None]:
+    """The app (`ops.app`): from --app, else found from here; a target passed in (tests) brings its own."""
+    if target is not None:
+        return target.app, None
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--app", default=None)
+    spec = pre.parse_known_args(argv)[0].app
+    try:
+        return load_app(spec), None
+    except AppError as exc:
+        return None, exc
+
+
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "..."
 
 
-def _local_dir() -> pathlib.Path:
-    return pathlib.Path(os.environ[LOCAL_DIR_ENV]) if os.environ.get(LOCAL_DIR_ENV) else local.DEFAULT_DIR
+def _local_dir(app: App | None) -> pathlib.Path:
+    """$JOBFENCE_LOCAL_DIR, else .jobfence/local in the app's directory (or here, without an app)."""
+    if os.environ.get(LOCAL_DIR_ENV):
+        return pathlib.Path(os.environ[LOCAL_DIR_ENV])
+    return (app.root if app is not None else pathlib.Path.cwd()) / local.DEFAULT_DIR
 
 
-def _target(args: argparse.Namespace, console: Console) -> tuple[Any, Any]:
+def _target(args: argparse.Namespace, console: Console, app: App) -> tuple[Any, Any]:
     if args.local and args.embedded:
         raise OperatorError("--local and --embedded name two different runtimes: pick one")
     if args.local:
-        control = local.LocalControl(_local_dir())
-        target = LocalTarget(control)
+        control = local.LocalControl(_local_dir(app))
+        target = LocalTarget(control, app)
         point_process_at_endpoint(target.session.endpoint, target.session.region_name)
         return target, None
     if args.embedded:
         if not args.json:
             console.print("starting a fresh embedded runtime (deploy into moto) ...")
-        runtime = LocalRuntime.start()
+        runtime = LocalRuntime.start(app=app)
         point_process_at(runtime.emulator)
         if args.advance_hours:
             runtime.advance(hours=args.advance_hours)
         return EmbeddedTarget(runtime), runtime
     point_process_at_account(args.profile, args.region)
-    return AwsTarget(args.profile, args.region, args.stack, read_only=False), None
+    return AwsTarget(args.profile, args.region, args.stack, read_only=False, app=app), None
 
 
 HANDLERS: dict[str, Callable[[Any, argparse.Namespace, Console], int]] = {

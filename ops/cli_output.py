@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 
+from ops.app import App
 from ops.commands import batches, jobs, switches
 from ops.commands import invoke as invoking
 from ops.commands.jobs import JobResult
@@ -406,11 +407,12 @@ def console(target: Any, args: argparse.Namespace, out: Console) -> int:
 # -- the background local runtime ---------------------------------------------------------------
 
 
-def local(args: argparse.Namespace, directory: pathlib.Path, console: Console) -> int:
+def local(args: argparse.Namespace, directory: pathlib.Path, console: Console, app: App | None) -> int:
     if args.local_command == "up":
+        assert app is not None  # the CLI found it (`ops.app`) before `local up`
         started = time.monotonic()
         with console.status("starting the local runtime (deploy into moto; the first start also synthesizes) ..."):
-            control, fresh = local_control.up(directory)
+            control, fresh = local_control.up(directory, app)
         state = control.state()
         verb = "started" if fresh else "already up"
         console.print(

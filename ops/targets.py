@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import boto3
 
 from jobfence.clock import Clock, FrozenClock, SystemClock
+from ops.app import App, default_app
 from ops.emulator import EmulatorSession
 from ops.local.control import LocalControl
 from ops.runtime.runtime import LocalRuntime
@@ -43,6 +44,7 @@ class Target(Protocol):
     session: Any
     topology: Topology
     read_only: bool
+    app: App  # the catalog the commands read job specs from (`ops.app`)
 
     @property
     def clock(self) -> Clock: ...  # read-only: each target's own (an embedded runtime's is a FrozenClock)
@@ -63,6 +65,7 @@ class EmbeddedTarget:
 
     def __init__(self, runtime: LocalRuntime) -> None:
         self.runtime = runtime
+        self.app = runtime.app
         self.name = f"embedded ({runtime.emulator.endpoint})"
         self.session = runtime.session
         self.topology = runtime.topology
@@ -80,8 +83,9 @@ class LocalTarget:
 
     read_only = False
 
-    def __init__(self, control: LocalControl) -> None:
+    def __init__(self, control: LocalControl, app: App | None = None) -> None:
         state = control.state()
+        self.app = app or default_app()
         self.control = control
         self.session = EmulatorSession(state.endpoint, state.region)
         self.topology = control.topology()
@@ -101,8 +105,14 @@ class AwsTarget:
     """A deployed stack in a real account (credentials from the profile or the environment)."""
 
     def __init__(
-        self, profile: str | None, region: str | None, stack: str = DEFAULT_STACK, read_only: bool = False
+        self,
+        profile: str | None,
+        region: str | None,
+        stack: str = DEFAULT_STACK,
+        read_only: bool = False,
+        app: App | None = None,
     ) -> None:
+        self.app = app or default_app()
         self.session = boto3.Session(profile_name=profile, region_name=region)
         self.name = f"aws ({profile or 'default credentials'}, {self.session.region_name})"
         self.clock = SystemClock()

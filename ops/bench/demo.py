@@ -30,7 +30,7 @@ import time
 from typing import Any
 
 from ops.bench.coldstart import GoalMissed
-from ops.runtime.template import CACHE, inputs_hash
+from ops.runtime.template import CACHE_DIR, inputs_hash
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 COMMAND = "python -m ops.bench ops.bench.demo"
@@ -178,7 +178,7 @@ that do depend on values, botocore in the isolates, times about 660 requests an 
 def synth_cached() -> bool:
     """Whether the CDK synthesis is cached for this checkout (a cold cache adds the synth to the figure)."""
     ctx: dict = {}
-    return (CACHE / inputs_hash(ROOT, ctx) / "manifest.json").is_file()
+    return (ROOT / CACHE_DIR / inputs_hash(ROOT, ctx) / "manifest.json").is_file()
 
 
 def measure(hours: float | None = None) -> tuple[float, float, str, int]:
