@@ -104,13 +104,19 @@ def _package_parents() -> list[str]:
     return found
 
 
-def inputs_hash(app_dir: pathlib.Path, context: Mapping[str, Any]) -> str:
-    """A hash of every file the synthesis reads (names and contents) and of the context."""
+def constructs_dir() -> pathlib.Path | None:
+    """The folder of the constructs' package this tooling synthesizes with (repository or installed)."""
+    spec = importlib.util.find_spec(CONSTRUCTS_PACKAGE)
+    return pathlib.Path(spec.origin).parent if spec is not None and spec.origin else None
+
+
+def inputs_hash(app_dir: pathlib.Path, context: Mapping[str, Any], constructs: pathlib.Path | None = None) -> str:
+    """A hash of every file the synthesis reads (names and contents) and of the context: the app's inputs and
+    the constructs' package (`constructs`, default: the one this tooling imports)."""
     digest = hashlib.sha256(json.dumps(dict(context), sort_keys=True).encode())
-    constructs = importlib.util.find_spec(CONSTRUCTS_PACKAGE)
+    package = constructs or constructs_dir()
     tops = [(app_dir, app_dir / name) for name in APP_INPUTS]
-    if constructs is not None and constructs.origin:
-        package = pathlib.Path(constructs.origin).parent
+    if package is not None:
         tops.append((package.parent, package))
     for base, top in tops:
         files = (
