@@ -51,7 +51,6 @@ from ops.app import App, AppError, load_app
 from ops.commands import invoke
 from ops.commands.batches import parse_ref, read_items
 from ops.commands.jobs import operator_name
-from ops.demo import demo
 from ops.emulator import point_process_at, point_process_at_endpoint
 from ops.local import control as local
 from ops.runtime.runtime import LocalRuntime
@@ -375,6 +374,8 @@ def main(
         if args.command not in APP_FREE_COMMANDS and app is None:
             raise missing or AppError("no app")
         if args.command == "demo":
+            from ops.demo import demo  # this repository's simulated day (its own app)
+
             return demo(seed=args.seed, hours=args.hours, live=not args.no_live, console=console)
         if args.command == "sim":
             return _sim(args)

@@ -74,7 +74,8 @@ def synthesize(out_dir: pathlib.Path, context: Mapping[str, Any] | None, app_dir
     app = app_dir / "app.py"
     if not app.is_file():
         raise DeployError(f"no CDK app at {app}: the app's directory has no app.py")
-    ctx = {"nag": "false", **SKIP_BUNDLING, **dict(context or {})}
+    # as `cdk synth` runs it: cdk.json's context first (the app's prefix, ...), then the runtime's own
+    ctx = {**_cdk_json_context(app_dir), "nag": "false", **SKIP_BUNDLING, **dict(context or {})}
     env = {
         **os.environ,
         # the app synthesizes with the constructs and runtime this tooling sees (installed, or this repository's)
@@ -90,6 +91,17 @@ def synthesize(out_dir: pathlib.Path, context: Mapping[str, Any] | None, app_dir
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-15:])
         raise DeployError(f"cdk synth failed (exit {done.returncode}):\n{tail}")
     return read_assembly(out_dir)
+
+
+def _cdk_json_context(app_dir: pathlib.Path) -> dict[str, Any]:
+    path = app_dir / "cdk.json"
+    if not path.is_file():
+        return {}
+    try:
+        context = json.loads(path.read_text()).get("context", {})
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as exc:
+        raise DeployError(f"{path}: not valid JSON ({exc})") from None
+    return dict(context) if isinstance(context, dict) else {}
 
 
 def _package_parents() -> list[str]:
