@@ -1,4 +1,4 @@
-"""`python -m ops demo`: the day scenario on a fresh embedded runtime, shown live, then judged.
+"""`python -m jobfence_ops demo`: the day scenario on a fresh embedded runtime, shown live, then judged.
 
 A live view (rich) while the day runs: the simulated time, ticks by outcome
 per job, queue depths and the latest events. Then a report per job (runs by
@@ -20,10 +20,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ops.app import load_app
+from jobfence_ops.app import load_app
 from ops.day import HOUR, SHORT, DayConfig, DayReport, DayScenario
-from ops.emulator import point_process_at
-from ops.runtime.runtime import LocalRuntime, Tick
+from jobfence_ops.emulator import point_process_at
+from jobfence_ops.runtime.runtime import LocalRuntime, Tick
 
 # The demo's work folder (function logs): kept after the run so the path it prints can be opened; emptied at each start.
 REPOSITORY = pathlib.Path(__file__).resolve().parents[1]  # the demo runs this repository's app, from anywhere

@@ -1,4 +1,4 @@
-"""This repository's app, as the operator tooling sees it (`[tool.jobfence]` in pyproject.toml, `ops.app`).
+"""This repository's app, as the operator tooling sees it (`[tool.jobfence]` in pyproject.toml, `jobfence_ops.app`).
 
 Its catalog is `jobs.catalog:CATALOG`; here are its operator hooks: the listings pipelines behind the
 batch commands, and for the local runtime the provider stubs (`ops/stubs`) and each club job's event
@@ -13,7 +13,7 @@ from jobs.club.catalog import SIGNING_KEY_PREFIX, VERIFY_KEY_PREFIX
 from jobs.club.signing import KeyPair, new_key_pair
 from jobs.listings.catalog import TOLERATED_FAILURE_PCT
 from jobs.listings.pipelines import BATCHES_TABLE, GENERATION, ITEMS_TABLE, PIPELINES, build_store, build_wakeups
-from ops.app import Batches, LocalHooks
+from jobfence_ops.app import Batches, LocalHooks
 
 BATCHES = Batches(
     pipelines=PIPELINES,

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ops.runtime.template import cached_synthesis
+from jobfence_ops.runtime.template import cached_synthesis
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FUNCTIONS = ROOT / "functions"

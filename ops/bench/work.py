@@ -145,7 +145,7 @@ def _setup(metered: bool = True, meter_class: type[Meter] | None = None):
     from jobfence.clock import FrozenClock
     from jobs.catalog import CATALOG
     from ops.harness import build_rig
-    from ops.tables import create_catalog_tables
+    from jobfence_ops.tables import create_catalog_tables
 
     client = boto3.client("dynamodb")
     tables = create_catalog_tables(client, names=LISTING_TABLES)

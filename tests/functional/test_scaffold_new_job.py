@@ -49,7 +49,7 @@ def test_a_scaffolded_job_passes_its_own_test_and_synthesizes_with_its_function_
             (app / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, app / name)
     # GIVEN a fresh copy of the app WHEN a new user scaffolds a job in a new subsystem
-    out = run([sys.executable, "-m", "ops", "new", "job", "nightly_digest", "--subsystem", "reports",
+    out = run([sys.executable, "-m", "jobfence_ops", "new", "job", "nightly_digest", "--subsystem", "reports",
                "--schedule", "rate(1 day)"], app)
     assert "functions/jobs/reports/nightly_digest.py" in out.stdout
     # THEN its generated test passes unchanged (a tick on moto, and ten seeds of the fault simulator)

@@ -1,4 +1,4 @@
-"""The operator tooling works on any app's catalog (`ops.app`): found from --app, $JOBFENCE_APP, the nearest
+"""The operator tooling works on any app's catalog (`jobfence_ops.app`): found from --app, $JOBFENCE_APP, the nearest
 pyproject.toml's [tool.jobfence] or cdk.json's context, in that order; errors say where it looked and why."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import uuid
 import pytest
 from rich.console import Console
 
-from ops.app import APP_ENV, AppError, default_app, load_app
-from ops.cli import main
+from jobfence_ops.app import APP_ENV, AppError, default_app, load_app
+from jobfence_ops.cli import main
 
 CATALOG_MODULE = """
 from jobfence import JobSpec, Registry, TableSpec

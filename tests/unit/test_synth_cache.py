@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ops.runtime.template import inputs_hash
+from jobfence_ops.runtime.template import inputs_hash
 
 
 def test_the_hash_follows_the_app_its_code_and_the_context_but_not_bytecode(tmp_path):

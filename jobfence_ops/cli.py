@@ -1,4 +1,4 @@
-"""The operator CLI: `python -m ops COMMAND` (installed as `jobfence`).
+"""The operator CLI: `python -m jobfence_ops COMMAND` (installed as `jobfence`).
 
     local up | down | advance DURATION | kill-worker [FUNCTION]
                                 the local runtime kept running in the background
@@ -46,16 +46,16 @@ from rich.console import Console
 
 from jobfence.errors import JobfenceError
 from jobfence.work import BatchRef
-from ops import cli_output as out
-from ops.app import App, AppError, load_app
-from ops.commands import invoke
-from ops.commands.batches import parse_ref, read_items
-from ops.commands.jobs import operator_name
-from ops.emulator import point_process_at, point_process_at_endpoint
-from ops.local import control as local
-from ops.runtime.runtime import LocalRuntime
-from ops.runtime.template import DeployError
-from ops.targets import DEFAULT_STACK, AwsTarget, EmbeddedTarget, LocalTarget, OperatorError, point_process_at_account
+from jobfence_ops import cli_output as out
+from jobfence_ops.app import App, AppError, load_app
+from jobfence_ops.commands import invoke
+from jobfence_ops.commands.batches import parse_ref, read_items
+from jobfence_ops.commands.jobs import operator_name
+from jobfence_ops.emulator import point_process_at, point_process_at_endpoint
+from jobfence_ops.local import control as local
+from jobfence_ops.runtime.runtime import LocalRuntime
+from jobfence_ops.runtime.template import DeployError
+from jobfence_ops.targets import DEFAULT_STACK, AwsTarget, EmbeddedTarget, LocalTarget, OperatorError, point_process_at_account
 
 MAX_ERROR_CHARS = 2000  # one line, bounded: a service's error text can be long
 LOCAL_DIR_ENV = "JOBFENCE_LOCAL_DIR"  # where the background runtime keeps its state (default .jobfence/local)
@@ -313,7 +313,7 @@ def parser(app: App | None = None) -> argparse.ArgumentParser:
 
 def _new(args: argparse.Namespace, console: Console) -> int:
     """Write the scaffold of a new job (every check first: a refusal writes nothing)."""
-    from ops.commands.scaffold import plan_job
+    from jobfence_ops.commands.scaffold import plan_job
 
     written = plan_job(args.root, args.name, args.subsystem, args.schedule).write()
     console.print(f"job {args.name} ({args.subsystem}, {args.schedule}) scaffolded:", markup=False)
@@ -410,7 +410,7 @@ BATCH_COMMANDS = frozenset({"batch", "quota", "retry-failed"})
 
 
 def _app(argv: list[str], target: Any) -> tuple[App | None, AppError | None]:
-    """The app (`ops.app`): from --app, else found from here; a target passed in (tests) brings its own."""
+    """The app (`jobfence_ops.app`): from --app, else found from here; a target passed in (tests) brings its own."""
     if target is not None:
         return target.app, None
     pre = argparse.ArgumentParser(add_help=False)

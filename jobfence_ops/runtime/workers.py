@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobfence.clock import FrozenClock
-from ops.runtime.topology import FunctionInfo
+from jobfence_ops.runtime.topology import FunctionInfo
 
 CHECKOUT_FUNCTIONS = pathlib.Path(__file__).resolve().parents[2] / "functions"
 COLD_START_TIMEOUT_S = 60
@@ -114,7 +114,7 @@ class Isolate:
         self.meta = meta
         self.function = meta["name"]
         self._conn, child = ctx.Pipe()
-        from ops.runtime import worker
+        from jobfence_ops.runtime import worker
 
         self.process = ctx.Process(target=worker.main, args=(child, meta), name=f"isolate:{self.function}", daemon=True)
         self.process.start()

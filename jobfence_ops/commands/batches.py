@@ -29,8 +29,8 @@ from jobfence.work import (
     SubmitResult,
     WorkStore,
 )
-from ops.app import AppError, Batches
-from ops.targets import OperatorError, Target
+from jobfence_ops.app import AppError, Batches
+from jobfence_ops.targets import OperatorError, Target
 
 MAX_SUBMIT_FILE_BYTES = 64 * 1024 * 1024
 

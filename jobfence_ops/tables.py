@@ -23,7 +23,7 @@ def create_catalog_tables(
     `registry`: another catalog's tables instead (a job author's, in `jobfence.testing.simulate`).
     """
     if registry is None:
-        from ops.app import default_app
+        from jobfence_ops.app import default_app
 
         registry = default_app().catalog
     return create_tables(client, registry, names, suffix)

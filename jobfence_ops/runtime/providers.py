@@ -6,7 +6,7 @@
   deployment dropped it.
 - Providers: for every `PROVIDER_<NAME>_URL` a function's environment carries
   (and every provider its catalog entry lists), a loopback stub from the
-  app's stub package (`LocalHooks.stubs` in `ops.app`; this repository's is
+  app's stub package (`LocalHooks.stubs` in `jobfence_ops.app`; this repository's is
   `ops/stubs`), module `<name>`, is started once and the variable points at it. A stub
   module either defines `start_local(clock) -> (stub, base_url, secret_value)`
   or a `<Name>Stub(clock)` class with `start() -> base_url` and `stop()`; the
@@ -32,7 +32,7 @@ from jobfence.config import (
     secret_env,
     secret_name,
 )
-from ops.app import App
+from jobfence_ops.app import App
 
 
 @dataclass

@@ -32,13 +32,13 @@ from jobfence import triggers
 from jobfence.clock import FrozenClock
 from jobfence.ledger import RuleToggles
 from jobfence.schedule import Schedule
-from ops.app import App, default_app
-from ops.emulator import Emulator
-from ops.runtime.providers import LocalProviders, complete_environments
-from ops.runtime.sqs import PumpStats, QueuePoller
-from ops.runtime.template import CloudAssembly, DeployError, cached_synthesis, deploy
-from ops.runtime.topology import RuleInfo, Topology, discover
-from ops.runtime.workers import Invocation, WorkerPool
+from jobfence_ops.app import App, default_app
+from jobfence_ops.emulator import Emulator
+from jobfence_ops.runtime.providers import LocalProviders, complete_environments
+from jobfence_ops.runtime.sqs import PumpStats, QueuePoller
+from jobfence_ops.runtime.template import CloudAssembly, DeployError, cached_synthesis, deploy
+from jobfence_ops.runtime.topology import RuleInfo, Topology, discover
+from jobfence_ops.runtime.workers import Invocation, WorkerPool
 
 
 @dataclass
@@ -126,7 +126,7 @@ class LocalRuntime:
     ) -> LocalRuntime:
         """Start moto, deploy the app's (cached) synthesized template, read it back, prepare the isolates.
 
-        `app`: the app to run (default: the one found from the working directory, `ops.app`).
+        `app`: the app to run (default: the one found from the working directory, `jobfence_ops.app`).
         """
         app = app or default_app()
         folder = workdir or pathlib.Path(tempfile.mkdtemp(prefix="jobfence-local-"))

@@ -1,7 +1,7 @@
 """The client side of the background local runtime: start it, stop it, talk to it.
 
-`up` starts `python -m ops.local.daemon DIR` in its own session (it outlives
-the command), in the app's directory and with its catalog (`ops.app`), and waits until it has written DIR/state.json; `down` asks it to
+`up` starts `python -m jobfence_ops.local.daemon DIR` in its own session (it outlives
+the command), in the app's directory and with its catalog (`jobfence_ops.app`), and waits until it has written DIR/state.json; `down` asks it to
 stop. `LocalControl` is the control API of a running daemon.
 """
 
@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ops.app import APP_ENV, App
-from ops.runtime.topology import Topology
-from ops.runtime.workers import Invocation
+from jobfence_ops.app import APP_ENV, App
+from jobfence_ops.runtime.topology import Topology
+from jobfence_ops.runtime.workers import Invocation
 
 STATE_FILE = "state.json"  # written by the daemon (mode 0600) once it serves; removed when it stops
 TOKEN_HEADER = "X-Jobfence-Token"
@@ -162,7 +162,7 @@ def up(directory: pathlib.Path, app: App, on_wait: Callable[[float], None] | Non
     env = {**os.environ, APP_ENV: app.spec, "PYTHONPATH": path}
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "ops.local.daemon", str(directory)],
+            [sys.executable, "-m", "jobfence_ops.local.daemon", str(directory)],
             cwd=app.root,
             env=env,
             stdin=subprocess.DEVNULL,

@@ -26,11 +26,11 @@ from jobfence.registry import CatchUp
 from jobfence.runs import MAX_ERROR_CHARS, RunStore, SweepResult, bounded_summary, sweep_dead_runs
 from jobfence.schedule import Schedule, ScheduleError
 from jobfence.triggers import REQUESTED_BY_MAX, REQUESTED_BY_PATTERN, catch_up_event
-from ops.commands.batches import stale_item_counts
-from ops.runtime.sqs import queue_depths
-from ops.runtime.topology import FunctionInfo
-from ops.runtime.workers import Invocation
-from ops.targets import OperatorError, Target
+from jobfence_ops.commands.batches import stale_item_counts
+from jobfence_ops.runtime.sqs import queue_depths
+from jobfence_ops.runtime.topology import FunctionInfo
+from jobfence_ops.runtime.workers import Invocation
+from jobfence_ops.targets import OperatorError, Target
 
 DAY_MS = 86_400_000
 READERS = 8

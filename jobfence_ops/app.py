@@ -142,10 +142,10 @@ def load_app(spec: str | None = None, start: pathlib.Path | None = None) -> App:
         raise AppError(f"app {spec[:MAX_SPEC_CHARS]!r} is a {type(catalog).__name__}, not a jobfence Registry")
     batches = _attribute(str(settings["batches"]), "batches") if settings.get("batches") else None
     if batches is not None and not isinstance(batches, Batches):
-        raise AppError(f"batches {settings['batches']!r} is a {type(batches).__name__}, not an ops.app.Batches")
+        raise AppError(f"batches {settings['batches']!r} is a {type(batches).__name__}, not an jobfence_ops.app.Batches")
     local = _attribute(str(settings["local"]), "local") if settings.get("local") else LocalHooks()
     if not isinstance(local, LocalHooks):
-        raise AppError(f"local {settings['local']!r} is a {type(local).__name__}, not an ops.app.LocalHooks")
+        raise AppError(f"local {settings['local']!r} is a {type(local).__name__}, not an jobfence_ops.app.LocalHooks")
     return App(catalog=catalog, root=root, spec=spec, batches=batches, local=local)
 
 
