@@ -20,9 +20,8 @@ install: $(VENV)/.installed node_modules/.installed
 $(VENV)/.installed: requirements.txt functions/requirements.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
-	# the CLI was the distribution `jobfence` before 0.2 (that name is the runtime's now): drop the old install
-	$(PY) -m pip uninstall --quiet --disable-pip-version-check -y jobfence
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .  # the `jobfence` command
+	# editable: the runtime and the constructs (from functions/ and infra/) and the operator tooling (the `jobfence` command)
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e packages/jobfence -e packages/jobfence-cdk -e .
 	touch $@
 
 node_modules/.installed: package.json package-lock.json

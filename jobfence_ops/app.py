@@ -14,13 +14,14 @@ match wins:
 (the working directory for 1 and 2); its `functions` directory (`[tool.jobfence] functions`, default
 `functions`) is put first on `sys.path`, so `MODULE` imports as the app's Lambda functions import it.
 Two optional keys of `[tool.jobfence]` name operator hooks of the app, each `MODULE:ATTR`:
-`batches` (a `Batches`: the `batch`, `quota` and `retry-failed` commands) and `local` (a `LocalHooks`:
-the local runtime's provider stubs and the first values of generated secrets). An app without them runs
-every other command.
+`batches` (a `Batches`: the `batch`, `quota` and `retry-failed` commands), `local` (a `LocalHooks`:
+the local runtime's provider stubs and the first values of generated secrets) and `commands` (a mapping of
+name to `AppCommand`: the app's own CLI commands). An app without them runs every other command.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import os
@@ -65,12 +66,24 @@ class LocalHooks:
 
 
 @dataclass(frozen=True)
+class AppCommand:
+    """A CLI command of the app's own (this repository's: demo, sim, rotate-signing-key)."""
+
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]  # adds its arguments to its subparser
+    # (parsed arguments, the console to print to, the target: None unless `on_target`) -> exit status
+    run: Callable[[argparse.Namespace, Any, Any], int]
+    on_target: bool = False  # takes the target options (--local, --embedded, --profile ...) and runs on one
+
+
+@dataclass(frozen=True)
 class App:
     catalog: Registry
     root: pathlib.Path  # the app's directory: app.py, cdk.json, functions/
     spec: str  # MODULE:ATTR of the catalog
     batches: Batches | None = None
     local: LocalHooks = field(default_factory=LocalHooks)
+    commands: Mapping[str, AppCommand] = field(default_factory=dict)
 
     def require_batches(self) -> Batches:
         if self.batches is None:
@@ -142,11 +155,14 @@ def load_app(spec: str | None = None, start: pathlib.Path | None = None) -> App:
         raise AppError(f"app {spec[:MAX_SPEC_CHARS]!r} is a {type(catalog).__name__}, not a jobfence Registry")
     batches = _attribute(str(settings["batches"]), "batches") if settings.get("batches") else None
     if batches is not None and not isinstance(batches, Batches):
-        raise AppError(f"batches {settings['batches']!r} is a {type(batches).__name__}, not an jobfence_ops.app.Batches")
+        raise AppError(f"batches {settings['batches']!r} is a {type(batches).__name__}, not a jobfence_ops.app.Batches")
     local = _attribute(str(settings["local"]), "local") if settings.get("local") else LocalHooks()
     if not isinstance(local, LocalHooks):
-        raise AppError(f"local {settings['local']!r} is a {type(local).__name__}, not an jobfence_ops.app.LocalHooks")
-    return App(catalog=catalog, root=root, spec=spec, batches=batches, local=local)
+        raise AppError(f"local {settings['local']!r} is a {type(local).__name__}, not a jobfence_ops.app.LocalHooks")
+    commands = _attribute(str(settings["commands"]), "commands") if settings.get("commands") else {}
+    if not isinstance(commands, Mapping) or not all(isinstance(c, AppCommand) for c in commands.values()):
+        raise AppError(f"commands {settings['commands']!r} is not a mapping of name to jobfence_ops.app.AppCommand")
+    return App(catalog=catalog, root=root, spec=spec, batches=batches, local=local, commands=commands)
 
 
 _DEFAULT: dict[pathlib.Path, App] = {}

@@ -17,12 +17,10 @@
                                 one job's rule, or every rule and every queue worker
     pause-workers / resume-workers   the queue workers (SQS event source mappings)
     invoke FUNCTION EVENT_FILE  a function (or a job's function) with a sample from events/
-    rotate-signing-key JOB      rotate one job's event signing key now; --revoke drops the old one (ops/rotation.py)
     console [--port N] [--read-only]  the web console on localhost
-    demo [--seed N]             the simulated day on a fresh embedded runtime, then the invariant check
-    sim --seeds A:B | --replay N  the fault simulator (docs/guarantees.md): a campaign, or one traced seed
     new job NAME --subsystem S --schedule EXPR [--root DIR]
                                 a new job: its module, catalog entry, test and sample event (docs/your-first-job.md)
+    and the app's own commands (`[tool.jobfence] commands`; this repository's: demo, sim, rotate-signing-key)
 
 Targets: a real account (`--profile`, `--region`, `--stack`), the background
 local runtime (`--local`), or a fresh in-process one (`--embedded`). Arguments
@@ -55,7 +53,14 @@ from jobfence_ops.emulator import point_process_at, point_process_at_endpoint
 from jobfence_ops.local import control as local
 from jobfence_ops.runtime.runtime import LocalRuntime
 from jobfence_ops.runtime.template import DeployError
-from jobfence_ops.targets import DEFAULT_STACK, AwsTarget, EmbeddedTarget, LocalTarget, OperatorError, point_process_at_account
+from jobfence_ops.targets import (
+    DEFAULT_STACK,
+    AwsTarget,
+    EmbeddedTarget,
+    LocalTarget,
+    OperatorError,
+    point_process_at_account,
+)
 
 MAX_ERROR_CHARS = 2000  # one line, bounded: a service's error text can be long
 LOCAL_DIR_ENV = "JOBFENCE_LOCAL_DIR"  # where the background runtime keeps its state (default .jobfence/local)
@@ -83,17 +88,6 @@ def job_names(app: App | None) -> Callable[[str], str]:
         return text
 
     return job_name
-
-
-def signing_job(text: str) -> str:
-    """A club job that has its own event signing key (`rotate-signing-key JOB`)."""
-    from jobs.club.catalog import SIGNER_EVENTS
-
-    if text not in SIGNER_EVENTS:
-        raise argparse.ArgumentTypeError(
-            f"{text[:64]!r} has no event signing key; jobs with one: {', '.join(sorted(SIGNER_EVENTS))}"
-        )
-    return text
 
 
 def operator(text: str) -> str:
@@ -281,26 +275,9 @@ def parser(app: App | None = None) -> argparse.ArgumentParser:
     r = command("invoke", "invoke a function with a sample event")
     r.add_argument("function", help="function name, or a job name")
     r.add_argument("event", type=event_file, metavar="EVENT_FILE", help="events/<name>.json by name, or a path")
-    r = command("rotate-signing-key", "rotate one club job's event signing key pair now (public half first)")
-    r.add_argument(
-        "job",
-        type=signing_job,
-        help="the job whose key to rotate (its secrets club_signing_key_JOB, club_verify_key_JOB)",
-    )
-    r.add_argument("--revoke", action="store_true", help="then drop the old public key at once (a suspected leak)")
-    r.add_argument("--role-arn", default=None, help="the break-glass role (default: the stack's BreakGlassRoleArn)")
     c = command("console", "the web console on localhost (read-mostly)")
     c.add_argument("--port", type=int, default=8377)
     c.add_argument("--read-only", action="store_true", help="no buttons: only reads")
-    d = sub.add_parser("demo", help="the simulated day on a fresh embedded runtime")
-    d.add_argument("--seed", type=int, default=7, help="makes a run reproducible")
-    d.add_argument("--hours", type=float, default=None, help="simulated hours (default: the full day)")
-    d.add_argument("--no-live", action="store_true", help="plain output instead of the live view")
-    s = sub.add_parser("sim", help="the deterministic fault simulator (in-process moto)")
-    s.add_argument("--seeds", default="0:100", help="A:B runs seeds A..B-1 (default 0:100)")
-    s.add_argument("--replay", type=int, default=None, metavar="SEED", help="run one seed, print its trace")
-    s.add_argument("--family", default=None, help="one family (default: seed N runs family N mod #families)")
-    s.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
     n = sub.add_parser("new", help="scaffold a new job in this app (docs/your-first-job.md)")
     nsub = n.add_subparsers(dest="new_command", required=True, metavar="WHAT")
     j = nsub.add_parser("job", help="a job: its module, catalog entry and table, a test and a sample event")
@@ -308,6 +285,8 @@ def parser(app: App | None = None) -> argparse.ArgumentParser:
     j.add_argument("--subsystem", required=True, help="its subsystem (functions/jobs/SUBSYSTEM; created if new)")
     j.add_argument("--schedule", required=True, help="an EventBridge expression: 'rate(1 hour)', 'cron(0 3 * * ? *)'")
     j.add_argument("--root", type=pathlib.Path, default=pathlib.Path("."), help="the app's root (default: here)")
+    for name, extra in (app.commands if app is not None else {}).items():
+        extra.arguments(command(name, extra.help) if extra.on_target else sub.add_parser(name, help=extra.help))
     return p
 
 
@@ -323,24 +302,6 @@ def _new(args: argparse.Namespace, console: Console) -> int:
     console.print(f"next: .venv/bin/python -m pytest tests/unit/test_job_{args.name}.py", markup=False, soft_wrap=True)
     console.print("then: make synth", markup=False, soft_wrap=True)
     return 0
-
-
-def _sim(args: argparse.Namespace) -> int:
-    """Exit 0 when no seed broke an invariant, 1 otherwise."""
-    from ops.sim.campaign import campaign, parse_seeds, run_one
-
-    if args.replay is not None:
-        report = run_one(args.replay, args.family, verbose=True)
-        for violation in report.violations:
-            print(f"invariant {violation.number}: {violation.text}")
-        print(
-            f"seed {report.seed} ({report.family}): {'ok' if report.ok else 'VIOLATED'}; "
-            f"faults injected: {', '.join(sorted(k.value for k in report.injected)) or 'none'}"
-        )
-        return 0 if report.ok else 1
-    result = campaign(parse_seeds(args.seeds), args.family, jobs=args.jobs)
-    print("\n".join(result.lines()))
-    return 0 if not result.failed else 1
 
 
 def _normalize(argv: list[str]) -> list[str]:
@@ -373,12 +334,9 @@ def main(
     try:
         if args.command not in APP_FREE_COMMANDS and app is None:
             raise missing or AppError("no app")
-        if args.command == "demo":
-            from ops.demo import demo  # this repository's simulated day (its own app)
-
-            return demo(seed=args.seed, hours=args.hours, live=not args.no_live, console=console)
-        if args.command == "sim":
-            return _sim(args)
+        extra = app.commands.get(args.command) if app is not None else None
+        if extra is not None and not extra.on_target:
+            return extra.run(args, console, None)
         if args.command == "new":
             return _new(args, console)
         if args.command == "local":
@@ -390,6 +348,8 @@ def main(
         if target is None:
             assert app is not None
             target, runtime = _target(args, console, app)
+        if extra is not None:
+            return extra.run(args, console, target)
         return HANDLERS[args.command](target, args, console)
     except (OperatorError, AppError, local.LocalError, DeployError, JobfenceError, ClientError, BotoCoreError) as exc:
         errors.print(f"jobfence: error: {_one_line(exc)}", markup=False, highlight=False, soft_wrap=True)
@@ -402,8 +362,8 @@ def main(
             runtime.stop()
 
 
-# commands that run this repository's own day, simulator or scaffold, or talk to a running local runtime only
-APP_FREE_COMMANDS = frozenset({"demo", "sim", "new", "local"})  # `local up` alone needs the app
+# commands that need no app: the scaffold, and the local runtime's controls (`local up` excepted)
+APP_FREE_COMMANDS = frozenset({"new", "local"})  # of `local`, `up` alone needs the app
 
 
 BATCH_COMMANDS = frozenset({"batch", "quota", "retry-failed"})
@@ -469,6 +429,5 @@ HANDLERS: dict[str, Callable[[Any, argparse.Namespace, Console], int]] = {
     "pause-workers": out.workers(False),
     "resume-workers": out.workers(True),
     "invoke": out.invoke,
-    "rotate-signing-key": out.rotate_signing_key,
     "console": out.console,
 }

@@ -365,40 +365,6 @@ def invoke(target: Any, args: argparse.Namespace, console: Console) -> int:
     return 1
 
 
-def rotate_signing_key(target: Any, args: argparse.Namespace, console: Console) -> int:
-    from ops.rotation import rotate_here, rotate_in_account
-    from jobfence_ops.targets import AwsTarget
-
-    if isinstance(target, AwsTarget):  # the deployed policies: through Secrets Manager, as the break-glass role
-        rotation = rotate_in_account(target, args.job, revoke=args.revoke, role_arn=args.role_arn)
-    else:
-        rotation = rotate_here(target, args.job, revoke=args.revoke)
-    if args.json:
-        print_json(
-            console,
-            {
-                "version": rotation.version,
-                "kid": rotation.kid,
-                "verify_secret": rotation.verify_secret,
-                "signing_secret": rotation.signing_secret,
-                "revoked": rotation.revoked,
-            },
-        )
-        return 0
-    kid = f" (key {rotation.kid})" if rotation.kid else ""
-    console.print(
-        f"signing key of {args.job} rotated: version {rotation.version}{kid} is current in {rotation.verify_secret} (public) "
-        f"and {rotation.signing_secret} (private)",
-        markup=False,
-    )
-    if args.revoke:
-        console.print(
-            "the previous public key is revoked" if rotation.revoked else "no previous public key to revoke",
-            markup=False,
-        )
-    return 0
-
-
 def console(target: Any, args: argparse.Namespace, out: Console) -> int:
     access = Access(False, "started with --read-only") if args.read_only else detect(target)
     return serve(target, args.port, access, console=out)

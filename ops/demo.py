@@ -21,9 +21,9 @@ from rich.table import Table
 from rich.text import Text
 
 from jobfence_ops.app import load_app
-from ops.day import HOUR, SHORT, DayConfig, DayReport, DayScenario
 from jobfence_ops.emulator import point_process_at
 from jobfence_ops.runtime.runtime import LocalRuntime, Tick
+from ops.day import HOUR, SHORT, DayConfig, DayReport, DayScenario
 
 # The demo's work folder (function logs): kept after the run so the path it prints can be opened; emptied at each start.
 REPOSITORY = pathlib.Path(__file__).resolve().parents[1]  # the demo runs this repository's app, from anywhere

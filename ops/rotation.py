@@ -42,9 +42,9 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from jobfence.config import secret_env
+from jobfence_ops.targets import OperatorError, Target
 from jobs.club.catalog import SIGNER_EVENTS, signing_secret, verify_secret
 from jobs.club.rotation import SigningRotation
-from jobfence_ops.targets import OperatorError, Target
 from providers.secrets import CURRENT
 
 BREAK_GLASS_OUTPUT = "BreakGlassRoleArn"  # the stack output naming the role (jobfence_cdk.secrets)

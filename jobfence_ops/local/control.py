@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobfence_ops.app import APP_ENV, App
+from jobfence_ops.runtime.template import package_parents
 from jobfence_ops.runtime.topology import Topology
 from jobfence_ops.runtime.workers import Invocation
 
@@ -156,9 +157,9 @@ def up(directory: pathlib.Path, app: App, on_wait: Callable[[float], None] | Non
     directory = directory.resolve()
     directory.mkdir(parents=True, exist_ok=True)
     log_path = directory / "daemon.log"
-    # the daemon imports this very tooling (wherever it is installed) and runs the same app
-    tooling = str(pathlib.Path(__file__).resolve().parents[2])
-    path = os.pathsep.join(p for p in (tooling, os.environ.get("PYTHONPATH", "")) if p)
+    # the daemon imports this very tooling, runtime and constructs (wherever they are installed) and runs the app
+    parents = package_parents(("jobfence_ops", "jobfence", "jobfence_cdk"))
+    path = os.pathsep.join(p for p in (*parents, os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, APP_ENV: app.spec, "PYTHONPATH": path}
     with open(log_path, "ab") as log:
         process = subprocess.Popen(

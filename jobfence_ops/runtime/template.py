@@ -79,7 +79,7 @@ def synthesize(out_dir: pathlib.Path, context: Mapping[str, Any] | None, app_dir
     env = {
         **os.environ,
         # the app synthesizes with the constructs and runtime this tooling sees (installed, or this repository's)
-        "PYTHONPATH": os.pathsep.join([*_package_parents(), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        "PYTHONPATH": os.pathsep.join([*package_parents(), *filter(None, [os.environ.get("PYTHONPATH")])]),
         "CDK_OUTDIR": str(out_dir),
         "CDK_CONTEXT_JSON": json.dumps(ctx),
         "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
@@ -104,10 +104,11 @@ def _cdk_json_context(app_dir: pathlib.Path) -> dict[str, Any]:
     return dict(context) if isinstance(context, dict) else {}
 
 
-def _package_parents() -> list[str]:
-    """The folders the constructs' and the runtime's packages are imported from, in this process."""
+def package_parents(names: tuple[str, ...] = (CONSTRUCTS_PACKAGE, "jobfence")) -> list[str]:
+    """The folders the named packages are imported from in this process (default: the constructs' and the
+    runtime's), for a child process that must import the very same ones."""
     found = []
-    for name in (CONSTRUCTS_PACKAGE, "jobfence"):
+    for name in names:
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.origin:
             parent = str(pathlib.Path(spec.origin).parents[1])

@@ -29,8 +29,8 @@ import sys
 import time
 from typing import Any
 
-from ops.bench.coldstart import GoalMissed
 from jobfence_ops.runtime.template import CACHE_DIR, inputs_hash
+from ops.bench.coldstart import GoalMissed
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 COMMAND = "python -m ops.bench ops.bench.demo"
@@ -268,9 +268,9 @@ def _isolates_cpu(runtime: Any) -> float:
 
 def profile_hour() -> int:
     """One steady simulated hour of the demo's runtime: requests by operation, CPU of the driver and the isolates."""
-    from ops.day import HOUR, DayConfig, DayScenario
     from jobfence_ops.emulator import point_process_at
     from jobfence_ops.runtime.runtime import LocalRuntime
+    from ops.day import HOUR, DayConfig, DayScenario
     from ops.seeds import seed_domains
 
     counts: collections.Counter = collections.Counter()

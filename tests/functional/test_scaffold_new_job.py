@@ -34,7 +34,10 @@ print(out / f"{STACK_NAME}.template.json")
 
 
 def run(args: list[str], cwd: pathlib.Path, timeout: int = 900) -> subprocess.CompletedProcess:
-    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "PYTHONDONTWRITEBYTECODE": "1"}
+    # the copy's own tooling, runtime and constructs (as in its checkout), whatever the venv has installed
+    checkout = os.pathsep.join(str(p) for p in (cwd, cwd / "functions", cwd / "infra"))
+    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTHONPATH": checkout}
     done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, f"{' '.join(args[:4])} ...: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done
