@@ -20,9 +20,8 @@ install: $(VENV)/.installed node_modules/.installed
 $(VENV)/.installed: requirements.txt functions/requirements.txt pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
-	# the CLI was the distribution `jobfence` before 0.2 (that name is the runtime's now): drop the old install
-	$(PY) -m pip uninstall --quiet --disable-pip-version-check -y jobfence
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .  # the `jobfence` command
+	# editable: the runtime and the constructs (from functions/ and infra/) and the operator tooling (the `jobfence` command)
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e packages/jobfence -e packages/jobfence-cdk -e .
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
@@ -30,7 +29,7 @@ node_modules/.installed: package.json package-lock.json
 	touch $@
 
 demo: install
-	$(PY) -m ops demo
+	$(PY) -m jobfence_ops demo
 
 # The suite on every core (pytest-xdist): tests that share a session resource (the deployed local
 # runtime in tests/sim, the synthesized app in tests/infra) stay on one worker in file order
@@ -42,7 +41,7 @@ test: lint $(CHROMIUM)
 
 # ruff (lint, then the format check) and mypy over the code the project ships and runs; their
 # settings and strictness are in pyproject.toml. Each prints its findings; all three always run.
-LINT_PATHS := functions infra ops app.py
+LINT_PATHS := functions infra jobfence_ops ops app.py
 lint: install
 	@status=0; \
 	$(VENV)/bin/ruff check $(LINT_PATHS) || status=1; \
@@ -67,7 +66,7 @@ $(CHROMIUM):
 # The fault simulator (docs/guarantees.md): thousands of seeds of every family, in two processes.
 SIM_SEEDS ?= 0:3000
 sim: install
-	$(PY) -m ops sim --seeds $(SIM_SEEDS) --jobs 2
+	$(PY) -m jobfence_ops sim --seeds $(SIM_SEEDS) --jobs 2
 
 # cdk-nag (AwsSolutions + Serverless) runs inside the app and fails synthesis on any
 # unacknowledged finding; cfn-lint then checks every synthesized template.

@@ -1,4 +1,7 @@
-"""Operator tooling: the embedded local runtime, the operator CLI, the web console and the benchmarks.
+"""This repository's own tooling over its app: the benchmarks, the fault simulator's families and campaigns,
+the demo day and its seeds, the provider stubs, the signing-key rotation, the policy evaluator and the API page
+generator. The operator tooling any app runs (CLI, console, local runtime) is `jobfence_ops`; this
+repository's pyproject.toml names its app's hooks for it (`ops.this_app`, `ops.app_commands`).
 
 `functions/` is the Lambda asset root: its packages (`jobfence`, `jobs`,
 `providers`) import as top-level modules there, so the tooling puts it on the

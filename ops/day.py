@@ -36,12 +36,14 @@ from jobfence.errors import JobfenceError, LeaseLost
 from jobfence.lease import Lease, LeaseStore
 from jobfence.testing.sim.markers import marker_write
 from jobfence.work import BatchRef, ItemInput, Producer
+from jobfence_ops.commands.batches import batch
+from jobfence_ops.commands.switches import set_rules
+from jobfence_ops.runtime.runtime import LocalRuntime, Tick
+from jobfence_ops.targets import EmbeddedTarget
 from jobs.commerce.conversations import ConversationStore
 from jobs.commerce.dpop_proofs import DpopProofStore
 from jobs.listings.catalog import TOLERATED_FAILURE_PCT
 from jobs.listings.pipelines import GENERATION, ITEMS_TABLE, PIPELINES, build_store, build_wakeups
-from ops.commands.batches import batch
-from ops.commands.switches import set_rules
 from ops.invariants import (
     Check,
     Observation,
@@ -52,9 +54,7 @@ from ops.invariants import (
     plain_items,
     scan_all,
 )
-from ops.runtime.runtime import LocalRuntime, Tick
 from ops.seeds import seed_domains
-from ops.targets import EmbeddedTarget
 
 HOUR = 3_600_000
 MINUTE = 60_000

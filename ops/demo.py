@@ -1,4 +1,4 @@
-"""`python -m ops demo`: the day scenario on a fresh embedded runtime, shown live, then judged.
+"""`python -m jobfence_ops demo`: the day scenario on a fresh embedded runtime, shown live, then judged.
 
 A live view (rich) while the day runs: the simulated time, ticks by outcome
 per job, queue depths and the latest events. Then a report per job (runs by
@@ -20,13 +20,14 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from jobfence_ops.app import load_app
+from jobfence_ops.emulator import point_process_at
+from jobfence_ops.runtime.runtime import LocalRuntime, Tick
 from ops.day import HOUR, SHORT, DayConfig, DayReport, DayScenario
-from ops.emulator import point_process_at
-from ops.runtime.runtime import LocalRuntime, Tick
-from ops.runtime.template import ROOT
 
 # The demo's work folder (function logs): kept after the run so the path it prints can be opened; emptied at each start.
-DEMO_DIR = ROOT / ".jobfence" / "demo"
+REPOSITORY = pathlib.Path(__file__).resolve().parents[1]  # the demo runs this repository's app, from anywhere
+DEMO_DIR = REPOSITORY / ".jobfence" / "demo"
 
 
 class LiveView:
@@ -170,7 +171,7 @@ def demo(
     console.print("starting the embedded runtime: cdk synth, deploy into moto's CloudFormation ...")
     shutil.rmtree(DEMO_DIR, ignore_errors=True)
     DEMO_DIR.mkdir(parents=True)
-    runtime = LocalRuntime.start(workdir=DEMO_DIR)
+    runtime = LocalRuntime.start(workdir=DEMO_DIR, app=load_app(start=REPOSITORY))
     try:
         top = runtime.topology
         console.print(

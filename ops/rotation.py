@@ -1,4 +1,4 @@
-"""Rotating one job's event signing key now: `python -m ops rotate-signing-key JOB [--revoke]` (also `jobfence ...`).
+"""Rotating one job's event signing key now: `python -m jobfence_ops rotate-signing-key JOB [--revoke]` (also `jobfence ...`).
 
 Every publishing club job has its own pair (`club_signing_key_<JOB>`,
 `club_verify_key_<JOB>`). The deployed stack rotates each on a schedule (the
@@ -42,9 +42,9 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from jobfence.config import secret_env
+from jobfence_ops.targets import OperatorError, Target
 from jobs.club.catalog import SIGNER_EVENTS, signing_secret, verify_secret
 from jobs.club.rotation import SigningRotation
-from ops.targets import OperatorError, Target
 from providers.secrets import CURRENT
 
 BREAK_GLASS_OUTPUT = "BreakGlassRoleArn"  # the stack output naming the role (jobfence_cdk.secrets)

@@ -17,7 +17,7 @@ os.environ.pop("AWS_PROFILE", None)
 os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "jobfence")
 os.environ.setdefault("POWERTOOLS_DEV", "false")
 
-from ops import moto_fast
+from jobfence_ops import moto_fast
 from tests.support import (  # noqa: F401  (load_event re-exported for older imports)
     CatalogTables,
     RequestCounter,
@@ -53,10 +53,10 @@ def request_counter() -> RequestCounter:
 def moto_server():
     """A moto server on a free loopback port, for wire behaviour and real concurrency.
 
-    Serialized like DynamoDB itself (see ops/emulator.py): a stock threaded moto
+    Serialized like DynamoDB itself (see jobfence_ops/emulator.py): a stock threaded moto
     server lets two racing conditional writes both succeed.
     """
-    from ops.emulator import Emulator
+    from jobfence_ops.emulator import Emulator
 
     with Emulator() as emulator:
         yield emulator.endpoint

@@ -27,8 +27,8 @@ from jobfence.schedule import Schedule
 from jobfence.scheduled import ScheduledRunner
 from jobfence.testing.sim.world import LOGGER, NullMetrics
 from jobfence.triggers import Trigger
+from jobfence_ops.tables import create_catalog_tables
 from ops.bench.capacity import item_size
-from ops.tables import create_catalog_tables
 
 COMMAND = "python -m ops.bench ops.bench.auditor"
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z

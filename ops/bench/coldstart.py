@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ops.runtime.template import cached_synthesis
+from jobfence_ops.runtime.template import cached_synthesis
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FUNCTIONS = ROOT / "functions"
@@ -294,7 +294,7 @@ def import_costs(function: Function) -> dict[str, float]:
 
 
 def run() -> str:
-    functions = template_functions(cached_synthesis().template)
+    functions = template_functions(cached_synthesis({}, pathlib.Path(__file__).resolve().parents[2]).template)
     runs = int(os.environ.get("COLDSTART_RUNS", "9"))
     measured_all = measure(functions, runs)
     boto3_s = measured_all.boto3_s

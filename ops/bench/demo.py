@@ -1,6 +1,6 @@
 """Benchmark: `make demo` (the simulated day on a fresh embedded runtime), wall and CPU seconds.
 
-The demo runs as `make demo` runs it (`python -m ops demo`, here with
+The demo runs as `make demo` runs it (`python -m jobfence_ops demo`, here with
 `--no-live`), in a child process; its CPU is that process's and every
 process it waited for (the isolates, the CDK synth when the cache is cold):
 `resource.getrusage` RUSAGE_CHILDREN, plus RUSAGE_SELF of this process (which
@@ -29,8 +29,8 @@ import sys
 import time
 from typing import Any
 
+from jobfence_ops.runtime.template import CACHE_DIR, inputs_hash
 from ops.bench.coldstart import GoalMissed
-from ops.runtime.template import CACHE, inputs_hash
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 COMMAND = "python -m ops.bench ops.bench.demo"
@@ -58,7 +58,7 @@ EARLIER_RUNS = (
 )
 
 BEFORE = """Before (36644d1, issue 27): `make demo` took **864 CPU-s** (18 min wall at load about 2 on 2 cores; 110 s wall
-at e83065a). `python -m ops demo --hours 1 --no-live` (which ran 5 simulated hours: `--hours` did not bound the
+at e83065a). `python -m jobfence_ops demo --hours 1 --no-live` (which ran 5 simulated hours: `--hours` did not bound the
 scenario's fixed phases) took 248 CPU-s and 8 min 43 s wall at load 5-19 (`/usr/bin/time -v`)."""
 
 PROFILE = """### Where a simulated hour goes (the local runtime's profile)
@@ -94,13 +94,13 @@ the isolates (two thirds of it the reclaim sweep's queries), the rest the driver
 connections. The reclaim sweep made 80% of that hour's requests (3,096 of 3,863: 258 queries a tick); since the
 reclaim shards (issue 27 part 1) a steady hour makes 791.
 
-**Simulated hour 1** (`/usr/bin/time -v python -m ops demo --no-live --seed 7 --hours 1`, synth cached, children
+**Simulated hour 1** (`/usr/bin/time -v python -m jobfence_ops demo --no-live --seed 7 --hours 1`, synth cached, children
 included): 52 CPU-s (46 user, 6 sys; 91 s wall at load 6-7) at 4be0900; 35 CPU-s (31 user, 5 sys; 59 s wall at
 load 5-6) with the isolates forked from the fork server. Its py-spy samples at 4be0900 (busy samples only, load
 6-10): a third of the samples were the 22 isolates' cold starts (interpreter start 16%, imports 17%: boto3,
 botocore, pydantic, pynamodb and Powertools about 2.5 of the 3.7 s a handler module took to import at that load,
 the function's own packages the rest), 7% their botocore clients' creation, 25% moto's server, the rest the driver.
-Since then an isolate is forked from a fork server that imported those libraries once (`ops.runtime.workers`):
+Since then an isolate is forked from a fork server that imported those libraries once (`jobfence_ops.runtime.workers`):
 its cold start imports only its function's code.
 
 **The steady hour** (thread CPU time of moto's request threads during the steady hour at 4be0900, load 8-10): of
@@ -108,10 +108,10 @@ the driver's 5.2 CPU-s, 4.4 were inside moto's WSGI app (5.6 ms a request at tha
 handling around it, 0.3 the driver's own thread (schedules, pumps), the rest the invocation threads. Inside moto
 (cProfile of 300 replayed GetItems): its response serializer about a quarter, Flask's dispatch an eighth, and the
 lookup of the backend serving the request's host a fifth: moto listed and stat'ed its ~200 package folders and
-matched its URL patterns on every request. That lookup is now kept per host (`ops.emulator`): a GetItem's time
+matched its URL patterns on every request. That lookup is now kept per host (`jobfence_ops.emulator`): a GetItem's time
 in moto's app 1.97 -> 1.55 ms, an UpdateItem's 3.45 -> 3.18 ms (two runs, at load 10 and 17).
 
-**moto's own DynamoDB and SQS work** (issue 27, second round; `ops.moto_fast`, every shortcut checked against
+**moto's own DynamoDB and SQS work** (issue 27, second round; `jobfence_ops.moto_fast`, every shortcut checked against
 moto's own answer by `tests/unit/test_moto_fast.py`). A yappi profile of the steady hour's server threads
 (`yappi.set_clock_type("cpu")`, started after the first simulated hour; yappi inflates call-heavy code, so the
 shares are the guide, not the seconds) put a quarter of moto's time in its response serializer, which walks the
@@ -139,7 +139,7 @@ a steady hour 3.5-4.3, the three hours of the day's outage about 0.1 each.
 
 Then moto's TransactWriteItems: to undo a refused transaction it deep-copied every table the transaction
 names, every item of it (a third of moto's time in hour 3); it now keeps deep copies of the named items only
-(`ops.moto_fast`, 39241b7). Measured after it on an idle machine (the bench, 2 December): 117 s wall, 137 CPU-s:
+(`jobfence_ops.moto_fast`, 39241b7). Measured after it on an idle machine (the bench, 2 December): 117 s wall, 137 CPU-s:
 within the earlier runs' spread, so not the slowdown one loaded run had suggested.
 
 **Third round** (issue 27; yappi over the steady hour's threads, `yappi.set_clock_type("cpu")`, started after the
@@ -178,12 +178,12 @@ that do depend on values, botocore in the isolates, times about 660 requests an 
 def synth_cached() -> bool:
     """Whether the CDK synthesis is cached for this checkout (a cold cache adds the synth to the figure)."""
     ctx: dict = {}
-    return (CACHE / inputs_hash(ROOT, ctx) / "manifest.json").is_file()
+    return (ROOT / CACHE_DIR / inputs_hash(ROOT, ctx) / "manifest.json").is_file()
 
 
 def measure(hours: float | None = None) -> tuple[float, float, str, int]:
     """Run the demo once: (wall s, CPU s of it and its children, its last output lines, its exit status)."""
-    command = [sys.executable, "-m", "ops", "demo", "--no-live", "--seed", str(SEED)]
+    command = [sys.executable, "-m", "jobfence_ops", "demo", "--no-live", "--seed", str(SEED)]
     if hours is not None:
         command += ["--hours", f"{hours:g}"]
     before_self = resource.getrusage(resource.RUSAGE_SELF)
@@ -230,7 +230,7 @@ def run() -> str:
     lines = [
         "## Local runtime",
         "",
-        f"Command: `{COMMAND}` (runs `python -m ops demo --no-live --seed {SEED}`, {day}, in a child process; "
+        f"Command: `{COMMAND}` (runs `python -m jobfence_ops demo --no-live --seed {SEED}`, {day}, in a child process; "
         f"CPU = RUSAGE_SELF + RUSAGE_CHILDREN: the demo, its isolates, its synth). Goal: at most **{GOAL_WALL_S} s wall** "
         f"and **{GOAL_CPU_S} CPU-s** on an idle 2-core machine; the bench exits 1 past either.",
         "",
@@ -268,9 +268,9 @@ def _isolates_cpu(runtime: Any) -> float:
 
 def profile_hour() -> int:
     """One steady simulated hour of the demo's runtime: requests by operation, CPU of the driver and the isolates."""
+    from jobfence_ops.emulator import point_process_at
+    from jobfence_ops.runtime.runtime import LocalRuntime
     from ops.day import HOUR, DayConfig, DayScenario
-    from ops.emulator import point_process_at
-    from ops.runtime.runtime import LocalRuntime
     from ops.seeds import seed_domains
 
     counts: collections.Counter = collections.Counter()

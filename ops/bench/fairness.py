@@ -159,8 +159,8 @@ def scenario(fair: bool, cap: int | None, noisy: int = NOISY_ITEMS) -> Result:
     from jobfence.clock import FrozenClock
     from jobfence.quota import QuotaStore
     from jobfence.work import BatchRef, ItemInput, Producer, Tally, TenantGate, Worker, WorkStore
+    from jobfence_ops.tables import create_catalog_tables
     from jobs.listings.catalog import GENERATION, PIPELINES
-    from ops.tables import create_catalog_tables
 
     pipeline = PIPELINES[GENERATION]
     with mock_aws(), _no_table_backups() as cancelled:

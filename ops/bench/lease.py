@@ -61,7 +61,7 @@ def lease_costs() -> list[tuple[str, tuple[int, int, float, float]]]:
     from jobfence.clock import FrozenClock
     from jobfence.errors import IntervalNotElapsed, LeaseHeld
     from jobfence.lease import LeaseStore
-    from ops.tables import create_catalog_tables
+    from jobfence_ops.tables import create_catalog_tables
 
     rows = []
     with mock_aws():

@@ -65,7 +65,7 @@ def overlap_costs() -> list[tuple[str, tuple[int, int, float, float]]]:
     from jobfence.runs import RunStore
     from jobfence.scheduled import Outcome, ScheduledRunner
     from jobfence.triggers import Trigger
-    from ops.tables import create_catalog_tables
+    from jobfence_ops.tables import create_catalog_tables
 
     rows: list[tuple[str, tuple[int, int, float, float]]] = []
     with mock_aws():

@@ -36,7 +36,7 @@ def section(result, seeds_text: str, jobs: int) -> str:
         "## Fault simulator",
         "",
         f"Command: `SIM_BENCH_SEEDS={seeds_text} SIM_BENCH_JOBS={jobs} python -m ops.bench ops.bench.sim` "
-        f"(the same campaign as `python -m ops sim --seeds {seeds_text} --jobs {jobs}`)",
+        f"(the same campaign as `python -m jobfence_ops sim --seeds {seeds_text} --jobs {jobs}`)",
         "",
         f"{result.runs} runs ({families}) in {result.seconds:.0f} s wall-clock with {jobs} process(es): "
         f"**{result.runs_per_second:.2f} runs/s** ({result.runs_per_second / jobs:.2f} per process), "

@@ -33,7 +33,7 @@ from jobfence.lease import LeaseStore
 from jobfence.ledger import DELIVERY_TOLERANCE_MS
 from jobfence.registry import JobSpec
 from jobfence.schedule import Schedule
-from ops.tables import create_catalog_tables
+from jobfence_ops.tables import create_catalog_tables
 
 COMMAND = "python -m ops.bench ops.bench.takeover"
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z, a Thursday

@@ -143,9 +143,9 @@ def _index_key(item: dict | None, pk: str, sk: str | None):
 
 def _setup(metered: bool = True, meter_class: type[Meter] | None = None):
     from jobfence.clock import FrozenClock
+    from jobfence_ops.tables import create_catalog_tables
     from jobs.catalog import CATALOG
     from ops.harness import build_rig
-    from ops.tables import create_catalog_tables
 
     client = boto3.client("dynamodb")
     tables = create_catalog_tables(client, names=LISTING_TABLES)

@@ -1,8 +1,8 @@
 """Campaigns: many seeds, one verdict, and the share of runs each fault kind was injected in.
 
-    python -m ops sim --seeds 0:1000                 seeds 0..999; seed N runs family N mod #families
-    python -m ops sim --seeds 0:300 --family work    one family only
-    python -m ops sim --replay 17 [--family lease]   one seed, printing the trace of every call and fault
+    python -m jobfence_ops sim --seeds 0:1000                 seeds 0..999; seed N runs family N mod #families
+    python -m jobfence_ops sim --seeds 0:300 --family work    one family only
+    python -m jobfence_ops sim --replay 17 [--family lease]   one seed, printing the trace of every call and fault
 
 A seed always runs the same family with `--family`; without it, the family is
 chosen from the seed in the order of `ops.sim.families.FAMILIES`.

@@ -34,7 +34,10 @@ print(out / f"{STACK_NAME}.template.json")
 
 
 def run(args: list[str], cwd: pathlib.Path, timeout: int = 900) -> subprocess.CompletedProcess:
-    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "PYTHONDONTWRITEBYTECODE": "1"}
+    # the copy's own tooling, runtime and constructs (as in its checkout), whatever the venv has installed
+    checkout = os.pathsep.join(str(p) for p in (cwd, cwd / "functions", cwd / "infra"))
+    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTHONPATH": checkout}
     done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, f"{' '.join(args[:4])} ...: exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done
@@ -49,7 +52,7 @@ def test_a_scaffolded_job_passes_its_own_test_and_synthesizes_with_its_function_
             (app / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, app / name)
     # GIVEN a fresh copy of the app WHEN a new user scaffolds a job in a new subsystem
-    out = run([sys.executable, "-m", "ops", "new", "job", "nightly_digest", "--subsystem", "reports",
+    out = run([sys.executable, "-m", "jobfence_ops", "new", "job", "nightly_digest", "--subsystem", "reports",
                "--schedule", "rate(1 day)"], app)
     assert "functions/jobs/reports/nightly_digest.py" in out.stdout
     # THEN its generated test passes unchanged (a tick on moto, and ten seeds of the fault simulator)

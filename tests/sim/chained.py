@@ -16,9 +16,9 @@ from typing import Iterator
 
 from rich.console import Console
 
-from ops.cli import main
-from ops.local.daemon import Daemon
-from ops.runtime.runtime import LocalRuntime
+from jobfence_ops.cli import main
+from jobfence_ops.local.daemon import Daemon
+from jobfence_ops.runtime.runtime import LocalRuntime
 
 
 @contextlib.contextmanager

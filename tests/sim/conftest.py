@@ -12,9 +12,9 @@ import pathlib
 
 import pytest
 
-from ops.emulator import environment_for
-from ops.runtime.runtime import LocalRuntime
-from ops.targets import EmbeddedTarget
+from jobfence_ops.emulator import environment_for
+from jobfence_ops.runtime.runtime import LocalRuntime
+from jobfence_ops.targets import EmbeddedTarget
 from tests.sim.chained import serving
 
 

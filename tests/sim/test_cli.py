@@ -8,7 +8,7 @@ import json
 import pytest
 from rich.console import Console
 
-from ops.cli import main
+from jobfence_ops.cli import main
 from ops.invariants import scan_all
 
 pytestmark = pytest.mark.server
@@ -268,7 +268,7 @@ def finished_batch(target, runtime):
     """A small generation batch with two items the generator refuses, run to its end."""
     from jobfence.work import BatchRef, ItemInput
     from jobs.listings.pipelines import GENERATION
-    from ops.commands.batches import producer, work_store
+    from jobfence_ops.commands.batches import producer, work_store
 
     ref = BatchRef("tenant-cli", f"b-{runtime.clock.now_ms()}")
     work_store(target).quota.grant(ref.tenant, 50)
@@ -289,7 +289,7 @@ def test_batch_shows_the_batch_row_then_its_item_rows(target, finished_batch):
 
 
 def test_retry_failed_resets_the_budget_of_failed_items_only(target, runtime, finished_batch):
-    from ops.commands.batches import batch
+    from jobfence_ops.commands.batches import batch
 
     code, out = cli(target, "--as", "bob", "retry-failed", str(finished_batch))
     assert code == 0 and "retried 2 item(s)" in out, out
@@ -360,7 +360,7 @@ def test_the_real_account_path_reads_the_stack_back_through_the_aws_apis(runtime
 def test_the_real_account_path_catches_up_through_the_invoke_api(runtime, monkeypatch):
     # GIVEN an AwsTarget on the emulator, its Lambda Invoke answered by the runtime's own isolate of that
     # function (moto runs no Lambda code); clean_dpop_proofs disabled across two ticks
-    from ops.targets import AwsTarget
+    from jobfence_ops.targets import AwsTarget
 
     for key, value in runtime.emulator.environment().items():
         monkeypatch.setenv(key, value)
@@ -371,7 +371,7 @@ def test_the_real_account_path_catches_up_through_the_invoke_api(runtime, monkey
         return runtime.invoke(function, event)
 
     monkeypatch.setattr(AwsTarget, "invoke", invoke)
-    monkeypatch.setattr("ops.targets.SystemClock", lambda: runtime.clock)  # the account's time is the simulated time
+    monkeypatch.setattr("jobfence_ops.targets.SystemClock", lambda: runtime.clock)  # the account's time is the simulated time
     out = io.StringIO()
     console = Console(file=out, width=250, color_system=None)
     _after_next_half_hour(runtime)

@@ -17,10 +17,10 @@ import urllib.request
 
 import pytest
 
-from ops.commands import jobs
-from ops.console.access import IamSimulator, detect
-from ops.console.server import CSRF_COOKIE, MAX_FORM_BYTES, ConsoleApp, ConsoleServer
-from ops.targets import AwsTarget, EmbeddedTarget
+from jobfence_ops.commands import jobs
+from jobfence_ops.console.access import IamSimulator, detect
+from jobfence_ops.console.server import CSRF_COOKIE, MAX_FORM_BYTES, ConsoleApp, ConsoleServer
+from jobfence_ops.targets import AwsTarget, EmbeddedTarget
 
 pytestmark = pytest.mark.server
 

@@ -23,10 +23,10 @@ from playwright.sync_api import expect, sync_playwright
 
 from jobfence.work import BatchRef, ItemInput
 from jobs.listings.pipelines import GENERATION
-from ops.commands.batches import producer, work_store
-from ops.console.server import ConsoleApp, ConsoleServer
-from ops.local.control import LocalControl
-from ops.targets import EmbeddedTarget, LocalTarget
+from jobfence_ops.commands.batches import producer, work_store
+from jobfence_ops.console.server import ConsoleApp, ConsoleServer
+from jobfence_ops.local.control import LocalControl
+from jobfence_ops.targets import EmbeddedTarget, LocalTarget
 from tests.sim.chained import cli
 
 pytestmark = [pytest.mark.server, pytest.mark.browser]

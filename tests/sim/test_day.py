@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.server, pytest.mark.slow]  # six simulated hours on th
 
 @pytest.fixture(scope="module")
 def report(runtime):
-    from ops.emulator import point_process_at
+    from jobfence_ops.emulator import point_process_at
 
     # GIVEN the deployed system; the driver's own stores point at the emulator while it seeds and reads
     mp = pytest.MonkeyPatch()
@@ -151,9 +151,9 @@ def _happened(ticks) -> str:
 
 def test_the_ledger_labels_every_expected_tick_of_the_day_as_it_happened(report, runtime):
     from jobfence.ledger import TickLabel
-    from ops.commands.jobs import job_ledger
+    from jobfence_ops.commands.jobs import job_ledger
     from ops.day import DROPPED_JOB, DUPLICATE_JOB, DYING_JOB, FAILING_JOB
-    from ops.targets import EmbeddedTarget
+    from jobfence_ops.targets import EmbeddedTarget
 
     # GIVEN the day: rules disabled 04:00 .. 06:00, an isolate killed mid-run at 03:00, a duplicate
     # tick at 01:00 and a tick EventBridge dropped at 03:00

@@ -1,7 +1,7 @@
 """The background local runtime's control API, driven through the CLI with `--local`.
 
 The daemon here serves the session's shared runtime from a thread (the same
-`Daemon` that `python -m ops.local.daemon` runs in its own process), so the
+`Daemon` that `python -m jobfence_ops.local.daemon` runs in its own process), so the
 commands chain against one state: submit a batch, kill a worker, advance time,
 watch the batch recover, all as separate CLI invocations.
 """

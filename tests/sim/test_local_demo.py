@@ -10,8 +10,8 @@ from rich.console import Console
 from ops.day import HOUR, DayReport
 from ops.demo import LiveView, print_logs, print_report
 from ops.invariants import Check, Observation
-from ops.runtime.runtime import Tick
-from ops.runtime.workers import Invocation
+from jobfence_ops.runtime.runtime import Tick
+from jobfence_ops.runtime.workers import Invocation
 
 LONG = "capture_abandoned_deferred_payments_of_the_day"
 

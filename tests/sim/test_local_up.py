@@ -21,8 +21,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def jobfence(directory: pathlib.Path, *argv: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "JOBFENCE_LOCAL_DIR": str(directory)}
-    return subprocess.run([sys.executable, "-m", "ops", *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    # this checkout's tooling, runtime and constructs, whatever the venv has installed
+    checkout = os.pathsep.join(str(p) for p in (ROOT, ROOT / "functions", ROOT / "infra"))
+    env = {**os.environ, "JOBFENCE_LOCAL_DIR": str(directory), "PYTHONPATH": checkout}
+    return subprocess.run([sys.executable, "-m", "jobfence_ops", *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 
 def test_up_keeps_a_runtime_running_that_later_commands_use_and_down_stops(tmp_path):

@@ -65,7 +65,7 @@ def test_eventbridge_cron_is_adapted_not_reparsed():
 
 
 def test_the_emulator_keeps_a_clients_connection_open_across_requests():
-    from ops.emulator import Emulator
+    from jobfence_ops.emulator import Emulator
 
     # GIVEN a fresh emulator and one client of each protocol (JSON, REST with HEAD, query)
     with Emulator() as emulator:
@@ -96,8 +96,8 @@ def test_a_fresh_runtime_expected_no_tick_from_before_its_rules_existed(runtime)
     from jobfence.ledger import RuleToggles
     from jobfence.runs import RunStore
     from jobs.catalog import AUDITOR, CATALOG
-    from ops.commands.jobs import job_ledger
-    from ops.targets import EmbeddedTarget
+    from jobfence_ops.commands.jobs import job_ledger
+    from jobfence_ops.targets import EmbeddedTarget
 
     # GIVEN the runtime's deploy, which created every rule at its start
     target, start = EmbeddedTarget(runtime), runtime.start_ms

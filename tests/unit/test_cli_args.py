@@ -7,7 +7,7 @@ import io
 import pytest
 from rich.console import Console
 
-from ops.cli import duration_ms, main
+from jobfence_ops.cli import duration_ms, main
 
 BAD = [
     (["runs", "no_such_job"], "argument job: unknown job 'no_such_job'; jobs: audit_missed_runs, capture_abandoned_deferred"),

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from ops.cli import _normalize as normalized
-from ops.cli import parser
+from jobfence_ops.cli import _normalize as normalized
+from jobfence_ops.cli import parser
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PAGES = ("your-first-job.md", "your-first-pipeline.md")

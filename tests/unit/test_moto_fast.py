@@ -1,4 +1,4 @@
-"""ops.moto_fast: moto's DynamoDB responses are the same with its shortcuts as without them.
+"""jobfence_ops.moto_fast: moto's DynamoDB responses are the same with its shortcuts as without them.
 
 Every data-plane operation the project makes, with every attribute type and
 the ReturnValues / ReturnConsumedCapacity / pagination variants, runs inside
@@ -12,7 +12,7 @@ import re
 import pytest
 from botocore.exceptions import ClientError
 
-from ops import moto_fast
+from jobfence_ops import moto_fast
 
 EVERY_TYPE = {
     "pk": {"S": "a"},

@@ -168,12 +168,14 @@ def test_the_kits_simulator_ships_in_the_runtime_whose_testing_extra_declares_wh
     testing = [r for r in metadata(wheels["jobfence"]).get_all("Requires-Dist") if 'extra == "testing"' in r]
     assert {re.split(r"[\[<>=;! ]", r)[0] for r in testing} == {"jobfence", "moto", "pytest"}, testing  # [boto3]
     assert any(r.startswith("moto[dynamodb]") for r in testing)
-    # AND the operator tooling requires the runtime of its version (its families run on the kit's simulator)
+    # AND the operator tooling requires the runtime of its version
     ops_meta = metadata(wheels["jobfence-ops"])
     assert ops_meta["Version"] == metadata(wheels["jobfence"])["Version"]
     assert f"jobfence=={ops_meta['Version']}" in ops_meta.get_all("Requires-Dist")
     ops_files = {n for n in wheels["jobfence-ops"].namelist() if ".dist-info/" not in n}
-    assert "ops/sim/families/lease.py" in ops_files and "ops/sim/kernel.py" not in ops_files
+    # AND the operator wheel is the tooling any app runs, under its own name: nothing of this repository's `ops`
+    assert {"jobfence_ops/cli.py", "jobfence_ops/app.py", "jobfence_ops/runtime/runtime.py"} <= ops_files
+    assert not any(n.startswith("ops/") for n in ops_files)
 
 
 def test_app_py_uses_the_constructs_public_names_only_and_passes_its_catalog_in():

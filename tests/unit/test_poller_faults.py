@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobfence.clock import FrozenClock
-from ops.runtime.sqs import QueuePoller
-from ops.runtime.topology import FunctionInfo, MappingInfo, QueueInfo, Topology
-from ops.runtime.workers import Invocation
+from jobfence_ops.runtime.sqs import QueuePoller
+from jobfence_ops.runtime.topology import FunctionInfo, MappingInfo, QueueInfo, Topology
+from jobfence_ops.runtime.workers import Invocation
 
 FUNCTION = "generation-worker"
 QUEUE_ARN = "arn:aws:sqs:us-east-1:000000000000:generation"
@@ -191,7 +191,7 @@ def test_the_isolate_names_the_faults_that_went_off_and_the_driver_keeps_the_oth
     import pytest
     from botocore.exceptions import ClientError
 
-    from ops.runtime.worker import FaultPlan
+    from jobfence_ops.runtime.worker import FaultPlan
 
     # GIVEN a plan of two raises: one on the items table's second TransactWriteItems, one on a Query
     plan = [

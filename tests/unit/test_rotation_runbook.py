@@ -15,8 +15,8 @@ from jobfence.config import secret_env
 from jobs.club.catalog import SIGNER_EVENTS, signing_secret, verify_secret
 from jobs.club.rotation import SigningRotation
 from jobs.club.signing import VerifyKey
-from ops.runtime.topology import FunctionInfo, Topology
-from ops.targets import OperatorError
+from jobfence_ops.runtime.topology import FunctionInfo, Topology
+from jobfence_ops.targets import OperatorError
 from providers.secrets import CURRENT, PREVIOUS
 from tests.support import signing_pair
 

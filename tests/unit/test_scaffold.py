@@ -13,8 +13,8 @@ import shutil
 import pytest
 from rich.console import Console
 
-from ops.cli import main
-from ops.commands.scaffold import ScaffoldError, plan_job
+from jobfence_ops.cli import main
+from jobfence_ops.commands.scaffold import ScaffoldError, plan_job
 
 FUNCTIONS = pathlib.Path(__file__).resolve().parents[2] / "functions"
 

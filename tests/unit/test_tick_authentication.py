@@ -129,8 +129,8 @@ def test_a_forged_far_future_tick_to_the_auditor_is_refused_counted_and_leaves_i
 
 
 def test_the_local_runtime_and_the_kit_build_ticks_their_function_accepts(aws, clock):
-    from ops.runtime.runtime import scheduled_event as runtime_event
-    from ops.runtime.topology import RuleInfo
+    from jobfence_ops.runtime.runtime import scheduled_event as runtime_event
+    from jobfence_ops.runtime.topology import RuleInfo
 
     harness = JobHarness(aws, CATALOG, "clean_conversations", clock)
     settings = ScheduledSettings.from_environ(harness.environ())

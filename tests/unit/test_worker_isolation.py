@@ -6,8 +6,8 @@ import pathlib
 
 import pytest
 
-from ops.runtime.worker import _refuse_preloaded_code
-from ops.runtime.workers import CHECKOUT_FUNCTIONS, LAYER_PRELOAD
+from jobfence_ops.runtime.worker import _refuse_preloaded_code
+from jobfence_ops.runtime.workers import CHECKOUT_FUNCTIONS, LAYER_PRELOAD
 
 
 def test_the_fork_server_preloads_no_package_of_the_function_code():

@@ -1,4 +1,4 @@
-"""The operator CLI: `python -m ops COMMAND` (installed as `jobfence`).
+"""The operator CLI: `python -m jobfence_ops COMMAND` (installed as `jobfence`).
 
     local up | down | advance DURATION | kill-worker [FUNCTION]
                                 the local runtime kept running in the background
@@ -17,12 +17,10 @@
                                 one job's rule, or every rule and every queue worker
     pause-workers / resume-workers   the queue workers (SQS event source mappings)
     invoke FUNCTION EVENT_FILE  a function (or a job's function) with a sample from events/
-    rotate-signing-key JOB      rotate one job's event signing key now; --revoke drops the old one (ops/rotation.py)
     console [--port N] [--read-only]  the web console on localhost
-    demo [--seed N]             the simulated day on a fresh embedded runtime, then the invariant check
-    sim --seeds A:B | --replay N  the fault simulator (docs/guarantees.md): a campaign, or one traced seed
     new job NAME --subsystem S --schedule EXPR [--root DIR]
                                 a new job: its module, catalog entry, test and sample event (docs/your-first-job.md)
+    and the app's own commands (`[tool.jobfence] commands`; this repository's: demo, sim, rotate-signing-key)
 
 Targets: a real account (`--profile`, `--region`, `--stack`), the background
 local runtime (`--local`), or a fresh in-process one (`--embedded`). Arguments
@@ -46,18 +44,23 @@ from rich.console import Console
 
 from jobfence.errors import JobfenceError
 from jobfence.work import BatchRef
-from jobs.catalog import CATALOG
-from jobs.listings.pipelines import PIPELINES
-from ops import cli_output as out
-from ops.commands import invoke
-from ops.commands.batches import parse_ref, read_items
-from ops.commands.jobs import operator_name
-from ops.demo import demo
-from ops.emulator import point_process_at, point_process_at_endpoint
-from ops.local import control as local
-from ops.runtime.runtime import LocalRuntime
-from ops.runtime.template import DeployError
-from ops.targets import DEFAULT_STACK, AwsTarget, EmbeddedTarget, LocalTarget, OperatorError, point_process_at_account
+from jobfence_ops import cli_output as out
+from jobfence_ops.app import App, AppError, load_app
+from jobfence_ops.commands import invoke
+from jobfence_ops.commands.batches import parse_ref, read_items
+from jobfence_ops.commands.jobs import operator_name
+from jobfence_ops.emulator import point_process_at, point_process_at_endpoint
+from jobfence_ops.local import control as local
+from jobfence_ops.runtime.runtime import LocalRuntime
+from jobfence_ops.runtime.template import DeployError
+from jobfence_ops.targets import (
+    DEFAULT_STACK,
+    AwsTarget,
+    EmbeddedTarget,
+    LocalTarget,
+    OperatorError,
+    point_process_at_account,
+)
 
 MAX_ERROR_CHARS = 2000  # one line, bounded: a service's error text can be long
 LOCAL_DIR_ENV = "JOBFENCE_LOCAL_DIR"  # where the background runtime keeps its state (default .jobfence/local)
@@ -76,21 +79,15 @@ class Parser(argparse.ArgumentParser):
 # -- argument types: checked before any target starts -------------------------------------------
 
 
-def job_name(text: str) -> str:
-    if text not in CATALOG.jobs:
-        raise argparse.ArgumentTypeError(f"unknown job {text!r}; jobs: {', '.join(sorted(CATALOG.jobs))}")
-    return text
+def job_names(app: App | None) -> Callable[[str], str]:
+    """A job of the app's catalog (without an app, any name: the target's own jobs decide)."""
 
+    def job_name(text: str) -> str:
+        if app is not None and text not in app.catalog.jobs:
+            raise argparse.ArgumentTypeError(f"unknown job {text[:64]!r}; jobs: {', '.join(sorted(app.catalog.jobs))}")
+        return text
 
-def signing_job(text: str) -> str:
-    """A club job that has its own event signing key (`rotate-signing-key JOB`)."""
-    from jobs.club.catalog import SIGNER_EVENTS
-
-    if text not in SIGNER_EVENTS:
-        raise argparse.ArgumentTypeError(
-            f"{text[:64]!r} has no event signing key; jobs with one: {', '.join(sorted(SIGNER_EVENTS))}"
-        )
-    return text
+    return job_name
 
 
 def operator(text: str) -> str:
@@ -190,9 +187,19 @@ def _target_options(p: argparse.ArgumentParser, default: Any) -> None:
         help='operator name recorded on manual runs and retries, exactly as given ("Jane Doe")',
     )
     p.add_argument("--json", action="store_true", default=d(False), help="machine-readable output")
+    p.add_argument(
+        "--app",
+        default=d(None),
+        metavar="MODULE:ATTR",
+        help="the app's catalog (default: [tool.jobfence] app in the nearest pyproject.toml, or $JOBFENCE_APP)",
+    )
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(app: App | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser; job names are checked against `app`'s catalog when one is given."""
+    job_name = job_names(app)
+    kinds = sorted(app.batches.pipelines) if app is not None and app.batches is not None else None
+    default_kind = app.batches.default_kind if app is not None and app.batches is not None else None
     p = Parser(prog="jobfence", description="jobfence operator CLI")
     _target_options(p, None)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -238,7 +245,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument(
         "items", type=items_file, metavar="FILE", help='one item a line: {"id": ..., "input": {...}} or the input'
     )
-    s.add_argument("--kind", choices=sorted(PIPELINES), default="generation")
+    s.add_argument("--kind", choices=kinds, default=default_kind, help="the pipeline (default: the app's first)")
     s.add_argument("--grant-quota", type=positive, default=None, metavar="N", help="grant the tenant N actions first")
     for sp in bsub.choices.values():
         _target_options(sp, argparse.SUPPRESS)
@@ -268,26 +275,9 @@ def parser() -> argparse.ArgumentParser:
     r = command("invoke", "invoke a function with a sample event")
     r.add_argument("function", help="function name, or a job name")
     r.add_argument("event", type=event_file, metavar="EVENT_FILE", help="events/<name>.json by name, or a path")
-    r = command("rotate-signing-key", "rotate one club job's event signing key pair now (public half first)")
-    r.add_argument(
-        "job",
-        type=signing_job,
-        help="the job whose key to rotate (its secrets club_signing_key_JOB, club_verify_key_JOB)",
-    )
-    r.add_argument("--revoke", action="store_true", help="then drop the old public key at once (a suspected leak)")
-    r.add_argument("--role-arn", default=None, help="the break-glass role (default: the stack's BreakGlassRoleArn)")
     c = command("console", "the web console on localhost (read-mostly)")
     c.add_argument("--port", type=int, default=8377)
     c.add_argument("--read-only", action="store_true", help="no buttons: only reads")
-    d = sub.add_parser("demo", help="the simulated day on a fresh embedded runtime")
-    d.add_argument("--seed", type=int, default=7, help="makes a run reproducible")
-    d.add_argument("--hours", type=float, default=None, help="simulated hours (default: the full day)")
-    d.add_argument("--no-live", action="store_true", help="plain output instead of the live view")
-    s = sub.add_parser("sim", help="the deterministic fault simulator (in-process moto)")
-    s.add_argument("--seeds", default="0:100", help="A:B runs seeds A..B-1 (default 0:100)")
-    s.add_argument("--replay", type=int, default=None, metavar="SEED", help="run one seed, print its trace")
-    s.add_argument("--family", default=None, help="one family (default: seed N runs family N mod #families)")
-    s.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
     n = sub.add_parser("new", help="scaffold a new job in this app (docs/your-first-job.md)")
     nsub = n.add_subparsers(dest="new_command", required=True, metavar="WHAT")
     j = nsub.add_parser("job", help="a job: its module, catalog entry and table, a test and a sample event")
@@ -295,12 +285,14 @@ def parser() -> argparse.ArgumentParser:
     j.add_argument("--subsystem", required=True, help="its subsystem (functions/jobs/SUBSYSTEM; created if new)")
     j.add_argument("--schedule", required=True, help="an EventBridge expression: 'rate(1 hour)', 'cron(0 3 * * ? *)'")
     j.add_argument("--root", type=pathlib.Path, default=pathlib.Path("."), help="the app's root (default: here)")
+    for name, extra in (app.commands if app is not None else {}).items():
+        extra.arguments(command(name, extra.help) if extra.on_target else sub.add_parser(name, help=extra.help))
     return p
 
 
 def _new(args: argparse.Namespace, console: Console) -> int:
     """Write the scaffold of a new job (every check first: a refusal writes nothing)."""
-    from ops.commands.scaffold import plan_job
+    from jobfence_ops.commands.scaffold import plan_job
 
     written = plan_job(args.root, args.name, args.subsystem, args.schedule).write()
     console.print(f"job {args.name} ({args.subsystem}, {args.schedule}) scaffolded:", markup=False)
@@ -310,24 +302,6 @@ def _new(args: argparse.Namespace, console: Console) -> int:
     console.print(f"next: .venv/bin/python -m pytest tests/unit/test_job_{args.name}.py", markup=False, soft_wrap=True)
     console.print("then: make synth", markup=False, soft_wrap=True)
     return 0
-
-
-def _sim(args: argparse.Namespace) -> int:
-    """Exit 0 when no seed broke an invariant, 1 otherwise."""
-    from ops.sim.campaign import campaign, parse_seeds, run_one
-
-    if args.replay is not None:
-        report = run_one(args.replay, args.family, verbose=True)
-        for violation in report.violations:
-            print(f"invariant {violation.number}: {violation.text}")
-        print(
-            f"seed {report.seed} ({report.family}): {'ok' if report.ok else 'VIOLATED'}; "
-            f"faults injected: {', '.join(sorted(k.value for k in report.injected)) or 'none'}"
-        )
-        return 0 if report.ok else 1
-    result = campaign(parse_seeds(args.seeds), args.family, jobs=args.jobs)
-    print("\n".join(result.lines()))
-    return 0 if not result.failed else 1
 
 
 def _normalize(argv: list[str]) -> list[str]:
@@ -351,23 +325,33 @@ def main(
 
     Tests pass a `target` (over a shared runtime) and a console (errors go to it too).
     """
-    args = parser().parse_args(_normalize(list(sys.argv[1:] if argv is None else argv)))
+    argv = _normalize(list(sys.argv[1:] if argv is None else argv))
     errors = errors or console or Console(stderr=True, highlight=False)
     console = console or Console(highlight=False)
+    app, missing = _app(argv, target)
+    args = parser(app).parse_args(argv)
     runtime = None
     try:
-        if args.command == "demo":
-            return demo(seed=args.seed, hours=args.hours, live=not args.no_live, console=console)
-        if args.command == "sim":
-            return _sim(args)
+        if args.command not in APP_FREE_COMMANDS and app is None:
+            raise missing or AppError("no app")
+        extra = app.commands.get(args.command) if app is not None else None
+        if extra is not None and not extra.on_target:
+            return extra.run(args, console, None)
         if args.command == "new":
             return _new(args, console)
         if args.command == "local":
-            return out.local(args, _local_dir(), console)
+            if args.local_command == "up" and app is None:
+                raise missing or AppError("no app")
+            return out.local(args, _local_dir(app), console, app)
+        if args.command in BATCH_COMMANDS:
+            (app or target.app).require_batches()  # before any target starts: the app may have no batches
         if target is None:
-            target, runtime = _target(args, console)
+            assert app is not None
+            target, runtime = _target(args, console, app)
+        if extra is not None:
+            return extra.run(args, console, target)
         return HANDLERS[args.command](target, args, console)
-    except (OperatorError, local.LocalError, DeployError, JobfenceError, ClientError, BotoCoreError) as exc:
+    except (OperatorError, AppError, local.LocalError, DeployError, JobfenceError, ClientError, BotoCoreError) as exc:
         errors.print(f"jobfence: error: {_one_line(exc)}", markup=False, highlight=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt:
@@ -378,33 +362,56 @@ def main(
             runtime.stop()
 
 
+# commands that need no app: the scaffold, and the local runtime's controls (`local up` excepted)
+APP_FREE_COMMANDS = frozenset({"new", "local"})  # of `local`, `up` alone needs the app
+
+
+BATCH_COMMANDS = frozenset({"batch", "quota", "retry-failed"})
+
+
+def _app(argv: list[str], target: Any) -> tuple[App | None, AppError | None]:
+    """The app (`jobfence_ops.app`): from --app, else found from here; a target passed in (tests) brings its own."""
+    if target is not None:
+        return target.app, None
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--app", default=None)
+    spec = pre.parse_known_args(argv)[0].app
+    try:
+        return load_app(spec), None
+    except AppError as exc:
+        return None, exc
+
+
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "..."
 
 
-def _local_dir() -> pathlib.Path:
-    return pathlib.Path(os.environ[LOCAL_DIR_ENV]) if os.environ.get(LOCAL_DIR_ENV) else local.DEFAULT_DIR
+def _local_dir(app: App | None) -> pathlib.Path:
+    """$JOBFENCE_LOCAL_DIR, else .jobfence/local in the app's directory (or here, without an app)."""
+    if os.environ.get(LOCAL_DIR_ENV):
+        return pathlib.Path(os.environ[LOCAL_DIR_ENV])
+    return (app.root if app is not None else pathlib.Path.cwd()) / local.DEFAULT_DIR
 
 
-def _target(args: argparse.Namespace, console: Console) -> tuple[Any, Any]:
+def _target(args: argparse.Namespace, console: Console, app: App) -> tuple[Any, Any]:
     if args.local and args.embedded:
         raise OperatorError("--local and --embedded name two different runtimes: pick one")
     if args.local:
-        control = local.LocalControl(_local_dir())
-        target = LocalTarget(control)
+        control = local.LocalControl(_local_dir(app))
+        target = LocalTarget(control, app)
         point_process_at_endpoint(target.session.endpoint, target.session.region_name)
         return target, None
     if args.embedded:
         if not args.json:
             console.print("starting a fresh embedded runtime (deploy into moto) ...")
-        runtime = LocalRuntime.start()
+        runtime = LocalRuntime.start(app=app)
         point_process_at(runtime.emulator)
         if args.advance_hours:
             runtime.advance(hours=args.advance_hours)
         return EmbeddedTarget(runtime), runtime
     point_process_at_account(args.profile, args.region)
-    return AwsTarget(args.profile, args.region, args.stack, read_only=False), None
+    return AwsTarget(args.profile, args.region, args.stack, read_only=False, app=app), None
 
 
 HANDLERS: dict[str, Callable[[Any, argparse.Namespace, Console], int]] = {
@@ -422,6 +429,5 @@ HANDLERS: dict[str, Callable[[Any, argparse.Namespace, Console], int]] = {
     "pause-workers": out.workers(False),
     "resume-workers": out.workers(True),
     "invoke": out.invoke,
-    "rotate-signing-key": out.rotate_signing_key,
     "console": out.console,
 }

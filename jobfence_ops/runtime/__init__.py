@@ -10,6 +10,6 @@ the driver moves, sent to each isolate with every invocation); `sqs` delivers qu
 batches with partial failures, visibility timeouts and DLQ redrive on that same
 clock. `runtime.LocalRuntime` composes them.
 
-Nothing is imported here: a worker process imports `ops.runtime.worker` before
+Nothing is imported here: a worker process imports `jobfence_ops.runtime.worker` before
 it has put its function's code on the path, and must not pull the runtime in.
 """

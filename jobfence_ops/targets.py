@@ -6,12 +6,12 @@ Every read goes to the tables and services themselves; only invoking differs:
 
 - `EmbeddedTarget`: a `LocalRuntime` in this process (tests, the demo).
 - `LocalTarget`: the local runtime that `jobfence local up` keeps running in
-  the background, reached through its control API (`ops.local.control`).
+  the background, reached through its control API (`jobfence_ops.local.control`).
 - `AwsTarget`: a real account; the wall clock and Lambda's Invoke API.
 
 pynamodb builds its own clients from the process environment, so the process
-is pointed at the target once, where it starts (`ops.cli`, `ops.local.daemon`):
-`ops.emulator.point_process_at` for the emulator, `point_process_at_account`
+is pointed at the target once, where it starts (`jobfence_ops.cli`, `jobfence_ops.local.daemon`):
+`jobfence_ops.emulator.point_process_at` for the emulator, `point_process_at_account`
 here for a profile and region.
 """
 
@@ -25,11 +25,12 @@ from typing import Any, Protocol
 import boto3
 
 from jobfence.clock import Clock, FrozenClock, SystemClock
-from ops.emulator import EmulatorSession
-from ops.local.control import LocalControl
-from ops.runtime.runtime import LocalRuntime
-from ops.runtime.topology import Topology, discover
-from ops.runtime.workers import Invocation
+from jobfence_ops.app import App, default_app
+from jobfence_ops.emulator import EmulatorSession
+from jobfence_ops.local.control import LocalControl
+from jobfence_ops.runtime.runtime import LocalRuntime
+from jobfence_ops.runtime.topology import Topology, discover
+from jobfence_ops.runtime.workers import Invocation
 
 DEFAULT_STACK = "jobfence"
 
@@ -43,6 +44,7 @@ class Target(Protocol):
     session: Any
     topology: Topology
     read_only: bool
+    app: App  # the catalog the commands read job specs from (`jobfence_ops.app`)
 
     @property
     def clock(self) -> Clock: ...  # read-only: each target's own (an embedded runtime's is a FrozenClock)
@@ -63,6 +65,7 @@ class EmbeddedTarget:
 
     def __init__(self, runtime: LocalRuntime) -> None:
         self.runtime = runtime
+        self.app = runtime.app
         self.name = f"embedded ({runtime.emulator.endpoint})"
         self.session = runtime.session
         self.topology = runtime.topology
@@ -80,8 +83,9 @@ class LocalTarget:
 
     read_only = False
 
-    def __init__(self, control: LocalControl) -> None:
+    def __init__(self, control: LocalControl, app: App | None = None) -> None:
         state = control.state()
+        self.app = app or default_app()
         self.control = control
         self.session = EmulatorSession(state.endpoint, state.region)
         self.topology = control.topology()
@@ -101,8 +105,14 @@ class AwsTarget:
     """A deployed stack in a real account (credentials from the profile or the environment)."""
 
     def __init__(
-        self, profile: str | None, region: str | None, stack: str = DEFAULT_STACK, read_only: bool = False
+        self,
+        profile: str | None,
+        region: str | None,
+        stack: str = DEFAULT_STACK,
+        read_only: bool = False,
+        app: App | None = None,
     ) -> None:
+        self.app = app or default_app()
         self.session = boto3.Session(profile_name=profile, region_name=region)
         self.name = f"aws ({profile or 'default credentials'}, {self.session.region_name})"
         self.clock = SystemClock()

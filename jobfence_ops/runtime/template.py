@@ -11,6 +11,7 @@ object key, then `CreateStack` with the template.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import io
 import json
 import os
@@ -25,10 +26,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-CACHE = ROOT / ".jobfence" / "synth"  # one cloud assembly per hash of the app's inputs
-# what the synthesized assembly depends on: the app, its constructs, the function code it stages
-APP_INPUTS = ("app.py", "cdk.json", "infra", "functions")
+CACHE_DIR = pathlib.Path(".jobfence") / "synth"  # in the app's directory: one cloud assembly per hash of its inputs
+# what the synthesized assembly depends on: the app, the function code it stages (the constructs' package is
+# hashed wherever it is installed: this repository's infra/, or an app's site-packages)
+APP_INPUTS = ("app.py", "cdk.json", "functions")
+CONSTRUCTS_PACKAGE = "jobfence_cdk"
 BOOTSTRAP_QUALIFIER = "hnb659fds"  # the CDK default; the synthesized template names it
 BOOTSTRAP_VERSION_PARAMETER = f"/cdk-bootstrap/{BOOTSTRAP_QUALIFIER}/version"
 BOOTSTRAP_VERSION = "30"
@@ -67,16 +69,17 @@ class CloudAssembly:
         return None
 
 
-def synthesize(
-    out_dir: pathlib.Path, context: Mapping[str, Any] | None = None, app_dir: pathlib.Path = ROOT
-) -> CloudAssembly:
+def synthesize(out_dir: pathlib.Path, context: Mapping[str, Any] | None, app_dir: pathlib.Path) -> CloudAssembly:
     """Run the CDK app (`app.py`) into `out_dir` and read the assembly back."""
     app = app_dir / "app.py"
     if not app.is_file():
-        raise DeployError(f"no CDK app at {app}: the infrastructure has not landed in this checkout")
-    ctx = {"nag": "false", **SKIP_BUNDLING, **dict(context or {})}
+        raise DeployError(f"no CDK app at {app}: the app's directory has no app.py")
+    # as `cdk synth` runs it: cdk.json's context first (the app's prefix, ...), then the runtime's own
+    ctx = {**_cdk_json_context(app_dir), "nag": "false", **SKIP_BUNDLING, **dict(context or {})}
     env = {
         **os.environ,
+        # the app synthesizes with the constructs and runtime this tooling sees (installed, or this repository's)
+        "PYTHONPATH": os.pathsep.join([*package_parents(), *filter(None, [os.environ.get("PYTHONPATH")])]),
         "CDK_OUTDIR": str(out_dir),
         "CDK_CONTEXT_JSON": json.dumps(ctx),
         "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
@@ -90,26 +93,61 @@ def synthesize(
     return read_assembly(out_dir)
 
 
-def inputs_hash(app_dir: pathlib.Path, context: Mapping[str, Any]) -> str:
-    """A hash of every file the synthesis reads (names and contents) and of the context."""
+def _cdk_json_context(app_dir: pathlib.Path) -> dict[str, Any]:
+    path = app_dir / "cdk.json"
+    if not path.is_file():
+        return {}
+    try:
+        context = json.loads(path.read_text()).get("context", {})
+    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError) as exc:
+        raise DeployError(f"{path}: not valid JSON ({exc})") from None
+    return dict(context) if isinstance(context, dict) else {}
+
+
+def package_parents(names: tuple[str, ...] = (CONSTRUCTS_PACKAGE, "jobfence")) -> list[str]:
+    """The folders the named packages are imported from in this process (default: the constructs' and the
+    runtime's), for a child process that must import the very same ones."""
+    found = []
+    for name in names:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin:
+            parent = str(pathlib.Path(spec.origin).parents[1])
+            if parent not in found:
+                found.append(parent)
+    return found
+
+
+def constructs_dir() -> pathlib.Path | None:
+    """The folder of the constructs' package this tooling synthesizes with (repository or installed)."""
+    spec = importlib.util.find_spec(CONSTRUCTS_PACKAGE)
+    return pathlib.Path(spec.origin).parent if spec is not None and spec.origin else None
+
+
+def inputs_hash(app_dir: pathlib.Path, context: Mapping[str, Any], constructs: pathlib.Path | None = None) -> str:
+    """A hash of every file the synthesis reads (names and contents) and of the context: the app's inputs and
+    the constructs' package (`constructs`, default: the one this tooling imports)."""
     digest = hashlib.sha256(json.dumps(dict(context), sort_keys=True).encode())
-    for name in APP_INPUTS:
-        top = app_dir / name
+    package = constructs or constructs_dir()
+    tops = [(app_dir, app_dir / name) for name in APP_INPUTS]
+    if package is not None:
+        tops.append((package.parent, package))
+    for base, top in tops:
         files = (
             [top]
             if top.is_file()
             else sorted(p for p in top.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
         )
         for path in files:
-            digest.update(str(path.relative_to(app_dir)).encode() + b"\0" + path.read_bytes() + b"\0")
+            digest.update(str(path.relative_to(base)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:20]
 
 
 def cached_synthesis(
-    context: Mapping[str, Any] | None = None, app_dir: pathlib.Path = ROOT, cache: pathlib.Path = CACHE
+    context: Mapping[str, Any] | None, app_dir: pathlib.Path, cache: pathlib.Path | None = None
 ) -> CloudAssembly:
     """`synthesize`, once per hash of the app's inputs: later starts reuse the assembly (seconds saved each)."""
     ctx = dict(context or {})
+    cache = cache or app_dir / CACHE_DIR
     final = cache / inputs_hash(app_dir, ctx)
     if (final / "manifest.json").is_file():
         return read_assembly(final)

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jobfence.ledger import RuleToggles
-from ops.runtime.topology import read_rule
-from ops.targets import OperatorError, Target
+from jobfence_ops.runtime.topology import read_rule
+from jobfence_ops.targets import OperatorError, Target
 
 MAPPING_ENABLED = ("Enabled", "Enabling", "Updating")
 

@@ -38,11 +38,11 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from jobfence.dynamo import error_code
-from ops.commands import batches, jobs, switches
-from ops.commands.batches import parse_ref
-from ops.console import pages
-from ops.console.access import Access
-from ops.targets import OperatorError, Target
+from jobfence_ops.commands import batches, jobs, switches
+from jobfence_ops.commands.batches import parse_ref
+from jobfence_ops.console import pages
+from jobfence_ops.console.access import Access
+from jobfence_ops.targets import OperatorError, Target
 
 HOST = "127.0.0.1"
 LOCAL_NAMES = ["127.0.0.1", "localhost"]  # a page on another name that resolves here (DNS rebinding) gets nothing
@@ -68,7 +68,7 @@ class Refused(Exception):
 class ConsoleApp:
     """Pages and actions over one target; `audit(line)` receives every action taken.
 
-    `access` says whether this console may act and why (`ops.console.access`);
+    `access` says whether this console may act and why (`jobfence_ops.console.access`);
     `read_only=True` is the explicit switch and wins over it.
     """
 

@@ -158,7 +158,7 @@ def main(conn: Any, meta: dict[str, Any]) -> None:
     os.environ.clear()
     os.environ.update(meta["environment"])
     # the function sees its own code folder first, never the checkout's functions/
-    sys.path[:] = [meta["code_dir"]] + [
+    sys.path[:] = [meta["code_dir"], meta["layer_dir"]] + [
         p for p in sys.path if os.path.realpath(p) != os.path.realpath(meta["checkout_functions"])
     ]
     plan: list[FaultPlan | None] = [None]
@@ -166,11 +166,18 @@ def main(conn: Any, meta: dict[str, Any]) -> None:
     try:
         _refuse_preloaded_code(meta["code_dir"])
         # the function's own clock class, from its own code folder (now first on the path)
-        clock = importlib.import_module("jobfence.clock").FrozenClock(meta["now_ms"])
+        clocks = importlib.import_module("jobfence.clock")
+        clock = clocks.FrozenClock(meta["now_ms"])
         _clock[0] = clock
+        # simulated time for every clock the function builds: a handler module that builds its handler at
+        # import with the wall clock (an app's `scheduled_handler(CATALOG, os.environ, SystemClock())`) reads it too
+        clocks.SystemClock.now_ms = lambda _self: clock.now_ms()
         _install_hooks(plan, calls)
-        module_name, _, _attr = meta["handler"].rpartition(".")
-        handler = importlib.import_module(module_name).build(os.environ, clock)
+        module_name, _, attr = meta["handler"].rpartition(".")
+        module = importlib.import_module(module_name)
+        # `build(environ, clock)` when the module offers it (this repository's handlers), else the handler itself
+        build = getattr(module, "build", None)
+        handler = build(os.environ, clock) if callable(build) else getattr(module, attr)
     except Exception as exc:  # an init error: Lambda reports it to the invoker and drops the isolate
         conn.send(("init_error", _describe(exc)))
         return

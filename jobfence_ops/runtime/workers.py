@@ -23,6 +23,7 @@ are set neither there nor in a function's environment, so they agree.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import multiprocessing
 import os
 import pathlib
@@ -33,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobfence.clock import FrozenClock
-from ops.runtime.topology import FunctionInfo
+from jobfence_ops.runtime.topology import FunctionInfo
 
 CHECKOUT_FUNCTIONS = pathlib.Path(__file__).resolve().parents[2] / "functions"
 COLD_START_TIMEOUT_S = 60
@@ -113,7 +114,7 @@ class Isolate:
         self.meta = meta
         self.function = meta["name"]
         self._conn, child = ctx.Pipe()
-        from ops.runtime import worker
+        from jobfence_ops.runtime import worker
 
         self.process = ctx.Process(target=worker.main, args=(child, meta), name=f"isolate:{self.function}", daemon=True)
         self.process.start()
@@ -252,10 +253,23 @@ class WorkerPool:
             "timeout_s": info.timeout_s,
             "environment": self.environment(function),
             "code_dir": str(self._code_dirs[function]),
+            "layer_dir": str(self._layer(self._code_dirs[function])),
             "checkout_functions": str(CHECKOUT_FUNCTIONS),
             "log_path": str(self.log_dir / f"{function}.log"),
             "now_ms": self._clock.now_ms(),  # the cold start's instant
         }
+
+    def _layer(self, code_dir: pathlib.Path) -> pathlib.Path:
+        """What the function's layer gives it here: the jobfence runtime this tooling runs, unless its code
+        folder has its own (this repository's functions/ does; an app's asset has only its code, and
+        `cdk deploy` builds the layer from its requirements.txt). One folder with that one package."""
+        layer = self.log_dir.parent / "layer"
+        if not (code_dir / "jobfence").is_dir() and not (layer / "jobfence").exists():
+            layer.mkdir(parents=True, exist_ok=True)
+            spec = importlib.util.find_spec("jobfence")
+            assert spec is not None and spec.origin is not None  # this tooling imports it
+            (layer / "jobfence").symlink_to(pathlib.Path(spec.origin).resolve().parent, target_is_directory=True)
+        return layer
 
     def _take(self, function: str) -> Isolate:
         if function not in self._functions:

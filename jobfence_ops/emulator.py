@@ -18,7 +18,7 @@ handler below reads each request's body whole before moto sees it, answers
 with a Content-Length and keeps the connection open (HTTP/1.1), so botocore's
 connection pools reuse their connections as they do against AWS.
 
-The server also takes `ops.moto_fast`'s two shortcuts in moto's DynamoDB path
+The server also takes `jobfence_ops.moto_fast`'s two shortcuts in moto's DynamoDB path
 (the same responses, about half the work per request).
 """
 
@@ -38,7 +38,7 @@ from urllib.parse import unquote
 import boto3
 from werkzeug.serving import ThreadedWSGIServer, make_server
 
-from ops import moto_fast
+from jobfence_ops import moto_fast
 
 REGION = "us-east-1"
 # moto accepts any credentials; fixed fake ones keep a developer's real profile out of local runs.

@@ -29,9 +29,8 @@ from jobfence.work import (
     SubmitResult,
     WorkStore,
 )
-from jobs.listings.catalog import TOLERATED_FAILURE_PCT
-from jobs.listings.pipelines import BATCHES_TABLE, ITEMS_TABLE, PIPELINES, build_store, build_wakeups
-from ops.targets import OperatorError, Target
+from jobfence_ops.app import AppError, Batches
+from jobfence_ops.targets import OperatorError, Target
 
 MAX_SUBMIT_FILE_BYTES = 64 * 1024 * 1024
 
@@ -81,12 +80,21 @@ def read_items(path: pathlib.Path) -> list[ItemInput]:
     return items
 
 
+def _batches(target: Target) -> Batches:
+    """The app's durable batches (OperatorError when it declares none)."""
+    try:
+        return target.app.require_batches()
+    except AppError as exc:
+        raise OperatorError(str(exc)) from None
+
+
 def _work_settings(target: Target) -> Settings:
     """The work tables and queues, from the functions that were granted them (workers, reclaim)."""
+    app = _batches(target)
     merged: dict[str, str] = {}
     for function in target.topology.functions.values():
         env = function.environment
-        if table_env(BATCHES_TABLE) in env and table_env(ITEMS_TABLE) in env:
+        if table_env(app.batches_table) in env and table_env(app.items_table) in env:
             merged.update({k: v for k, v in env.items() if k.startswith(("TABLE_", "QUEUE_"))})
     if not merged:
         raise OperatorError("no deployed function has the batch and item tables")
@@ -101,13 +109,13 @@ def work_resources(target: Target) -> tuple[list[str], list[str]]:
 
 def work_store(target: Target) -> WorkStore:
     """The durable-batches store bound to the deployed tables."""
-    return build_store(_work_settings(target), target.clock)
+    return _batches(target).build_store(_work_settings(target), target.clock)
 
 
 def _parts(target: Target) -> tuple[WorkStore, dict[str, Any], Logger]:
-    settings = _work_settings(target)
-    wakeups = build_wakeups(settings, target.session.client("sqs"))
-    return build_store(settings, target.clock), wakeups, Logger(service="operator", level="WARNING")
+    app, settings = _batches(target), _work_settings(target)
+    wakeups = dict(app.build_wakeups(settings, target.session.client("sqs")))
+    return app.build_store(settings, target.clock), wakeups, Logger(service="operator", level="WARNING")
 
 
 def _operations(target: Target) -> BatchOperations:
@@ -116,18 +124,21 @@ def _operations(target: Target) -> BatchOperations:
 
 def producer(target: Target) -> Producer:
     """The durable-batches producer (store and wake-up queues) bound to the deployed resources."""
-    return Producer(*_parts(target), tolerated_failure_pct=TOLERATED_FAILURE_PCT)
+    return Producer(*_parts(target), tolerated_failure_pct=_batches(target).tolerated_failure_pct)
 
 
 def stale_item_counts(target: Target) -> dict[str, int] | None:
-    """Live items per pipeline and status whose `updated_at` is older than that pipeline's stale limit."""
+    """Live items per pipeline and status whose `updated_at` is older than that pipeline's stale limit
+    (None: the app has no durable batches, or none is deployed)."""
+    if target.app.batches is None:
+        return None
     try:
         store = work_store(target)
     except OperatorError:
         return None
     now = target.clock.now_ms()
     counts = {}
-    for kind, pipeline in PIPELINES.items():
+    for kind, pipeline in target.app.batches.pipelines.items():
         shards = store.open_batches(kind).index_shards  # as the reclaimer reads them: the open batches' shards
         for status, cutoff in (
             (ItemStatus.RUNNING, pipeline.timing.running_cutoff(now)),
@@ -159,8 +170,9 @@ def batches(target: Target, tenant: str | None = None, limit: int = 50) -> list[
 
 def submit(target: Target, ref: BatchRef, kind: str, items: list[ItemInput], created_by: str) -> SubmitResult:
     """Create the batch and wake a worker per item (repeating it resumes, never duplicates)."""
-    if kind not in PIPELINES:
-        raise OperatorError(f"no pipeline {kind!r}; pipelines: {', '.join(sorted(PIPELINES))}")
+    pipelines = _batches(target).pipelines
+    if kind not in pipelines:
+        raise OperatorError(f"no pipeline {kind!r}; pipelines: {', '.join(sorted(pipelines))}")
     try:
         return producer(target).submit(ref, kind, items, created_by)
     except (ValueError, StoreError) as exc:

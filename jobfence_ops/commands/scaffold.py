@@ -26,8 +26,8 @@ from itertools import pairwise
 
 from jobfence.registry import JobSpec, Registry, TableSpec
 from jobfence.schedule import GAP_START_MS, Schedule, ScheduleError
-from ops.commands import scaffold_templates as templates
-from ops.targets import OperatorError
+from jobfence_ops.commands import scaffold_templates as templates
+from jobfence_ops.targets import OperatorError
 
 NAME = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
 MAX_NAME = 40  # the function, rule and alarm names carry it after the stage prefix (64 characters at most)

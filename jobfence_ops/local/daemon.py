@@ -1,4 +1,4 @@
-"""The background local runtime: `python -m ops.local.daemon DIR` (started by `jobfence local up`).
+"""The background local runtime: `python -m jobfence_ops.local.daemon DIR` (started by `jobfence local up`).
 
 It starts a `LocalRuntime` (synth cached by a hash of the app's inputs, deploy
 into moto), points this process at its emulator, and serves a small control
@@ -29,11 +29,11 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ops.emulator import point_process_at
-from ops.local.control import STATE_FILE, TOKEN_HEADER
-from ops.runtime.runtime import LocalRuntime, Tick
-from ops.runtime.sqs import Delivery
-from ops.runtime.workers import Invocation
+from jobfence_ops.emulator import point_process_at
+from jobfence_ops.local.control import STATE_FILE, TOKEN_HEADER
+from jobfence_ops.runtime.runtime import LocalRuntime, Tick
+from jobfence_ops.runtime.sqs import Delivery
+from jobfence_ops.runtime.workers import Invocation
 
 PROGRESS_STEPS = 48  # progress lines per `advance`
 MAX_BODY_BYTES = 1024 * 1024

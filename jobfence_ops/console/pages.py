@@ -12,7 +12,7 @@ from html import escape
 from typing import Any
 from urllib.parse import quote
 
-from ops.render import pairs, when
+from jobfence_ops.render import pairs, when
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:1.2rem;color:#1d2330}

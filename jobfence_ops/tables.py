@@ -23,7 +23,7 @@ def create_catalog_tables(
     `registry`: another catalog's tables instead (a job author's, in `jobfence.testing.simulate`).
     """
     if registry is None:
-        from jobs.catalog import CATALOG
+        from jobfence_ops.app import default_app
 
-        registry = CATALOG
+        registry = default_app().catalog
     return create_tables(client, registry, names, suffix)

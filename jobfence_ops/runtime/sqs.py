@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobfence.clock import Clock
-from ops.runtime.topology import MappingInfo, Topology
-from ops.runtime.worker import DELAY_ATTRIBUTE
-from ops.runtime.workers import Invocation, WorkerPool
+from jobfence_ops.runtime.topology import MappingInfo, Topology
+from jobfence_ops.runtime.worker import DELAY_ATTRIBUTE
+from jobfence_ops.runtime.workers import Invocation, WorkerPool
 
 REAL_VISIBILITY_S = 43_200  # SQS maximum: the simulated clock, not the emulator, decides visibility
 MAX_ROUNDS = 10_000

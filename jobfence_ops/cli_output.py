@@ -1,4 +1,4 @@
-"""The CLI's command handlers: call `ops.commands`, print tables (or `--json`), return the exit status."""
+"""The CLI's command handlers: call `jobfence_ops.commands`, print tables (or `--json`), return the exit status."""
 
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 
-from ops.commands import batches, jobs, switches
-from ops.commands import invoke as invoking
-from ops.commands.jobs import JobResult
-from ops.console.access import Access, detect
-from ops.console.server import serve
-from ops.local import control as local_control
-from ops.render import ago, pairs, plain, print_json, table, when
+from jobfence_ops.app import App
+from jobfence_ops.commands import batches, jobs, switches
+from jobfence_ops.commands import invoke as invoking
+from jobfence_ops.commands.jobs import JobResult
+from jobfence_ops.console.access import Access, detect
+from jobfence_ops.console.server import serve
+from jobfence_ops.local import control as local_control
+from jobfence_ops.render import ago, pairs, plain, print_json, table, when
 
 Handler = Callable[[Any, argparse.Namespace, Console], int]
 
@@ -364,40 +365,6 @@ def invoke(target: Any, args: argparse.Namespace, console: Console) -> int:
     return 1
 
 
-def rotate_signing_key(target: Any, args: argparse.Namespace, console: Console) -> int:
-    from ops.rotation import rotate_here, rotate_in_account
-    from ops.targets import AwsTarget
-
-    if isinstance(target, AwsTarget):  # the deployed policies: through Secrets Manager, as the break-glass role
-        rotation = rotate_in_account(target, args.job, revoke=args.revoke, role_arn=args.role_arn)
-    else:
-        rotation = rotate_here(target, args.job, revoke=args.revoke)
-    if args.json:
-        print_json(
-            console,
-            {
-                "version": rotation.version,
-                "kid": rotation.kid,
-                "verify_secret": rotation.verify_secret,
-                "signing_secret": rotation.signing_secret,
-                "revoked": rotation.revoked,
-            },
-        )
-        return 0
-    kid = f" (key {rotation.kid})" if rotation.kid else ""
-    console.print(
-        f"signing key of {args.job} rotated: version {rotation.version}{kid} is current in {rotation.verify_secret} (public) "
-        f"and {rotation.signing_secret} (private)",
-        markup=False,
-    )
-    if args.revoke:
-        console.print(
-            "the previous public key is revoked" if rotation.revoked else "no previous public key to revoke",
-            markup=False,
-        )
-    return 0
-
-
 def console(target: Any, args: argparse.Namespace, out: Console) -> int:
     access = Access(False, "started with --read-only") if args.read_only else detect(target)
     return serve(target, args.port, access, console=out)
@@ -406,11 +373,12 @@ def console(target: Any, args: argparse.Namespace, out: Console) -> int:
 # -- the background local runtime ---------------------------------------------------------------
 
 
-def local(args: argparse.Namespace, directory: pathlib.Path, console: Console) -> int:
+def local(args: argparse.Namespace, directory: pathlib.Path, console: Console, app: App | None) -> int:
     if args.local_command == "up":
+        assert app is not None  # the CLI found it (`jobfence_ops.app`) before `local up`
         started = time.monotonic()
         with console.status("starting the local runtime (deploy into moto; the first start also synthesizes) ..."):
-            control, fresh = local_control.up(directory)
+            control, fresh = local_control.up(directory, app)
         state = control.state()
         verb = "started" if fresh else "already up"
         console.print(

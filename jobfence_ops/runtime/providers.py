@@ -5,8 +5,9 @@
   under `jobfence.config.secret_name(logical)`, and the variable is set if the
   deployment dropped it.
 - Providers: for every `PROVIDER_<NAME>_URL` a function's environment carries
-  (and every provider its catalog entry lists), a loopback stub from
-  `ops/stubs/<name>.py` is started once and the variable points at it. A stub
+  (and every provider its catalog entry lists), a loopback stub from the
+  app's stub package (`LocalHooks.stubs` in `jobfence_ops.app`; this repository's is
+  `ops/stubs`), module `<name>`, is started once and the variable points at it. A stub
   module either defines `start_local(clock) -> (stub, base_url, secret_value)`
   or a `<Name>Stub(clock)` class with `start() -> base_url` and `stop()`; the
   secrets the provider's adapter reads (`<NAME>_SECRET` in `providers/<name>.py`,
@@ -20,7 +21,7 @@ from __future__ import annotations
 import importlib
 import json
 import secrets as token_source
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,8 +32,7 @@ from jobfence.config import (
     secret_env,
     secret_name,
 )
-from jobs.club.catalog import SIGNING_KEY_PREFIX, VERIFY_KEY_PREFIX
-from jobs.club.signing import KeyPair, new_key_pair
+from jobfence_ops.app import App
 
 
 @dataclass
@@ -51,21 +51,23 @@ def _provider_secrets(name: str, stub_module: Any) -> tuple[str, ...]:
 
 @dataclass
 class LocalProviders:
-    """Stubs started for this runtime and the secrets created in the emulator."""
+    """Stubs started for this runtime and the secrets created in the emulator, for one app."""
 
+    app: App
     stubs: dict[str, StartedStub] = field(default_factory=dict)
     secrets: dict[str, str] = field(default_factory=dict)  # logical -> secret name
     missing_stubs: set[str] = field(default_factory=set)
-    # Each job's event signing secrets hold the two halves of one Ed25519 pair (its own), not random text.
-    signing_pairs: dict[str, KeyPair] = field(default_factory=dict)
+    # the app's seeder of first secret values (this repository's: each club job's signing pair), one per runtime
+    _seed: Callable[[str], str | None] | None = None
+
+    def __post_init__(self) -> None:
+        if self.app.local.secret_values is not None:
+            self._seed = self.app.local.secret_values()
 
     def generated_value(self, logical: str) -> str:
-        """The value a secret without a provider stub starts with."""
-        for prefix, half in ((SIGNING_KEY_PREFIX, "signing_value"), (VERIFY_KEY_PREFIX, "verify_value")):
-            if logical.startswith(prefix):
-                job = logical[len(prefix) :]
-                return str(getattr(self.signing_pairs.setdefault(job, new_key_pair()), half))
-        return json.dumps({"value": token_source.token_hex(16)})
+        """The value a secret without a provider stub starts with: the app's seed, else random text."""
+        seeded = self._seed(logical) if self._seed is not None else None
+        return seeded if seeded is not None else json.dumps({"value": token_source.token_hex(16)})
 
     def stop(self) -> None:
         for started in self.stubs.values():
@@ -75,20 +77,20 @@ class LocalProviders:
         self.stubs.clear()
 
 
-def _catalog_spec(environment: Mapping[str, str]) -> Any:
-    from jobs.catalog import CATALOG
-
+def _catalog_spec(app: App, environment: Mapping[str, str]) -> Any:
     job = environment.get("JOB_NAME")
     if job:
-        return CATALOG.jobs.get(job)
+        return app.catalog.jobs.get(job)
     queue = environment.get("WORKER_QUEUE")  # a queue worker's own catalog queue
-    return CATALOG.queues.get(queue) if queue else None
+    return app.catalog.queues.get(queue) if queue else None
 
 
-def start_stub(name: str, clock: Any) -> StartedStub | None:
-    """Start `ops/stubs/<name>.py`'s stub on loopback, or None when there is no stub."""
+def start_stub(app: App, name: str, clock: Any) -> StartedStub | None:
+    """Start the app's stub of provider `name` on loopback, or None when the app has none."""
+    if app.local.stubs is None:
+        return None
     try:
-        module = importlib.import_module(f"ops.stubs.{name}")
+        module = importlib.import_module(f"{app.local.stubs}.{name}")
     except ModuleNotFoundError:
         return None
     if hasattr(module, "start_local"):
@@ -116,7 +118,7 @@ def complete_environments(
     sm = session.client("secretsmanager")
     extra: dict[str, dict[str, str]] = {}
     for function, env in environments.items():
-        spec = _catalog_spec(env)
+        spec = _catalog_spec(providers.app, env)
         add: dict[str, str] = {}
         provider_names = {
             k[len(ENV_PROVIDER_PREFIX) : -len("_URL")].lower()
@@ -126,7 +128,7 @@ def complete_environments(
         provider_names |= set(getattr(spec, "providers", ()) or ())
         for name in sorted(provider_names):
             if name not in providers.stubs and name not in providers.missing_stubs:
-                started = start_stub(name, clock)
+                started = start_stub(providers.app, name, clock)
                 if started is None:
                     providers.missing_stubs.add(name)
                 else:

@@ -32,12 +32,13 @@ from jobfence import triggers
 from jobfence.clock import FrozenClock
 from jobfence.ledger import RuleToggles
 from jobfence.schedule import Schedule
-from ops.emulator import Emulator
-from ops.runtime.providers import LocalProviders, complete_environments
-from ops.runtime.sqs import PumpStats, QueuePoller
-from ops.runtime.template import ROOT, CloudAssembly, DeployError, cached_synthesis, deploy
-from ops.runtime.topology import RuleInfo, Topology, discover
-from ops.runtime.workers import Invocation, WorkerPool
+from jobfence_ops.app import App, default_app
+from jobfence_ops.emulator import Emulator
+from jobfence_ops.runtime.providers import LocalProviders, complete_environments
+from jobfence_ops.runtime.sqs import PumpStats, QueuePoller
+from jobfence_ops.runtime.template import CloudAssembly, DeployError, cached_synthesis, deploy
+from jobfence_ops.runtime.topology import RuleInfo, Topology, discover
+from jobfence_ops.runtime.workers import Invocation, WorkerPool
 
 
 @dataclass
@@ -83,6 +84,7 @@ class LocalRuntime:
         workdir: pathlib.Path,
         own_workdir: bool,
     ) -> None:
+        self.app = providers.app
         self.emulator = emulator
         self.assembly = assembly
         self.topology = topology
@@ -119,16 +121,20 @@ class LocalRuntime:
         start_ms: int | None = None,
         workdir: pathlib.Path | None = None,
         context: dict[str, Any] | None = None,
-        app_dir: pathlib.Path = ROOT,
+        app: App | None = None,
         assembly: CloudAssembly | None = None,
     ) -> LocalRuntime:
-        """Start moto, deploy the (cached) synthesized template, read it back, prepare the isolates."""
+        """Start moto, deploy the app's (cached) synthesized template, read it back, prepare the isolates.
+
+        `app`: the app to run (default: the one found from the working directory, `jobfence_ops.app`).
+        """
+        app = app or default_app()
         folder = workdir or pathlib.Path(tempfile.mkdtemp(prefix="jobfence-local-"))
         emulator = Emulator().start()
-        providers = LocalProviders()
+        providers = LocalProviders(app)
         try:
             session = emulator.session()
-            assembly = assembly or cached_synthesis(context or {}, app_dir)
+            assembly = assembly or cached_synthesis(context or {}, app.root)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # moto warns about resource types it does not model
                 deploy(session, assembly)

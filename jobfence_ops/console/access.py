@@ -33,8 +33,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from botocore.parsers import ResponseParserError
 
 from jobfence.dynamo import error_code
-from ops.commands.batches import work_resources
-from ops.targets import AwsTarget, OperatorError, Target
+from jobfence_ops.commands.batches import work_resources
+from jobfence_ops.targets import AwsTarget, OperatorError, Target
 
 ALLOWED = "allowed"
 

@@ -6,8 +6,8 @@ import json
 import pathlib
 from typing import Any
 
-from ops.runtime.workers import Invocation
-from ops.targets import OperatorError, Target
+from jobfence_ops.runtime.workers import Invocation
+from jobfence_ops.targets import OperatorError, Target
 
 EVENTS = pathlib.Path(__file__).resolve().parents[2] / "events"
 

@@ -26,12 +26,11 @@ from jobfence.registry import CatchUp
 from jobfence.runs import MAX_ERROR_CHARS, RunStore, SweepResult, bounded_summary, sweep_dead_runs
 from jobfence.schedule import Schedule, ScheduleError
 from jobfence.triggers import REQUESTED_BY_MAX, REQUESTED_BY_PATTERN, catch_up_event
-from jobs.catalog import CATALOG
-from ops.commands.batches import stale_item_counts
-from ops.runtime.sqs import queue_depths
-from ops.runtime.topology import FunctionInfo
-from ops.runtime.workers import Invocation
-from ops.targets import OperatorError, Target
+from jobfence_ops.commands.batches import stale_item_counts
+from jobfence_ops.runtime.sqs import queue_depths
+from jobfence_ops.runtime.topology import FunctionInfo
+from jobfence_ops.runtime.workers import Invocation
+from jobfence_ops.targets import OperatorError, Target
 
 DAY_MS = 86_400_000
 READERS = 8
@@ -141,7 +140,7 @@ def status(target: Target) -> StatusReport:
         rule = events.describe_rule(Name=rules[job].name) if job in rules else {}
         state, schedule = rule.get("State"), rule.get("ScheduleExpression")
         _note_rule_state(target, toggles, job, state, now)
-        day = job_ledger(target, job, now - DAY_MS, now) if job in CATALOG.jobs else None
+        day = job_ledger(target, job, now - DAY_MS, now) if job in target.app.catalog.jobs else None
         return JobStatus(
             job=job,
             rule=rule.get("Name"),
@@ -195,7 +194,7 @@ def job_ledger(target: Target, job: str, since_ms: int, until_ms: int | None = N
     """
     leases_table, runs_table = _core_tables(target)
     check_job(target, job)
-    spec = CATALOG.job(job)
+    spec = target.app.catalog.job(job)
     client = target.session.client("dynamodb")
     rule = target.topology.job_rules().get(job)
     if look and rule is not None:
@@ -323,7 +322,7 @@ def catch_up(target: Target, job: str, requested_by: str) -> CatchUpResult:
     a run started since the tick makes it `skipped_served`.
     """
     function = check_job(target, job)
-    spec = CATALOG.job(job)
+    spec = target.app.catalog.job(job)
     if spec.catch_up != CatchUp.ONCE:
         spec = replace(spec, catch_up=CatchUp.ONCE, catch_up_window_s=ON_DEMAND_WINDOW_S)
     window_s = int(spec.catch_up_window_s or ON_DEMAND_WINDOW_S)

@@ -1,7 +1,7 @@
 """The client side of the background local runtime: start it, stop it, talk to it.
 
-`up` starts `python -m ops.local.daemon DIR` in its own session (it outlives
-the command) and waits until it has written DIR/state.json; `down` asks it to
+`up` starts `python -m jobfence_ops.local.daemon DIR` in its own session (it outlives
+the command), in the app's directory and with its catalog (`jobfence_ops.app`), and waits until it has written DIR/state.json; `down` asks it to
 stop. `LocalControl` is the control API of a running daemon.
 """
 
@@ -19,13 +19,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ops.runtime.topology import Topology
-from ops.runtime.workers import Invocation
+from jobfence_ops.app import APP_ENV, App
+from jobfence_ops.runtime.template import package_parents
+from jobfence_ops.runtime.topology import Topology
+from jobfence_ops.runtime.workers import Invocation
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 STATE_FILE = "state.json"  # written by the daemon (mode 0600) once it serves; removed when it stops
 TOKEN_HEADER = "X-Jobfence-Token"
-DEFAULT_DIR = ROOT / ".jobfence" / "local"
+DEFAULT_DIR = pathlib.Path(".jobfence") / "local"  # under the app's directory
 START_TIMEOUT_S = 600  # a first start synthesizes the CDK app; later ones reuse the cached assembly
 STOP_TIMEOUT_S = 30
 POLL_S = 0.25  # waiting for another process (the daemon) to write its state file or exit
@@ -148,19 +149,23 @@ def running(directory: pathlib.Path = DEFAULT_DIR) -> LocalControl | None:
     return control
 
 
-def up(
-    directory: pathlib.Path = DEFAULT_DIR, on_wait: Callable[[float], None] | None = None
-) -> tuple[LocalControl, bool]:
-    """Start the daemon unless one is running; (its control, True if started now)."""
+def up(directory: pathlib.Path, app: App, on_wait: Callable[[float], None] | None = None) -> tuple[LocalControl, bool]:
+    """Start the daemon of `app` unless one is running; (its control, True if started now)."""
     existing = running(directory)
     if existing is not None:
         return existing, False
+    directory = directory.resolve()
     directory.mkdir(parents=True, exist_ok=True)
     log_path = directory / "daemon.log"
+    # the daemon imports this very tooling, runtime and constructs (wherever they are installed) and runs the app
+    parents = package_parents(("jobfence_ops", "jobfence", "jobfence_cdk"))
+    path = os.pathsep.join(p for p in (*parents, os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, APP_ENV: app.spec, "PYTHONPATH": path}
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "ops.local.daemon", str(directory)],
-            cwd=ROOT,
+            [sys.executable, "-m", "jobfence_ops.local.daemon", str(directory)],
+            cwd=app.root,
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
