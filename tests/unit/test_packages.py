@@ -18,6 +18,8 @@ from __future__ import annotations
 import ast
 import email
 import hashlib
+import json
+import os
 import pathlib
 import re
 import shutil
@@ -217,3 +219,17 @@ def test_the_layer_hash_follows_the_local_wheels_a_find_links_line_names(tmp_pat
     pruned = b"boto3,botocore,s3transfer,jmespath,jobfence/testing,providers/*_fake.py"
     expected = hashlib.sha256(b"\0".join([b"pynamodb==6.1.0\n", b"p", b"3.14", pruned])).hexdigest()
     assert layer_asset_hash(plain, "p", "3.14") == expected
+
+
+def test_the_venvs_editable_installs_expose_the_three_packages_and_nothing_else_of_this_repository(tmp_path):
+    """`make install` installs the runtime, the constructs and the operator tooling editable; a guide's app run
+    in this venv found this repository's `handlers.scheduled` instead of its own when the runtime's editable
+    install put the whole functions/ folder on the path."""
+    probe = ("import importlib.util as u, json; "
+             "print(json.dumps({m: bool(u.find_spec(m)) for m in "
+             "['jobfence', 'jobfence_cdk', 'jobfence_ops', 'jobs', 'handlers', 'providers', 'ops']}))")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    found = json.loads(subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True,
+                                      text=True, check=True).stdout)
+    assert found == {"jobfence": True, "jobfence_cdk": True, "jobfence_ops": True,
+                     "jobs": False, "handlers": False, "providers": False, "ops": False}, "run `make install`"
