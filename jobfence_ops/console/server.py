@@ -91,6 +91,7 @@ class ConsoleApp:
 
     def page(self, title: str, body: str, flash: str | None = None, refresh_s: int | None = None) -> str:
         mode = f"read-only: {self.access.reason}" if self.read_only else None
+        stopped = switches.stopped(self.target)
         return pages.page(
             title,
             body,
@@ -99,6 +100,7 @@ class ConsoleApp:
             flash=flash,
             refresh_s=refresh_s,
             mode=mode,
+            stopped=stopped.describe() if stopped else None,
         )
 
     # -- reads ---------------------------------------------------------------------------------
@@ -138,6 +140,10 @@ class ConsoleApp:
 
     # -- actions -------------------------------------------------------------------------------
 
+    def _catch_up(self, changes: list[switches.Switch], who: str) -> str:
+        """Each re-enabled job once for its last missed or disabled tick (as `enable --catch-up`)."""
+        return _catch_up_line([jobs.catch_up(self.target, c.name, who) for c in changes if c.kind == "rule"])
+
     def post(self, path: str, form: dict[str, str], cookie_token: str | None) -> str:
         """Do one action; returns where to go next (a page with the result as its flash line)."""
         if self.read_only:
@@ -165,6 +171,20 @@ class ConsoleApp:
             enabled = path.endswith("enable")
             changes = switches.set_rules(self.target, enabled, job)
             message = f"{who} {'enabled' if enabled else 'disabled'} {job}: rule {', '.join(c.state for c in changes)}"
+            if enabled and form.get("catch_up") == "yes":
+                message += self._catch_up(changes, who)
+            back = "/"
+        elif path in ("/actions/stop-all", "/actions/resume-all"):
+            enabled = path.endswith("resume-all")
+            changes = switches.set_everything(self.target, enabled)
+            rules = sum(1 for c in changes if c.kind == "rule")
+            message = (
+                f"{who} {'resumed' if enabled else 'stopped'} everything: {rules} rule(s) "
+                f"{'enabled' if enabled else 'disabled'}, {len(changes) - rules} queue worker(s) "
+                f"{'resumed' if enabled else 'paused'}"
+            )
+            if enabled and form.get("catch_up") == "yes":
+                message += self._catch_up(changes, who)
             back = "/"
         elif path == "/actions/retry":
             ref = _ref(form.get("batch", ""))
@@ -177,6 +197,12 @@ class ConsoleApp:
             raise Refused(404, f"no action {path}")
         self.audit(f"audit: {message}")
         return f"{back}?msg={quote(message)}"
+
+
+def _catch_up_line(results: list[jobs.CatchUpResult]) -> str:
+    ran = [r for r in results if r.tick is not None]
+    failed = [r.job for r in ran if not r.passed]
+    return f"; caught up {len(ran)} job(s)" + (f", failed: {', '.join(failed)}" if failed else "")
 
 
 def _ref(text: str) -> Any:

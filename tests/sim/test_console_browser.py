@@ -23,6 +23,7 @@ from playwright.sync_api import expect, sync_playwright
 
 from jobfence.work import BatchRef, ItemInput
 from jobs.listings.pipelines import GENERATION
+from jobfence_ops.commands import jobs, switches
 from jobfence_ops.commands.batches import producer, work_store
 from jobfence_ops.console.server import ConsoleApp, ConsoleServer
 from jobfence_ops.local.control import LocalControl
@@ -143,6 +144,38 @@ def test_disable_a_job_and_see_its_rule_disabled(console, page, runtime):
         shot(page, "console-job-disabled")
     finally:
         events.enable_rule(Name=rule)
+
+
+def test_stop_everything_is_one_action_with_a_banner_on_every_page_and_resume_undoes_it(console, page, runtime):
+    # "stop everything": one click behind the confirmation, then a banner on every page while anything is off
+    target = EmbeddedTarget(runtime)
+    try:
+        page.goto(console.url + "/")
+        assert page.locator("#stopped").count() == 0
+        act(page, "#switches form[action='/actions/stop-all']", "hana")
+        flash = page.locator("#flash").inner_text()
+        rules, workers = len(runtime.topology.job_rules()), len(runtime.topology.mappings)
+        assert f"hana stopped everything: {rules} rule(s) disabled, {workers} queue worker(s) paused" in flash
+        assert "queue worker(s) paused" in page.locator("#stopped").inner_text()
+        assert page.locator("#workers .bad").count() == workers  # each mapping shown, highlighted
+        assert page.locator("#jobs .rule.bad").count() == rules  # DISABLED highlighted
+        shot(page, "console-stopped")
+        page.goto(console.url + "/batches")
+        assert "STOPPED:" in page.locator("#stopped").inner_text()
+        # AND it is so in the services, as `status` reads them
+        report = jobs.status(target)
+        assert {j.rule_state for j in report.jobs if j.rule_state} == {"DISABLED"}
+        assert report.workers and all(w.paused for w in report.workers)
+        # WHEN resumed from the console, THEN everything runs again and the banner is gone
+        page.goto(console.url + "/")
+        act(page, "#switches form[action='/actions/resume-all']", "hana")
+        assert "hana resumed everything" in page.locator("#flash").inner_text()
+        assert page.locator("#stopped").count() == 0
+        report = jobs.status(target)
+        assert {j.rule_state for j in report.jobs if j.rule_state} == {"ENABLED"}
+        assert not any(w.paused for w in report.workers)
+    finally:
+        switches.set_everything(target, True)
 
 
 def test_a_run_page_shows_its_row_and_log_query(console, page, runtime):
