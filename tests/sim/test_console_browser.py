@@ -16,6 +16,7 @@ import json
 import os
 import pathlib
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -214,11 +215,20 @@ def test_a_read_only_console_has_no_buttons_and_refuses_actions(runtime, page):
         assert page.locator("form.act").count() == 0
         assert page.locator("#mode").inner_text() == "read-only: started with --read-only"
         shot(page, "console-read-only")
-        data = json.dumps({}).encode()
-        request = urllib.request.Request(server.url + "/actions/run", data=data, method="POST")
+        # WHEN a POST that a writable console would accept (valid token in form and cookie, confirmed, named)
+        # is sent to it, THEN it is refused as read-only and nothing runs
+        target = EmbeddedTarget(runtime)
+        before = len(jobs.runs(target, "clean_dpop_proofs", 1000))
+        data = urllib.parse.urlencode(
+            {"csrf": server.app.csrf, "confirm": "yes", "who": "ivy", "job": "clean_dpop_proofs"}
+        ).encode()
+        request = urllib.request.Request(server.url + "/actions/run", data=data, method="POST",
+                                         headers={"Cookie": f"jobfence_csrf={server.app.csrf}"})
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=10)
         assert refused.value.code == 403
+        assert "this console is read-only: started with --read-only" in refused.value.read().decode()
+        assert len(jobs.runs(target, "clean_dpop_proofs", 1000)) == before
     finally:
         server.stop()
 
