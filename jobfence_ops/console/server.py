@@ -21,6 +21,7 @@ from __future__ import annotations
 import secrets
 import socket
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, quote
@@ -50,6 +51,7 @@ CSRF_COOKIE = "jobfence_csrf"
 MAX_FORM_BYTES = 8 * 1024
 BATCH_REFRESH_S = 3
 BACKLOG = 64  # a browser opens several connections at once
+MAX_RESULTS = 256  # action results kept for their redirect's page (the oldest go first)
 SECURITY_HEADERS = {
     "Cache-Control": "no-store",
     "X-Frame-Options": "DENY",
@@ -84,6 +86,25 @@ class ConsoleApp:
         self.access = Access(False, "started with --read-only") if read_only else granted
         self.csrf = secrets.token_urlsafe(24)
         self.audit = audit
+        # what the last actions did, by a random id the redirect carries (`?done=ID`): a page shows only a
+        # result this console wrote, never text from the URL
+        self._results: OrderedDict[str, str] = OrderedDict()
+        self._results_lock = threading.Lock()
+
+    def result(self, done: str | None) -> str | None:
+        """The result line of an action this console took, by the id its redirect carried (None: unknown)."""
+        if not done:
+            return None
+        with self._results_lock:
+            return self._results.get(done)
+
+    def _remember(self, message: str) -> str:
+        done = secrets.token_urlsafe(12)
+        with self._results_lock:
+            self._results[done] = message
+            while len(self._results) > MAX_RESULTS:
+                self._results.popitem(last=False)
+        return done
 
     @property
     def read_only(self) -> bool:
@@ -196,7 +217,7 @@ class ConsoleApp:
         else:
             raise Refused(404, f"no action {path}")
         self.audit(f"audit: {message}")
-        return f"{back}?msg={quote(message)}"
+        return f"{back}?done={self._remember(message)}"
 
 
 def _catch_up_line(results: list[jobs.CatchUpResult]) -> str:
@@ -241,7 +262,7 @@ def asgi(app: ConsoleApp) -> Starlette:
         return html(app.page("Error", f"<p class='bad' id='error'>{pages.escape(reason)}</p>"), status)
 
     def flash(request: Request) -> str | None:
-        return request.query_params.get("msg")
+        return app.result(request.query_params.get("done"))
 
     def jobs_page(request: Request) -> Response:
         return html(app.jobs(flash(request)))

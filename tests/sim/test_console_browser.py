@@ -179,6 +179,13 @@ def test_stop_everything_is_one_action_with_a_banner_on_every_page_and_resume_un
         switches.set_everything(target, True)
 
 
+def test_no_text_from_the_url_is_shown_as_a_result(console, page):
+    # an action's result is shown by the id its redirect carries; a crafted link shows nothing official-looking
+    page.goto(console.url + "/?msg=Your+account+is+locked.+Call+555-0100&done=forged-id")
+    assert page.locator("#flash").count() == 0
+    assert "555-0100" not in page.content()
+
+
 def test_a_run_page_shows_its_row_and_log_query(console, page, runtime):
     page.goto(console.url + "/")
     act(page, "#jobs tr:has-text('clean_dpop_proofs') form[action='/actions/run']", "gina")
