@@ -59,12 +59,41 @@ def page(
     )
 
 
-def rows(header: Iterable[str], body: Iterable[Iterable[str]], table_id: str = "") -> str:
-    """A table whose cells are already HTML (escape values before)."""
-    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+def rows(header: Iterable[str], body: Iterable[Iterable[str]], table_id: str = "", empty: str = "none") -> str:
+    """A table whose cells are already HTML (escape values before); without rows, one that says `empty`."""
+    columns = list(header)
+    head = "".join(f"<th>{escape(h)}</th>" for h in columns)
     lines = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in body)
+    if not lines:
+        lines = f"<tr class='empty'><td colspan='{len(columns)}' class='muted'>{escape(empty)}</td></tr>"
     ident = f" id='{escape(table_id)}'" if table_id else ""
     return f"<table{ident}><tr>{head}</tr>{lines}</table>"
+
+
+def queues_table(queues: Iterable[Any]) -> str:
+    """Queues holding messages (a dead-letter queue with any is highlighted); the empty ones folded below."""
+    held = [q for q in queues if q.visible or q.in_flight]
+    empty = sorted(q.queue for q in queues if not (q.visible or q.in_flight))
+    table = rows(
+        ["queue", "visible", "in flight"],
+        [
+            [
+                f"<span class='{'bad' if q.queue.endswith('-dlq') else ''}'>{escape(q.queue)}</span>",
+                str(q.visible),
+                str(q.in_flight),
+            ]
+            for q in held
+        ],
+        "queues",
+        empty="every queue is empty",
+    )
+    folded = (
+        f"<details id='empty-queues'><summary>{len(empty)} empty queue(s)</summary>"
+        f"<p class='muted'>{escape(', '.join(empty))}</p></details>"
+        if empty
+        else ""
+    )
+    return table + folded
 
 
 def outcome(text: str | None) -> str:
@@ -132,11 +161,7 @@ def jobs_page(report: Any, ledgers: Mapping[str, Mapping[str, int]], csrf: str, 
             ]
         )
     table = rows(["job", "schedule", "rule", "next tick", "lease", "last run", "last 24 h", ""], body, "jobs")
-    queues = rows(
-        ["queue", "visible", "in flight"],
-        [[escape(q.queue), str(q.visible), str(q.in_flight)] for q in report.queues],
-        "queues",
-    )
+    queues = queues_table(report.queues)
     stale = f"<p>stale live items: {escape(pairs(report.stale_items))}</p>" if report.stale_items is not None else ""
     workers = rows(
         ["queue worker", "mapping"],

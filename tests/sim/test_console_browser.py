@@ -104,6 +104,21 @@ def test_jobs_page_lists_every_job_with_its_rule_and_lease(console, page, runtim
     shot(page, "console-jobs")
 
 
+def test_a_dead_letter_queue_with_messages_stands_out_and_empty_queues_are_folded(console, page, runtime):
+    sqs = runtime.session.client("sqs")
+    url = sqs.get_queue_url(QueueName="jobfence-clean_conversations-dlq")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="{}")  # a tick EventBridge gave up on
+    try:
+        page.goto(console.url + "/")
+        held = page.locator("#queues tr", has_text="jobfence-clean_conversations-dlq")
+        assert held.locator(".bad").inner_text() == "jobfence-clean_conversations-dlq"
+        folded = page.locator("#empty-queues summary").inner_text()
+        assert folded.endswith("empty queue(s)") and int(folded.split()[0]) > 0
+        assert "jobfence-clean_dpop_proofs-dlq" not in page.locator("#queues").inner_text()
+    finally:
+        sqs.purge_queue(QueueUrl=url)
+
+
 def test_retry_failed_items_of_a_batch_and_see_them_complete(console, page, runtime, quota_starved_batch):
     ref = quota_starved_batch
     # GIVEN the batch list, WHEN the operator opens the batch
