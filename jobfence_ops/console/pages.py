@@ -190,6 +190,7 @@ def job_page(job: str, runs: list[Any], now_ms: int, csrf: str, read_only: bool)
             f"<a href='/jobs/{quote(job)}/runs/{quote(r.run_id or '-')}'>{escape(when(r.started_at, now_ms))}</a>",
             escape(r.trigger or "-"),
             outcome(r.outcome),
+            who_ran(r),
             escape(str(r.duration_ms if r.duration_ms is not None else "-")),
             escape(str(r.fence if r.fence is not None else "-")),
             escape(pairs(r.summary)),
@@ -198,8 +199,19 @@ def job_page(job: str, runs: list[Any], now_ms: int, csrf: str, read_only: bool)
         for r in runs
     ]
     return action("/actions/run", "Run now", {"job": job}, csrf, read_only) + rows(
-        ["started", "trigger", "outcome", "duration ms", "fence", "summary", "error"], body, "runs"
+        ["started", "trigger", "outcome", "who", "duration ms", "fence", "summary", "error"],
+        body,
+        "runs",
+        empty="no run yet",
     )
+
+
+def who_ran(run: Any) -> str:
+    """Who asked for a manual run (as they gave their name) and as whom AWS knew them; `-` for a schedule's."""
+    if not run.requested_by and not run.caller:
+        return "-"
+    caller = f"<br><span class='muted caller'>{escape(run.caller)}</span>" if run.caller else ""
+    return f"<span class='who'>{escape(run.requested_by or '?')}</span>{caller}"
 
 
 def run_page(run: Any, query: str) -> str:
@@ -208,6 +220,8 @@ def run_page(run: Any, query: str) -> str:
         ("run id", run.run_id),
         ("outcome", run.outcome),
         ("trigger", run.trigger),
+        ("requested by", run.requested_by),
+        ("caller", run.caller),
         ("started", when(run.started_at)),
         ("finished", when(run.finished_at)),
         ("duration ms", run.duration_ms),

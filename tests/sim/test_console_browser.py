@@ -205,8 +205,13 @@ def test_a_run_page_shows_its_row_and_log_query(console, page, runtime):
     page.goto(console.url + "/")
     act(page, "#jobs tr:has-text('clean_dpop_proofs') form[action='/actions/run']", "gina")
     assert "gina ran clean_dpop_proofs" in page.locator("#flash").inner_text()
-    page.locator("#runs a").first.click()
-    assert "clean_dpop_proofs" in page.locator("#run").inner_text()
+    # "who triggered this run?": the runs table and the run page name the operator and the AWS caller
+    mine = page.locator("#runs tr", has=page.locator(".who", has_text="gina")).first
+    assert mine.locator(".caller").inner_text().startswith("arn:aws:")
+    mine.locator("a").click()
+    fields = page.locator("#run").inner_text()
+    assert "clean_dpop_proofs" in fields and "requested by\tgina" in fields, fields
+    assert "caller\tarn:aws:" in fields
     assert 'filter stage = "clean_dpop_proofs" and run_id = ' in page.locator("#query").inner_text()
 
 
