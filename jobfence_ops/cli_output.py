@@ -79,6 +79,14 @@ def status(target: Any, args: argparse.Namespace, console: Console) -> int:
     for depth in report.queues:
         q.add_row(depth.queue, str(depth.visible), str(depth.in_flight))
     console.print(q)
+    if report.workers:
+        w = table("queue workers", "function", "mapping", names=[x.function for x in report.workers])
+        for worker in report.workers:
+            w.add_row(worker.function, f"{worker.state}{' (paused)' if worker.paused else ''}")
+        console.print(w)
+    stopped = report.stopped
+    if stopped:
+        console.print(f"STOPPED: {stopped.describe()} (`jobfence enable --all` resumes everything)", markup=False)
     return 0
 
 

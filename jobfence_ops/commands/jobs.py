@@ -26,6 +26,7 @@ from jobfence.registry import CatchUp
 from jobfence.runs import MAX_ERROR_CHARS, RunStore, SweepResult, bounded_summary, sweep_dead_runs
 from jobfence.schedule import Schedule, ScheduleError
 from jobfence.triggers import REQUESTED_BY_MAX, REQUESTED_BY_PATTERN, catch_up_event
+from jobfence_ops.commands import switches
 from jobfence_ops.commands.batches import stale_item_counts
 from jobfence_ops.runtime.sqs import queue_depths
 from jobfence_ops.runtime.topology import FunctionInfo
@@ -99,11 +100,30 @@ class QueueDepth:
 
 
 @dataclass(frozen=True)
+class WorkerState:
+    """A queue worker's event source mapping: `Enabled` delivers; `Disabled` (paused) leaves messages waiting."""
+
+    function: str
+    mapping: str  # the mapping's UUID
+    state: str  # as Lambda reports it: Enabled, Disabled, Enabling, Disabling, Updating, ...
+    paused: bool
+
+
+@dataclass(frozen=True)
 class StatusReport:
     now_ms: int
     jobs: list[JobStatus]
     stale_items: dict[str, int] | None  # pipeline/status -> stale live items; None without work tables
     queues: list[QueueDepth]
+    workers: list[WorkerState]
+
+    @property
+    def stopped(self) -> switches.Stopped:
+        """What is switched off now: disabled rules and paused workers (the console's banner)."""
+        return switches.Stopped(
+            rules=tuple(j.job for j in self.jobs if j.rule_state and j.rule_state != "ENABLED"),
+            workers=tuple(w.function for w in self.workers if w.paused),
+        )
 
 
 def _core_tables(target: Target) -> tuple[str, str]:
@@ -159,9 +179,11 @@ def status(target: Target) -> StatusReport:
     with ThreadPoolExecutor(max_workers=READERS) as executor:
         jobs = list(executor.map(one, sorted(target.topology.job_functions())))
         stale = executor.submit(stale_item_counts, target)
+        mappings = executor.submit(switches.worker_states, target)
         depths = queue_depths(target.session, target.topology)
         queues = [QueueDepth(name, d["visible"], d["in_flight"]) for name, d in sorted(depths.items())]
-        return StatusReport(now, jobs, stale.result(), queues)
+        workers = [WorkerState(m.name, m.resource, m.state, not switches.running(m)) for m in mappings.result()]
+        return StatusReport(now, jobs, stale.result(), queues, workers)
 
 
 def check_job(target: Target, job: str) -> FunctionInfo:

@@ -66,6 +66,63 @@ def set_workers(target: Target, enabled: bool) -> list[Switch]:
     return changes
 
 
+@dataclass(frozen=True)
+class Stopped:
+    """What is switched off now: jobs whose rule does not tick, worker functions whose mapping does not deliver."""
+
+    rules: tuple[str, ...]
+    workers: tuple[str, ...]
+
+    def __bool__(self) -> bool:
+        return bool(self.rules or self.workers)
+
+    def describe(self) -> str:
+        parts = []
+        if self.rules:
+            parts.append(f"{len(self.rules)} rule(s) disabled ({', '.join(self.rules)})")
+        if self.workers:
+            parts.append(f"{len(self.workers)} queue worker(s) paused ({', '.join(self.workers)})")
+        return "; ".join(parts)
+
+
+def stopped(target: Target) -> Stopped:
+    """What is switched off, in a few list calls (every console page's banner reads it)."""
+    names = {rule.name: job for job, rule in target.topology.job_rules().items()}
+    off: list[str] = []
+    for page in target.session.client("events").get_paginator("list_rules").paginate():
+        off += [
+            names[r["Name"]] for r in page.get("Rules", []) if r.get("Name") in names and r.get("State") != "ENABLED"
+        ]
+    ours = {m.uuid: target.topology.function_by_arn(m.function_arn).name for m in target.topology.mappings}
+    paused: list[str] = []
+    for page in target.session.client("lambda").get_paginator("list_event_source_mappings").paginate():
+        paused += [
+            ours[m["UUID"]]
+            for m in page.get("EventSourceMappings", [])
+            if m.get("UUID") in ours and m.get("State") not in MAPPING_ENABLED
+        ]
+    return Stopped(tuple(sorted(off)), tuple(sorted(paused)))
+
+
+def worker_states(target: Target) -> list[Switch]:
+    """Every queue worker's mapping as the service reports it now (read only)."""
+    lam = target.session.client("lambda")
+    return [
+        Switch(
+            "mapping",
+            target.topology.function_by_arn(mapping.function_arn).name,
+            mapping.uuid,
+            lam.get_event_source_mapping(UUID=mapping.uuid).get("State", "?"),
+        )
+        for mapping in sorted(target.topology.mappings, key=lambda m: m.function_arn)
+    ]
+
+
+def running(switch: Switch) -> bool:
+    """A rule that ticks, or a mapping that delivers (or is about to)."""
+    return switch.state == "ENABLED" if switch.kind == "rule" else switch.state in MAPPING_ENABLED
+
+
 def set_everything(target: Target, enabled: bool) -> list[Switch]:
     """Every rule and every worker at once: the incident kill switch and its undo."""
     return set_rules(target, enabled) + set_workers(target, enabled)

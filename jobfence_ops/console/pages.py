@@ -26,6 +26,8 @@ form.act{display:inline-flex;gap:.3rem;align-items:center;margin:.1rem 0}
 form.act input[name=who]{width:7rem} .flash{background:#fff6d5;border:1px solid #e0c96b;padding:.4rem .6rem}
 pre{background:#f4f5f9;padding:.5rem;white-space:pre-wrap}
 .mode{background:#eef1f8;border:1px solid #b9c2d8;padding:.3rem .6rem;font-size:.9rem}
+.stopped{background:#fde7e5;border:2px solid #b3261e;padding:.4rem .6rem;font-weight:600}
+.switches{margin:.4rem 0}
 """
 BAD_OUTCOMES = {"failed", "lease_lost", "died", "error", "timeout"}
 
@@ -39,26 +41,59 @@ def page(
     flash: str | None = None,
     refresh_s: int | None = None,
     mode: str | None = None,
+    stopped: str | None = None,
 ) -> str:
-    """One page; `mode` (why the console is read-only) is printed under the navigation."""
+    """One page; `mode` (why the console is read-only) is printed under the navigation, `stopped` (what is
+    switched off: disabled rules, paused workers) as a banner on every page while anything is."""
     meta = f'<meta http-equiv="refresh" content="{refresh_s}">' if refresh_s else ""
     note = f'<p class="flash" id="flash">{escape(flash)}</p>' if flash else ""
+    banner = f"<p class='stopped' id='stopped'>STOPPED: {escape(stopped)}</p>" if stopped else ""
     return (
         f"<!doctype html><html><head><meta charset='utf-8'>{meta}<title>{escape(title)} · jobfence</title>"
         f"<style>{STYLE}</style></head><body>"
         f"<nav><a href='/'>Jobs</a><a href='/batches'>Batches</a>"
         f"<span class='muted'>{escape(target)} · now {escape(when(now_ms))}</span></nav>"
         + (f"<p class='mode' id='mode'>{escape(mode)}</p>" if mode else "")
+        + banner
         + f"<h1>{escape(title)}</h1>{note}{body}</body></html>"
     )
 
 
-def rows(header: Iterable[str], body: Iterable[Iterable[str]], table_id: str = "") -> str:
-    """A table whose cells are already HTML (escape values before)."""
-    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+def rows(header: Iterable[str], body: Iterable[Iterable[str]], table_id: str = "", empty: str = "none") -> str:
+    """A table whose cells are already HTML (escape values before); without rows, one that says `empty`."""
+    columns = list(header)
+    head = "".join(f"<th>{escape(h)}</th>" for h in columns)
     lines = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in body)
+    if not lines:
+        lines = f"<tr class='empty'><td colspan='{len(columns)}' class='muted'>{escape(empty)}</td></tr>"
     ident = f" id='{escape(table_id)}'" if table_id else ""
     return f"<table{ident}><tr>{head}</tr>{lines}</table>"
+
+
+def queues_table(queues: Iterable[Any]) -> str:
+    """Queues holding messages (a dead-letter queue with any is highlighted); the empty ones folded below."""
+    held = [q for q in queues if q.visible or q.in_flight]
+    empty = sorted(q.queue for q in queues if not (q.visible or q.in_flight))
+    table = rows(
+        ["queue", "visible", "in flight"],
+        [
+            [
+                f"<span class='{'bad' if q.queue.endswith('-dlq') else ''}'>{escape(q.queue)}</span>",
+                str(q.visible),
+                str(q.in_flight),
+            ]
+            for q in held
+        ],
+        "queues",
+        empty="every queue is empty",
+    )
+    folded = (
+        f"<details id='empty-queues'><summary>{len(empty)} empty queue(s)</summary>"
+        f"<p class='muted'>{escape(', '.join(empty))}</p></details>"
+        if empty
+        else ""
+    )
+    return table + folded
 
 
 def outcome(text: str | None) -> str:
@@ -68,16 +103,19 @@ def outcome(text: str | None) -> str:
     return f"<span class='{css}'>{escape(text)}</span>"
 
 
-def action(path: str, label: str, fields: Mapping[str, str], csrf: str, read_only: bool) -> str:
-    """A button behind a confirmation, the CSRF token and the audit field; nothing when read-only."""
+def action(path: str, label: str, fields: Mapping[str, str], csrf: str, read_only: bool, catch_up: bool = False) -> str:
+    """A button behind a confirmation, the CSRF token and the audit field; nothing when read-only.
+
+    `catch_up`: a box to run each re-enabled job once for its last missed or disabled tick too."""
     if read_only:
         return ""
     hidden = "".join(f"<input type='hidden' name='{escape(k)}' value='{escape(v)}'>" for k, v in fields.items())
+    box = "<label><input type='checkbox' name='catch_up' value='yes'> catch up</label>" if catch_up else ""
     return (
         f"<form class='act' method='post' action='{escape(path)}'>{hidden}"
         f"<input type='hidden' name='csrf' value='{escape(csrf)}'>"
         f"<input name='who' placeholder='your name' required maxlength='128' aria-label='who'>"
-        f"<label><input type='checkbox' name='confirm' value='yes' required> sure</label>"
+        f"{box}<label><input type='checkbox' name='confirm' value='yes' required> sure</label>"
         f"<button type='submit'>{escape(label)}</button></form>"
     )
 
@@ -98,7 +136,7 @@ def jobs_page(report: Any, ledgers: Mapping[str, Mapping[str, int]], csrf: str, 
         last = job.last_run
         switch = "disable" if job.rule_state == "ENABLED" else "enable"
         buttons = action("/actions/run", "Run now", {"job": job.job}, csrf, read_only) + (
-            action(f"/actions/{switch}", switch.capitalize(), {"job": job.job}, csrf, read_only)
+            action(f"/actions/{switch}", switch.capitalize(), {"job": job.job}, csrf, read_only, switch == "enable")
             if job.rule_state
             else ""
         )
@@ -111,7 +149,8 @@ def jobs_page(report: Any, ledgers: Mapping[str, Mapping[str, int]], csrf: str, 
             [
                 f"<a href='/jobs/{quote(job.job)}'>{escape(job.job)}</a>",
                 escape(job.schedule or "-"),
-                f"<span class='rule'>{escape(job.rule_state or '-')}</span>",
+                f"<span class='rule{' bad' if job.rule_state and job.rule_state != 'ENABLED' else ''}'>"
+                f"{escape(job.rule_state or '-')}</span>",
                 escape(when(job.next_tick_at, now)) if job.next_tick_at else "-",
                 lease,
                 (outcome(last.outcome) + f"<br><span class='muted'>{escape(when(last.started_at, now))}</span>")
@@ -122,13 +161,27 @@ def jobs_page(report: Any, ledgers: Mapping[str, Mapping[str, int]], csrf: str, 
             ]
         )
     table = rows(["job", "schedule", "rule", "next tick", "lease", "last run", "last 24 h", ""], body, "jobs")
-    queues = rows(
-        ["queue", "visible", "in flight"],
-        [[escape(q.queue), str(q.visible), str(q.in_flight)] for q in report.queues],
-        "queues",
-    )
+    queues = queues_table(report.queues)
     stale = f"<p>stale live items: {escape(pairs(report.stale_items))}</p>" if report.stale_items is not None else ""
-    return table + stale + "<h2>Queues</h2>" + queues
+    workers = rows(
+        ["queue worker", "mapping"],
+        [
+            [escape(w.function), f"<span class='{'bad' if w.paused else 'ok'}'>{escape(w.state)}</span>"]
+            for w in report.workers
+        ],
+        "workers",
+    )
+    # the incident switch: every rule and every queue worker in one action (`jobfence disable --all`), and back
+    switches = (
+        "<div class='switches' id='switches'>"
+        + (
+            action("/actions/resume-all", "Resume everything", {}, csrf, read_only, catch_up=True)
+            if report.stopped
+            else action("/actions/stop-all", "Stop everything", {}, csrf, read_only)
+        )
+        + "</div>"
+    )
+    return switches + table + stale + "<h2>Queue workers</h2>" + workers + "<h2>Queues</h2>" + queues
 
 
 def job_page(job: str, runs: list[Any], now_ms: int, csrf: str, read_only: bool) -> str:
@@ -137,6 +190,7 @@ def job_page(job: str, runs: list[Any], now_ms: int, csrf: str, read_only: bool)
             f"<a href='/jobs/{quote(job)}/runs/{quote(r.run_id or '-')}'>{escape(when(r.started_at, now_ms))}</a>",
             escape(r.trigger or "-"),
             outcome(r.outcome),
+            who_ran(r),
             escape(str(r.duration_ms if r.duration_ms is not None else "-")),
             escape(str(r.fence if r.fence is not None else "-")),
             escape(pairs(r.summary)),
@@ -145,8 +199,19 @@ def job_page(job: str, runs: list[Any], now_ms: int, csrf: str, read_only: bool)
         for r in runs
     ]
     return action("/actions/run", "Run now", {"job": job}, csrf, read_only) + rows(
-        ["started", "trigger", "outcome", "duration ms", "fence", "summary", "error"], body, "runs"
+        ["started", "trigger", "outcome", "who", "duration ms", "fence", "summary", "error"],
+        body,
+        "runs",
+        empty="no run yet",
     )
+
+
+def who_ran(run: Any) -> str:
+    """Who asked for a manual run (as they gave their name) and as whom AWS knew them; `-` for a schedule's."""
+    if not run.requested_by and not run.caller:
+        return "-"
+    caller = f"<br><span class='muted caller'>{escape(run.caller)}</span>" if run.caller else ""
+    return f"<span class='who'>{escape(run.requested_by or '?')}</span>{caller}"
 
 
 def run_page(run: Any, query: str) -> str:
@@ -155,6 +220,8 @@ def run_page(run: Any, query: str) -> str:
         ("run id", run.run_id),
         ("outcome", run.outcome),
         ("trigger", run.trigger),
+        ("requested by", run.requested_by),
+        ("caller", run.caller),
         ("started", when(run.started_at)),
         ("finished", when(run.finished_at)),
         ("duration ms", run.duration_ms),

@@ -21,6 +21,7 @@ from __future__ import annotations
 import secrets
 import socket
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs, quote
@@ -50,6 +51,7 @@ CSRF_COOKIE = "jobfence_csrf"
 MAX_FORM_BYTES = 8 * 1024
 BATCH_REFRESH_S = 3
 BACKLOG = 64  # a browser opens several connections at once
+MAX_RESULTS = 256  # action results kept for their redirect's page (the oldest go first)
 SECURITY_HEADERS = {
     "Cache-Control": "no-store",
     "X-Frame-Options": "DENY",
@@ -84,6 +86,25 @@ class ConsoleApp:
         self.access = Access(False, "started with --read-only") if read_only else granted
         self.csrf = secrets.token_urlsafe(24)
         self.audit = audit
+        # what the last actions did, by a random id the redirect carries (`?done=ID`): a page shows only a
+        # result this console wrote, never text from the URL
+        self._results: OrderedDict[str, str] = OrderedDict()
+        self._results_lock = threading.Lock()
+
+    def result(self, done: str | None) -> str | None:
+        """The result line of an action this console took, by the id its redirect carried (None: unknown)."""
+        if not done:
+            return None
+        with self._results_lock:
+            return self._results.get(done)
+
+    def _remember(self, message: str) -> str:
+        done = secrets.token_urlsafe(12)
+        with self._results_lock:
+            self._results[done] = message
+            while len(self._results) > MAX_RESULTS:
+                self._results.popitem(last=False)
+        return done
 
     @property
     def read_only(self) -> bool:
@@ -91,6 +112,7 @@ class ConsoleApp:
 
     def page(self, title: str, body: str, flash: str | None = None, refresh_s: int | None = None) -> str:
         mode = f"read-only: {self.access.reason}" if self.read_only else None
+        stopped = switches.stopped(self.target)
         return pages.page(
             title,
             body,
@@ -99,6 +121,7 @@ class ConsoleApp:
             flash=flash,
             refresh_s=refresh_s,
             mode=mode,
+            stopped=stopped.describe() if stopped else None,
         )
 
     # -- reads ---------------------------------------------------------------------------------
@@ -138,6 +161,10 @@ class ConsoleApp:
 
     # -- actions -------------------------------------------------------------------------------
 
+    def _catch_up(self, changes: list[switches.Switch], who: str) -> str:
+        """Each re-enabled job once for its last missed or disabled tick (as `enable --catch-up`)."""
+        return _catch_up_line([jobs.catch_up(self.target, c.name, who) for c in changes if c.kind == "rule"])
+
     def post(self, path: str, form: dict[str, str], cookie_token: str | None) -> str:
         """Do one action; returns where to go next (a page with the result as its flash line)."""
         if self.read_only:
@@ -165,6 +192,20 @@ class ConsoleApp:
             enabled = path.endswith("enable")
             changes = switches.set_rules(self.target, enabled, job)
             message = f"{who} {'enabled' if enabled else 'disabled'} {job}: rule {', '.join(c.state for c in changes)}"
+            if enabled and form.get("catch_up") == "yes":
+                message += self._catch_up(changes, who)
+            back = "/"
+        elif path in ("/actions/stop-all", "/actions/resume-all"):
+            enabled = path.endswith("resume-all")
+            changes = switches.set_everything(self.target, enabled)
+            rules = sum(1 for c in changes if c.kind == "rule")
+            message = (
+                f"{who} {'resumed' if enabled else 'stopped'} everything: {rules} rule(s) "
+                f"{'enabled' if enabled else 'disabled'}, {len(changes) - rules} queue worker(s) "
+                f"{'resumed' if enabled else 'paused'}"
+            )
+            if enabled and form.get("catch_up") == "yes":
+                message += self._catch_up(changes, who)
             back = "/"
         elif path == "/actions/retry":
             ref = _ref(form.get("batch", ""))
@@ -176,7 +217,13 @@ class ConsoleApp:
         else:
             raise Refused(404, f"no action {path}")
         self.audit(f"audit: {message}")
-        return f"{back}?msg={quote(message)}"
+        return f"{back}?done={self._remember(message)}"
+
+
+def _catch_up_line(results: list[jobs.CatchUpResult]) -> str:
+    ran = [r for r in results if r.tick is not None]
+    failed = [r.job for r in ran if not r.passed]
+    return f"; caught up {len(ran)} job(s)" + (f", failed: {', '.join(failed)}" if failed else "")
 
 
 def _ref(text: str) -> Any:
@@ -215,7 +262,7 @@ def asgi(app: ConsoleApp) -> Starlette:
         return html(app.page("Error", f"<p class='bad' id='error'>{pages.escape(reason)}</p>"), status)
 
     def flash(request: Request) -> str | None:
-        return request.query_params.get("msg")
+        return app.result(request.query_params.get("done"))
 
     def jobs_page(request: Request) -> Response:
         return html(app.jobs(flash(request)))

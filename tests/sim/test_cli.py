@@ -132,6 +132,14 @@ def test_disable_all_stops_ticks_and_workers_and_enable_all_resumes_them(target,
     lam = runtime.session.client("lambda")
     assert {lam.get_event_source_mapping(UUID=m.uuid)["State"] for m in runtime.topology.mappings} == {"Disabled"}
     try:
+        # AND status says so: every worker paused (--json), and a STOPPED line naming what is off
+        report = json.loads(cli(target, "status", "--json")[1])
+        assert report["workers"] and all(w["paused"] and w["state"] == "Disabled" for w in report["workers"])
+        assert {w["function"] for w in report["workers"]} == {
+            target.topology.function_by_arn(m.function_arn).name for m in target.topology.mappings
+        }
+        text = cli(target, "status")[1]
+        assert "STOPPED:" in " ".join(text.split()) and "queue worker(s) paused" in " ".join(text.split())
         runs_before = snapshot(target)[target.topology.runs_table]
         # WHEN two simulated hours pass
         timeline = runtime.advance(hours=2)
@@ -141,6 +149,8 @@ def test_disable_all_stops_ticks_and_workers_and_enable_all_resumes_them(target,
     finally:
         code, out = cli(target, "enable", "--all")
     assert code == 0 and "DISABLED" not in out and "Disabled" not in out
+    report = json.loads(cli(target, "status", "--json")[1])
+    assert not any(w["paused"] for w in report["workers"]) and "STOPPED" not in cli(target, "status")[1]
     # WHEN the next hour passes with the rules enabled again
     timeline = runtime.advance(hours=1)
     # THEN every job ticks again

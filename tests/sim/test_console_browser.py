@@ -16,6 +16,7 @@ import json
 import os
 import pathlib
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -23,6 +24,7 @@ from playwright.sync_api import expect, sync_playwright
 
 from jobfence.work import BatchRef, ItemInput
 from jobs.listings.pipelines import GENERATION
+from jobfence_ops.commands import jobs, switches
 from jobfence_ops.commands.batches import producer, work_store
 from jobfence_ops.console.server import ConsoleApp, ConsoleServer
 from jobfence_ops.local.control import LocalControl
@@ -102,6 +104,21 @@ def test_jobs_page_lists_every_job_with_its_rule_and_lease(console, page, runtim
     shot(page, "console-jobs")
 
 
+def test_a_dead_letter_queue_with_messages_stands_out_and_empty_queues_are_folded(console, page, runtime):
+    sqs = runtime.session.client("sqs")
+    url = sqs.get_queue_url(QueueName="jobfence-clean_conversations-dlq")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="{}")  # a tick EventBridge gave up on
+    try:
+        page.goto(console.url + "/")
+        held = page.locator("#queues tr", has_text="jobfence-clean_conversations-dlq")
+        assert held.locator(".bad").inner_text() == "jobfence-clean_conversations-dlq"
+        folded = page.locator("#empty-queues summary").inner_text()
+        assert folded.endswith("empty queue(s)") and int(folded.split()[0]) > 0
+        assert "jobfence-clean_dpop_proofs-dlq" not in page.locator("#queues").inner_text()
+    finally:
+        sqs.purge_queue(QueueUrl=url)
+
+
 def test_retry_failed_items_of_a_batch_and_see_them_complete(console, page, runtime, quota_starved_batch):
     ref = quota_starved_batch
     # GIVEN the batch list, WHEN the operator opens the batch
@@ -145,12 +162,63 @@ def test_disable_a_job_and_see_its_rule_disabled(console, page, runtime):
         events.enable_rule(Name=rule)
 
 
+def test_stop_everything_is_one_action_with_a_banner_on_every_page_and_resume_undoes_it(console, page, runtime):
+    # "stop everything": one click behind the confirmation, then a banner on every page while anything is off
+    target = EmbeddedTarget(runtime)
+    try:
+        page.goto(console.url + "/")
+        assert page.locator("#stopped").count() == 0
+        act(page, "#switches form[action='/actions/stop-all']", "hana")
+        flash = page.locator("#flash").inner_text()
+        rules, workers = len(runtime.topology.job_rules()), len(runtime.topology.mappings)
+        assert f"hana stopped everything: {rules} rule(s) disabled, {workers} queue worker(s) paused" in flash
+        assert "queue worker(s) paused" in page.locator("#stopped").inner_text()
+        assert page.locator("#workers .bad").count() == workers  # each mapping shown, highlighted
+        assert page.locator("#jobs .rule.bad").count() == rules  # DISABLED highlighted
+        shot(page, "console-stopped")
+        page.goto(console.url + "/batches")
+        assert "STOPPED:" in page.locator("#stopped").inner_text()
+        # AND it is so in the services, as `status` reads them
+        report = jobs.status(target)
+        assert {j.rule_state for j in report.jobs if j.rule_state} == {"DISABLED"}
+        assert report.workers and all(w.paused for w in report.workers)
+        # WHEN resumed from the console, THEN everything runs again and the banner is gone
+        page.goto(console.url + "/")
+        act(page, "#switches form[action='/actions/resume-all']", "hana")
+        assert "hana resumed everything" in page.locator("#flash").inner_text()
+        assert page.locator("#stopped").count() == 0
+        report = jobs.status(target)
+        assert {j.rule_state for j in report.jobs if j.rule_state} == {"ENABLED"}
+        assert not any(w.paused for w in report.workers)
+    finally:
+        switches.set_everything(target, True)
+
+
+def test_no_text_from_the_url_is_shown_as_a_result(console, page):
+    # an action's result is shown by the id its redirect carries; a crafted link shows nothing official-looking
+    page.goto(console.url + "/?msg=Your+account+is+locked.+Call+555-0100&done=forged-id")
+    assert page.locator("#flash").count() == 0
+    assert "555-0100" not in page.content()
+
+
 def test_a_run_page_shows_its_row_and_log_query(console, page, runtime):
+    # GIVEN clean_dpop_proofs' last run over an hour old (its interval gate would skip a manual run sooner)
+    events, rule = runtime.session.client("events"), runtime.rule_of_job("clean_dpop_proofs")
+    events.disable_rule(Name=rule)
+    try:
+        runtime.advance(minutes=61)
+    finally:
+        events.enable_rule(Name=rule)
     page.goto(console.url + "/")
     act(page, "#jobs tr:has-text('clean_dpop_proofs') form[action='/actions/run']", "gina")
-    assert "gina ran clean_dpop_proofs" in page.locator("#flash").inner_text()
-    page.locator("#runs a").first.click()
-    assert "clean_dpop_proofs" in page.locator("#run").inner_text()
+    assert "gina ran clean_dpop_proofs: ran" in page.locator("#flash").inner_text()
+    # "who triggered this run?": the runs table and the run page name the operator and the AWS caller
+    mine = page.locator("#runs tr", has=page.locator(".who", has_text="gina")).first
+    assert mine.locator(".caller").inner_text().startswith("arn:aws:")
+    mine.locator("a").click()
+    fields = page.locator("#run").inner_text()
+    assert "clean_dpop_proofs" in fields and "requested by\tgina" in fields, fields
+    assert "caller\tarn:aws:" in fields
     assert 'filter stage = "clean_dpop_proofs" and run_id = ' in page.locator("#query").inner_text()
 
 
@@ -181,11 +249,20 @@ def test_a_read_only_console_has_no_buttons_and_refuses_actions(runtime, page):
         assert page.locator("form.act").count() == 0
         assert page.locator("#mode").inner_text() == "read-only: started with --read-only"
         shot(page, "console-read-only")
-        data = json.dumps({}).encode()
-        request = urllib.request.Request(server.url + "/actions/run", data=data, method="POST")
+        # WHEN a POST that a writable console would accept (valid token in form and cookie, confirmed, named)
+        # is sent to it, THEN it is refused as read-only and nothing runs
+        target = EmbeddedTarget(runtime)
+        before = len(jobs.runs(target, "clean_dpop_proofs", 1000))
+        data = urllib.parse.urlencode(
+            {"csrf": server.app.csrf, "confirm": "yes", "who": "ivy", "job": "clean_dpop_proofs"}
+        ).encode()
+        request = urllib.request.Request(server.url + "/actions/run", data=data, method="POST",
+                                         headers={"Cookie": f"jobfence_csrf={server.app.csrf}"})
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=10)
         assert refused.value.code == 403
+        assert "this console is read-only: started with --read-only" in refused.value.read().decode()
+        assert len(jobs.runs(target, "clean_dpop_proofs", 1000)) == before
     finally:
         server.stop()
 
