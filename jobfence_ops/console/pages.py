@@ -29,7 +29,9 @@ pre{background:#f4f5f9;padding:.5rem;white-space:pre-wrap}
 .stopped{background:#fde7e5;border:2px solid #b3261e;padding:.4rem .6rem;font-weight:600}
 .switches{margin:.4rem 0}
 """
-BAD_OUTCOMES = {"failed", "lease_lost", "died", "error", "timeout"}
+BAD_OUTCOMES = {"failed", "lease_lost", "died", "error", "timeout", "missed"}
+QUIET_LABELS = {"disabled", "skipped_interval", "skipped_leased", "running"}
+LEDGER_SPANS = {"6h": 6 * 3_600_000, "24h": 24 * 3_600_000, "7d": 7 * 24 * 3_600_000}  # the ledger page's ranges
 
 
 def page(
@@ -99,7 +101,7 @@ def queues_table(queues: Iterable[Any]) -> str:
 def outcome(text: str | None) -> str:
     if not text:
         return "-"
-    css = "bad" if text in BAD_OUTCOMES else "ok" if text == "ran" else ""
+    css = "bad" if text in BAD_OUTCOMES else "ok" if text == "ran" else "muted" if text in QUIET_LABELS else ""
     return f"<span class='{css}'>{escape(text)}</span>"
 
 
@@ -157,10 +159,13 @@ def jobs_page(report: Any, ledgers: Mapping[str, Mapping[str, int]], csrf: str, 
                 if last
                 else "-",
                 escape(pairs(ledgers.get(job.job, {}))) or "-",
+                missed(job),
                 buttons,
             ]
         )
-    table = rows(["job", "schedule", "rule", "next tick", "lease", "last run", "last 24 h", ""], body, "jobs")
+    table = rows(
+        ["job", "schedule", "rule", "next tick", "lease", "last run", "last 24 h", "missed 24 h", ""], body, "jobs"
+    )
     queues = queues_table(report.queues)
     stale = f"<p>stale live items: {escape(pairs(report.stale_items))}</p>" if report.stale_items is not None else ""
     workers = rows(
@@ -184,6 +189,14 @@ def jobs_page(report: Any, ledgers: Mapping[str, Mapping[str, int]], csrf: str, 
     return switches + table + stale + "<h2>Queue workers</h2>" + workers + "<h2>Queues</h2>" + queues
 
 
+def missed(job: Any) -> str:
+    """The job's missed ticks of the last day (from its ledger), linked to the ledger; highlighted when any."""
+    if job.missed_last_day is None:
+        return "-"
+    css = "bad" if job.missed_last_day else "muted"
+    return f"<a class='missed {css}' href='/jobs/{quote(job.job)}/ledger'>{job.missed_last_day}</a>"
+
+
 def job_page(job: str, runs: list[Any], now_ms: int, csrf: str, read_only: bool) -> str:
     body = [
         [
@@ -198,11 +211,16 @@ def job_page(job: str, runs: list[Any], now_ms: int, csrf: str, read_only: bool)
         ]
         for r in runs
     ]
-    return action("/actions/run", "Run now", {"job": job}, csrf, read_only) + rows(
-        ["started", "trigger", "outcome", "who", "duration ms", "fence", "summary", "error"],
-        body,
-        "runs",
-        empty="no run yet",
+    ledger = f"<p><a id='ledger-link' href='/jobs/{quote(job)}/ledger'>every expected tick (the ledger)</a></p>"
+    return (
+        ledger
+        + action("/actions/run", "Run now", {"job": job}, csrf, read_only)
+        + rows(
+            ["started", "trigger", "outcome", "who", "duration ms", "fence", "summary", "error"],
+            body,
+            "runs",
+            empty="no run yet",
+        )
     )
 
 
@@ -212,6 +230,36 @@ def who_ran(run: Any) -> str:
         return "-"
     caller = f"<br><span class='muted caller'>{escape(run.caller)}</span>" if run.caller else ""
     return f"<span class='who'>{escape(run.requested_by or '?')}</span>{caller}"
+
+
+def ledger_page(ledger: Any, span: str, now_ms: int) -> str:
+    """Every expected tick of the job in the span, oldest first: its label and the run that answered it."""
+
+    def run_link(run_id: str | None) -> str:
+        if not run_id:
+            return "-"
+        return f"<a href='/jobs/{quote(ledger.job)}/runs/{quote(run_id)}'>{escape(run_id[:12])}</a>"
+
+    spans = " ".join(
+        f"<a href='/jobs/{quote(ledger.job)}/ledger?since={name}'>{'<b>' + name + '</b>' if name == span else name}</a>"
+        for name in LEDGER_SPANS
+    )
+    counts = pairs({label.value: n for label, n in sorted(ledger.counts().items(), key=lambda kv: kv[0].value)})
+    body = [
+        [
+            f"<span class='tick'>{escape(when(e.tick_at))}</span>",
+            f"<span class='label'>{outcome(e.label.value)}</span>",
+            run_link(e.run_id),
+            str(e.duplicates) if e.duplicates else "",
+            run_link(e.made_up_by),
+        ]
+        for e in ledger.entries
+    ]
+    return (
+        f"<p>{escape(ledger.schedule)} (UTC) · last {spans} · "
+        f"<span id='counts'>{len(ledger.entries)} expected tick(s): {escape(counts or 'none')}</span></p>"
+        + rows(["tick", "what became of it", "run", "duplicates", "made up by"], body, "ledger", "no tick expected")
+    )
 
 
 def run_page(run: Any, query: str) -> str:

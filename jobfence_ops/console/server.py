@@ -139,6 +139,14 @@ class ConsoleApp:
             f"Runs of {job}", pages.job_page(job, runs, self.target.clock.now_ms(), self.csrf, self.read_only), flash
         )
 
+    def ledger(self, job: str, span: str) -> str:
+        if span not in pages.LEDGER_SPANS:
+            raise Refused(400, f"a ledger covers one of {', '.join(pages.LEDGER_SPANS)}")
+        self.target.refresh()
+        now = self.target.clock.now_ms()
+        ledger = jobs.job_ledger(self.target, job, now - pages.LEDGER_SPANS[span], now, look=True)
+        return self.page(f"Ledger of {job}", pages.ledger_page(ledger, span, now))
+
     def run(self, job: str, run_id: str, flash: str | None) -> str:
         self.target.refresh()
         run = jobs.find_run(self.target, job, run_id)
@@ -270,6 +278,9 @@ def asgi(app: ConsoleApp) -> Starlette:
     def job_page(request: Request) -> Response:
         return html(app.job(request.path_params["job"], flash(request)))
 
+    def ledger_page(request: Request) -> Response:
+        return html(app.ledger(request.path_params["job"], request.query_params.get("since", "24h")))
+
     def run_page(request: Request) -> Response:
         return html(app.run(request.path_params["job"], request.path_params["run_id"], flash(request)))
 
@@ -307,6 +318,7 @@ def asgi(app: ConsoleApp) -> Starlette:
     routes = [
         Route("/", jobs_page, methods=["GET"]),
         Route("/jobs/{job}", job_page, methods=["GET"]),
+        Route("/jobs/{job}/ledger", ledger_page, methods=["GET"]),
         Route("/jobs/{job}/runs/{run_id}", run_page, methods=["GET"]),
         Route("/batches", batches_page, methods=["GET"]),
         Route("/batches/{tenant}/{batch_id}", batch_page, methods=["GET"]),

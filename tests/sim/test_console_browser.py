@@ -27,6 +27,7 @@ from jobs.listings.pipelines import GENERATION
 from jobfence_ops.commands import jobs, switches
 from jobfence_ops.commands.batches import producer, work_store
 from jobfence_ops.console.server import ConsoleApp, ConsoleServer
+from jobfence_ops.render import when
 from jobfence_ops.local.control import LocalControl
 from jobfence_ops.targets import EmbeddedTarget, LocalTarget
 from tests.sim.chained import cli
@@ -199,6 +200,35 @@ def test_no_text_from_the_url_is_shown_as_a_result(console, page):
     page.goto(console.url + "/?msg=Your+account+is+locked.+Call+555-0100&done=forged-id")
     assert page.locator("#flash").count() == 0
     assert "555-0100" not in page.content()
+
+
+def test_did_it_run_at_that_hour_is_one_click_from_the_jobs_page(console, page, runtime):
+    # GIVEN clean_conversations (hourly) disabled for a tick, then a tick EventBridge dropped, then one that ran
+    target = EmbeddedTarget(runtime)
+    switches.set_rules(target, False, "clean_conversations")
+    try:
+        runtime.advance(hours=1)
+    finally:
+        switches.set_rules(target, True, "clean_conversations")
+    runtime.drop_next.add(runtime.rule_of_job("clean_conversations"))
+    runtime.advance(hours=1)
+    runtime.advance(hours=1)
+    # WHEN the operator clicks the job's missed count on the jobs page
+    page.goto(console.url + "/")
+    link = page.locator("#jobs tr:has-text('clean_conversations') a.missed")
+    assert int(link.inner_text()) >= 1 and "bad" in (link.get_attribute("class") or "")
+    link.click()
+    # THEN the ledger shows each expected hour and what became of it, the latest three as they happened
+    assert page.locator("h1").inner_text() == "Ledger of clean_conversations"
+    ticks = page.locator("#ledger tr .tick").all_inner_texts()
+    labels = page.locator("#ledger tr .label").all_inner_texts()
+    assert labels[-3:] == ["disabled", "missed", "ran"], list(zip(ticks, labels, strict=True))
+    now = runtime.clock.now_ms()
+    assert ticks[-1] == when(now - now % 3_600_000)  # the hour that just struck: ran
+    shot(page, "console-ledger")
+    # AND the run that answered it is one more click away
+    page.locator("#ledger tr").last.locator("a").first.click()
+    assert "clean_conversations" in page.locator("#run").inner_text()
 
 
 def test_a_run_page_shows_its_row_and_log_query(console, page, runtime):
