@@ -49,7 +49,7 @@ from jobfence_ops.app import App, AppError, load_app
 from jobfence_ops.commands import invoke
 from jobfence_ops.commands.batches import parse_ref, read_items
 from jobfence_ops.commands.jobs import operator_name
-from jobfence_ops.emulator import point_process_at, point_process_at_endpoint
+from jobfence_ops.emulator import point_process_at
 from jobfence_ops.local import control as local
 from jobfence_ops.runtime.runtime import LocalRuntime
 from jobfence_ops.runtime.template import DeployError
@@ -399,9 +399,7 @@ def _target(args: argparse.Namespace, console: Console, app: App) -> tuple[Any, 
         raise OperatorError("--local and --embedded name two different runtimes: pick one")
     if args.local:
         control = local.LocalControl(_local_dir(app))
-        target = LocalTarget(control, app)
-        point_process_at_endpoint(target.session.endpoint, target.session.region_name)
-        return target, None
+        return LocalTarget(control, app), None  # it points this process at the runtime's emulator
     if args.embedded:
         if not args.json:
             console.print("starting a fresh embedded runtime (deploy into moto) ...")

@@ -26,8 +26,8 @@ import boto3
 
 from jobfence.clock import Clock, FrozenClock, SystemClock
 from jobfence_ops.app import App, default_app
-from jobfence_ops.emulator import EmulatorSession
-from jobfence_ops.local.control import LocalControl
+from jobfence_ops.emulator import EmulatorSession, point_process_at_endpoint
+from jobfence_ops.local.control import LocalControl, LocalError
 from jobfence_ops.runtime.runtime import LocalRuntime
 from jobfence_ops.runtime.topology import Topology, discover
 from jobfence_ops.runtime.workers import Invocation
@@ -88,6 +88,7 @@ class LocalTarget:
         self.app = app or default_app()
         self.control = control
         self.session = EmulatorSession(state.endpoint, state.region)
+        point_process_at_endpoint(state.endpoint, state.region)  # pynamodb's clients read the environment
         self.topology = control.topology()
         # simulated time stands still between `local advance` calls: a frozen clock at the runtime's now
         self.clock = FrozenClock(state.now_ms)
@@ -97,8 +98,20 @@ class LocalTarget:
         return self.control.invoke(function, event)
 
     def refresh(self) -> None:
-        """Move the frozen clock to the runtime's simulated now (`local advance` moved it)."""
-        self.clock.set(self.control.state().now_ms)
+        """Move the frozen clock to the runtime's simulated now (`local advance` moved it); after the runtime
+        was restarted (`local down`, `local up`: a new control token, emulator and clock), follow the new one.
+        LocalError when none is up (the message says how to start it)."""
+        try:
+            state = self.control.state()
+        except LocalError:
+            self.control = LocalControl(self.control.directory)  # LocalError "not up" while it is down
+            state = self.control.state()
+            self.session = EmulatorSession(state.endpoint, state.region)
+            self.topology = self.control.topology()
+            self.clock = FrozenClock(state.now_ms)
+            self.name = f"local ({state.endpoint})"
+            point_process_at_endpoint(state.endpoint, state.region)  # pynamodb's clients read the environment
+        self.clock.set(state.now_ms)
 
 
 class AwsTarget:

@@ -61,6 +61,16 @@ def page(
     )
 
 
+def bare(title: str, body: str, refresh_s: int | None = None) -> str:
+    """A page that needs nothing from the target (it may be down): the navigation, the title, the body."""
+    meta = f'<meta http-equiv="refresh" content="{refresh_s}">' if refresh_s else ""
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'>{meta}<title>{escape(title)} · jobfence</title>"
+        f"<style>{STYLE}</style></head><body><nav><a href='/'>Jobs</a><a href='/batches'>Batches</a></nav>"
+        f"<h1>{escape(title)}</h1>{body}</body></html>"
+    )
+
+
 def rows(header: Iterable[str], body: Iterable[Iterable[str]], table_id: str = "", empty: str = "none") -> str:
     """A table whose cells are already HTML (escape values before); without rows, one that says `empty`."""
     columns = list(header)

@@ -43,6 +43,7 @@ from jobfence_ops.commands import batches, jobs, switches
 from jobfence_ops.commands.batches import parse_ref
 from jobfence_ops.console import pages
 from jobfence_ops.console.access import Access
+from jobfence_ops.local.control import LocalError
 from jobfence_ops.targets import OperatorError, Target
 
 HOST = "127.0.0.1"
@@ -51,6 +52,7 @@ CSRF_COOKIE = "jobfence_csrf"
 MAX_FORM_BYTES = 8 * 1024
 BATCH_REFRESH_S = 3
 BACKLOG = 64  # a browser opens several connections at once
+DOWN_REFRESH_S = 5  # a page served while the local runtime is down retries this often
 MAX_RESULTS = 256  # action results kept for their redirect's page (the oldest go first)
 SECURITY_HEADERS = {
     "Cache-Control": "no-store",
@@ -304,6 +306,14 @@ def asgi(app: ConsoleApp) -> Starlette:
     async def operator_error(request: Request, exc: Exception) -> Response:
         return error(400 if request.method == "POST" else 404, str(exc))
 
+    async def runtime_down(request: Request, exc: Exception) -> Response:
+        # the local runtime stopped (or restarted and is not up yet): a page that says so and tries again
+        body = (
+            f"<p class='bad' id='down'>{pages.escape(str(exc))}</p>"
+            f"<p class='muted'>This page reloads every {DOWN_REFRESH_S} s and shows the runtime again once it is up.</p>"
+        )
+        return html(pages.bare("Local runtime down", body, refresh_s=DOWN_REFRESH_S), 503)
+
     async def aws_error(request: Request, exc: Exception) -> Response:
         # a call AWS refused (a policy the simulator does not read) or failed: its code, never its text
         stopped = "; the action stopped there" if request.method == "POST" else ""
@@ -333,6 +343,7 @@ def asgi(app: ConsoleApp) -> Starlette:
             HTTPException: http_error,
             ClientError: aws_error,
             BotoCoreError: aws_error,
+            LocalError: runtime_down,
         },
     )
 
