@@ -18,6 +18,8 @@ import sys
 
 import pytest
 
+from tests.wheels import build_wheels
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "invoices"
 PACKAGES = [ROOT / "packages" / "jobfence", ROOT / "packages" / "jobfence-cdk"]
@@ -33,10 +35,7 @@ def test_the_example_app_passes_its_tests_and_synthesizes_from_the_wheels(tmp_pa
     # GIVEN the runtime's and the constructs' wheels, built as `make dist` builds them, installed where only they are
     dist, site = tmp_path / "dist", tmp_path / "site"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
-    subprocess.run([*pip, "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(dist),
-                    *map(str, PACKAGES)], check=True)
-    for project in PACKAGES:  # setuptools builds in the project directory: leave the tree as it was
-        subprocess.run(["rm", "-rf", str(project / "build"), *map(str, project.glob("*.egg-info"))], check=True)
+    build_wheels(dist, PACKAGES)
     subprocess.run([*pip, "install", "--quiet", "--no-deps", "--no-index", "--target", str(site),
                     *map(str, sorted(dist.glob("*.whl")))], check=True)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}

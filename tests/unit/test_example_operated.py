@@ -21,6 +21,8 @@ import urllib.request
 
 import pytest
 
+from tests.wheels import build_wheels
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "invoices"
 PROJECTS = [ROOT / "packages" / "jobfence", ROOT / "packages" / "jobfence-cdk", ROOT]
@@ -35,12 +37,7 @@ def outside(tmp_path_factory) -> tuple[pathlib.Path, dict[str, str], list[str]]:
     base = tmp_path_factory.mktemp("outside")
     dist, site, app = base / "dist", base / "site", base / "invoices"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
-    subprocess.run([*pip, "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(dist),
-                    *map(str, PROJECTS)], check=True, capture_output=True)
-    for project in PROJECTS:  # setuptools builds in the project directory: leave the tree as it was
-        shutil.rmtree(project / "build", ignore_errors=True)
-        for info in project.glob("*.egg-info"):
-            shutil.rmtree(info, ignore_errors=True)
+    build_wheels(dist, PROJECTS)
     subprocess.run([*pip, "install", "--quiet", "--no-deps", "--no-index", "--target", str(site),
                     *map(str, sorted(dist.glob("*.whl")))], check=True, capture_output=True)
     shutil.copytree(EXAMPLE, app, ignore=shutil.ignore_patterns("__pycache__", ".jobfence", "cdk.out"))

@@ -21,7 +21,6 @@ builds the layer (bundling on), so a missing step or a wheel pip cannot find fai
 from __future__ import annotations
 
 import ast
-import fcntl
 import itertools
 import json
 import os
@@ -30,14 +29,13 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass
 
 import pytest
 
 from jobfence_ops.cli import _normalize as normalized
 from jobfence_ops.cli import parser
+from tests.wheels import build_wheels
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PAGES = ("your-first-job.md", "your-first-pipeline.md")
@@ -195,19 +193,7 @@ def outsider_environment() -> dict[str, str]:
 def wheels(tmp_path_factory) -> pathlib.Path:
     """The wheels `make dist` builds (as it builds them), in a directory of their own."""
     dist = tmp_path_factory.mktemp("dist")
-    # setuptools builds in the project's directory: one build at a time (xdist runs the pages in parallel)
-    with open(pathlib.Path(tempfile.gettempdir()) / "jobfence-guide-wheels.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-deps",
-                            "--no-build-isolation", "-w", str(dist), *map(str, PROJECTS)], check=True,
-                           capture_output=True)
-        finally:
-            for project in PROJECTS:  # leave the tree as it was
-                shutil.rmtree(project / "build", ignore_errors=True)
-                for info in project.glob("*.egg-info"):
-                    shutil.rmtree(info, ignore_errors=True)
-    assert len(list(dist.glob("*.whl"))) == len(PROJECTS)
+    build_wheels(dist, PROJECTS)
     return dist
 
 

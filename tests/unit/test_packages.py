@@ -22,12 +22,13 @@ import json
 import os
 import pathlib
 import re
-import shutil
 import subprocess
 import sys
 import zipfile
 
 import pytest
+
+from tests.wheels import build_wheels
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SOURCES = {"jobfence": ROOT / "functions" / "jobfence", "jobfence-cdk": ROOT / "infra" / "jobfence_cdk"}
@@ -45,12 +46,7 @@ def source_modules(package_dir: pathlib.Path) -> set[str]:
 def wheels(tmp_path_factory) -> dict[str, zipfile.ZipFile]:
     out = tmp_path_factory.mktemp("dist")
     projects = [ROOT / "packages" / name for name in SOURCES] + [ROOT]  # ROOT: jobfence-ops (pyproject.toml)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-deps",
-                    "--no-build-isolation", "-w", str(out), *map(str, projects)], check=True)
-    for project in projects:  # setuptools builds in the project directory: leave the tree as it was
-        shutil.rmtree(project / "build", ignore_errors=True)
-        for info in project.glob("*.egg-info"):
-            shutil.rmtree(info)
+    build_wheels(out, projects)
     built = {}
     for wheel in out.glob("*.whl"):
         archive = zipfile.ZipFile(wheel)
