@@ -8,6 +8,7 @@ ever moves forward). The test process's own stores point at its emulator.
 
 from __future__ import annotations
 
+import os
 import pathlib
 
 import pytest
@@ -48,7 +49,19 @@ def target(runtime):
 
 
 @pytest.fixture
-def local_dir(runtime, tmp_path, monkeypatch):
+def aws_environment_kept(monkeypatch):
+    """The process's AWS environment as it was before the test, whatever the test pointed it at: a
+    `LocalTarget` points this process at its runtime's emulator (pynamodb reads the environment), and that
+    emulator may be gone once the test ends."""
+    for key in (*environment_for("http://127.0.0.1:1"), "AWS_PROFILE"):
+        if key in os.environ:
+            monkeypatch.setenv(key, os.environ[key])
+        else:
+            monkeypatch.delenv(key, raising=False)
+
+
+@pytest.fixture
+def local_dir(runtime, tmp_path, monkeypatch, aws_environment_kept):
     """The session's runtime served as the background local runtime; `--local` commands reach it."""
     with serving(runtime, tmp_path):
         monkeypatch.setenv("JOBFENCE_LOCAL_DIR", str(tmp_path))

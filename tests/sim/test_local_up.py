@@ -60,7 +60,7 @@ def get(url: str) -> tuple[int, str]:
         return exc.code, exc.read().decode()
 
 
-def test_the_console_says_the_runtime_is_down_and_follows_it_after_a_new_up(tmp_path):
+def test_the_console_says_the_runtime_is_down_and_follows_it_after_a_new_up(tmp_path, aws_environment_kept):
     # GIVEN the console served over a background runtime (as `jobfence console --local` serves it)
     from jobfence_ops.console.server import ConsoleApp, ConsoleServer
     from jobfence_ops.local.control import LocalControl
