@@ -15,7 +15,9 @@ from urllib.parse import quote
 from jobfence_ops.render import pairs, when
 
 STYLE = """
-body{font-family:system-ui,sans-serif;margin:1.2rem;color:#1d2330}
+body{font-family:system-ui,sans-serif;margin:1.2rem;color:#1d2330;max-width:100%}
+.scroll{overflow-x:auto;max-width:100%} form.act{flex-wrap:wrap}
+@media (max-width:900px){body{margin:.5rem} td,th{padding:.2rem .3rem} form.act input[name=who]{width:5rem}}
 nav a{margin-right:1rem} h1{font-size:1.3rem} h2{font-size:1.1rem;margin-top:1.4rem}
 table{border-collapse:collapse;margin:.4rem 0}
 td,th{border:1px solid #ccd;padding:.25rem .5rem;text-align:left;vertical-align:top}
@@ -79,7 +81,7 @@ def rows(header: Iterable[str], body: Iterable[Iterable[str]], table_id: str = "
     if not lines:
         lines = f"<tr class='empty'><td colspan='{len(columns)}' class='muted'>{escape(empty)}</td></tr>"
     ident = f" id='{escape(table_id)}'" if table_id else ""
-    return f"<table{ident}><tr>{head}</tr>{lines}</table>"
+    return f"<div class='scroll'><table{ident}><tr>{head}</tr>{lines}</table></div>"  # a narrow screen scrolls it
 
 
 def queues_table(queues: Iterable[Any]) -> str:

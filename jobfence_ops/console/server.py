@@ -193,9 +193,7 @@ class ConsoleApp:
         if path == "/actions/run":
             job = form.get("job", "")
             result = jobs.run(self.target, job, who)
-            message = f"{who} ran {job}: {result.outcome or result.status}" + (
-                f" ({result.error})" if result.error else ""
-            )
+            message = run_message(who, job, result)
             back = f"/jobs/{quote(job)}"
         elif path in ("/actions/disable", "/actions/enable"):
             job = form.get("job", "")
@@ -228,6 +226,22 @@ class ConsoleApp:
             raise Refused(404, f"no action {path}")
         self.audit(f"audit: {message}")
         return f"{back}?done={self._remember(message)}"
+
+
+SKIPPED_WHY = {
+    "skipped_interval": "its last run is more recent than its interval",
+    "skipped_leased": "another run holds its lease",
+    "skipped_served": "a run started since the tick it would run for",
+}
+
+
+def run_message(who: str, job: str, result: jobs.JobResult) -> str:
+    """What a Run now did, in words that cannot read as a run when none happened."""
+    outcome = result.outcome or result.status
+    if outcome.startswith("skipped"):
+        why = SKIPPED_WHY.get(outcome, outcome)
+        return f"{who} asked to run {job}: not run ({outcome}: {why})"
+    return f"{who} ran {job}: {outcome}" + (f" ({result.error})" if result.error else "")
 
 
 def _catch_up_line(results: list[jobs.CatchUpResult]) -> str:

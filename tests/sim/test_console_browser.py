@@ -231,6 +231,39 @@ def test_did_it_run_at_that_hour_is_one_click_from_the_jobs_page(console, page, 
     assert "clean_conversations" in page.locator("#run").inner_text()
 
 
+def test_run_now_that_the_interval_gate_skips_says_it_did_not_run(console, page, runtime):
+    # GIVEN clean_dpop_proofs run just now (its interval is an hour)
+    page.goto(console.url + "/")
+    act(page, "#jobs tr:has-text('clean_dpop_proofs') form[action='/actions/run']", "jo")
+    # WHEN it is asked to run again at once (from its runs page, where that redirect lands), THEN the message
+    # says it was not run, and why
+    act(page, "form[action='/actions/run']", "jo")
+    flash = page.locator("#flash").inner_text()
+    assert flash == ("jo asked to run clean_dpop_proofs: not run "
+                     "(skipped_interval: its last run is more recent than its interval)"), flash
+
+
+def test_at_760_px_nothing_runs_off_the_screen(console, browser):
+    narrow = browser.new_page()
+    narrow.set_viewport_size({"width": 760, "height": 900})
+    try:
+        for path in ("/", "/jobs/clean_conversations", "/jobs/clean_conversations/ledger", "/batches"):
+            narrow.goto(console.url + path)
+            # the page itself never scrolls sideways: wide tables scroll inside their own box
+            assert narrow.evaluate("document.documentElement.scrollWidth") <= 760, path
+            for button in narrow.locator("button").all()[:40]:
+                box = button.bounding_box()
+                assert box is None or box["x"] + box["width"] <= 760 or _inside_scroller(button), path
+        shot(narrow, "console-760px")
+    finally:
+        narrow.close()
+
+
+def _inside_scroller(locator) -> bool:
+    """A button in a table that scrolls sideways inside its own box (reachable by scrolling that table)."""
+    return locator.evaluate("el => !!el.closest('.scroll')")
+
+
 def test_a_run_page_shows_its_row_and_log_query(console, page, runtime):
     # GIVEN clean_dpop_proofs' last run over an hour old (its interval gate would skip a manual run sooner)
     events, rule = runtime.session.client("events"), runtime.rule_of_job("clean_dpop_proofs")
