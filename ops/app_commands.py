@@ -34,21 +34,30 @@ def _sim_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=int, default=1, help="processes (default 1)")
 
 
-def _sim(args: argparse.Namespace, _console: Console, _target: Any) -> int:
+def _sim(args: argparse.Namespace, console: Console, _target: Any) -> int:
     """Exit 0 when no seed broke an invariant, 1 otherwise."""
     from ops.sim.campaign import campaign, parse_seeds, run_one
 
     if args.replay is not None:
-        report = run_one(args.replay, args.family, verbose=True)
+        report = run_one(
+            args.replay,
+            args.family,
+            echo=lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True),
+        )
         for violation in report.violations:
-            print(f"invariant {violation.number}: {violation.text}")
-        print(
+            console.print(
+                f"invariant {violation.number}: {violation.text}", markup=False, highlight=False, soft_wrap=True
+            )
+        console.print(
             f"seed {report.seed} ({report.family}): {'ok' if report.ok else 'VIOLATED'}; "
-            f"faults injected: {', '.join(sorted(k.value for k in report.injected)) or 'none'}"
+            f"faults injected: {', '.join(sorted(k.value for k in report.injected)) or 'none'}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
         )
         return 0 if report.ok else 1
     result = campaign(parse_seeds(args.seeds), args.family, jobs=args.jobs)
-    print("\n".join(result.lines()))
+    console.print("\n".join(result.lines()), markup=False, highlight=False, soft_wrap=True)
     return 0 if not result.failed else 1
 
 

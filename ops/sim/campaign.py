@@ -13,7 +13,7 @@ from __future__ import annotations
 import multiprocessing
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from jobfence.testing.sim.faults import FaultKind
@@ -31,11 +31,11 @@ def family_of(seed: int, family: str | None) -> str:
     return names[seed % len(names)]
 
 
-def run_one(seed: int, family: str | None = None, verbose: bool = False) -> RunReport:
+def run_one(seed: int, family: str | None = None, echo: Callable[[str], None] | None = None) -> RunReport:
     from jobfence.testing.sim.world import run_seed
     from ops.sim.families import FAMILIES
 
-    return run_seed(FAMILIES[family_of(seed, family)], seed, verbose=verbose)
+    return run_seed(FAMILIES[family_of(seed, family)], seed, echo=echo)
 
 
 @dataclass

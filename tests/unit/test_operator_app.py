@@ -173,3 +173,12 @@ def test_the_operator_wheel_declares_what_its_commands_import():
     third_party = {m for m in imported if m not in sys.stdlib_module_names and m != "jobfence_ops"}
     missing = {m for m in third_party if provided_by.get(m, m) not in declared}
     assert not missing, f"imported by the operator tooling, declared nowhere: {sorted(missing)}"
+
+
+def test_this_repositorys_sim_command_replays_a_seed_with_its_trace_on_the_console(monkeypatch):
+    # the simulator's kernel prints nothing itself: a replay hands each trace line to the CLI's console
+    monkeypatch.chdir(pathlib.Path(__file__).resolve().parents[2])
+    code, text = run_cli(["sim", "--replay", "3", "--family", "lease"])
+    lines = text.splitlines()
+    assert code == 0 and lines[-1].startswith("seed 3 (lease): ok; faults injected:")
+    assert len(lines) > 10 and all("s " in line for line in lines[:5])  # "   0.000s actor  text": the trace, live

@@ -95,13 +95,13 @@ class Actor:
 class Kernel:
     """The seeded scheduler and the trace of one run."""
 
-    def __init__(self, seed: int, verbose: bool = False) -> None:
+    def __init__(self, seed: int, echo: Callable[[str], None] | None = None) -> None:
         self.seed = seed
         self.rng = random.Random(seed)
         self.clock = FrozenClock(START_MS)
         self.actors: list[Actor] = []
         self.trace: list[str] = []
-        self.verbose = verbose
+        self.echo = echo  # receives each trace line as it is noted (a replay shows them live)
         self._by_thread: dict[int, Actor] = {}
         self._back = threading.Semaphore(0)
         self.steps = 0
@@ -146,8 +146,8 @@ class Kernel:
         t = (self.clock.now_ms() - START_MS) / 1000
         line = f"{t:>10.3f}s {actor.name if actor else '-':<12} {text}"
         self.trace.append(line)
-        if self.verbose:
-            print(line, flush=True)
+        if self.echo is not None:
+            self.echo(line)
 
     # -- the loop -------------------------------------------------------------------------
 

@@ -250,10 +250,10 @@ def patched(seed: int) -> Iterator[None]:
             setattr(owner, attr, original)
 
 
-def run_seed(family: Family, seed: int, verbose: bool = False) -> RunReport:
+def run_seed(family: Family, seed: int, echo: Callable[[str], None] | None = None) -> RunReport:
     """Run one seed of one family; never raises for a violation (it is in the report)."""
     with patched(seed):
-        kernel = Kernel(seed, verbose=verbose)
+        kernel = Kernel(seed, echo=echo)
         plan = FaultPlan.draw(kernel.rng, family.kinds, call_rates=getattr(family, "call_rates", DEFAULT_CALL_RATES))
         world_ref: list[World] = []
         wire = Wire(kernel, plan, lambda kind: family.pause_ms(world_ref[0], kind))
