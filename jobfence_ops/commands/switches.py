@@ -93,29 +93,21 @@ def stopped(target: Target) -> Stopped:
         off += [
             names[r["Name"]] for r in page.get("Rules", []) if r.get("Name") in names and r.get("State") != "ENABLED"
         ]
-    ours = {m.uuid: target.topology.function_by_arn(m.function_arn).name for m in target.topology.mappings}
-    paused: list[str] = []
-    for page in target.session.client("lambda").get_paginator("list_event_source_mappings").paginate():
-        paused += [
-            ours[m["UUID"]]
-            for m in page.get("EventSourceMappings", [])
-            if m.get("UUID") in ours and m.get("State") not in MAPPING_ENABLED
-        ]
+    paused = [w.name for w in worker_states(target) if not running(w)]
     return Stopped(tuple(sorted(off)), tuple(sorted(paused)))
 
 
 def worker_states(target: Target) -> list[Switch]:
-    """Every queue worker's mapping as the service reports it now (read only)."""
-    lam = target.session.client("lambda")
-    return [
-        Switch(
-            "mapping",
-            target.topology.function_by_arn(mapping.function_arn).name,
-            mapping.uuid,
-            lam.get_event_source_mapping(UUID=mapping.uuid).get("State", "?"),
-        )
-        for mapping in sorted(target.topology.mappings, key=lambda m: m.function_arn)
-    ]
+    """Every queue worker's mapping as the service reports it now: one paginated list call (read only)."""
+    ours = {m.uuid: target.topology.function_by_arn(m.function_arn).name for m in target.topology.mappings}
+    found = []
+    for page in target.session.client("lambda").get_paginator("list_event_source_mappings").paginate():
+        found += [
+            Switch("mapping", ours[m["UUID"]], m["UUID"], m.get("State", "?"))
+            for m in page.get("EventSourceMappings", [])
+            if m.get("UUID") in ours
+        ]
+    return sorted(found, key=lambda switch: switch.name)
 
 
 def running(switch: Switch) -> bool:

@@ -112,9 +112,17 @@ class ConsoleApp:
     def read_only(self) -> bool:
         return not self.access.may_act
 
-    def page(self, title: str, body: str, flash: str | None = None, refresh_s: int | None = None) -> str:
+    def page(
+        self,
+        title: str,
+        body: str,
+        flash: str | None = None,
+        refresh_s: int | None = None,
+        stopped: switches.Stopped | None = None,
+    ) -> str:
+        """`stopped`: what is switched off, when the page has read it already (else read here, for the banner)."""
         mode = f"read-only: {self.access.reason}" if self.read_only else None
-        stopped = switches.stopped(self.target)
+        stopped = stopped if stopped is not None else switches.stopped(self.target)
         return pages.page(
             title,
             body,
@@ -132,7 +140,8 @@ class ConsoleApp:
         self.target.refresh()
         report = jobs.status(self.target)
         ledgers = {j.job: jobs.last_day(self.target, j.job) for j in report.jobs}
-        return self.page("Jobs", pages.jobs_page(report, ledgers, self.csrf, self.read_only), flash)
+        body = pages.jobs_page(report, ledgers, self.csrf, self.read_only)
+        return self.page("Jobs", body, flash, stopped=report.stopped)
 
     def job(self, job: str, flash: str | None) -> str:
         self.target.refresh()

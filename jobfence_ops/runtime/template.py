@@ -104,30 +104,27 @@ def _cdk_json_context(app_dir: pathlib.Path) -> dict[str, Any]:
     return dict(context) if isinstance(context, dict) else {}
 
 
-def package_parents(names: tuple[str, ...] = (CONSTRUCTS_PACKAGE, "jobfence")) -> list[str]:
-    """The folders the named packages are imported from in this process (default: the constructs' and the
-    runtime's), for a child process that must import the very same ones."""
-    found = []
-    for name in names:
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.origin:
-            parent = str(pathlib.Path(spec.origin).parents[1])
-            if parent not in found:
-                found.append(parent)
-    return found
-
-
-def constructs_dir() -> pathlib.Path | None:
-    """The folder of the constructs' package this tooling synthesizes with (repository or installed)."""
-    spec = importlib.util.find_spec(CONSTRUCTS_PACKAGE)
+def package_dir(name: str) -> pathlib.Path | None:
+    """The folder a package is imported from in this process (repository or installed), without importing it."""
+    spec = importlib.util.find_spec(name)
     return pathlib.Path(spec.origin).parent if spec is not None and spec.origin else None
+
+
+def package_parents(names: tuple[str, ...] = (CONSTRUCTS_PACKAGE, "jobfence")) -> list[str]:
+    """The folders holding the named packages (default: the constructs' and the runtime's), for a child
+    process that must import the very same ones."""
+    found: list[str] = []
+    for folder in filter(None, map(package_dir, names)):
+        if str(folder.parent) not in found:
+            found.append(str(folder.parent))
+    return found
 
 
 def inputs_hash(app_dir: pathlib.Path, context: Mapping[str, Any], constructs: pathlib.Path | None = None) -> str:
     """A hash of every file the synthesis reads (names and contents) and of the context: the app's inputs and
     the constructs' package (`constructs`, default: the one this tooling imports)."""
     digest = hashlib.sha256(json.dumps(dict(context), sort_keys=True).encode())
-    package = constructs or constructs_dir()
+    package = constructs or package_dir(CONSTRUCTS_PACKAGE)
     tops = [(app_dir, app_dir / name) for name in APP_INPUTS]
     if package is not None:
         tops.append((package.parent, package))
