@@ -16,8 +16,8 @@ import pytest
 from jobfence_ops.emulator import environment_for
 from jobfence_ops.runtime.runtime import LocalRuntime
 from jobfence_ops.targets import EmbeddedTarget
+from tests.sim.browser import browser, console, page  # noqa: F401  (the console's browser fixtures)
 from tests.sim.chained import serving
-
 
 HERE = pathlib.Path(__file__).parent
 

@@ -13,68 +13,25 @@ Set JOBFENCE_SCREENSHOTS=DIR to keep the pages as PNGs (docs/img has them).
 from __future__ import annotations
 
 import json
-import os
-import pathlib
 import urllib.error
 import urllib.parse
 import urllib.request
 
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from jobfence.work import BatchRef, ItemInput
-from jobs.listings.pipelines import GENERATION
 from jobfence_ops.commands import jobs, switches
 from jobfence_ops.commands.batches import producer, work_store
 from jobfence_ops.console.server import ConsoleApp, ConsoleServer
-from jobfence_ops.render import when
 from jobfence_ops.local.control import LocalControl
+from jobfence_ops.render import when
 from jobfence_ops.targets import EmbeddedTarget, LocalTarget
+from jobs.listings.pipelines import GENERATION
+from tests.sim.browser import act, shot
 from tests.sim.chained import cli
 
 pytestmark = [pytest.mark.server, pytest.mark.browser]
-
-CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` and .ci/run install it
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]
-
-
-@pytest.fixture(scope="module")
-def console(runtime):
-    audit: list[str] = []
-    server = ConsoleServer(ConsoleApp(EmbeddedTarget(runtime), audit=audit.append)).start()
-    server.audit = audit
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    with sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM, headless=True, args=FLAGS
-        )
-        try:
-            yield context
-        finally:
-            context.close()
-
-
-@pytest.fixture
-def page(browser):
-    page = browser.new_page()
-    yield page
-    page.close()
-
-
-def shot(page, name: str) -> None:
-    folder = os.environ.get("JOBFENCE_SCREENSHOTS")
-    if folder:
-        pathlib.Path(folder).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(pathlib.Path(folder) / f"{name}.png"), full_page=True)
-
 
 @pytest.fixture
 def quota_starved_batch(runtime):
@@ -85,13 +42,6 @@ def quota_starved_batch(runtime):
     producer(target).submit(ref, GENERATION, [ItemInput(f"item-{n}", {"title": f"listing {n}"}) for n in range(6)], created_by="test")
     runtime.advance(minutes=30)
     return ref
-
-
-def act(page, form_selector: str, who: str) -> None:
-    form = page.locator(form_selector)
-    form.locator("input[name=who]").fill(who)
-    form.locator("input[name=confirm]").check()
-    form.locator("button").click()
 
 
 def test_jobs_page_lists_every_job_with_its_rule_and_lease(console, page, runtime):

@@ -1,0 +1,66 @@
+"""Shared parts of the console's browser tests: Debian's headless Chromium driven by Playwright.
+
+The fixtures (`console`, `browser`, `page`) are registered for tests/sim by its conftest; `shot` keeps a page
+as a PNG when JOBFENCE_SCREENSHOTS=DIR is set (docs/img has them); `act` submits one action's form.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import pytest
+from playwright.sync_api import sync_playwright
+
+from jobfence_ops.console.server import ConsoleApp, ConsoleServer
+from jobfence_ops.targets import EmbeddedTarget
+
+CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` and .ci/run install it
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def console(runtime):
+    audit: list[str] = []
+    server = ConsoleServer(ConsoleApp(EmbeddedTarget(runtime), audit=audit.append)).start()
+    server.audit = audit
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM, headless=True, args=FLAGS
+        )
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+@pytest.fixture
+def page(browser):
+    page = browser.new_page()
+    yield page
+    page.close()
+
+
+def shot(page, name: str) -> None:
+    folder = os.environ.get("JOBFENCE_SCREENSHOTS")
+    if folder:
+        pathlib.Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(pathlib.Path(folder) / f"{name}.png"), full_page=True)
+
+
+def act(page, form_selector: str, who: str) -> None:
+    form = page.locator(form_selector)
+    form.locator("input[name=who]").fill(who)
+    form.locator("input[name=confirm]").check()
+    form.locator("button").click()
+
+
