@@ -2,7 +2,7 @@
 
 Each handler builds one `Tracer` at cold start (`handler_tracer`) and wraps its
 entry point with `traced`. Only `botocore` (every boto3 and pynamodb call) and
-`httplib` (the stdlib HTTP client under urllib and urllib3: Discord, PayPal)
+`httplib` (the stdlib HTTP client under urllib3, the providers' one client: Discord, PayPal, item providers)
 are patched. Nothing of a payload is recorded: the handler's response and
 errors are not captured into metadata (`capture_response=False`,
 `capture_error=False`) and no annotation is added; an HTTP subsegment carries

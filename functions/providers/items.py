@@ -11,21 +11,19 @@ The two providers are two configurations (`ItemEndpoint`) of one port:
     GENERATOR   POST /v1/generations  {"tenant", "input": {...}}    -> {"id": "gen_000001"}
     PUBLISHER   POST /v1/listings     {"tenant", "listing": {...}}  -> {"id": "pub_000001"}
 
-`HttpItemProvider` is the real adapter (stdlib only); `providers.items_fake`
+`HttpItemProvider` is the real adapter (the providers' one HTTP client); `providers.fakes`
 holds the offline fake (the local runtime serves a loopback stub of the API
 itself: an adapter knows nothing of the tooling that tests it).
 """
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from providers.errors import ProviderError, ProviderRejected, ProviderTimeout
+from providers.errors import ProviderError
+from providers.http import HttpClient
 
 
 @dataclass(frozen=True)
@@ -57,37 +55,26 @@ class ItemProvider(Protocol):
     endpoint: ItemEndpoint
 
     def call(self, request: ItemRequest, timeout_s: float) -> str:
-        """The provider's reference for this item; `ProviderError`, `ProviderTimeout` or `ProviderRejected`."""
+        """The provider's reference for this item; a `ProviderError` (`providers.errors`) when it fails."""
         ...
 
 
 class HttpItemProvider:
-    """Real adapter: `POST {base}{endpoint.path}` with an Idempotency-Key header."""
+    """Real adapter: `POST {base}{endpoint.path}` with an Idempotency-Key header, over the one HTTP client."""
 
     def __init__(self, endpoint: ItemEndpoint, base_url: str) -> None:
         self.endpoint = endpoint
-        self._base = base_url.rstrip("/")
+        self._http = HttpClient(endpoint.name, base_url)
 
     def call(self, request: ItemRequest, timeout_s: float) -> str:
-        body = json.dumps({"tenant": request.tenant, self.endpoint.field: dict(request.payload)}).encode()
-        return self._post(body, request.idempotency_key, timeout_s)["id"]
-
-    def _post(self, body: bytes, idempotency_key: str, timeout_s: float) -> dict[str, Any]:
-        what = self.endpoint.name
-        req = urllib.request.Request(
-            f"{self._base}{self.endpoint.path}",
-            data=body,
-            method="POST",
-            headers={"Content-Type": "application/json", "Idempotency-Key": idempotency_key},
+        answer = self._http.call(
+            "POST",
+            self.endpoint.path,
+            payload={"tenant": request.tenant, self.endpoint.field: dict(request.payload)},
+            headers={"Idempotency-Key": request.idempotency_key},
+            timeout_s=timeout_s,
         )
         try:
-            with urllib.request.urlopen(req, timeout=timeout_s) as resp:  # noqa: S310 - URL from configuration
-                return json.loads(resp.read())
-        except urllib.error.HTTPError as exc:  # status only: bodies may echo the input
-            if 400 <= exc.code < 500 and exc.code not in (408, 409, 429):
-                raise ProviderRejected(f"{what}: refused ({exc.code})") from None
-            raise ProviderError(f"{what}: failed ({exc.code})") from None
-        except TimeoutError:
-            raise ProviderTimeout(f"{what}: no answer within {timeout_s:g} s") from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise ProviderError(f"{what}: unreachable ({type(exc).__name__})") from None
+            return str(answer["id"])
+        except KeyError:
+            raise ProviderError(f"{self.endpoint.name}: answer has no id", provider=self.endpoint.name) from None

@@ -7,14 +7,15 @@ twice; a *different* key on an order that is already captured fails with
 the buyer's capture and the safety net fails cleanly on the provider's own state
 machine instead of succeeding twice).
 
-Errors are typed so callers decide without parsing text:
+Errors are the providers' one vocabulary (`providers.errors`), so callers decide without parsing
+text; this port refines `ProviderRejected` with the refusals a payment caller acts on:
 
-    PaymentError
+    ProviderRejected
       ├─ AlreadyCaptured      the order was captured under another key (terminal, reconcile)
       ├─ InstrumentDeclined   the buyer's instrument was refused (terminal)
-      ├─ OrderNotCapturable   not found / not approved / already refunded (terminal)
-      ├─ PaymentAuthError     our credentials were refused (configuration)
-      └─ TransientPaymentError  timeout, network error, 5xx after retries (retry later, same key)
+      └─ OrderNotCapturable   not found / not approved / already refunded (terminal)
+    ProviderAuthFailed        our credentials were refused (configuration)
+    ProviderAmbiguous         timeout, network error, 5xx after retries (retry later, same key)
 """
 
 from __future__ import annotations
@@ -23,31 +24,19 @@ import enum
 from dataclasses import dataclass
 from typing import Protocol
 
-from jobfence.errors import JobfenceError
+from providers.errors import ProviderRejected
 
 
-class PaymentError(JobfenceError):
-    """Base of every payment-provider failure. Messages carry ids and codes, never payloads."""
-
-
-class AlreadyCaptured(PaymentError):
+class AlreadyCaptured(ProviderRejected):
     """The order was already captured under a different idempotency key."""
 
 
-class InstrumentDeclined(PaymentError):
+class InstrumentDeclined(ProviderRejected):
     """The payment instrument was declined."""
 
 
-class OrderNotCapturable(PaymentError):
+class OrderNotCapturable(ProviderRejected):
     """The order or capture cannot take this operation (unknown, not approved, refunded)."""
-
-
-class PaymentAuthError(PaymentError):
-    """The provider refused our client credentials."""
-
-
-class TransientPaymentError(PaymentError):
-    """A timeout, network error or provider 5xx: the outcome is unknown, retry with the same key."""
 
 
 class CaptureStatus(str, enum.Enum):

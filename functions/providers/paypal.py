@@ -10,8 +10,10 @@
   with the *same* request id (so a retry after a lost answer cannot capture
   twice). A 4xx is an answer, never retried: its `details[0].issue` becomes a
   typed error (`ORDER_ALREADY_CAPTURED` -> `AlreadyCaptured`, `INSTRUMENT_DECLINED`
-  -> `InstrumentDeclined`, ...). After the last attempt the error is
-  `TransientPaymentError`: the caller retries later with the same key.
+  -> `InstrumentDeclined`, ...), any other status the one mapping of
+  `providers.http.status_error`. After the last attempt the error is
+  `ProviderAmbiguous`: the caller retries later with the same key.
+- HTTP goes through the providers' one client (`providers.http.HttpClient`).
 - Nothing is logged here; error messages carry status, issue and PayPal's
   debug id only, never a request or response body, never a credential.
 
@@ -29,30 +31,34 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-import urllib3
-
 from jobfence.clock import Clock
 from jobfence.config import Settings
+from providers.errors import (
+    ProviderAmbiguous,
+    ProviderAuthFailed,
+    ProviderError,
+    ProviderRejected,
+    ProviderUnavailable,
+)
+from providers.http import HttpAnswer, HttpClient, status_error
 from providers.payments import (
     AlreadyCaptured,
     CaptureResult,
     CaptureStatus,
     InstrumentDeclined,
     OrderNotCapturable,
-    PaymentAuthError,
-    PaymentError,
     RefundResult,
-    TransientPaymentError,
 )
 from providers.secrets import SecretsManagerValues
 
+PROVIDER = "paypal"
 TOKEN_PATH = "/v1/oauth2/token"
 TOKEN_MARGIN_MS = 60_000  # refresh a minute early: a token must not expire in flight
 DEFAULT_ATTEMPTS = 3
 DEFAULT_BACKOFF_S = 0.2
 _ID = re.compile(r"^[A-Za-z0-9-]{1,64}$")
 
-_TERMINAL_ISSUES: dict[str, type[PaymentError]] = {
+_TERMINAL_ISSUES: dict[str, type[ProviderRejected]] = {
     "ORDER_ALREADY_CAPTURED": AlreadyCaptured,
     "INSTRUMENT_DECLINED": InstrumentDeclined,
     "PAYER_ACTION_REQUIRED": InstrumentDeclined,
@@ -70,15 +76,13 @@ class PayPalPayments:
 
     def __init__(
         self,
-        base_url: str,
+        http: HttpClient,
         credentials: Callable[[], Mapping[str, str]],
         clock: Clock,
-        http: urllib3.PoolManager,
         sleep: Callable[[float], None],
         attempts: int = DEFAULT_ATTEMPTS,
         backoff_s: float = DEFAULT_BACKOFF_S,
     ) -> None:
-        self._base = base_url.rstrip("/")
         self._credentials = credentials
         self._clock = clock
         self._http = http
@@ -105,7 +109,7 @@ class PayPalPayments:
                 currency=str(capture["amount"]["currency_code"]),
             )
         except (KeyError, IndexError, TypeError) as exc:
-            raise PaymentError(f"PayPal capture of {order_id}: unexpected response shape") from exc
+            raise _unexpected(f"capture of {order_id}: unexpected response shape") from exc
         return result
 
     def refund(self, capture_id: str, amount_cents: int, currency: str, idempotency_key: str) -> RefundResult:
@@ -122,7 +126,7 @@ class PayPalPayments:
                 currency=str(body["amount"]["currency_code"]),
             )
         except (KeyError, TypeError) as exc:
-            raise PaymentError(f"PayPal refund of {capture_id}: unexpected response shape") from exc
+            raise _unexpected(f"refund of {capture_id}: unexpected response shape") from exc
 
     # -- HTTP -------------------------------------------------------------------------------
 
@@ -140,24 +144,26 @@ class PayPalPayments:
                 "Prefer": "return=representation",
             }
             try:
-                response = self._http.request("POST", self._base + path, body=data, headers=headers)
-            except urllib3.exceptions.HTTPError as exc:
-                attempt, last = attempt + 1, f"network error {type(exc).__name__}"
+                answer = self._http.send("POST", path, body=data, headers=headers)
+            except ProviderUnavailable as exc:  # not sent, or sent and unanswered: the same id says which
+                attempt, last = attempt + 1, str(exc)
                 self._pause(attempt)
                 continue
-            if response.status == 401 and not refreshed:
+            if answer.status == 401 and not refreshed:
                 # an expired or revoked token: fetch a new one once, not counted as an attempt
                 refreshed = True
                 self._token = None
                 continue
-            if response.status >= 500:
-                attempt, last = attempt + 1, f"HTTP {response.status}{_debug_id(response.data)}"
+            if answer.status >= 500:
+                attempt, last = attempt + 1, f"HTTP {answer.status}{_debug_id(answer)}"
                 self._pause(attempt)
                 continue
-            if response.status >= 400:
-                raise _typed_error(path, response.status, response.data)
-            return _json(response.data, path)
-        raise TransientPaymentError(f"PayPal {path}: outcome unknown after {self._attempts} attempts ({last})")
+            if answer.status >= 400:
+                raise _typed_error(path, answer)
+            return answer.json(PROVIDER)
+        raise ProviderAmbiguous(
+            f"{PROVIDER} {path}: outcome unknown after {self._attempts} attempts ({last})", provider=PROVIDER
+        )
 
     def _pause(self, attempt: int) -> None:
         if attempt < self._attempts:
@@ -170,25 +176,26 @@ class PayPalPayments:
             return self._token
         creds = self._credentials()
         basic = base64.b64encode(f"{creds['client_id']}:{creds['client_secret']}".encode()).decode()
-        try:
-            response = self._http.request(
-                "POST",
-                self._base + TOKEN_PATH,
-                body=b"grant_type=client_credentials",
-                headers={"Authorization": f"Basic {basic}", "Content-Type": "application/x-www-form-urlencoded"},
+        answer = self._http.send(
+            "POST",
+            TOKEN_PATH,
+            body=b"grant_type=client_credentials",
+            headers={"Authorization": f"Basic {basic}", "Content-Type": "application/x-www-form-urlencoded"},
+        )
+        if answer.status in (400, 401, 403):
+            raise ProviderAuthFailed(
+                f"{PROVIDER} token: client credentials refused (HTTP {answer.status})",
+                provider=PROVIDER,
+                status=answer.status,
             )
-        except urllib3.exceptions.HTTPError as exc:
-            raise TransientPaymentError(f"PayPal token: network error {type(exc).__name__}") from None
-        if response.status in (400, 401, 403):
-            raise PaymentAuthError(f"PayPal token: client credentials refused (HTTP {response.status})")
-        if response.status != 200:
-            raise TransientPaymentError(f"PayPal token: HTTP {response.status}")
-        body = _json(response.data, TOKEN_PATH)
+        if answer.status != 200:
+            raise status_error(PROVIDER, answer, detail="token")
+        body = answer.json(PROVIDER)
         try:
             self._token = str(body["access_token"])
             self._token_expires_at = now + int(body["expires_in"]) * 1000
         except (KeyError, TypeError, ValueError) as exc:
-            raise PaymentError("PayPal token: unexpected response shape") from exc
+            raise _unexpected("token: unexpected response shape") from exc
         self.token_fetches += 1
         return self._token
 
@@ -196,69 +203,59 @@ class PayPalPayments:
 def _check_id(what: str, value: str) -> None:
     # ids go into the URL path: refuse anything that could change the path
     if not isinstance(value, str) or not _ID.match(value):
-        raise OrderNotCapturable(f"invalid PayPal {what}")
+        raise OrderNotCapturable(f"invalid {PROVIDER} {what}", provider=PROVIDER)
 
 
-def _json(data: bytes, path: str) -> dict[str, Any]:
-    try:
-        body = json.loads(data or b"{}")
-    except ValueError as exc:
-        raise PaymentError(f"PayPal {path}: response is not JSON") from exc
-    if not isinstance(body, dict):
-        raise PaymentError(f"PayPal {path}: response is not a JSON object")
-    return body
+def _unexpected(what: str) -> ProviderError:
+    return ProviderError(f"{PROVIDER} {what}", provider=PROVIDER)
 
 
-def _debug_id(data: bytes) -> str:
-    try:
-        debug = json.loads(data or b"{}").get("debug_id")
-    except (ValueError, AttributeError):
-        return ""
+def _debug_id(answer: HttpAnswer) -> str:
+    debug = answer.json_or_empty().get("debug_id")
     return f" debug_id={str(debug)[:40]}" if debug else ""
 
 
-def _typed_error(path: str, status: int, data: bytes) -> PaymentError:
+def _typed_error(path: str, answer: HttpAnswer) -> ProviderError:
+    """PayPal's refusal: a payment refinement by its `details[0].issue`, else the one status mapping."""
+    body = answer.json_or_empty()
     issue = ""
     try:
-        body = json.loads(data or b"{}")
         details = body.get("details") or []
         issue = str(details[0].get("issue", "")) if details else str(body.get("name", ""))
-    except (ValueError, AttributeError, IndexError, TypeError):
+    except (AttributeError, IndexError, TypeError):
         pass
     kind = _TERMINAL_ISSUES.get(issue)
-    if kind is None and status == 404:
+    if kind is None and answer.status == 404:
         kind = OrderNotCapturable
-    if kind is None and status in (401, 403):
-        kind = PaymentAuthError
-    message = f"PayPal {path}: HTTP {status} {issue or 'error'}{_debug_id(data)}"
-    return (kind or PaymentError)(message[:300])
+    message = f"{PROVIDER} {path}: HTTP {answer.status} {issue or 'error'}{_debug_id(answer)}"[:300]
+    if kind is not None:
+        return kind(message, provider=PROVIDER, status=answer.status, code=issue or None)
+    return status_error(PROVIDER, answer, code=issue or None, detail=_debug_id(answer).strip())
 
 
 def _status(value: Any, target: str) -> CaptureStatus:
     if value in ("DECLINED", "FAILED"):
-        raise InstrumentDeclined(f"PayPal {target}: capture {value}")
+        raise InstrumentDeclined(f"{PROVIDER} {target}: capture {value}", provider=PROVIDER)
     try:
         return CaptureStatus(value)
     except ValueError:
-        raise PaymentError(f"PayPal {target}: unexpected status {str(value)[:20]}") from None
+        raise _unexpected(f"{target}: unexpected status {str(value)[:20]}") from None
 
 
 def _cents(value: Any) -> int:
     try:
         return int((Decimal(str(value)) * 100).to_integral_value())
     except InvalidOperation as exc:
-        raise PaymentError("PayPal amount is not a decimal") from exc
+        raise _unexpected("amount is not a decimal") from exc
 
 
 def build_paypal(base_url: str, secret_name: str, session: Any, clock: Clock) -> PayPalPayments:
     """The composition root's adapter: credentials read on use through the Secrets port (cached `max_age_s`)."""
     secrets = SecretsManagerValues(session.client("secretsmanager"))
-    http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=3.0, read=10.0), retries=False)
     return PayPalPayments(
-        base_url,
+        HttpClient(PROVIDER, base_url, timeout_s=10.0),
         lambda: json.loads(secrets.get(secret_name)),
         clock,
-        http,
         time.sleep,  # back-off between retries only; never reads time
     )
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ops.stubs.discord import DiscordStub
-from providers.discord import DiscordRateLimited, DiscordRejected, DiscordRest, DiscordUnavailable
+from providers.discord import DiscordRest
+from providers.errors import ProviderAmbiguous, ProviderAuthFailed, ProviderRejected, ProviderThrottled, ProviderUnavailable
 
 TOKEN = "stub-bot-token"
 
@@ -37,7 +38,7 @@ def test_roles_messages_and_direct_notifications_go_to_discords_paths(stub):
 def test_429_raises_rate_limited_with_retry_after_and_changes_nothing(stub):
     discord = DiscordRest(stub.base_url, TOKEN)
     stub.rate_limit(1, retry_after=2.5)
-    with pytest.raises(DiscordRateLimited) as info:
+    with pytest.raises(ProviderThrottled) as info:
         discord.add_role("1", "2", "3")
     assert info.value.retry_after_s == 2.5
     assert stub.roles == {}
@@ -46,7 +47,7 @@ def test_429_raises_rate_limited_with_retry_after_and_changes_nothing(stub):
 
 
 def test_a_wrong_token_is_refused(stub):
-    with pytest.raises(DiscordRejected) as info:
+    with pytest.raises(ProviderAuthFailed) as info:
         DiscordRest(stub.base_url, "not-the-token").add_role("1", "2", "3")
     assert info.value.status == 401
 
@@ -68,23 +69,24 @@ def test_after_a_401_the_token_is_re_read_once_and_the_call_retried(stub):
     # AND a token that stays wrong fails after exactly one re-read
     stub.token = "revoked-everywhere"
     reads.clear()
-    with pytest.raises(DiscordRejected) as info:
+    with pytest.raises(ProviderAuthFailed) as info:
         discord.add_role("1", "2", "4")
     assert info.value.status == 401 and reads == [False, True]
 
 
 def test_editing_an_unknown_message_is_a_refusal_with_discords_code(stub):
-    with pytest.raises(DiscordRejected) as info:
+    with pytest.raises(ProviderRejected) as info:
         DiscordRest(stub.base_url, TOKEN).edit_message("10", "999", "x")
     assert (info.value.status, info.value.code) == (404, 10008)
 
 
-def test_an_unreachable_discord_is_transient():
+def test_an_unreachable_discord_is_transient_and_known_not_to_have_acted():
     stub = DiscordStub(token=TOKEN)
     url = stub.start()
     stub.stop()
-    with pytest.raises(DiscordUnavailable):
+    with pytest.raises(ProviderUnavailable) as info:
         DiscordRest(url, TOKEN, timeout_s=2).add_role("1", "2", "3")
+    assert type(info.value) is ProviderUnavailable  # no connection: it cannot have acted (not ambiguous)
 
 
 def test_the_local_runtime_entry_point_gives_a_stub_its_url_and_its_token():
@@ -109,7 +111,7 @@ def test_a_post_with_an_enforced_nonce_is_created_once_within_discords_window():
     with DiscordStub(token=TOKEN, clock=clock) as stub:
         discord = DiscordRest(stub.base_url, TOKEN, timeout_s=5)
         stub.lose_replies(1, route="/messages")
-        with pytest.raises(DiscordUnavailable):
+        with pytest.raises(ProviderAmbiguous):
             discord.send_direct("20", "your reminder", nonce="n" * 25)
         # WHEN the same post is re-sent with the same nonce THEN Discord returns the message it created
         first = stub.created[-1][1]

@@ -9,14 +9,9 @@ import urllib3
 
 from jobfence.clock import FrozenClock
 from ops.stubs.paypal import PayPalStub
-from providers.payments import (
-    AlreadyCaptured,
-    CaptureStatus,
-    InstrumentDeclined,
-    OrderNotCapturable,
-    PaymentAuthError,
-    TransientPaymentError,
-)
+from providers.errors import ProviderAmbiguous, ProviderAuthFailed
+from providers.payments import AlreadyCaptured, CaptureStatus, InstrumentDeclined, OrderNotCapturable
+from providers.http import HttpClient
 from providers.paypal import PayPalPayments, build_paypal
 
 CREDS = {"client_id": "cid", "client_secret": "csecret"}
@@ -37,8 +32,7 @@ def sleeps():
 
 @pytest.fixture
 def adapter(stub, clock, sleeps):
-    http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=2.0, read=5.0), retries=False)
-    return PayPalPayments(stub.base_url, lambda: CREDS, clock, http, sleeps.append)
+    return PayPalPayments(HttpClient("paypal", stub.base_url, timeout_s=5.0), lambda: CREDS, clock, sleeps.append)
 
 
 def test_capture_completes_an_approved_order_and_caches_the_token(stub, adapter):
@@ -97,7 +91,7 @@ def test_a_dropped_connection_is_a_network_error_retried_with_the_same_id(stub, 
 def test_persistent_5xx_becomes_a_transient_error_after_the_attempts(stub, adapter):
     order = stub.create_order("3.00")
     stub.fail_next(3, status=502)
-    with pytest.raises(TransientPaymentError, match="3 attempts"):
+    with pytest.raises(ProviderAmbiguous, match="3 attempts"):
         adapter.capture(order, "k")
     assert stub.orders[order].status == "APPROVED"
 
@@ -138,9 +132,10 @@ def test_refund_is_idempotent_and_bounded_by_the_capture(stub, adapter):
 
 
 def test_refused_credentials_are_an_auth_error(stub, clock, sleeps):
-    http = urllib3.PoolManager(retries=False)
-    bad = PayPalPayments(stub.base_url, lambda: {"client_id": "cid", "client_secret": "wrong"}, clock, http, sleeps.append)
-    with pytest.raises(PaymentAuthError):
+    bad = PayPalPayments(
+        HttpClient("paypal", stub.base_url), lambda: {"client_id": "cid", "client_secret": "wrong"}, clock, sleeps.append
+    )
+    with pytest.raises(ProviderAuthFailed):
         bad.capture(stub.create_order("1.00"), "k")
 
 

@@ -12,10 +12,10 @@ import random
 import pytest
 
 from jobfence.clock import TIME_BUDGET_MS
-from jobfence.work import BatchRef, BatchStatus, ItemKey, ItemStatus, QuotaHold, RetryResult, StaleVerdict, Tally
-from providers.items_fake import Behaviour
-from ops.harness import MemoryQueue, build_rig, record
 from jobfence.testing.grants import within_grant
+from jobfence.work import BatchRef, BatchStatus, ItemKey, ItemStatus, QuotaHold, RetryResult, StaleVerdict, Tally
+from ops.harness import build_rig, record
+from providers.fakes import Behaviour
 
 B = BatchRef("acme", "b1")
 
@@ -399,7 +399,7 @@ def test_a_provider_timeout_at_the_cap_fails_the_item_with_its_reason(rig, clock
         clock.advance(minutes=5)
     row = rig.store.item(key(0))
     assert (row.status, row.attempts) == (ItemStatus.FAILED, 5)
-    assert "ProviderTimeout" in row.error or "no answer" in row.error
+    assert "ProviderAmbiguous" in row.error or "no answer" in row.error
 
 
 def test_a_permanent_rejection_fails_at_once_and_refunds(rig):

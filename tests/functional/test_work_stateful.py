@@ -12,11 +12,11 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from moto import mock_aws
 
 from jobfence.clock import FrozenClock
-from jobfence.work import BatchRef, BatchStatus, ItemStatus, QuotaHold, parse_wakeup
-from providers.items_fake import Behaviour
-from tests.support import create_catalog_tables
-from ops.harness import build_rig, record
 from jobfence.testing.grants import within_grant
+from jobfence.work import BatchRef, BatchStatus, ItemStatus, QuotaHold, parse_wakeup
+from ops.harness import build_rig, record
+from providers.fakes import Behaviour
+from tests.support import create_catalog_tables
 
 TENANTS = ("acme", "globex")
 BEHAVIOURS = st.sampled_from(

@@ -19,8 +19,8 @@ from jobfence.tenants import TenantScopes
 from jobfence.work import BatchRef, ItemInput, ItemStatus, Producer
 from jobs.catalog import CATALOG
 from jobs.listings.pipelines import build_store, perform_with, worker_pipeline
+from providers.fakes import FakeItemProvider
 from providers.items import GENERATOR
-from providers.items_fake import FakeItemProvider
 
 LISTING_TABLES = ("listing_batches", "listing_items", "listing_quota")
 

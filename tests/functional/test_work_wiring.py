@@ -8,7 +8,6 @@ from collections import Counter
 import pytest
 from aws_lambda_powertools import Logger, Metrics
 
-from jobfence.clock import FrozenClock
 from jobfence.config import ScheduledSettings, WorkerSettings, queue_env, table_env
 from jobfence.dynamo import bound_to
 from jobfence.handler import worker_handler
@@ -21,8 +20,8 @@ from jobfence.work import BatchRef, ItemInput, ItemStatus, Producer, parse_wakeu
 from jobfence.work.sqs import SqsWakeups
 from jobs.catalog import CATALOG
 from jobs.listings.pipelines import build_store, perform_with, worker_pipeline
+from providers.fakes import FakeItemProvider
 from providers.items import GENERATOR
-from providers.items_fake import FakeItemProvider
 from tests.support import load_event
 
 LISTING_TABLES = ("listing_batches", "listing_items", "listing_quota")

@@ -24,7 +24,7 @@ from jobs.club.events import Event, EventRejected, EventType, RejectReason, Sign
 from jobs.club.signers import KeyringBusy, SignerKeyrings, grants_from_catalog
 from jobs.club.signing import REFRESH_MIN_MS, SigningKeys, VerifyKeyring
 from jobs.club.stores.nonces import NonceStore
-from providers.discord import FakeDiscord
+from providers.fakes import FakeDiscord
 from providers.secrets import MemorySecrets, SecretsManagerValues
 from tests.support import create_catalog_tables, drive_powertools_cache, signing_pair
 
@@ -120,6 +120,7 @@ def test_a_not_allowed_event_is_acknowledged_counted_and_logged_without_its_payl
     jobs = _Jobs(clock)
     tables = create_catalog_tables(dynamodb, names={"club_event_nonces"})
     discord, metrics = FakeDiscord(), Metrics(namespace="jobfence", service="club")
+    metrics.clear_metrics()  # Powertools shares one metric set per process: start from none
     # a logger of its own stream (Powertools keeps the handler of a service name it has seen in this process)
     stream = io.StringIO()
     logger = Logger(service=f"club-{uuid.uuid4().hex}", logger_handler=logging.StreamHandler(stream))

@@ -7,13 +7,15 @@ import uuid
 
 import pytest
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType as BatchEventType, process_partial_response
+from aws_lambda_powertools.utilities.batch import BatchProcessor, process_partial_response
+from aws_lambda_powertools.utilities.batch import EventType as BatchEventType
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from jobs.club.delivery import DiscordDelivery, claim_token, visibility_for
 from jobs.club.events import MAX_AGE_MS, Event, EventType, Signer, Verifier, nonce_for
 from jobs.club.stores.nonces import Claim, NonceState, NonceStore
-from providers.discord import DiscordRateLimited, DiscordRejected, FakeDiscord
+from providers.errors import ProviderRejected, ProviderThrottled
+from providers.fakes import FakeDiscord
 from tests.support import create_catalog_tables, grants_for_tests, signing_keys
 
 KEY = b"k" * 32  # the seed of the worker's signing pair
@@ -142,7 +144,7 @@ def test_a_discord_refusal_releases_the_claim_and_fails_the_item(worker, clock):
     delivery, nonces, discord, visibility = worker
     event = Event.build(EventType.MESSAGE_EDIT, nonce_for("e"), channel_id="7", message_id="8", content="x")
     body = Signer(signing_keys(clock, KEY)[0], clock).sign(event)
-    with pytest.raises(DiscordRejected):
+    with pytest.raises(ProviderRejected):
         delivery.deliver(SQSRecord(_record(body)))
     assert nonces.state(event.nonce) is None and visibility.delays == []
 
@@ -162,6 +164,6 @@ def test_visibility_for_rounds_up_and_stays_within_sqs_limits():
 def test_fake_raises_rate_limited_without_changing_state():
     fake = FakeDiscord()
     fake.rate_limit_next(1, 1.0)
-    with pytest.raises(DiscordRateLimited):
+    with pytest.raises(ProviderThrottled):
         fake.add_role("1", "2", "3")
     assert fake.roles == {} and fake.calls == []

@@ -15,12 +15,13 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from jobfence.errors import StoreError
+from jobfence.scheduled import DEFAULT_SAFETY_MARGIN_MS
+from jobs.club.catalog import QUEUES
 from jobs.club.delivery import DeliveryBusy, DiscordDelivery
 from jobs.club.events import Event, EventType, Signer, Verifier, nonce_for
 from jobs.club.stores.nonces import CLAIM_TTL_MS, NonceState, NonceStore
-from jobs.club.catalog import QUEUES
-from jobfence.scheduled import DEFAULT_SAFETY_MARGIN_MS
-from providers.discord import DiscordRejected, DiscordUnavailable, FakeDiscord
+from providers.errors import ProviderAmbiguous, ProviderRejected
+from providers.fakes import FakeDiscord
 from tests.aws_faults import Faults, connection_closed, throttled
 from tests.support import create_catalog_tables, grants_for_tests, signing_keys
 
@@ -183,7 +184,7 @@ def test_a_lost_discord_reply_on_a_post_is_retried_and_deduplicated(nonces, cloc
     fake.lose_reply_next(1)
     body = post(clock)
     worker = delivery(nonces, fake, clock)
-    with pytest.raises(DiscordUnavailable):
+    with pytest.raises(ProviderAmbiguous):
         worker.deliver(record(body, "m-1"))
     assert nonces.state(json.loads(body)["nonce"]) is None  # released: the retry is not a replay
     assert worker.deliver(record(body, "m-1")) == "delivered"
@@ -196,7 +197,7 @@ def test_past_discords_nonce_window_a_resend_is_a_second_message_at_least_once(n
     body = post(clock)
     fake.lose_reply_next(1)
     worker = delivery(nonces, fake, clock)
-    with pytest.raises(DiscordUnavailable):
+    with pytest.raises(ProviderAmbiguous):
         worker.deliver(record(body, "m-1"))
     fake.forget_nonces()
     assert worker.deliver(record(body, "m-1")) == "delivered"
@@ -211,7 +212,7 @@ def test_a_release_that_fails_never_masks_discords_error_and_the_claim_expires(n
     faults = Faults(nonces.clients()[0]).refused_before("DeleteItem", throttled, times=3)
     worker = delivery(nonces, fake, clock)
     # THEN the worker reports Discord's refusal, not the store's error
-    with pytest.raises(DiscordRejected):
+    with pytest.raises(ProviderRejected):
         worker.deliver(record(body, "m-1"))
     faults.detach()
     # AND the stuck claim makes a retry wait (busy) until it expires, then the retry goes through

@@ -44,7 +44,8 @@ from jobfence.runs import safe_error
 from jobs.club.events import EventRejected, EventType, SignedEvent, Verifier
 from jobs.club.signing import REFRESH_MIN_MS, KeyringBusy
 from jobs.club.stores.nonces import Claim, NonceStore
-from providers.discord import Discord, DiscordError, DiscordRateLimited, discord_nonce
+from providers.discord import Discord, discord_nonce
+from providers.errors import ProviderError, ProviderThrottled
 
 MAX_VISIBILITY_S = 43_200  # SQS's limit
 KEYRING_BUSY_S = math.ceil(REFRESH_MIN_MS / 1000)  # a deferred message comes back once the keyring may re-read
@@ -134,13 +135,13 @@ class DiscordDelivery:
             raise DeliveryBusy(f"event {event.nonce} is being delivered by another receive")
         try:
             apply(self._discord, event)
-        except DiscordRateLimited as exc:
+        except ProviderThrottled as exc:
             self._release(event.nonce, token, fields)
             seconds = visibility_for(exc.retry_after_s)
             self._delay(record.receipt_handle, seconds, fields)
             self._observe("rate_limited", retry_after_s=seconds, **fields)
             raise
-        except DiscordError as exc:
+        except ProviderError as exc:
             self._release(event.nonce, token, fields)
             self._observe("failed", error=str(exc), **fields)
             raise

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 from jobfence.errors import JobfenceError
 from jobs.commerce.accounts import AccountStore, OperationKind
-from providers.accounts import AccountNotifier, AccountProvider, AccountProviderError
+from providers.accounts import AccountNotifier, AccountProvider
+from providers.errors import ProviderError
 
 RECOVERY_ROLE = "account_recovery"
 
@@ -74,7 +75,7 @@ class AccountOperations:
                 self._provider.delete_account(account, idempotency_key=op_id)
             else:
                 self._provider.change_email(account, pending.new_email, idempotency_key=op_id)
-        except AccountProviderError as exc:
+        except ProviderError as exc:
             raise AccountOperationFailed(f"account {account}: {kind.value} is still pending") from exc
         if kind is OperationKind.DELETION:
             self._accounts.complete_deletion(account, op_id)

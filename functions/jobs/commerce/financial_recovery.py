@@ -69,13 +69,8 @@ from jobs.commerce.financial_operations import (
 )
 from jobs.commerce.orders import TERMINAL as TERMINAL_ORDERS
 from jobs.commerce.orders import OrderStore, UnknownOrderState, status_of
-from providers.payments import (
-    AlreadyCaptured,
-    InstrumentDeclined,
-    OrderNotCapturable,
-    PaymentPort,
-    TransientPaymentError,
-)
+from providers.errors import ProviderAmbiguous
+from providers.payments import AlreadyCaptured, InstrumentDeclined, OrderNotCapturable, PaymentPort
 from providers.paypal import paypal_from_settings
 
 INTENT_BATCH = 500
@@ -271,7 +266,7 @@ class FinancialRecovery:
             return self._settle(
                 ctx, op, OperationStatus.FAILED, OperationOutcome.FAILED, claimed=True, error=type(exc).__name__
             )
-        except TransientPaymentError as exc:
+        except ProviderAmbiguous as exc:
             # the provider may have acted (a lost reply) or not (a timeout): the same key finds out next time
             self._log("financial operation outcome unknown", op, type(exc).__name__)
             return self._settle(

@@ -59,20 +59,15 @@ from jobfence.scheduled import JobDeps, RunContext
 from jobfence.transaction import Write
 from jobs.commerce.catalog import PAYPAL, PAYPAL_SECRET  # the names declared once
 from jobs.commerce.deferred_payments import DeferredPaymentStore, DeferredStatus, Initiator, capture_key
-from providers.payments import (
-    AlreadyCaptured,
-    InstrumentDeclined,
-    OrderNotCapturable,
-    PaymentAuthError,
-    PaymentPort,
-)
+from providers.errors import ProviderAuthFailed
+from providers.payments import AlreadyCaptured, InstrumentDeclined, OrderNotCapturable, PaymentPort
 from providers.paypal import paypal_from_settings
 
 CUTOFF_MS = 20 * 60_000
 SAFETY_NET_BATCH = 50
 SAFETY_NET_MAX_BATCHES = 20
 _TERMINAL_ERRORS = (InstrumentDeclined, OrderNotCapturable)
-_REFUSED_ERRORS = (PaymentAuthError,)  # the provider answered and did not capture; retried next tick
+_REFUSED_ERRORS = (ProviderAuthFailed,)  # the provider answered and did not capture; retried next tick
 
 
 class IntentOutcome(str, enum.Enum):

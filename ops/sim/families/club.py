@@ -63,7 +63,7 @@ from jobs.club.stores.loans import LoanStore
 from jobs.club.stores.nonces import CLAIM_TTL_MS, NonceStore
 from jobs.club.stores.outbox import OutboxStore
 from jobs.club.stores.reminders import Recipient, ReminderStore
-from providers.discord import DiscordRateLimited, DiscordUnavailable
+from providers.errors import ProviderAmbiguous, ProviderThrottled
 from providers.secrets import MemorySecrets
 from providers.sqs import SqsNotificationQueue
 
@@ -115,11 +115,11 @@ class SimDiscord:
         if fault is FaultKind.PROVIDER_CRASH_BEFORE:
             self.calls.append(Call(name, event_nonce, now, record, False, True))
             if world.rng.random() < 0.5:
-                raise DiscordRateLimited(world.rng.choice((0.5, 2.0, 7.5)))
-            raise DiscordUnavailable("Discord answered 503")
+                raise ProviderThrottled(world.rng.choice((0.5, 2.0, 7.5)))
+            raise ProviderAmbiguous("Discord answered 503")
         if fault is FaultKind.PROVIDER_TIMEOUT and world.rng.random() < 0.5:
             self.calls.append(Call(name, event_nonce, now, record, False, False))
-            raise DiscordUnavailable("timed out before Discord acted")
+            raise ProviderAmbiguous("timed out before Discord acted")
         seen = self._nonces.get((user_id, nonce or ""))
         if nonce is None or seen is None or now - seen > DISCORD_WINDOW_MS:
             self.dms.setdefault(user_id, []).append(content)
@@ -129,7 +129,7 @@ class SimDiscord:
         lost = fault in (FaultKind.PROVIDER_CRASH_AFTER, FaultKind.PROVIDER_TIMEOUT)
         self.calls.append(Call(name, event_nonce, now, record, True, not lost))
         if lost:
-            raise DiscordUnavailable("Discord acted; its answer was lost")
+            raise ProviderAmbiguous("Discord acted; its answer was lost")
         return f"dm-{len(self.calls)}"
 
 

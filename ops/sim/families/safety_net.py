@@ -49,8 +49,9 @@ from jobs.commerce import safety_net
 from jobs.commerce.checkout import capture_for_buyer
 from jobs.commerce.deferred_payments import DeferredPaymentStore
 from jobs.commerce.safety_net import CUTOFF_MS, capture_abandoned_deferred
-from providers.payments import AlreadyCaptured, CaptureResult, PaymentError, RefundResult, TransientPaymentError
-from providers.payments_fake import FakePayments
+from providers.errors import ProviderAmbiguous, ProviderError
+from providers.fakes import FakePayments
+from providers.payments import AlreadyCaptured, CaptureResult, RefundResult
 
 JOB = "capture_abandoned_deferred"
 INTENTS = 4
@@ -92,7 +93,7 @@ class SimPayments:
         if fault is FaultKind.PROVIDER_CRASH_BEFORE or (
             fault is FaultKind.PROVIDER_TIMEOUT and world.rng.random() < 0.5
         ):
-            raise TransientPaymentError("connection reset before PayPal acted")
+            raise ProviderAmbiguous("connection reset before PayPal acted")
         before = self.fake.orders[order_id].status
         self._check_claimed(order_id, idempotency_key)
         try:
@@ -107,7 +108,7 @@ class SimPayments:
         lost = fault in (FaultKind.PROVIDER_CRASH_AFTER, FaultKind.PROVIDER_TIMEOUT)
         self.acts.append(Act(name, order_id, idempotency_key, moved, "lost" if lost else "capture"))
         if lost:
-            raise TransientPaymentError("PayPal acted; its reply was lost")
+            raise ProviderAmbiguous("PayPal acted; its reply was lost")
         return result
 
     def _check_claimed(self, order_id: str, key: str) -> None:
@@ -215,7 +216,7 @@ class SafetyNetFamily:
                 world.kernel.park(actor, world.rng.randrange(CUTOFF_MS + TICK_MS))
                 try:
                     return capture_for_buyer(store, payments, intent)
-                except (PaymentError, StoreError) as exc:  # declined, or the store failed: the buyer is told
+                except (ProviderError, StoreError) as exc:  # declined, or the store failed: the buyer is told
                     return type(exc).__name__
             return accepted
 

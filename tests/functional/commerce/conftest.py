@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
 from commerce_harness import Harness, Stores
-from providers.accounts import FakeAccountNotifier, FakeAccountProvider
-from providers.payments_fake import FakePayments
+
+from providers.fakes import FakeAccountNotifier, FakeAccountProvider, FakePayments
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from commerce_harness import StealingContext, recovery_job
 
 from jobfence.errors import ConditionFailed, LeaseLost, StoreError
 from jobfence.scheduled import Outcome
@@ -14,10 +15,8 @@ from jobs.commerce.customer_activity import ACTIVITY_RETENTION_MS
 from jobs.commerce.diagnostic_retention import retention_batches
 from jobs.commerce.financial_operations import OperationKind
 from jobs.commerce.financial_recovery import recover_financial_operations
-from providers.payments import PaymentAuthError
+from providers.errors import ProviderAuthFailed
 from tests.support import documented_bounds
-
-from commerce_harness import StealingContext, recovery_job
 
 HOUR = 3_600_000
 DAY = 24 * HOUR
@@ -263,7 +262,7 @@ class Refusing:
     """A payment port whose every call is a configuration error (credentials refused)."""
 
     def capture(self, *args):
-        raise PaymentAuthError("PayPal token: client credentials refused (HTTP 401)")
+        raise ProviderAuthFailed("PayPal token: client credentials refused (HTTP 401)")
 
     refund = capture
 
@@ -303,7 +302,7 @@ def test_every_failure_combination(stores, payments, harness, clock, monkeypatch
 
     # WHEN the job runs
     if recovery_fails or retention_fails:
-        expected = PaymentAuthError if recovery_fails else StoreError
+        expected = ProviderAuthFailed if recovery_fails else StoreError
         with pytest.raises(expected) as raised:
             harness.run(JOB, job(stores, payments, harness, recovery_payments=port))
         if recovery_fails and retention_fails:
@@ -323,7 +322,7 @@ def test_every_failure_combination(stores, payments, harness, clock, monkeypatch
     assert harness.leases.peek(JOB).holder is None
     if recovery_fails or retention_fails:
         assert row["outcome"] == "failed"
-        assert row["error"].startswith("PaymentAuthError" if recovery_fails else "StoreError")
+        assert row["error"].startswith("ProviderAuthFailed" if recovery_fails else "StoreError")
     else:
         assert row["outcome"] == "ran"
 

@@ -228,14 +228,14 @@ def test_on_the_wire_a_capture_whose_every_reply_was_lost_is_unknown_then_settle
     # GIVEN the real PayPal adapter against the loopback PayPal stub (one attempt a call: with more,
     # the adapter's own retry with the same PayPal-Request-Id would get the first result back), and
     # an order the stub captures and then answers with a 503
-    import urllib3
+    from providers.http import HttpClient
 
     from ops.stubs.paypal import PayPalStub
     from providers.paypal import PayPalPayments
 
     with PayPalStub(clock, client_id="cid", client_secret="cs") as stub:
-        paypal = PayPalPayments(stub.base_url, lambda: {"client_id": "cid", "client_secret": "cs"}, clock,
-                                urllib3.PoolManager(retries=False), lambda _s: None, attempts=1)
+        paypal = PayPalPayments(HttpClient("paypal", stub.base_url), lambda: {"client_id": "cid", "client_secret": "cs"},
+                                clock, lambda _s: None, attempts=1)
         order = stub.create_order("10.00")
         stores.deferred.create("i1", order, 1_000)
         clock.advance(minutes=22)

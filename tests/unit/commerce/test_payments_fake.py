@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from providers.payments import AlreadyCaptured, InstrumentDeclined, OrderNotCapturable, TransientPaymentError
-from providers.payments_fake import FakePayments
+from providers.errors import ProviderAmbiguous
+from providers.fakes import FakePayments
+from providers.payments import AlreadyCaptured, InstrumentDeclined, OrderNotCapturable
 
 
 @pytest.fixture
@@ -38,7 +39,7 @@ def test_declines_and_unknown_orders_are_typed(fake):
 
 def test_a_timeout_before_the_provider_saw_it_moves_nothing(fake):
     fake.time_out_next()
-    with pytest.raises(TransientPaymentError):
+    with pytest.raises(ProviderAmbiguous):
         fake.capture("O1", "k")
     assert fake.orders["O1"].status == "APPROVED"
     assert fake.capture("O1", "k").amount_cents == 1000
@@ -46,7 +47,7 @@ def test_a_timeout_before_the_provider_saw_it_moves_nothing(fake):
 
 def test_a_lost_answer_moved_money_and_the_retry_with_the_same_key_gets_it_back(fake):
     fake.lose_response_next()
-    with pytest.raises(TransientPaymentError):
+    with pytest.raises(ProviderAmbiguous):
         fake.capture("O1", "k")
     assert fake.orders["O1"].status == "COMPLETED"
     assert fake.capture("O1", "k").capture_id == fake.orders["O1"].capture_id
