@@ -33,7 +33,7 @@ from jobfence.work import (
 )
 from jobs.catalog import CATALOG
 from jobs.listings.pipelines import GENERATION, PIPELINES, PUBLISH, endpoint_of, perform_with
-from providers.fakes import FakeItemProvider
+from providers.items_fake import FakeItemProvider
 
 
 class MemoryQueue:

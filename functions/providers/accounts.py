@@ -7,7 +7,7 @@ the operation id as idempotency key. No scheduled job is given either port
 `jobs.commerce.account_operations.resume_account_operation` is their only caller.
 
 A failed call raises the providers' one vocabulary (`providers.errors`); the
-offline fakes (`providers.fakes`) model idempotency (a repeated key returns the
+offline fakes (`providers.accounts_fake`) model idempotency (a repeated key returns the
 first result) and count every call, so tests can prove who called them.
 """
 

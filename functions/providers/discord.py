@@ -1,4 +1,4 @@
-"""The Discord port: the five REST calls the Discord worker makes, and its real adapter (the fake: `providers.fakes`).
+"""The Discord port: the five REST calls the Discord worker makes, and its real adapter (its fake: `providers.discord_fake`).
 
 Only the Discord worker builds a `DiscordRest` (it is the only function given
 the bot token). The adapter reads the token on use (`TokenSource`, backed by

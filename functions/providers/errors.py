@@ -13,7 +13,7 @@ A caller decides from the class alone, never from text:
                                nothing was done; retried once someone fixes the secret
 
 The real adapters map HTTP statuses to these classes in one place
-(`providers.http.status_error`) and the fakes (`providers.fakes`) raise the same
+(`providers.http.status_error`) and the fakes (`providers.*_fake`) raise the same
 classes. Messages carry the provider's name, statuses and codes only: a
 provider's body may echo the request, which may carry a payload.
 """

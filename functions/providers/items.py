@@ -11,7 +11,7 @@ The two providers are two configurations (`ItemEndpoint`) of one port:
     GENERATOR   POST /v1/generations  {"tenant", "input": {...}}    -> {"id": "gen_000001"}
     PUBLISHER   POST /v1/listings     {"tenant", "listing": {...}}  -> {"id": "pub_000001"}
 
-`HttpItemProvider` is the real adapter (the providers' one HTTP client); `providers.fakes`
+`HttpItemProvider` is the real adapter (the providers' one HTTP client); `providers.items_fake`
 holds the offline fake (the local runtime serves a loopback stub of the API
 itself: an adapter knows nothing of the tooling that tests it).
 """
@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from providers.errors import ProviderError
-from providers.http import HttpClient
 
 
 @dataclass(frozen=True)
@@ -63,6 +62,8 @@ class HttpItemProvider:
     """Real adapter: `POST {base}{endpoint.path}` with an Idempotency-Key header, over the one HTTP client."""
 
     def __init__(self, endpoint: ItemEndpoint, base_url: str) -> None:
+        from providers.http import HttpClient  # here: a function that only names the port's types loads no HTTP
+
         self.endpoint = endpoint
         self._http = HttpClient(endpoint.name, base_url)
 

@@ -63,8 +63,8 @@ def round_cost(spread: int, scoped: bool) -> RoundCost:
     from jobfence.work import BatchRef, ItemInput, Producer
     from jobs.catalog import CATALOG
     from jobs.listings.pipelines import build_store, perform_with, worker_pipeline
-    from providers.fakes import FakeItemProvider
     from providers.items import GENERATOR
+    from providers.items_fake import FakeItemProvider
 
     requests = {"n": 0}
 

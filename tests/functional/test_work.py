@@ -15,7 +15,7 @@ from jobfence.clock import TIME_BUDGET_MS
 from jobfence.testing.grants import within_grant
 from jobfence.work import BatchRef, BatchStatus, ItemKey, ItemStatus, QuotaHold, RetryResult, StaleVerdict, Tally
 from ops.harness import build_rig, record
-from providers.fakes import Behaviour
+from providers.items_fake import Behaviour
 
 B = BatchRef("acme", "b1")
 

@@ -262,7 +262,7 @@ def test_a_claim_resent_after_a_throttle_repeats_its_parameters_under_its_token(
 
 def test_a_resent_release_still_sends_the_retry_wakeup(rig, faults):
     # GIVEN an item whose first attempt fails; the release to pending is applied, its reply lost and re-sent
-    from providers.fakes import Behaviour
+    from providers.items_fake import Behaviour
 
     rig.producer.submit(B, "generation", items(1), "tester")
     rig.generator.script(f"{B.tenant}:{B.batch_id}:i00000", Behaviour.FAIL)
@@ -276,7 +276,7 @@ def test_a_resent_release_still_sends_the_retry_wakeup(rig, faults):
 
 def test_a_resent_terminal_failure_refunds_once_and_counts_as_failed(rig, faults):
     # GIVEN an item the provider rejects for good; the fail-and-refund transaction is re-sent
-    from providers.fakes import Behaviour
+    from providers.items_fake import Behaviour
 
     rig.producer.submit(B, "generation", items(1), "tester")
     rig.generator.script(f"{B.tenant}:{B.batch_id}:i00000", Behaviour.REJECT)
@@ -337,7 +337,7 @@ def test_a_grant_asked_again_with_its_id_after_a_lost_reply_is_read_as_applied(r
 
 def test_a_retry_record_re_sent_after_a_lost_reply_counts_one_retry(rig, faults):
     # GIVEN a finalized batch with a failed item
-    from providers.fakes import Behaviour
+    from providers.items_fake import Behaviour
 
     rig.generator.script(f"acme:b1:{key(1).item_id}", Behaviour.REJECT)
     rig.submit("acme", "b1", 3)

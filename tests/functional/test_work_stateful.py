@@ -15,7 +15,7 @@ from jobfence.clock import FrozenClock
 from jobfence.testing.grants import within_grant
 from jobfence.work import BatchRef, BatchStatus, ItemStatus, QuotaHold, parse_wakeup
 from ops.harness import build_rig, record
-from providers.fakes import Behaviour
+from providers.items_fake import Behaviour
 from tests.support import create_catalog_tables
 
 TENANTS = ("acme", "globex")

@@ -19,7 +19,7 @@ from jobfence.tenants import TenantScopes
 from jobfence.work import BatchRef, ItemInput, ItemStatus, Producer
 from jobs.catalog import CATALOG
 from jobs.listings.pipelines import build_store, perform_with, worker_pipeline
-from providers.fakes import FakeItemProvider
+from providers.items_fake import FakeItemProvider
 from providers.items import GENERATOR
 
 LISTING_TABLES = ("listing_batches", "listing_items", "listing_quota")

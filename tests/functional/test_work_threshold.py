@@ -17,7 +17,7 @@ from jobfence.work import (
     tolerated_failures,
 )
 from jobs.listings.catalog import GENERATION, PIPELINES, TOLERATED_FAILURE_PCT, Pipeline
-from providers.fakes import Behaviour
+from providers.items_fake import Behaviour
 from tests.aws_faults import Faults
 from tests.functional.test_work import assert_books_balance, idem, key
 from tests.functional.test_work_faults import containing, store_clients

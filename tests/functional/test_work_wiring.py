@@ -20,7 +20,7 @@ from jobfence.work import BatchRef, ItemInput, ItemStatus, Producer, parse_wakeu
 from jobfence.work.sqs import SqsWakeups
 from jobs.catalog import CATALOG
 from jobs.listings.pipelines import build_store, perform_with, worker_pipeline
-from providers.fakes import FakeItemProvider
+from providers.items_fake import FakeItemProvider
 from providers.items import GENERATOR
 from tests.support import load_event
 

@@ -31,7 +31,7 @@ from jobs.catalog import CATALOG
 from jobs.listings.catalog import BATCHES_TABLE, ITEMS_TABLE, QUOTA_TABLE
 from jobs.listings.pipelines import build_store, perform_with, worker_pipeline
 from ops.iam_policy import Decision, Template
-from providers.fakes import FakeItemProvider
+from providers.items_fake import FakeItemProvider
 from providers.items import GENERATOR
 from tests.infra.cfn import env, of_type, ref_id
 

@@ -24,7 +24,7 @@ from jobs.club.events import Event, EventRejected, EventType, RejectReason, Sign
 from jobs.club.signers import KeyringBusy, SignerKeyrings, grants_from_catalog
 from jobs.club.signing import REFRESH_MIN_MS, SigningKeys, VerifyKeyring
 from jobs.club.stores.nonces import NonceStore
-from providers.fakes import FakeDiscord
+from providers.discord_fake import FakeDiscord
 from providers.secrets import MemorySecrets, SecretsManagerValues
 from tests.support import create_catalog_tables, drive_powertools_cache, signing_pair
 

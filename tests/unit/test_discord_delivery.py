@@ -15,7 +15,7 @@ from jobs.club.delivery import DiscordDelivery, claim_token, visibility_for
 from jobs.club.events import MAX_AGE_MS, Event, EventType, Signer, Verifier, nonce_for
 from jobs.club.stores.nonces import Claim, NonceState, NonceStore
 from providers.errors import ProviderRejected, ProviderThrottled
-from providers.fakes import FakeDiscord
+from providers.discord_fake import FakeDiscord
 from tests.support import create_catalog_tables, grants_for_tests, signing_keys
 
 KEY = b"k" * 32  # the seed of the worker's signing pair

@@ -21,7 +21,7 @@ from jobs.club.delivery import DeliveryBusy, DiscordDelivery
 from jobs.club.events import Event, EventType, Signer, Verifier, nonce_for
 from jobs.club.stores.nonces import CLAIM_TTL_MS, NonceState, NonceStore
 from providers.errors import ProviderAmbiguous, ProviderRejected
-from providers.fakes import FakeDiscord
+from providers.discord_fake import FakeDiscord
 from tests.aws_faults import Faults, connection_closed, throttled
 from tests.support import create_catalog_tables, grants_for_tests, signing_keys
 

@@ -22,7 +22,7 @@ from jobfence.work import (
 from jobs.catalog import CATALOG
 from jobs.listings.pipelines import PIPELINES
 from providers.errors import ProviderAmbiguous, ProviderError, ProviderRejected
-from providers.fakes import Behaviour, FakeItemProvider
+from providers.items_fake import Behaviour, FakeItemProvider
 from providers.items import GENERATOR, PUBLISHER, ItemRequest
 
 

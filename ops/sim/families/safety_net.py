@@ -50,8 +50,8 @@ from jobs.commerce.checkout import capture_for_buyer
 from jobs.commerce.deferred_payments import DeferredPaymentStore
 from jobs.commerce.safety_net import CUTOFF_MS, capture_abandoned_deferred
 from providers.errors import ProviderAmbiguous, ProviderError
-from providers.fakes import FakePayments
 from providers.payments import AlreadyCaptured, CaptureResult, RefundResult
+from providers.payments_fake import FakePayments
 
 JOB = "capture_abandoned_deferred"
 INTENTS = 4

@@ -26,7 +26,7 @@ from jobs.club.email_auth import MailVerdicts
 from jobs.club.stores.email_intake import EmailIntakeStore
 from jobs.club.stores.nonces import NonceStore
 from ops.seeds.club import existing_messages, seed
-from providers.fakes import FakeDiscord
+from providers.discord_fake import FakeDiscord
 from tests.functional.club.club_harness import Club, club_verifier, make_club
 from tests.unit.test_club_email_receipts import GOOD
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from commerce_harness import Harness, Stores
 
-from providers.fakes import FakeAccountNotifier, FakeAccountProvider, FakePayments
+from providers.accounts_fake import FakeAccountNotifier, FakeAccountProvider
+from providers.payments_fake import FakePayments
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from providers.errors import ProviderAmbiguous
-from providers.fakes import FakePayments
+from providers.payments_fake import FakePayments
 from providers.payments import AlreadyCaptured, InstrumentDeclined, OrderNotCapturable
 
 
