@@ -8,8 +8,9 @@ to explain a refusal.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from jobfence.dynamo import ErrorKind
@@ -18,6 +19,17 @@ if TYPE_CHECKING:
 
 class JobfenceError(Exception):
     """Base of every error this project raises on purpose."""
+
+
+class Skip(str, enum.Enum):
+    """Why a tick does not run, as one type: the pre-gate's prediction and an acquire refusal's `skip`.
+
+    The values are the run outcomes they become (`jobfence.scheduled.Outcome`).
+    """
+
+    LEASED = "skipped_leased"  # another holder's term is live
+    INTERVAL = "skipped_interval"  # the gate stamp is too recent
+    SERVED = "skipped_served"  # a catch-up's or hand-over's tick was served by a run since
 
 
 class LeaseRefused(JobfenceError):
@@ -32,10 +44,13 @@ class LeaseRefused(JobfenceError):
     """
 
     unanswered: Any = None
+    skip: ClassVar[Skip | None] = None  # the skip this refusal is (None: not a skip, see the subclass)
 
 
 class LeaseHeld(LeaseRefused):
     """Another holder has an unexpired lease on the job."""
+
+    skip: ClassVar[Skip] = Skip.LEASED
 
     def __init__(self, job: str, competing: Mapping[str, Any] | None = None) -> None:
         self.job = job
@@ -46,6 +61,8 @@ class LeaseHeld(LeaseRefused):
 
 class IntervalNotElapsed(LeaseRefused):
     """The job's gate stamp is too recent: it ran less than 0.9 x interval ago."""
+
+    skip: ClassVar[Skip] = Skip.INTERVAL
 
     def __init__(self, job: str, competing: Mapping[str, Any] | None = None) -> None:
         self.job = job
@@ -60,6 +77,8 @@ class RequestServed(LeaseRefused):
     A buffered hand-over: the item no longer holds that tick's pending request
     (a later term consumed it). Nothing was written.
     """
+
+    skip: ClassVar[Skip] = Skip.SERVED
 
     def __init__(self, job: str, tick: int, competing: Mapping[str, Any] | None = None) -> None:
         self.job = job

@@ -72,6 +72,7 @@ arithmetic are read in `jobfence.lease_item`; this module writes.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -90,7 +91,7 @@ from jobfence.dynamo import (
     retry_transient,
     went_unanswered,
 )
-from jobfence.errors import IntervalNotElapsed, LeaseHeld, LeaseLost, RequestServed, TermOvertaken
+from jobfence.errors import LeaseLost, Skip, TermOvertaken
 from jobfence.lease_item import (
     NONE,
     PENDING,
@@ -108,6 +109,53 @@ from jobfence.lease_item import (
     unreleased_term,
 )
 from jobfence.transaction import FencedTransaction
+
+# -- the conditions and updates of the leases table, each a named part (the contract, in DynamoDB's words) --------
+
+_NAMES = {  # the attribute names the expressions use (#name -> attribute)
+    "#holder": "holder",
+    "#exp": "expires_at",
+    "#acquired": "acquired_at",
+    "#started": "last_started_at",
+    "#prev": "prev_holder",
+    "#pending": PENDING,
+}
+_TOKEN = re.compile(r"[#:]\w+")
+
+# acquire: the lease is free (never held, released, or the holder's term ran out) ...
+FREE = "(attribute_not_exists(#holder) OR #exp < :now)"
+# ... the copy this write overwrites is settled (its run recorded, or it named no run), so no unreleased term is
+# forgotten ...
+PREVIOUS_SETTLED = "(attribute_not_exists(#prev) OR #prev = :none OR prev_run_id = :none)"
+# ... and no term was taken after this request was made: a copy re-sent (or delivered) late, after a pause past the
+# term it asked for, never makes a second, already expired term of the same run
+NOT_ACQUIRED_SINCE_SENT = "(attribute_not_exists(#acquired) OR #acquired <= :now)"
+# the interval gate (seed 001): the last start is at or before the cutoff
+GATE_OPEN = "(attribute_not_exists(#started) OR #started <= :cutoff)"
+# a catch-up: no term started since the tick it stands in for
+NO_TERM_SINCE_TICK = "(attribute_not_exists(#acquired) OR #acquired < :since)"
+# a buffered hand-over: its pending request is still on the item
+STILL_PENDING = "#pending = :pending"
+# renew, release and every fenced write: the term is ours
+OUR_TERM = "lease_id = :lease_id"
+# request_pending: a holder whose term has not run out, that started before the tick (else it is this tick's run),
+# and the tick was not served already
+LIVE_HOLDER = "attribute_exists(#holder) AND #exp >= :now"
+HOLDER_STARTED_BEFORE_TICK = "#acquired < :since"
+TICK_NOT_SERVED = f"NOT {SERVED} >= :tick"
+
+# the new term, and the term it replaces copied from the old item (operands read it before the update): an unreleased
+# one died; kept on the item so a re-sent copy of the acquire still sees it
+NEW_TERM = (
+    "#holder = :holder, lease_id = :lease_id, run_id = :run_id, #acquired = :now, renewed_at = :now, #exp = :exp,"
+    " ttl_ms = :ttl"
+)
+PREVIOUS_COPIED = (
+    "#prev = if_not_exists(#holder, :none), prev_run_id = if_not_exists(run_id, :none),"
+    " prev_acquired_at = if_not_exists(#acquired, :zero), prev_expires_at = if_not_exists(#exp, :zero)"
+)
+START_STAMPED = "#started = :now"
+PENDING_SERVED = f"{SERVED} = :pending"
 
 
 def new_id() -> str:
@@ -162,24 +210,24 @@ class LeaseStore:
         interval_ms: int | None,
         since_tick: int | None = None,
         pending_tick: int | None = None,
-    ) -> type[Exception] | None:
+    ) -> Skip | None:
         """The skip the pre-gate predicts for this state, or None to go on and acquire.
 
         `since_tick` / `pending_tick`: a catch-up's / hand-over's tick, served once a term started since / its
         request is gone.
         """
         if since_tick is not None and started_since(state.acquired_at, since_tick):
-            return RequestServed
+            return Skip.SERVED
         if pending_tick is not None and state.pending_tick != pending_tick:
-            return RequestServed
+            return Skip.SERVED
         if state.holder and state.expires_at is not None and state.expires_at >= now_ms:
-            return LeaseHeld
+            return Skip.LEASED
         if (
             interval_ms
             and state.last_started_at is not None
             and state.last_started_at > gate_cutoff(now_ms, interval_ms)
         ):
-            return IntervalNotElapsed
+            return Skip.INTERVAL
         return None
 
     def read(self, job: str) -> dict[str, Any]:
@@ -213,59 +261,37 @@ class LeaseStore:
         """
         now = self._clock.now_ms()
         lease_id = self._ids()  # drawn once: every copy of this write carries it
-        names = {"#holder": "holder", "#exp": "expires_at"}
-        values: dict[str, Any] = {
-            ":holder": {"S": holder},
-            ":lease_id": {"S": lease_id},
-            ":now": {"N": str(now)},
-            ":exp": {"N": str(now + ttl_ms)},
-            ":ttl": {"N": str(ttl_ms)},
-            ":one": {"N": "1"},
+        values = {
+            ":holder": _s(holder),
+            ":lease_id": _s(lease_id),
+            ":run_id": _s(run_id or NONE),
+            ":now": _n(now),
+            ":exp": _n(now + ttl_ms),
+            ":ttl": _n(ttl_ms),
+            ":one": _n(1),
+            ":none": _s(NONE),
+            ":zero": _n(0),
         }
-        # free: never held, released, or the holder's term ran out; and the copy this write
-        # overwrites is settled (its run recorded, or it named no run), so no unreleased term is forgotten
-        names["#prev"] = "prev_holder"
-        # and no term was taken after this request was made: a copy re-sent (or delivered) late, after
-        # a pause past the term it asked for, never makes a second, already expired term of the same run
-        names["#acquired"] = "acquired_at"
-        condition = (
-            "(attribute_not_exists(#holder) OR #exp < :now)"
-            " AND (attribute_not_exists(#prev) OR #prev = :none OR prev_run_id = :none)"
-            " AND (attribute_not_exists(#acquired) OR #acquired <= :now)"
-        )
-        sets = (
-            "#holder = :holder, lease_id = :lease_id, #acquired = :now, renewed_at = :now, #exp = :exp, ttl_ms = :ttl"
-        )
-        # the term this one replaces, copied from the old item (operands read it before the update):
-        # an unreleased one died; kept on the item so a re-sent copy of this acquire still sees it
-        sets += (
-            ", #prev = if_not_exists(#holder, :none), prev_run_id = if_not_exists(run_id, :none)"
-            ", prev_acquired_at = if_not_exists(#acquired, :zero), prev_expires_at = if_not_exists(#exp, :zero)"
-        )
-        values.update({":none": {"S": NONE}, ":zero": {"N": "0"}, ":run_id": {"S": run_id or NONE}})
-        sets += ", run_id = :run_id"
+        conditions = [FREE, PREVIOUS_SETTLED, NOT_ACQUIRED_SINCE_SENT]
+        sets = [NEW_TERM, PREVIOUS_COPIED]
         if interval_ms:
-            condition += _gate(names, values, gate_cutoff(now, interval_ms))  # stamped before the run
-            sets += ", #started = :now"
-        if since_tick is not None:
-            # a catch-up: no term started since the tick it stands in for
-            values[":since"] = {"N": str(since_tick - TICK_SLACK_MS)}
-            condition += " AND (attribute_not_exists(#acquired) OR #acquired < :since)"
-        # the new term serves the pending request of a buffer_one tick (a hand-over: only while it is there)
-        names["#pending"] = PENDING
-        if pending_tick is not None:  # and records it served (a late copy of its tick cannot ask again)
-            values[":pending"] = {"N": str(pending_tick)}
-            condition += " AND #pending = :pending"
-            sets += f", {SERVED} = :pending"
-        request = dict(
-            TableName=self._table,
-            Key=_key(job),
-            UpdateExpression=f"SET {sets} REMOVE #pending ADD fence :one",
-            ConditionExpression=condition,
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
+            values[":cutoff"] = _n(gate_cutoff(now, interval_ms))
+            conditions.append(GATE_OPEN)
+            sets.append(START_STAMPED)  # stamped before the run
+        if since_tick is not None:  # a catch-up: no term started since the tick it stands in for
+            values[":since"] = _n(since_tick - TICK_SLACK_MS)
+            conditions.append(NO_TERM_SINCE_TICK)
+        if pending_tick is not None:  # a hand-over: only while its request is there, and recorded served
+            values[":pending"] = _n(pending_tick)
+            conditions.append(STILL_PENDING)
+            sets.append(PENDING_SERVED)
+        # every acquire removes the pending request: the new term serves it
+        request = self._request(
+            job,
+            f"SET {', '.join(sets)} REMOVE #pending ADD fence :one",
+            " AND ".join(conditions),
+            values,
             ReturnValues="ALL_NEW",
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
         retried: list[ErrorKind] = []
         try:
@@ -297,18 +323,12 @@ class LeaseStore:
     def renew(self, lease: Lease) -> Lease:
         """Extend this term. Conditioned on the term only, so a retried renewal still succeeds."""
         now = self._clock.now_ms()
-        request = dict(
-            TableName=self._table,
-            Key=_key(lease.job),
-            UpdateExpression="SET renewed_at = :now, expires_at = :exp",
-            ConditionExpression="lease_id = :lease_id",
-            ExpressionAttributeValues={
-                ":now": {"N": str(now)},
-                ":exp": {"N": str(now + lease.ttl_ms)},
-                ":lease_id": {"S": lease.lease_id},
-            },
+        request = self._request(
+            lease.job,
+            "SET renewed_at = :now, expires_at = :exp",
+            OUR_TERM,
+            {":now": _n(now), ":exp": _n(now + lease.ttl_ms), ":lease_id": _s(lease.lease_id)},
             ReturnValues="ALL_NEW",
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
         out, seen = self._update(lease.job, request, "renewing the lease of")
         if seen is not None:
@@ -320,14 +340,12 @@ class LeaseStore:
 
         Returns the tick of a pending request on the item (read from ALL_OLD: no extra read), or None.
         """
-        request = dict(
-            TableName=self._table,
-            Key=_key(lease.job),
-            UpdateExpression="REMOVE holder, lease_id, expires_at",
-            ConditionExpression="lease_id = :lease_id",
-            ExpressionAttributeValues={":lease_id": {"S": lease.lease_id}},
+        request = self._request(
+            lease.job,
+            "REMOVE holder, lease_id, expires_at",
+            OUR_TERM,
+            {":lease_id": _s(lease.lease_id)},
             ReturnValues="ALL_OLD",
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
         out, seen = self._update(lease.job, request, "releasing the lease of")
         if seen is None:
@@ -342,26 +360,12 @@ class LeaseStore:
         One conditional write, idempotent (a copy sets the same earliest request); a refusal reads the item.
         """
         now = self._clock.now_ms()
-        names = {"#holder": "holder", "#exp": "expires_at", "#acquired": "acquired_at", "#pending": PENDING}
-        values: dict[str, Any] = {
-            ":now": {"N": str(now)},
-            ":tick": {"N": str(tick_ms)},
-            ":since": {"N": str(tick_ms - TICK_SLACK_MS)},
-        }
-        # live: a holder whose term has not run out; it started before the tick (else it is this tick's run);
-        # and the gate would have let the tick run
-        condition = f"attribute_exists(#holder) AND #exp >= :now AND #acquired < :since AND NOT {SERVED} >= :tick"
-        if interval_ms:
-            condition += _gate(names, values, gate_cutoff(tick_ms, interval_ms))
-        request = dict(
-            TableName=self._table,
-            Key=_key(job),
-            UpdateExpression="SET #pending = if_not_exists(#pending, :tick)",
-            ConditionExpression=condition,
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-        )
+        values = {":now": _n(now), ":tick": _n(tick_ms), ":since": _n(tick_ms - TICK_SLACK_MS)}
+        conditions = [LIVE_HOLDER, HOLDER_STARTED_BEFORE_TICK, TICK_NOT_SERVED]
+        if interval_ms:  # and the gate would have let the tick run
+            values[":cutoff"] = _n(gate_cutoff(tick_ms, interval_ms))
+            conditions.append(GATE_OPEN)
+        request = self._request(job, "SET #pending = if_not_exists(#pending, :tick)", " AND ".join(conditions), values)
         _, seen = self._update(job, request, "recording a pending request on")
         return Pending.RECORDED if seen is None else pending_refusal(seen, tick_ms, now)
 
@@ -372,12 +376,8 @@ class LeaseStore:
         A refusal means a later acquire replaced the copy, which it can only do
         once the copy was settled: nothing to do.
         """
-        request = dict(
-            TableName=self._table,
-            Key=_key(term.job),
-            UpdateExpression="SET prev_holder = :none",
-            ConditionExpression="prev_run_id = :run_id",
-            ExpressionAttributeValues={":none": {"S": NONE}, ":run_id": {"S": term.run_id}},
+        request = self._request(
+            term.job, "SET #prev = :none", "prev_run_id = :run_id", {":none": _s(NONE), ":run_id": _s(term.run_id)}
         )
         try:
             retry_transient(lambda: self._client.update_item(**request))
@@ -391,7 +391,7 @@ class LeaseStore:
         return {
             "TableName": self._table,
             "Key": _key(lease.job),
-            "ConditionExpression": "lease_id = :lease_id AND expires_at > :now",
+            "ConditionExpression": f"{OUR_TERM} AND expires_at > :now",
             "ExpressionAttributeValues": {
                 ":lease_id": {"S": lease.lease_id},
                 ":now": {"N": str(self._clock.now_ms())},
@@ -424,6 +424,24 @@ class LeaseStore:
                 return sorted(items, key=lambda i: i["job"])
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
+    def _request(
+        self, job: str, update: str, condition: str, values: Mapping[str, Any], **options: Any
+    ) -> dict[str, Any]:
+        """An UpdateItem of `job`'s item whose refusal returns the item it saw; it names exactly the
+        attribute names and values its expressions use (DynamoDB refuses an unused one)."""
+        used = set(_TOKEN.findall(f"{update} {condition}"))
+        names = {k: v for k, v in _NAMES.items() if k in used}
+        return dict(
+            TableName=self._table,
+            Key=_key(job),
+            UpdateExpression=update,
+            ConditionExpression=condition,
+            ExpressionAttributeValues={k: v for k, v in values.items() if k in used},
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            **({"ExpressionAttributeNames": names} if names else {}),
+            **options,
+        )
+
     def _update(self, job: str, request: Mapping[str, Any], doing: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """One conditional update of `job`'s item: (the reply, None); on a refusal ({}, the item as it was seen:
         the ALL_OLD image, else a consistent read). Any other error is classified and raised."""
@@ -435,12 +453,6 @@ class LeaseStore:
 
     def _consistent_item(self, job: str) -> Mapping[str, Any] | None:
         return self._client.get_item(TableName=self._table, Key=_key(job), ConsistentRead=True).get("Item")
-
-
-def _gate(names: dict[str, str], values: dict[str, Any], cutoff: int) -> str:
-    """The interval gate (seed 001) as a condition: the last start is at or before `cutoff`."""
-    names["#started"], values[":cutoff"] = "last_started_at", {"N": str(cutoff)}
-    return " AND (attribute_not_exists(#started) OR #started <= :cutoff)"
 
 
 def _release_landed(lease: Lease, seen: Mapping[str, Any]) -> bool:
@@ -474,7 +486,15 @@ class _SharedClientConnection(Connection):
 
 
 def _key(job: str) -> dict[str, Any]:
-    return {"job": {"S": job}}
+    return {"job": _s(job)}
+
+
+def _s(text: str) -> dict[str, str]:
+    return {"S": text}
+
+
+def _n(number: int) -> dict[str, str]:
+    return {"N": str(number)}
 
 
 def _lease(plain: Mapping[str, Any]) -> Lease:

@@ -63,6 +63,7 @@ from jobfence.errors import (
     LeaseRefused,
     PredecessorUnrecorded,
     RequestServed,
+    Skip,
     StoreError,
     TermOvertaken,
 )
@@ -220,7 +221,7 @@ class ScheduledRunner:
         buffers = spec.overlap == Overlap.BUFFER_ONE and trigger.kind == "scheduled"
 
         predicted = self._pre_gate(spec, started, interval_ms, since, pending)
-        if predicted is LeaseHeld and buffers:
+        if predicted is Skip.LEASED and buffers:
             decided = self._buffer(spec, trigger, started, interval_ms, stage="pre_gate")
             if decided is not None:
                 return decided
@@ -235,9 +236,9 @@ class ScheduledRunner:
             return self._overtaken(spec, trigger, exc.term)
         except LeaseHeld as exc:
             decided = self._buffer(spec, trigger, started, interval_ms, stage="acquire") if buffers else None
-            return decided or self._skipped(spec, trigger, type(exc), started, stage="acquire")
+            return decided or self._skipped(spec, trigger, exc.skip, started, stage="acquire")
         except (IntervalNotElapsed, RequestServed) as exc:
-            return self._skipped(spec, trigger, type(exc), started, stage="acquire")
+            return self._skipped(spec, trigger, exc.skip, started, stage="acquire")
         late = self._clock.now_ms() - lease.acquired_at  # the acquire's stamp is the time it was sent
         # the term this acquire replaced unreleased: its run died; tried again at the end if this fails
         unmarked = lease.predecessor if lease.predecessor and not self._record_died(lease.predecessor) else None
@@ -324,7 +325,7 @@ class ScheduledRunner:
 
     def _pre_gate(
         self, spec: JobSpec, now: int, interval_ms: int | None, since: int | None, pending: int | None
-    ) -> type[Exception] | None:
+    ) -> Skip | None:
         try:
             state = self._leases.peek(spec.name)
         except StoreError as exc:
@@ -344,15 +345,15 @@ class ScheduledRunner:
         except StoreError as exc:
             # not recorded (or not known to be): the tick is a skip, as under `skip`; the next tick runs anyway
             self._logger.warning("recording a pending request failed", extra={"reason": safe_error(exc)})
-            return self._skipped(spec, trigger, LeaseHeld, started, stage=stage)
+            return self._skipped(spec, trigger, Skip.LEASED, started, stage=stage)
         if pending is Pending.LEASE_FREE:
-            return None if stage == "pre_gate" else self._skipped(spec, trigger, LeaseHeld, started, stage=stage)
+            return None if stage == "pre_gate" else self._skipped(spec, trigger, Skip.LEASED, started, stage=stage)
         if pending is Pending.RECORDED:
             duration = self._clock.now_ms() - started
             self._observe(spec, Outcome.BUFFERED, duration, decided_by=stage, tick=trigger.scheduled_at)
             return RunResult(spec.name, Outcome.BUFFERED, None, duration)
-        kind = IntervalNotElapsed if pending is Pending.GATED else LeaseHeld
-        return self._skipped(spec, trigger, kind, started, stage=stage)
+        skip = Skip.INTERVAL if pending is Pending.GATED else Skip.LEASED
+        return self._skipped(spec, trigger, skip, started, stage=stage)
 
     def _time_for_a_batch(self, spec: JobSpec, context: LambdaContextLike | None) -> bool:
         return context is None or context.get_remaining_time_in_millis() >= spec.batch_budget_s * 1000
@@ -413,8 +414,8 @@ class ScheduledRunner:
 
     # -- outcomes ---------------------------------------------------------------------------
 
-    def _skipped(self, spec: JobSpec, trigger: Trigger, kind: type[Exception], started: int, stage: str) -> RunResult:
-        outcome = _SKIPS[kind]
+    def _skipped(self, spec: JobSpec, trigger: Trigger, skip: Skip, started: int, stage: str) -> RunResult:
+        outcome = Outcome(skip.value)
         duration = self._clock.now_ms() - started
         self._observe(spec, outcome, duration, decided_by=stage, **trigger.who())
         return RunResult(spec.name, outcome, None, duration)
@@ -516,11 +517,6 @@ class ScheduledRunner:
 
 
 _FOR_TICK = ("catch_up", "buffered")  # triggers that stand in for a past tick: their log line names it
-_SKIPS = {
-    LeaseHeld: Outcome.SKIPPED_LEASED,
-    IntervalNotElapsed: Outcome.SKIPPED_INTERVAL,
-    RequestServed: Outcome.SKIPPED_SERVED,
-}
 
 
 def _merge(summary: dict[str, Any], counts: Mapping[str, Any] | None) -> None:

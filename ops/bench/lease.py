@@ -59,7 +59,7 @@ class Meter:
 
 def lease_costs() -> list[tuple[str, tuple[int, int, float, float]]]:
     from jobfence.clock import FrozenClock
-    from jobfence.errors import IntervalNotElapsed, LeaseHeld
+    from jobfence.errors import IntervalNotElapsed, Skip
     from jobfence.lease import LeaseStore
     from jobfence_ops.tables import create_catalog_tables
 
@@ -89,14 +89,14 @@ def lease_costs() -> list[tuple[str, tuple[int, int, float, float]]]:
         rows.append(("fenced write of one small item", meter.measure(fenced_write)))
 
         def pre_gate_held():
-            assert store.would_skip(store.peek("bench"), clock.now_ms(), HOUR) is LeaseHeld
+            assert store.would_skip(store.peek("bench"), clock.now_ms(), HOUR) is Skip.LEASED
 
         rows.append(("skipped tick, pre-gate: lease held", meter.measure(pre_gate_held)))
         rows.append(("release", meter.measure(lambda: store.release(lease_box["lease"]))))
         clock.advance(minutes=5)
 
         def pre_gate_interval():
-            assert store.would_skip(store.peek("bench"), clock.now_ms(), HOUR) is IntervalNotElapsed
+            assert store.would_skip(store.peek("bench"), clock.now_ms(), HOUR) is Skip.INTERVAL
 
         rows.append(("skipped tick, pre-gate: interval not elapsed", meter.measure(pre_gate_interval)))
 

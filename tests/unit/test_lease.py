@@ -10,7 +10,7 @@ import pytest
 from botocore.exceptions import ConnectionClosedError
 
 from jobfence.dynamo import ErrorKind
-from jobfence.errors import ConditionFailed, IntervalNotElapsed, LeaseHeld, LeaseLost, PredecessorUnrecorded, StoreError
+from jobfence.errors import ConditionFailed, IntervalNotElapsed, LeaseHeld, LeaseLost, PredecessorUnrecorded, Skip, StoreError
 from jobfence.lease import LeaseStore, Term
 from jobfence.testing.sim.markers import marker_write
 from tests.aws_faults import Faults, acquires, connection_closed, read_timeout, releases, renewals, throttled
@@ -164,9 +164,9 @@ def test_peek_predicts_skips_without_writing(leases, clock, dynamodb, request_co
     state = leases.peek("job")
     assert leases.would_skip(state, clock.now_ms(), HOUR) is None
     lease = leases.acquire("job", "a", TTL, interval_ms=HOUR)
-    assert leases.would_skip(leases.peek("job"), clock.now_ms(), HOUR) is LeaseHeld
+    assert leases.would_skip(leases.peek("job"), clock.now_ms(), HOUR) is Skip.LEASED
     leases.release(lease)
-    assert leases.would_skip(leases.peek("job"), clock.now_ms(), HOUR) is IntervalNotElapsed
+    assert leases.would_skip(leases.peek("job"), clock.now_ms(), HOUR) is Skip.INTERVAL
     assert request_counter.count("GetItem") == 3
     assert request_counter.writes == 2  # the acquire and the release, nothing from peek
 
@@ -344,3 +344,12 @@ def test_a_settle_that_finds_a_later_copy_changes_nothing(leases, clock):
     before = leases.read("job")
     leases.settle(second.predecessor)  # late: the copy now names run-2 (released, so settled)
     assert leases.read("job") == before and third.predecessor is None
+
+
+def test_every_skip_is_a_run_outcome_and_every_acquire_refusal_that_skips_names_its_skip():
+    from jobfence.errors import RequestServed
+    from jobfence.scheduled import Outcome
+
+    assert {Outcome(s.value) for s in Skip} == {Outcome.SKIPPED_LEASED, Outcome.SKIPPED_INTERVAL, Outcome.SKIPPED_SERVED}
+    assert (LeaseHeld.skip, IntervalNotElapsed.skip, RequestServed.skip) == (Skip.LEASED, Skip.INTERVAL, Skip.SERVED)
+    assert PredecessorUnrecorded.skip is None  # not a skip: the runner records the replaced run and acquires again
