@@ -43,7 +43,8 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from jobfence import catchup
 from jobfence.batch import LastBatch
 from jobfence.dynamo import classify
-from jobfence.ledger import DELIVERY_TOLERANCE_MS, RuleToggles, RunRecord, TickLabel, ledger_of
+from jobfence.lease_toggles import RuleToggles
+from jobfence.ledger import DELIVERY_TOLERANCE_MS, RunRecord, TickLabel, ledger_of
 from jobfence.registry import CatchUp, JobSpec, metric_dimensions
 from jobfence.runs import RunState, RunStore
 from jobfence.schedule import healthy_gap_ms

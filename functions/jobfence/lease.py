@@ -40,7 +40,7 @@ harmless and its refusal is read from the item it saw:
 The item a refusal saw is the old image DynamoDB returns with it; where an
 implementation returns none (dynalite), one consistent read classifies it.
 The item also carries the rule's recorded enable/disable toggles
-(`rule_toggles`, written by `jobfence.ledger.RuleToggles` only; no write here
+(`rule_toggles`, written by the lease store's `jobfence.lease_toggles.RuleToggles`; no write here
 reads or removes them).
 
 A catch-up or buffered run for a past tick T adds one condition to the same

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from jobfence.auditor import audit_missed_runs, cloudwatch_emitter, lambda_invoker
-from jobfence.ledger import RuleToggles
+from jobfence.lease_toggles import RuleToggles
 from jobfence.runs import RunStore
 from jobfence.scheduled import JobDeps
 

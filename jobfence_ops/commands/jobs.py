@@ -21,7 +21,8 @@ from typing import Any
 from jobfence.catchup import due
 from jobfence.errors import StoreError
 from jobfence.lease import LeaseStore
-from jobfence.ledger import Ledger, RuleToggles, ledger_of
+from jobfence.lease_toggles import RuleToggles
+from jobfence.ledger import Ledger, ledger_of
 from jobfence.registry import CatchUp
 from jobfence.runs import MAX_ERROR_CHARS, RunStore, SweepResult, bounded_summary, sweep_dead_runs
 from jobfence.schedule import Schedule, ScheduleError

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jobfence.ledger import RuleToggles
+from jobfence.lease_toggles import RuleToggles
 from jobfence_ops.runtime.topology import read_rule
 from jobfence_ops.targets import OperatorError, Target
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from jobfence import triggers
 from jobfence.clock import FrozenClock
-from jobfence.ledger import RuleToggles
+from jobfence.lease_toggles import RuleToggles
 from jobfence.schedule import Schedule
 from jobfence_ops.app import App, default_app
 from jobfence_ops.emulator import Emulator

@@ -21,7 +21,7 @@ from moto import mock_aws
 from jobfence.auditor import audit_missed_runs
 from jobfence.clock import FrozenClock
 from jobfence.lease import LeaseStore
-from jobfence.ledger import RuleToggles
+from jobfence.lease_toggles import RuleToggles
 from jobfence.runs import RunStore
 from jobfence.schedule import Schedule
 from jobfence.scheduled import ScheduledRunner

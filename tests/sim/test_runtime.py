@@ -93,7 +93,7 @@ def test_the_emulator_keeps_a_clients_connection_open_across_requests():
 
 def test_a_fresh_runtime_expected_no_tick_from_before_its_rules_existed(runtime):
     from jobfence.auditor import AuditWindow, audit_jobs
-    from jobfence.ledger import RuleToggles
+    from jobfence.lease_toggles import RuleToggles
     from jobfence.runs import RunStore
     from jobs.catalog import AUDITOR, CATALOG
     from jobfence_ops.commands.jobs import job_ledger

@@ -18,7 +18,8 @@ from jobfence.auditor import (
     audit_window,
     cloudwatch_emitter,
 )
-from jobfence.ledger import RuleToggles, RunRecord
+from jobfence.ledger import RunRecord
+from jobfence.lease_toggles import RuleToggles
 from jobfence.registry import CatalogError, CatchUp, Registry
 from jobfence.runs import RunState
 from jobfence.scheduled import Outcome

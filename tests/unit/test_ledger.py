@@ -10,16 +10,8 @@ import pytest
 
 from jobfence.dynamo import ErrorKind
 from jobfence.errors import StoreError
-from jobfence.ledger import (
-    DELIVERY_TOLERANCE_MS,
-    MAX_TOGGLES,
-    RuleHistory,
-    RuleToggles,
-    TickLabel,
-    Toggle,
-    build_ledger,
-    enabled_at,
-)
+from jobfence.ledger import DELIVERY_TOLERANCE_MS, TickLabel, Toggle, build_ledger, enabled_at
+from jobfence.lease_toggles import MAX_TOGGLES, RuleHistory, RuleToggles
 from jobfence.scheduled import Outcome
 from jobfence.triggers import Trigger
 from ops.bench.capacity import item_size
