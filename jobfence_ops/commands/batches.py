@@ -88,7 +88,7 @@ def _batches(target: Target) -> Batches:
         raise OperatorError(str(exc)) from None
 
 
-def _work_settings(target: Target) -> Settings:
+def work_settings(target: Target) -> Settings:
     """The work tables and queues, from the functions that were granted them (workers, reclaim)."""
     app = _batches(target)
     merged: dict[str, str] = {}
@@ -101,19 +101,26 @@ def _work_settings(target: Target) -> Settings:
     return Settings.from_environ(merged)
 
 
+def reclaim_jobs(target: Target) -> list[str]:
+    """The jobs whose function holds the batch and item tables: the app's reclaimers."""
+    app = _batches(target)
+    needs = {table_env(app.batches_table), table_env(app.items_table)}
+    return sorted(f.job for f in target.topology.functions.values() if f.job and needs <= set(f.environment))
+
+
 def work_resources(target: Target) -> tuple[list[str], list[str]]:
     """The physical work tables and the queue URLs (or names) a retry writes to and wakes."""
-    settings = _work_settings(target)
+    settings = work_settings(target)
     return sorted(set(settings.tables.values())), sorted(set(settings.queues.values()))
 
 
 def work_store(target: Target) -> WorkStore:
     """The durable-batches store bound to the deployed tables."""
-    return _batches(target).build_store(_work_settings(target), target.clock)
+    return _batches(target).build_store(work_settings(target), target.clock)
 
 
 def _parts(target: Target) -> tuple[WorkStore, dict[str, Any], Logger]:
-    app, settings = _batches(target), _work_settings(target)
+    app, settings = _batches(target), work_settings(target)
     wakeups = dict(app.build_wakeups(settings, target.session.client("sqs")))
     return app.build_store(settings, target.clock), wakeups, Logger(service="operator", level="WARNING")
 
