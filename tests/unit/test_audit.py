@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
@@ -35,6 +36,9 @@ def test_a_re_sent_write_of_the_same_entry_is_one_row(log, dynamodb):
     one = entry(T0)
     log.write(one)
     log.write(one)  # a retry after a timeout: the same id and time
+    assert log.recent(T0, 10) == [one]
+    # and a re-sent copy never rewrites what was recorded first
+    log.write(dataclasses.replace(one, result="error: rewritten"))
     assert log.recent(T0, 10) == [one]
 
 
