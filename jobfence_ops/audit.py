@@ -1,13 +1,14 @@
 """Who did what, on what, when, and what came of it: the operators' audit table (console and CLI alike).
 
 Every operator action (run now, disable, enable, catch up, stop and resume
-everything, pause and resume the workers, retry failed, cancel) is one row of
+everything, pause and resume the workers, retry failed, cancel, submit a
+batch, grant quota) is one row of
 the stack's `audit` table (`jobfence.registry.AUDIT_TABLE`), written with the
 operator's credentials; no function is granted it.
 
     month (key: "YYYY-MM" of `at`, UTC) | entry (sort: zero-padded at + "#" + entry id)
     | entry_id | at | actor | caller | label | action | subject | run_id | result | source | ttl
-    index by_subject: subject (key: "job:NAME", "batch:TENANT/BATCH", "everything", "workers") | entry
+    index by_subject: subject (key: "job:NAME", "batch:TENANT/BATCH", "tenant:T", "everything", "workers") | entry
 
 Who (`Operator`): the *actor* is the caller's identity, never a typed name:
 the AWS principal's ARN from STS for a real account, `local:<login>` for the
@@ -60,6 +61,10 @@ def job_subject(job: str) -> str:
 
 def batch_subject(ref: object) -> str:
     return f"batch:{ref}"
+
+
+def tenant_subject(tenant: str) -> str:
+    return f"tenant:{tenant}"
 
 
 @dataclass(frozen=True)

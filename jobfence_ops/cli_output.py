@@ -290,30 +290,33 @@ def _batch_list(target: Any, args: argparse.Namespace, console: Console) -> int:
 
 
 def _batch_submit(target: Any, args: argparse.Namespace, console: Console) -> int:
+    operator = who(target, args)
+    done: list[Audited[Any]] = []
     if args.grant_quota:
-        batches.grant_quota(target, args.ref.tenant, args.grant_quota)
-    result = batches.submit(target, args.ref, args.kind, args.items, who(target, args).requested_by)
-    if as_json(console, args, result):
-        return 0
-    verb = "created" if result.created else "resumed"
-    console.print(
-        f"{verb} batch {result.ref} ({args.kind}): {result.rows_written} item row(s) written, "
-        f"{result.enqueued} wake-up(s) sent",
-        markup=False,
-    )
-    return 0
+        done.append(actions.grant_quota(target, operator, args.ref.tenant, args.grant_quota))
+    submitted = actions.submit(target, operator, args.ref, args.kind, args.items)
+    done.append(submitted)
+    result = submitted.value
+    if not as_json(console, args, result):
+        verb = "created" if result.created else "resumed"
+        console.print(
+            f"{verb} batch {result.ref} ({args.kind}): {result.rows_written} item row(s) written, "
+            f"{result.enqueued} wake-up(s) sent",
+            markup=False,
+        )
+    return unaudited(console, done)
 
 
 def quota(target: Any, args: argparse.Namespace, console: Console) -> int:
-    balance = batches.grant_quota(target, args.tenant, args.grant) if args.grant else batches.quota(target, args.tenant)
-    if as_json(console, args, balance):
-        return 0
-    console.print(
-        f"{balance.tenant}: limit {balance.limit}, available {balance.available}, "
-        f"reserved {balance.reserved}, refunded {balance.refunded}",
-        markup=False,
-    )
-    return 0
+    granted = actions.grant_quota(target, who(target, args), args.tenant, args.grant) if args.grant else None
+    balance = granted.value if granted else batches.quota(target, args.tenant)
+    if not as_json(console, args, balance):
+        console.print(
+            f"{balance.tenant}: limit {balance.limit}, available {balance.available}, "
+            f"reserved {balance.reserved}, refunded {balance.refunded}",
+            markup=False,
+        )
+    return unaudited(console, [granted] if granted else [])
 
 
 def retry_failed(target: Any, args: argparse.Namespace, console: Console) -> int:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from jobfence.work import BatchRef, RetryResult
+from jobfence.quota import QuotaBalance
+from jobfence.work import BatchRef, ItemInput, RetryResult, SubmitResult
 from jobfence_ops.audit import (
     EVERYTHING,
     WORKERS,
@@ -20,6 +21,7 @@ from jobfence_ops.audit import (
     audited,
     batch_subject,
     job_subject,
+    tenant_subject,
 )
 from jobfence_ops.commands import batches, jobs, switches
 from jobfence_ops.render import when
@@ -156,5 +158,38 @@ def retry_failed(target: Target, operator: Operator, ref: BatchRef, source: str 
         batch_subject(ref),
         lambda: batches.retry_failed(target, ref, operator.requested_by),
         lambda c: f"retried {c.retried} item(s); {c.skipped_quota} left failed (quota); {c.unsent} wake-up(s) not sent",
+        source=source,
+    )
+
+
+def submit(
+    target: Target, operator: Operator, ref: BatchRef, kind: str, items: list[ItemInput], source: str = "cli"
+) -> Audited[SubmitResult]:
+    """Create a batch (or resume one) and wake a worker per item."""
+    return audited(
+        target,
+        operator,
+        "submit",
+        batch_subject(ref),
+        lambda: batches.submit(target, ref, kind, items, operator.requested_by),
+        lambda r: (
+            f"{'created' if r.created else 'resumed'} ({kind}): {r.rows_written} item row(s) written, "
+            f"{r.enqueued} wake-up(s) sent"
+        ),
+        source=source,
+    )
+
+
+def grant_quota(
+    target: Target, operator: Operator, tenant: str, units: int, source: str = "cli"
+) -> Audited[QuotaBalance]:
+    """Give a tenant more actions."""
+    return audited(
+        target,
+        operator,
+        "grant quota",
+        tenant_subject(tenant),
+        lambda: batches.grant_quota(target, tenant, units),
+        lambda b: f"granted {units}: limit {b.limit}, available {b.available}",
         source=source,
     )

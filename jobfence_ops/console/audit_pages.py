@@ -22,6 +22,8 @@ ACTIONS = (
     "resume workers",
     "retry failed",
     "cancel",
+    "submit",
+    "grant quota",
 )
 
 

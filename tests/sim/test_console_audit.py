@@ -13,14 +13,12 @@ import urllib.request
 import pytest
 from rich.console import Console
 
-from jobfence.work import BatchRef, ItemInput
+from jobfence.work import BatchRef
 from jobfence_ops import audit
 from jobfence_ops.cli import main
-from jobfence_ops.commands.batches import producer
 from jobfence_ops.console.server import ConsoleApp, ConsoleServer
 from jobfence_ops.runtime.topology import Topology
 from jobfence_ops.targets import EmbeddedTarget
-from jobs.listings.pipelines import GENERATION
 from jobfence_ops.console.access import detect
 from tests.sim.browser import ME, act, shot
 from tests.sim.test_console_access import RecordingSimulator, account  # noqa: F401  (the assumed role's target)
@@ -122,20 +120,27 @@ def test_every_action_is_on_the_audit_page_filtered_by_actor_action_and_subject(
     assert page.locator("#audit tr.empty").inner_text() == "no action recorded"
 
 
-def test_an_action_from_the_cli_is_on_the_batch_page_beside_the_consoles(console, page, runtime):
-    # GIVEN a batch
+def test_actions_from_the_cli_are_on_the_batch_page(console, page, runtime, tmp_path):
+    # GIVEN a batch submitted from the CLI (with quota granted), WHEN its failed items are retried, with a label
     ref = BatchRef(f"audited-{runtime.clock.now_ms()}", "b")
-    producer(EmbeddedTarget(runtime)).submit(ref, GENERATION, [ItemInput("i-1", {"title": "t"})], created_by="test")
-    # WHEN an operator retries its failed items from the CLI, with a label
+    items = tmp_path / "items.jsonl"
+    items.write_text('{"id": "i-1", "input": {"title": "t"}}\n')
+    code, out = cli(runtime, "batch", "submit", str(ref), str(items), "--grant-quota", "1")
+    assert code == 0, out
     code, out = cli(runtime, "--as", "Jane Doe", "retry-failed", str(ref))
     assert code == 0, out
-    # THEN the batch page lists it: the caller identity, the label beside it, the result, from the CLI
+    # THEN the batch page lists both, newest first: the caller identity, the label beside it, the result, the CLI
     page.goto(console.url + f"/batches/{ref.tenant}/{ref.batch_id}")
-    (row,) = page.locator("#audit tr").all()[1:]
-    assert row.locator(".actor").inner_text() == ME
-    assert row.locator(".label").inner_text() == "as 'Jane Doe'"
-    assert row.locator(".result").inner_text().startswith("retried 0 item(s)")
-    assert "cli" in row.inner_text()
+    retried, submitted = page.locator("#audit tr").all()[1:]
+    assert [r.locator(".action").inner_text() for r in (retried, submitted)] == ["retry failed", "submit"]
+    assert retried.locator(".actor").inner_text() == ME == submitted.locator(".actor").inner_text()
+    assert retried.locator(".label").inner_text() == "as 'Jane Doe'" and submitted.locator(".label").count() == 0
+    assert retried.locator(".result").inner_text().startswith("retried 0 item(s)")
+    assert submitted.locator(".result").inner_text() == "created (generation): 1 item row(s) written, 1 wake-up(s) sent"
+    assert "cli" in retried.inner_text()
+    # AND the quota grant is an entry about the tenant
+    (grant,) = entries(runtime, subject=f"tenant:{ref.tenant}")
+    assert (grant.action, grant.actor, grant.result) == ("grant quota", ME, "granted 1: limit 1, available 1")
 
 
 def test_a_failed_audit_write_is_said_beside_the_actions_own_result(runtime, monkeypatch):
