@@ -17,7 +17,7 @@
                                 one job's rule, or every rule and every queue worker
     pause-workers / resume-workers   the queue workers (SQS event source mappings)
     invoke FUNCTION EVENT_FILE  a function (or a job's function) with a sample from events/
-    console [--port N] [--read-only]  the web console on localhost
+    console [--port N] [--read-only] [--trusted-proxy-header H]  the web console on localhost
     new job NAME --subsystem S --schedule EXPR [--root DIR]
                                 a new job: its module, catalog entry, test and sample event (docs/your-first-job.md)
     and the app's own commands (`[tool.jobfence] commands`; this repository's: demo, sim, rotate-signing-key)
@@ -49,6 +49,7 @@ from jobfence_ops.app import App, AppError, load_app
 from jobfence_ops.commands import invoke
 from jobfence_ops.commands.batches import parse_ref, read_items
 from jobfence_ops.commands.jobs import operator_name
+from jobfence_ops.console.identity import header_name
 from jobfence_ops.emulator import point_process_at
 from jobfence_ops.local import control as local
 from jobfence_ops.runtime.runtime import LocalRuntime
@@ -94,6 +95,13 @@ def operator(text: str) -> str:
     try:
         return operator_name(text)
     except OperatorError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def proxy_header(text: str) -> str:
+    try:
+        return header_name(text)
+    except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
@@ -184,7 +192,8 @@ def _target_options(p: argparse.ArgumentParser, default: Any) -> None:
         dest="requested_by",
         type=operator,
         default=d(None),
-        help='operator name recorded on manual runs and retries, exactly as given ("Jane Doe")',
+        help='a label recorded beside your identity on actions ("Jane Doe"); who acted is always the caller '
+        "identity (STS, or local:<login> on the local runtime)",
     )
     p.add_argument("--json", action="store_true", default=d(False), help="machine-readable output")
     p.add_argument(
@@ -278,6 +287,14 @@ def parser(app: App | None = None) -> argparse.ArgumentParser:
     c = command("console", "the web console on localhost (read-mostly)")
     c.add_argument("--port", type=int, default=8377)
     c.add_argument("--read-only", action="store_true", help="no buttons: only reads")
+    c.add_argument(
+        "--trusted-proxy-header",
+        type=proxy_header,
+        default=None,
+        metavar="HEADER",
+        help="behind an authenticating proxy that sets HEADER to the signed-in user (e.g. X-Forwarded-User): "
+        "each request acts as that user, one without it is refused (docs/security.md)",
+    )
     n = sub.add_parser("new", help="scaffold a new job in this app (docs/your-first-job.md)")
     nsub = n.add_subparsers(dest="new_command", required=True, metavar="WHAT")
     j = nsub.add_parser("job", help="a job: its module, catalog entry and table, a test and a sample event")

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import getpass
 import pathlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 
 from jobfence_ops.app import App
-from jobfence_ops.commands import batches, jobs, switches
+from jobfence_ops.audit import Audited, Operator, operator_of
+from jobfence_ops.commands import actions, batches, jobs, switches
 from jobfence_ops.commands import invoke as invoking
 from jobfence_ops.commands.jobs import JobResult
 from jobfence_ops.console.access import Access, detect
@@ -24,13 +24,20 @@ from jobfence_ops.render import ago, pairs, plain, print_json, table, when
 Handler = Callable[[Any, argparse.Namespace, Console], int]
 
 
-def who(args: argparse.Namespace) -> str:
-    if args.requested_by:
-        return args.requested_by
-    try:
-        return getpass.getuser()
-    except Exception:  # no login name in a container: still say it was an operator
-        return "operator"
+def who(target: Any, args: argparse.Namespace) -> Operator:
+    """The operator of this command: the caller identity (STS, or `local:<login>`), with `--as` as a label."""
+    return operator_of(target, args.requested_by)
+
+
+def unaudited(console: Console, done: Iterable[Audited[Any]]) -> int:
+    """Say each audit entry that could not be written (the action's own result is printed already): 1 if any."""
+    missed = [d for d in done if not d.audit.written]
+    for d in missed:
+        entry = d.audit.entry
+        console.print(
+            f"audit: the entry for {entry.action} {entry.subject} was NOT written ({d.audit.error})", markup=False
+        )
+    return 1 if missed else 0
 
 
 def as_json(console: Console, args: argparse.Namespace, value: Any) -> bool:
@@ -184,11 +191,19 @@ def _results(console: Console, args: argparse.Namespace, results: Any) -> int:
 
 
 def run(target: Any, args: argparse.Namespace, console: Console) -> int:
-    return _results(console, args, [jobs.run(target, args.job, who(args))])
+    done = actions.run_now(target, who(target, args), args.job)
+    return _results(console, args, [done.value]) | unaudited(console, [done])
 
 
 def run_all(target: Any, args: argparse.Namespace, console: Console) -> int:
-    return _results(console, args, jobs.run_all(target, who(args)))
+    done: list[Audited[JobResult]] = []
+
+    def each() -> Any:
+        for d in actions.run_all(target, who(target, args)):
+            done.append(d)
+            yield d.value
+
+    return _results(console, args, each()) | unaudited(console, done)
 
 
 # -- batches ------------------------------------------------------------------------------------
@@ -275,42 +290,45 @@ def _batch_list(target: Any, args: argparse.Namespace, console: Console) -> int:
 
 
 def _batch_submit(target: Any, args: argparse.Namespace, console: Console) -> int:
+    operator = who(target, args)
+    done: list[Audited[Any]] = []
     if args.grant_quota:
-        batches.grant_quota(target, args.ref.tenant, args.grant_quota)
-    result = batches.submit(target, args.ref, args.kind, args.items, who(args))
-    if as_json(console, args, result):
-        return 0
-    verb = "created" if result.created else "resumed"
-    console.print(
-        f"{verb} batch {result.ref} ({args.kind}): {result.rows_written} item row(s) written, "
-        f"{result.enqueued} wake-up(s) sent",
-        markup=False,
-    )
-    return 0
+        done.append(actions.grant_quota(target, operator, args.ref.tenant, args.grant_quota))
+    submitted = actions.submit(target, operator, args.ref, args.kind, args.items)
+    done.append(submitted)
+    result = submitted.value
+    if not as_json(console, args, result):
+        verb = "created" if result.created else "resumed"
+        console.print(
+            f"{verb} batch {result.ref} ({args.kind}): {result.rows_written} item row(s) written, "
+            f"{result.enqueued} wake-up(s) sent",
+            markup=False,
+        )
+    return unaudited(console, done)
 
 
 def quota(target: Any, args: argparse.Namespace, console: Console) -> int:
-    balance = batches.grant_quota(target, args.tenant, args.grant) if args.grant else batches.quota(target, args.tenant)
-    if as_json(console, args, balance):
-        return 0
-    console.print(
-        f"{balance.tenant}: limit {balance.limit}, available {balance.available}, "
-        f"reserved {balance.reserved}, refunded {balance.refunded}",
-        markup=False,
-    )
-    return 0
+    granted = actions.grant_quota(target, who(target, args), args.tenant, args.grant) if args.grant else None
+    balance = granted.value if granted else batches.quota(target, args.tenant)
+    if not as_json(console, args, balance):
+        console.print(
+            f"{balance.tenant}: limit {balance.limit}, available {balance.available}, "
+            f"reserved {balance.reserved}, refunded {balance.refunded}",
+            markup=False,
+        )
+    return unaudited(console, [granted] if granted else [])
 
 
 def retry_failed(target: Any, args: argparse.Namespace, console: Console) -> int:
-    counts = batches.retry_failed(target, args.ref, who(args))
-    if as_json(console, args, counts):
-        return 0
-    console.print(
-        f"retried {counts.retried} item(s); {counts.skipped_quota} left failed (quota); "
-        f"{counts.unsent} wake-up(s) not sent (reclaim re-drives them)",
-        markup=False,
-    )
-    return 0
+    done = actions.retry_failed(target, who(target, args), args.ref)
+    counts = done.value
+    if not as_json(console, args, counts):
+        console.print(
+            f"retried {counts.retried} item(s); {counts.skipped_quota} left failed (quota); "
+            f"{counts.unsent} wake-up(s) not sent (reclaim re-drives them)",
+            markup=False,
+        )
+    return unaudited(console, [done])
 
 
 # -- switches and invoke ------------------------------------------------------------------------
@@ -328,14 +346,19 @@ def _print_switches(console: Console, args: argparse.Namespace, changes: list[sw
 
 def switch(enabled: bool) -> Handler:
     def handler(target: Any, args: argparse.Namespace, console: Console) -> int:
-        changes = (
-            switches.set_everything(target, enabled) if args.all else switches.set_rules(target, enabled, args.job)
+        operator = who(target, args)
+        switched = (
+            actions.set_everything(target, operator, enabled)
+            if args.all
+            else actions.set_rule(target, operator, args.job, enabled)
         )
-        code = _print_switches(console, args, changes)
+        changes = switched.value
+        code = _print_switches(console, args, changes) | unaudited(console, [switched])
         if not getattr(args, "catch_up", False):
             return code
         # after the rules are on again: each re-enabled job's last missed or disabled tick, once
-        results = [jobs.catch_up(target, c.name, who(args)) for c in changes if c.kind == "rule"]
+        caught = [actions.catch_up(target, operator, c.name) for c in changes if c.kind == "rule"]
+        results = [c.value for c in caught]
         for r in results:
             if as_json(console, args, r):
                 continue
@@ -349,14 +372,15 @@ def switch(enabled: bool) -> Handler:
                     highlight=False,
                     soft_wrap=True,
                 )
-        return 0 if all(r.passed for r in results) else 1
+        return (0 if all(r.passed for r in results) else 1) | code | unaudited(console, caught)
 
     return handler
 
 
 def workers(enabled: bool) -> Handler:
     def handler(target: Any, args: argparse.Namespace, console: Console) -> int:
-        return _print_switches(console, args, switches.set_workers(target, enabled))
+        done = actions.set_workers(target, who(target, args), enabled)
+        return _print_switches(console, args, done.value) | unaudited(console, [done])
 
     return handler
 
@@ -375,7 +399,7 @@ def invoke(target: Any, args: argparse.Namespace, console: Console) -> int:
 
 def console(target: Any, args: argparse.Namespace, out: Console) -> int:
     access = Access(False, "started with --read-only") if args.read_only else detect(target)
-    return serve(target, args.port, access, console=out)
+    return serve(target, args.port, access, console=out, proxy_header=args.trusted_proxy_header)
 
 
 # -- the background local runtime ---------------------------------------------------------------

@@ -287,7 +287,17 @@ RUNS_TABLE = TableSpec(
     ttl_attribute="ttl",
     description="one row per run that took the lease",
 )
-CORE_TABLES = (LEASES_TABLE, RUNS_TABLE)
+AUDIT_TABLE = TableSpec(
+    name="audit",
+    subsystem=SHARED_SUBSYSTEM,
+    partition_key=("month", "S"),
+    sort_key=("entry", "S"),
+    ttl_attribute="ttl",
+    indexes=(IndexSpec("by_subject", ("subject", "S"), ("entry", "S")),),
+    description="one row per operator action (console or CLI): who, what, on what, when, the result; "
+    "written by operators only, granted to no function",
+)
+CORE_TABLES = (LEASES_TABLE, RUNS_TABLE, AUDIT_TABLE)
 
 
 class Registry:

@@ -27,6 +27,7 @@ from jobfence.registry import CatchUp
 from jobfence.runs import MAX_ERROR_CHARS, RunStore, SweepResult, bounded_summary, sweep_dead_runs
 from jobfence.schedule import Schedule, ScheduleError
 from jobfence.triggers import REQUESTED_BY_MAX, REQUESTED_BY_PATTERN, catch_up_event
+from jobfence_ops.audit import Operator
 from jobfence_ops.commands import switches
 from jobfence_ops.commands.batches import stale_item_counts
 from jobfence_ops.runtime.sqs import queue_depths
@@ -278,6 +279,7 @@ class JobResult:
     wall_ms: int  # how long the operator waited for it (real time, also on the local runtime)
     summary: dict[str, Any]
     error: str | None
+    run_id: str | None = None  # the run it started (None: none took the lease)
 
     @property
     def passed(self) -> bool:
@@ -294,26 +296,21 @@ def operator_name(text: str) -> str:
     return text
 
 
-def caller_identity(target: Target) -> str:
-    """Who the target's credentials are: the IAM principal's ARN, from STS (recorded on a manual run)."""
-    return str(target.session.client("sts").get_caller_identity()["Arn"])
-
-
-def manual_trigger(requested_by: str, caller: str) -> dict[str, str]:
+def manual_trigger(operator: Operator) -> dict[str, str]:
     """The manual trigger event: the same contract (gate, lease) as a tick. The name is never rewritten."""
-    return {"trigger": "manual", "requested_by": operator_name(requested_by), "caller": caller}
+    return {"trigger": "manual", "requested_by": operator_name(operator.requested_by), "caller": operator.caller}
 
 
-def run(target: Target, job: str, requested_by: str) -> JobResult:
+def run(target: Target, job: str, operator: Operator) -> JobResult:
     """Trigger one job now, through its own function (gate and lease apply)."""
     function = check_job(target, job)
-    return _timed(target, job, function.name, manual_trigger(requested_by, caller_identity(target)))
+    return _timed(target, job, function.name, manual_trigger(operator))
 
 
-def run_all(target: Target, requested_by: str) -> Iterator[JobResult]:
+def run_all(target: Target, operator: Operator) -> Iterator[JobResult]:
     """Every scheduled job at once; each result as soon as it is in. One failure never hides another."""
     functions = target.topology.job_functions()
-    event = manual_trigger(requested_by, caller_identity(target))
+    event = manual_trigger(operator)
     with ThreadPoolExecutor(max_workers=max(1, len(functions))) as executor:
         futures = [executor.submit(_timed, target, job, f.name, event) for job, f in sorted(functions.items())]
         for future in as_completed(futures):
@@ -337,7 +334,7 @@ class CatchUpResult:
         return self.run is None or self.run.passed
 
 
-def catch_up(target: Target, job: str, requested_by: str) -> CatchUpResult:
+def catch_up(target: Target, job: str, operator: Operator) -> CatchUpResult:
     """Run `job` once for its last missed or disabled tick inside its window, if one is due (`jobfence.catchup`).
 
     The job's own window when its policy is `once`; the last day otherwise (an
@@ -356,7 +353,7 @@ def catch_up(target: Target, job: str, requested_by: str) -> CatchUpResult:
     tick = due(spec, book.entries, now, toggles=toggles)
     if tick is None:
         return CatchUpResult(job, None, window_s, None)
-    event = catch_up_event(tick, operator_name(requested_by), caller_identity(target))
+    event = catch_up_event(tick, operator_name(operator.requested_by), operator.caller)
     return CatchUpResult(job, tick, window_s, _timed(target, job, function.name, event))
 
 
@@ -376,6 +373,14 @@ def _timed(target: Target, job: str, function: str, event: Any) -> JobResult:
     outcome = (
         payload.get("outcome") if invocation.ok else ("failed" if invocation.status == "error" else invocation.status)
     )
+    run_id = payload.get("run_id")
     return JobResult(
-        job, function, invocation.status, outcome, wall_ms, bounded_summary(payload.get("summary") or {}), error
+        job,
+        function,
+        invocation.status,
+        outcome,
+        wall_ms,
+        bounded_summary(payload.get("summary") or {}),
+        error,
+        run_id if isinstance(run_id, str) else None,
     )

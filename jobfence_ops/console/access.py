@@ -10,6 +10,7 @@ every API call behind its four actions, on the deployed resources:
                   dynamodb:UpdateItem on the leases table (the toggle record)
 - retry failed:   dynamodb:UpdateItem, dynamodb:TransactWriteItems on the work
                   tables, sqs:SendMessage on the wake-up queues
+- every action:   dynamodb:PutItem on the audit table (`jobfence_ops.audit`)
 
 The caller is STS's answer; an assumed role's session is simulated as its
 role (`iam:GetRole` gives the role's ARN with its path). Any call that is not
@@ -124,6 +125,8 @@ def needs(target: Target, partition: str, account: str) -> list[Need]:
     )
     if queue_arns:
         out.append(Need("retry failed", ("sqs:SendMessage",), queue_arns))
+    if top.audit_table:  # every action is recorded: a console that cannot record acts for no one
+        out.append(Need("record in the audit table", ("dynamodb:PutItem",), (table_arn(top.audit_table),)))
     return [n for n in out if n.resources]
 
 

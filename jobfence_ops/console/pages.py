@@ -1,7 +1,7 @@
 """The console's server-rendered pages: plain HTML and a little CSS, no script, no build step.
 
-Every value is escaped; every button is a form that needs the CSRF token, the
-operator's name (the audit field) and a ticked confirmation, and no button is
+Every value is escaped; every button is a form that needs the CSRF token and a
+ticked confirmation (who acts is the caller identity, never a typed name), and no button is
 rendered for a read-only console.
 """
 
@@ -17,7 +17,7 @@ from jobfence_ops.render import pairs, when
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:1.2rem;color:#1d2330;max-width:100%}
 .scroll{overflow-x:auto;max-width:100%} form.act{flex-wrap:wrap}
-@media (max-width:900px){body{margin:.5rem} td,th{padding:.2rem .3rem} form.act input[name=who]{width:5rem}}
+@media (max-width:900px){body{margin:.5rem} td,th{padding:.2rem .3rem}}
 nav a{margin-right:1rem} h1{font-size:1.3rem} h2{font-size:1.1rem;margin-top:1.4rem}
 table{border-collapse:collapse;margin:.4rem 0}
 td,th{border:1px solid #ccd;padding:.25rem .5rem;text-align:left;vertical-align:top}
@@ -25,7 +25,7 @@ th{background:#eef} .ok{color:#176e2c} .bad{color:#b3261e;font-weight:600} .mute
 .bar{display:flex;width:16rem;height:.9rem;background:#e4e6ee;border-radius:3px;overflow:hidden}
 .bar .done{background:#2e9e4f} .bar .failed{background:#c8372d}
 form.act{display:inline-flex;gap:.3rem;align-items:center;margin:.1rem 0}
-form.act input[name=who]{width:7rem} .flash{background:#fff6d5;border:1px solid #e0c96b;padding:.4rem .6rem}
+.flash{background:#fff6d5;border:1px solid #e0c96b;padding:.4rem .6rem}
 pre{background:#f4f5f9;padding:.5rem;white-space:pre-wrap}
 .mode{background:#eef1f8;border:1px solid #b9c2d8;padding:.3rem .6rem;font-size:.9rem}
 .stopped{background:#fde7e5;border:2px solid #b3261e;padding:.4rem .6rem;font-weight:600}
@@ -46,17 +46,20 @@ def page(
     refresh_s: int | None = None,
     mode: str | None = None,
     stopped: str | None = None,
+    identity: str | None = None,
 ) -> str:
     """One page; `mode` (why the console is read-only) is printed under the navigation, `stopped` (what is
-    switched off: disabled rules, paused workers) as a banner on every page while anything is."""
+    switched off: disabled rules, paused workers) as a banner on every page while anything is; `identity` (who
+    acts: the caller identity, or the proxy's user) in the navigation."""
+    you = f" · <span id='identity'>you are {escape(identity)}</span>" if identity else ""
     meta = f'<meta http-equiv="refresh" content="{refresh_s}">' if refresh_s else ""
     note = f'<p class="flash" id="flash">{escape(flash)}</p>' if flash else ""
     banner = f"<p class='stopped' id='stopped'>STOPPED: {escape(stopped)}</p>" if stopped else ""
     return (
         f"<!doctype html><html><head><meta charset='utf-8'>{meta}<title>{escape(title)} · jobfence</title>"
         f"<style>{STYLE}</style></head><body>"
-        f"<nav><a href='/'>Jobs</a><a href='/batches'>Batches</a>"
-        f"<span class='muted'>{escape(target)} · now {escape(when(now_ms))}</span></nav>"
+        f"<nav><a href='/'>Jobs</a><a href='/batches'>Batches</a><a href='/audit'>Audit</a>"
+        f"<span class='muted'>{escape(target)} · now {escape(when(now_ms))}{you}</span></nav>"
         + (f"<p class='mode' id='mode'>{escape(mode)}</p>" if mode else "")
         + banner
         + f"<h1>{escape(title)}</h1>{note}{body}</body></html>"
@@ -68,7 +71,8 @@ def bare(title: str, body: str, refresh_s: int | None = None) -> str:
     meta = f'<meta http-equiv="refresh" content="{refresh_s}">' if refresh_s else ""
     return (
         f"<!doctype html><html><head><meta charset='utf-8'>{meta}<title>{escape(title)} · jobfence</title>"
-        f"<style>{STYLE}</style></head><body><nav><a href='/'>Jobs</a><a href='/batches'>Batches</a></nav>"
+        f"<style>{STYLE}</style></head><body><nav><a href='/'>Jobs</a><a href='/batches'>Batches</a>"
+        "<a href='/audit'>Audit</a></nav>"
         f"<h1>{escape(title)}</h1>{body}</body></html>"
     )
 
@@ -118,7 +122,7 @@ def outcome(text: str | None) -> str:
 
 
 def action(path: str, label: str, fields: Mapping[str, str], csrf: str, read_only: bool, catch_up: bool = False) -> str:
-    """A button behind a confirmation, the CSRF token and the audit field; nothing when read-only.
+    """A button behind a confirmation and the CSRF token; nothing when read-only.
 
     `catch_up`: a box to run each re-enabled job once for its last missed or disabled tick too."""
     if read_only:
@@ -128,7 +132,6 @@ def action(path: str, label: str, fields: Mapping[str, str], csrf: str, read_onl
     return (
         f"<form class='act' method='post' action='{escape(path)}'>{hidden}"
         f"<input type='hidden' name='csrf' value='{escape(csrf)}'>"
-        f"<input name='who' placeholder='your name' required maxlength='128' aria-label='who'>"
         f"{box}<label><input type='checkbox' name='confirm' value='yes' required> sure</label>"
         f"<button type='submit'>{escape(label)}</button></form>"
     )
@@ -167,7 +170,10 @@ def jobs_page(report: Any, ledgers: Mapping[str, Mapping[str, int]], csrf: str, 
                 f"{escape(job.rule_state or '-')}</span>",
                 escape(when(job.next_tick_at, now)) if job.next_tick_at else "-",
                 lease,
-                (outcome(last.outcome) + f"<br><span class='muted'>{escape(when(last.started_at, now))}</span>")
+                (
+                    run_link(last, outcome(last.outcome))
+                    + f"<br><span class='muted'>{escape(when(last.started_at, now))}</span>"
+                )
                 if last
                 else "-",
                 escape(pairs(ledgers.get(job.job, {}))) or "-",
@@ -199,6 +205,13 @@ def jobs_page(report: Any, ledgers: Mapping[str, Mapping[str, int]], csrf: str, 
         + "</div>"
     )
     return switches + table + stale + "<h2>Queue workers</h2>" + workers + "<h2>Queues</h2>" + queues
+
+
+def run_link(run: Any, text: str) -> str:
+    """`text` linked to the run's page (who asked for it, its audit entries): plain without a run id."""
+    if not run.run_id:
+        return text
+    return f"<a class='run-link' href='/jobs/{quote(run.job)}/runs/{quote(run.run_id)}'>{text}</a>"
 
 
 def missed(job: Any) -> str:

@@ -3,9 +3,10 @@
 Read-mostly: jobs (schedule, next tick, lease, last run, the last day's runs
 by outcome), one job's runs, one run's row and its log query, batches with
 progress bars and their item rows by status. Four actions, each a POST with
-a CSRF token (form field and SameSite cookie), a ticked confirmation and the
-operator's name, written to the audit stream: run now, retry failed items,
-disable and enable a job's rule. A read-only console renders no button,
+a CSRF token (form field and SameSite cookie) and a ticked confirmation, each
+recorded in the audit table with who acted (the caller identity, never a typed
+name: `jobfence_ops.audit`, `identity`): run now, retry failed items, disable
+and enable a job's rule, stop and resume everything. /audit lists the entries. A read-only console renders no button,
 says in its header why it is read-only, and refuses every POST. A page of an
 open batch refreshes itself. Pages are rendered on the server (`pages`): no
 script, no build step.
@@ -39,9 +40,11 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from jobfence.dynamo import error_code
-from jobfence_ops.commands import batches, jobs, switches
+from jobfence_ops import audit
+from jobfence_ops.audit import Audited, Operator, batch_subject, job_subject, operator_of
+from jobfence_ops.commands import actions, batches, jobs, switches
 from jobfence_ops.commands.batches import parse_ref
-from jobfence_ops.console import pages
+from jobfence_ops.console import audit_pages, identity, pages
 from jobfence_ops.console.access import Access
 from jobfence_ops.local.control import LocalError
 from jobfence_ops.targets import OperatorError, Target
@@ -53,6 +56,9 @@ MAX_FORM_BYTES = 8 * 1024
 BATCH_REFRESH_S = 3
 BACKLOG = 64  # a browser opens several connections at once
 DOWN_REFRESH_S = 5  # a page served while the local runtime is down retries this often
+CONSOLE = "console"  # the audit entries' source
+AUDIT_ROWS = 200  # entries on the audit page
+JOB_ENTRIES = 20  # entries on a job's page
 MAX_RESULTS = 256  # action results kept for their redirect's page (the oldest go first)
 SECURITY_HEADERS = {
     "Cache-Control": "no-store",
@@ -82,9 +88,15 @@ class ConsoleApp:
         read_only: bool = False,
         audit: Callable[[str], None] = print,
         access: Access | None = None,
+        operator: Operator | None = None,
+        proxy_header: str | None = None,
     ) -> None:
         self.target = target
-        granted = access or Access(True, "actions need a confirmation and your name")
+        # who acts: the caller identity of the console's credentials, asked once (`jobfence_ops.audit`); behind an
+        # authenticating proxy (`proxy_header`), the user each request's header names (`identity.trusted_proxy`)
+        self.operator = operator or operator_of(target)
+        self.proxy_header = proxy_header
+        granted = access or Access(True, "actions need a confirmation")
         self.access = Access(False, "started with --read-only") if read_only else granted
         self.csrf = secrets.token_urlsafe(24)
         self.audit = audit
@@ -112,6 +124,11 @@ class ConsoleApp:
     def read_only(self) -> bool:
         return not self.access.may_act
 
+    @property
+    def who(self) -> Operator:
+        """Who this request acts as: the proxy's user (trusted-proxy mode), else the console's caller identity."""
+        return identity.requester() or self.operator
+
     def page(
         self,
         title: str,
@@ -132,6 +149,7 @@ class ConsoleApp:
             refresh_s=refresh_s,
             mode=mode,
             stopped=stopped.describe() if stopped else None,
+            identity=self.who.describe(),
         )
 
     # -- reads ---------------------------------------------------------------------------------
@@ -146,9 +164,9 @@ class ConsoleApp:
     def job(self, job: str, flash: str | None) -> str:
         self.target.refresh()
         runs = jobs.runs(self.target, job, 50)
-        return self.page(
-            f"Runs of {job}", pages.job_page(job, runs, self.target.clock.now_ms(), self.csrf, self.read_only), flash
-        )
+        body = pages.job_page(job, runs, self.target.clock.now_ms(), self.csrf, self.read_only)
+        entries = self._entries(lambda log: log.about(job_subject(job), 0, self.target.clock.now_ms(), JOB_ENTRIES))
+        return self.page(f"Runs of {job}", body + audit_pages.section("Actions on this job", *entries), flash)
 
     def ledger(self, job: str, span: str) -> str:
         if span not in pages.LEDGER_SPANS:
@@ -161,7 +179,11 @@ class ConsoleApp:
     def run(self, job: str, run_id: str, flash: str | None) -> str:
         self.target.refresh()
         run = jobs.find_run(self.target, job, run_id)
-        return self.page(f"Run {run_id}", pages.run_page(run, jobs.log_query(run)), flash)
+        entries = self._entries(lambda log: audit.near_run(log, run))
+        body = pages.run_page(run, jobs.log_query(run)) + audit_pages.section(
+            "Actions on this job near this run", *entries
+        )
+        return self.page(f"Run {run_id}", body, flash)
 
     def batches(self, tenant: str | None, flash: str | None) -> str:
         self.target.refresh()
@@ -171,18 +193,40 @@ class ConsoleApp:
         self.target.refresh()
         report = batches.batch(self.target, _ref(ref_text))
         live = report.batch.status.value == "open"
+        entries = self._entries(lambda log: log.about(batch_subject(report.batch.ref), 0, self.target.clock.now_ms()))
         return self.page(
             f"Batch {report.batch.ref}",
-            pages.batch_page(report, self.csrf, self.read_only),
+            pages.batch_page(report, self.csrf, self.read_only)
+            + audit_pages.section("Actions on this batch", *entries),
             flash,
             refresh_s=BATCH_REFRESH_S if live else None,
         )
 
+    def audit_log(self, actor: str, action: str, subject: str) -> str:
+        """Every recorded action, newest first, filtered by actor (a part of it), action and subject."""
+        self.target.refresh()
+        if len(actor) > 128 or len(subject) > 200 or (action and action not in audit_pages.ACTIONS):
+            raise Refused(400, "a filter is a part of a name, one of the actions, and a job:NAME or batch:T/B")
+        found = audit.log_of(self.target).recent(
+            self.target.clock.now_ms(), AUDIT_ROWS, actor=actor or None, action=action or None, subject=subject or None
+        )
+        return self.page("Audit", audit_pages.audit_page(found, actor, action, subject, AUDIT_ROWS))
+
+    def _entries(self, read: Callable[[audit.AuditLog], list[audit.AuditEntry]]) -> tuple[Any, str | None]:
+        """A page's audit entries, or None and why they could not be read (the page itself is still shown)."""
+        try:
+            return read(audit.log_of(self.target)), None
+        except OperatorError as exc:
+            return None, str(exc)
+        except (ClientError, BotoCoreError) as exc:
+            return None, f"the audit table could not be read: AWS answered {error_code(exc)}"
+
     # -- actions -------------------------------------------------------------------------------
 
-    def _catch_up(self, changes: list[switches.Switch], who: str) -> str:
+    def _catch_up(self, changes: list[switches.Switch], who: Operator) -> tuple[str, list[Audited[Any]]]:
         """Each re-enabled job once for its last missed or disabled tick (as `enable --catch-up`)."""
-        return _catch_up_line([jobs.catch_up(self.target, c.name, who) for c in changes if c.kind == "rule"])
+        caught = [actions.catch_up(self.target, who, c.name, CONSOLE) for c in changes if c.kind == "rule"]
+        return _catch_up_line([c.value for c in caught]), list(caught)
 
     def post(self, path: str, form: dict[str, str], cookie_token: str | None) -> str:
         """Do one action; returns where to go next (a page with the result as its flash line)."""
@@ -195,26 +239,32 @@ class ConsoleApp:
             raise Refused(403, "missing or stale form token: reload the page")
         if form.get("confirm") != "yes":
             raise Refused(400, "tick the confirmation first")
-        who = form.get("who", "").strip()
-        if not who or len(who) > 128:
-            raise Refused(400, "say who you are (1..128 characters)")
+        operator = self.who
+        who = operator.describe()
         self.target.refresh()
+        done: list[Audited[Any]] = []
         if path == "/actions/run":
             job = form.get("job", "")
-            result = jobs.run(self.target, job, who)
-            message = run_message(who, job, result)
+            ran = actions.run_now(self.target, operator, job, CONSOLE)
+            done.append(ran)
+            message = run_message(who, job, ran.value)
             back = f"/jobs/{quote(job)}"
         elif path in ("/actions/disable", "/actions/enable"):
             job = form.get("job", "")
             enabled = path.endswith("enable")
-            changes = switches.set_rules(self.target, enabled, job)
+            switched = actions.set_rule(self.target, operator, job, enabled, CONSOLE)
+            done.append(switched)
+            changes = switched.value
             message = f"{who} {'enabled' if enabled else 'disabled'} {job}: rule {', '.join(c.state for c in changes)}"
             if enabled and form.get("catch_up") == "yes":
-                message += self._catch_up(changes, who)
+                line, caught = self._catch_up(changes, operator)
+                message, done = message + line, done + caught
             back = "/"
         elif path in ("/actions/stop-all", "/actions/resume-all"):
             enabled = path.endswith("resume-all")
-            changes = switches.set_everything(self.target, enabled)
+            switched = actions.set_everything(self.target, operator, enabled, CONSOLE)
+            done.append(switched)
+            changes = switched.value
             rules = sum(1 for c in changes if c.kind == "rule")
             message = (
                 f"{who} {'resumed' if enabled else 'stopped'} everything: {rules} rule(s) "
@@ -222,34 +272,30 @@ class ConsoleApp:
                 f"{'resumed' if enabled else 'paused'}"
             )
             if enabled and form.get("catch_up") == "yes":
-                message += self._catch_up(changes, who)
+                line, caught = self._catch_up(changes, operator)
+                message, done = message + line, done + caught
             back = "/"
         elif path == "/actions/retry":
             ref = _ref(form.get("batch", ""))
-            counts = batches.retry_failed(self.target, ref, who)
+            retried = actions.retry_failed(self.target, operator, ref, CONSOLE)
+            done.append(retried)
+            counts = retried.value
             message = (
                 f"{who} retried {counts.retried} failed item(s) of {ref}; {counts.skipped_quota} left failed (quota)"
             )
             back = f"/batches/{quote(ref.tenant)}/{quote(ref.batch_id)}"
         else:
             raise Refused(404, f"no action {path}")
+        message += "".join(d.note() for d in done)  # a failed audit write is said beside the result
         self.audit(f"audit: {message}")
         return f"{back}?done={self._remember(message)}"
-
-
-SKIPPED_WHY = {
-    "skipped_interval": "its last run is more recent than its interval",
-    "skipped_leased": "another run holds its lease",
-    "skipped_served": "a run started since the tick it would run for",
-}
 
 
 def run_message(who: str, job: str, result: jobs.JobResult) -> str:
     """What a Run now did, in words that cannot read as a run when none happened."""
     outcome = result.outcome or result.status
     if outcome.startswith("skipped"):
-        why = SKIPPED_WHY.get(outcome, outcome)
-        return f"{who} asked to run {job}: not run ({outcome}: {why})"
+        return f"{who} asked to run {job}: {actions.run_result(result)}"
     return f"{who} ran {job}: {outcome}" + (f" ({result.error})" if result.error else "")
 
 
@@ -315,6 +361,10 @@ def asgi(app: ConsoleApp) -> Starlette:
     def batch_page(request: Request) -> Response:
         return html(app.batch(f"{request.path_params['tenant']}/{request.path_params['batch_id']}", flash(request)))
 
+    def audit_page(request: Request) -> Response:
+        q = request.query_params
+        return html(app.audit_log(q.get("actor", "").strip(), q.get("action", ""), q.get("subject", "").strip()))
+
     async def action(request: Request) -> Response:
         if app.read_only:  # before reading anything: a read-only console refuses every POST
             raise Refused(403, f"this console is read-only: {app.access.reason}")
@@ -355,11 +405,20 @@ def asgi(app: ConsoleApp) -> Starlette:
         Route("/jobs/{job}/runs/{run_id}", run_page, methods=["GET"]),
         Route("/batches", batches_page, methods=["GET"]),
         Route("/batches/{tenant}/{batch_id}", batch_page, methods=["GET"]),
+        Route("/audit", audit_page, methods=["GET"]),
         Route("/actions/{action}", action, methods=["POST"]),
     ]
+    refuse = lambda reason: HTMLResponse(  # noqa: E731 - the trusted proxy's refusal: a bare page, nothing read
+        pages.bare("Refused", f"<p class='bad' id='error'>{pages.escape(reason)}</p>"), 401, headers=SECURITY_HEADERS
+    )
+    proxy = (
+        [Middleware(identity.TrustedProxy, header=app.proxy_header, caller=app.operator.caller, refuse=refuse)]
+        if app.proxy_header
+        else []
+    )
     return Starlette(
         routes=routes,
-        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=LOCAL_NAMES)],
+        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=LOCAL_NAMES), *proxy],
         exception_handlers={
             Refused: refused,
             OperatorError: operator_error,
@@ -415,12 +474,19 @@ class ConsoleServer:
         self.socket.close()
 
 
-def serve(target: Target, port: int, access: Access, console: Console) -> int:
-    """Serve until interrupted (Ctrl-C)."""
-    app = ConsoleApp(target, audit=lambda line: console.print(line, markup=False), access=access)
+def serve(target: Target, port: int, access: Access, console: Console, proxy_header: str | None = None) -> int:
+    """Serve until interrupted (Ctrl-C); `proxy_header`: behind an authenticating proxy (`identity`)."""
+    app = ConsoleApp(
+        target, audit=lambda line: console.print(line, markup=False), access=access, proxy_header=proxy_header
+    )
     server = ConsoleServer(app, port)
-    mode = f"read-only: {access.reason}" if not access.may_act else "actions need a confirmation and your name"
-    console.print(f"jobfence console on {server.url} ({target.name}; {mode}); Ctrl-C stops it", markup=False)
+    mode = f"read-only: {access.reason}" if not access.may_act else "actions need a confirmation"
+    who = (
+        f"each request acts as the user its proxy names in {proxy_header}"
+        if proxy_header
+        else f"acting as {app.operator.describe()}"
+    )
+    console.print(f"jobfence console on {server.url} ({target.name}; {mode}; {who}); Ctrl-C stops it", markup=False)
     try:
         server.run()
     except KeyboardInterrupt:  # uvicorn shut down gracefully, then re-raised the Ctrl-C it captured

@@ -111,6 +111,15 @@ class Topology:
     def runs_table(self) -> str | None:
         return self.core_table(ENV_RUNS_TABLE)
 
+    @property
+    def audit_table(self) -> str | None:
+        """The operators' audit table: the stack's "<prefix>-audit" beside its "<prefix>-runs" (or its only one)."""
+        runs = self.runs_table
+        if runs and runs.endswith("-runs") and runs.removesuffix("-runs") + "-audit" in self.tables:
+            return runs.removesuffix("-runs") + "-audit"
+        found = [name for name in self.tables if name.endswith("-audit")]
+        return found[0] if len(found) == 1 else None
+
     def as_plain(self) -> dict[str, Any]:
         """A JSON-ready copy (the background runtime hands its topology to each command)."""
         return asdict(self)

@@ -65,9 +65,9 @@ def test_every_function_runs_the_apps_runtime_architecture_and_handler(adopted):
 
 def test_an_existing_table_is_used_and_not_created(adopted):
     tables = of_type(adopted.resources, "AWS::DynamoDB::Table")
-    # THEN the only tables are jobfence's own two and the app's ledger, once: no invoices table is created
+    # THEN the only tables are jobfence's own three and the app's ledger, once: no invoices table is created
     assert sorted(t["Properties"]["TableName"] for t in tables.values()) == \
-        ["billing-leases", "billing-ledger", "billing-runs"]
+        ["billing-audit", "billing-leases", "billing-ledger", "billing-runs"]
     (ledger_id,) = [k for k, t in tables.items() if t["Properties"]["TableName"] == "billing-ledger"]
     assert adopted.stack.resolve(adopted.ledger.table_name) == {"Ref": ledger_id}
     # AND the job's environment names the existing tables: the imported one by its name, the app's by its Ref

@@ -1,7 +1,7 @@
 """Shared parts of the console's browser tests: Debian's headless Chromium driven by Playwright.
 
 The fixtures (`console`, `browser`, `page`) are registered for tests/sim by its conftest; `shot` keeps a page
-as a PNG when JOBFENCE_SCREENSHOTS=DIR is set (docs/img has them); `act` submits one action's form.
+as a PNG when JOBFENCE_SCREENSHOTS=DIR is set (docs/img has them); `act` submits one action's form, as `ME`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,11 @@ import pathlib
 import pytest
 from playwright.sync_api import sync_playwright
 
+from jobfence_ops.audit import local_login
 from jobfence_ops.console.server import ConsoleApp, ConsoleServer
 from jobfence_ops.targets import EmbeddedTarget
 
+ME = f"local:{local_login()}"  # who a console over the local runtime acts as (`jobfence_ops.audit`)
 CHROMIUM = "/usr/bin/chromium"  # Debian's package; `make test` and .ci/run install it
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync"]
@@ -57,9 +59,9 @@ def shot(page, name: str) -> None:
         page.screenshot(path=str(pathlib.Path(folder) / f"{name}.png"), full_page=True)
 
 
-def act(page, form_selector: str, who: str) -> None:
+def act(page, form_selector: str) -> None:
+    """Tick the form's confirmation and submit it (who acts is the console's caller identity, `ME` here)."""
     form = page.locator(form_selector)
-    form.locator("input[name=who]").fill(who)
     form.locator("input[name=confirm]").check()
     form.locator("button").click()
 

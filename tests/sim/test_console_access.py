@@ -138,7 +138,7 @@ def test_the_console_refuses_another_host_name_and_an_oversized_form(runtime):
         assert status(rebound) == 400
         assert status(urllib.request.Request(server.url + "/batches")) == 200
         # a form past 8 KiB is refused before it is parsed, even with a good token and confirmation
-        form = f"job=clean_dpop_proofs&who=ivan&confirm=yes&csrf={app.csrf}&pad={'x' * MAX_FORM_BYTES}".encode()
+        form = f"job=clean_dpop_proofs&confirm=yes&csrf={app.csrf}&pad={'x' * MAX_FORM_BYTES}".encode()
         big = urllib.request.Request(server.url + "/actions/disable", data=form, method="POST")
         big.add_header("Cookie", f"{CSRF_COOKIE}={app.csrf}")
         assert status(big) == 413
@@ -158,7 +158,7 @@ def test_an_action_aws_refuses_says_its_error_code_on_the_page(account, runtime)
     audit: list[str] = []
     server = ConsoleServer(ConsoleApp(target, audit=audit.append, access=detect(target, RecordingSimulator()))).start()
     try:
-        form = f"job={job}&who=ivan&confirm=yes&csrf={server.app.csrf}".encode()
+        form = f"job={job}&confirm=yes&csrf={server.app.csrf}".encode()
         request = urllib.request.Request(server.url + "/actions/disable", data=form, method="POST")
         request.add_header("Cookie", f"{CSRF_COOKIE}={server.app.csrf}")
         # WHEN the operator disables it, THEN the page says what AWS answered, and nothing is audited as done

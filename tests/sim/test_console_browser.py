@@ -28,7 +28,7 @@ from jobfence_ops.local.control import LocalControl
 from jobfence_ops.render import when
 from jobfence_ops.targets import EmbeddedTarget, LocalTarget
 from jobs.listings.pipelines import GENERATION
-from tests.sim.browser import act, shot
+from tests.sim.browser import ME, act, shot
 from tests.sim.chained import cli
 
 pytestmark = [pytest.mark.server, pytest.mark.browser]
@@ -81,9 +81,9 @@ def test_retry_failed_items_of_a_batch_and_see_them_complete(console, page, runt
     shot(page, "console-batch-failed")
     # WHEN the tenant's quota is raised and the operator retries the failed items (name, confirmation)
     work_store(EmbeddedTarget(runtime)).quota.grant(ref.tenant, 2)
-    act(page, "form[action='/actions/retry']", "erin")
+    act(page, "form[action='/actions/retry']")
     # THEN the batch is open again, says who retried, and refreshes itself while it runs
-    assert "erin retried 2 failed item(s)" in page.locator("#flash").inner_text()
+    assert f"{ME} retried 2 failed item(s)" in page.locator("#flash").inner_text()
     assert page.locator("#status").inner_text() == "open"
     assert page.locator("meta[http-equiv=refresh]").count() == 1
     # WHEN the wake-ups are delivered, THEN every item completed and the batch is finalized
@@ -93,9 +93,9 @@ def test_retry_failed_items_of_a_batch_and_see_them_complete(console, page, runt
     page.goto(batch_url)
     assert page.locator("#counts").inner_text() == "pending=0, running=0, completed=6, failed=0"
     assert page.locator("#status").inner_text() == "finalized"
-    assert "erin" in page.locator("#batch").inner_text()
+    assert ME in page.locator("#batch").inner_text()
     shot(page, "console-batch-retried")
-    assert any("erin retried 2" in line for line in console.audit)
+    assert any(f"{ME} retried 2" in line for line in console.audit)
 
 
 def test_disable_a_job_and_see_its_rule_disabled(console, page, runtime):
@@ -104,8 +104,8 @@ def test_disable_a_job_and_see_its_rule_disabled(console, page, runtime):
     page.goto(console.url + "/")
     row = page.locator("#jobs tr", has_text="clean_conversations")
     try:
-        act(page, "#jobs tr:has-text('clean_conversations') form[action='/actions/disable']", "frank")
-        assert "frank disabled clean_conversations: rule DISABLED" in page.locator("#flash").inner_text()
+        act(page, "#jobs tr:has-text('clean_conversations') form[action='/actions/disable']")
+        assert f"{ME} disabled clean_conversations: rule DISABLED" in page.locator("#flash").inner_text()
         assert row.locator(".rule").inner_text() == "DISABLED"
         assert events.describe_rule(Name=rule)["State"] == "DISABLED"
         shot(page, "console-job-disabled")
@@ -119,10 +119,10 @@ def test_stop_everything_is_one_action_with_a_banner_on_every_page_and_resume_un
     try:
         page.goto(console.url + "/")
         assert page.locator("#stopped").count() == 0
-        act(page, "#switches form[action='/actions/stop-all']", "hana")
+        act(page, "#switches form[action='/actions/stop-all']")
         flash = page.locator("#flash").inner_text()
         rules, workers = len(runtime.topology.job_rules()), len(runtime.topology.mappings)
-        assert f"hana stopped everything: {rules} rule(s) disabled, {workers} queue worker(s) paused" in flash
+        assert f"{ME} stopped everything: {rules} rule(s) disabled, {workers} queue worker(s) paused" in flash
         assert "queue worker(s) paused" in page.locator("#stopped").inner_text()
         assert page.locator("#workers .bad").count() == workers  # each mapping shown, highlighted
         assert page.locator("#jobs .rule.bad").count() == rules  # DISABLED highlighted
@@ -135,8 +135,8 @@ def test_stop_everything_is_one_action_with_a_banner_on_every_page_and_resume_un
         assert report.workers and all(w.paused for w in report.workers)
         # WHEN resumed from the console, THEN everything runs again and the banner is gone
         page.goto(console.url + "/")
-        act(page, "#switches form[action='/actions/resume-all']", "hana")
-        assert "hana resumed everything" in page.locator("#flash").inner_text()
+        act(page, "#switches form[action='/actions/resume-all']")
+        assert f"{ME} resumed everything" in page.locator("#flash").inner_text()
         assert page.locator("#stopped").count() == 0
         report = jobs.status(target)
         assert {j.rule_state for j in report.jobs if j.rule_state} == {"ENABLED"}
@@ -184,13 +184,13 @@ def test_did_it_run_at_that_hour_is_one_click_from_the_jobs_page(console, page, 
 def test_run_now_that_the_interval_gate_skips_says_it_did_not_run(console, page, runtime):
     # GIVEN clean_dpop_proofs run just now (its interval is an hour)
     page.goto(console.url + "/")
-    act(page, "#jobs tr:has-text('clean_dpop_proofs') form[action='/actions/run']", "jo")
+    act(page, "#jobs tr:has-text('clean_dpop_proofs') form[action='/actions/run']")
     # WHEN it is asked to run again at once (from its runs page, where that redirect lands), THEN the message
     # says it was not run, and why
-    act(page, "form[action='/actions/run']", "jo")
+    act(page, "form[action='/actions/run']")
     flash = page.locator("#flash").inner_text()
-    assert flash == ("jo asked to run clean_dpop_proofs: not run "
-                     "(skipped_interval: its last run is more recent than its interval)"), flash
+    assert flash == (f"{ME} asked to run clean_dpop_proofs: not run: "
+                     "skipped_interval (its last run is more recent than its interval)"), flash
 
 
 def test_at_760_px_nothing_runs_off_the_screen(console, browser):
@@ -223,15 +223,15 @@ def test_a_run_page_shows_its_row_and_log_query(console, page, runtime):
     finally:
         events.enable_rule(Name=rule)
     page.goto(console.url + "/")
-    act(page, "#jobs tr:has-text('clean_dpop_proofs') form[action='/actions/run']", "gina")
-    assert "gina ran clean_dpop_proofs: ran" in page.locator("#flash").inner_text()
-    # "who triggered this run?": the runs table and the run page name the operator and the AWS caller
-    mine = page.locator("#runs tr", has=page.locator(".who", has_text="gina")).first
-    assert mine.locator(".caller").inner_text().startswith("arn:aws:")
-    mine.locator("a").click()
+    act(page, "#jobs tr:has-text('clean_dpop_proofs') form[action='/actions/run']")
+    assert f"{ME} ran clean_dpop_proofs: ran" in page.locator("#flash").inner_text()
+    # "who triggered this run?": the runs table and the run page name the caller identity
+    mine = page.locator("#runs tr", has=page.locator(".who", has_text=ME)).first
+    assert mine.locator(".caller").inner_text() == ME
+    mine.locator("a").first.click()
     fields = page.locator("#run").inner_text()
-    assert "clean_dpop_proofs" in fields and "requested by\tgina" in fields, fields
-    assert "caller\tarn:aws:" in fields
+    assert "clean_dpop_proofs" in fields and f"requested by\t{ME}" in fields, fields
+    assert f"caller\t{ME}" in fields
     assert 'filter stage = "clean_dpop_proofs" and run_id = ' in page.locator("#query").inner_text()
 
 
@@ -247,7 +247,7 @@ def test_an_action_without_the_form_token_or_confirmation_is_refused(console, ru
         except urllib.error.HTTPError as exc:
             return exc.code
 
-    good = {"job": "clean_dpop_proofs", "who": "mallory", "confirm": "yes", "csrf": console.app.csrf}
+    good = {"job": "clean_dpop_proofs", "confirm": "yes", "csrf": console.app.csrf}
     assert post({**good, "csrf": "forged"}, console.app.csrf) == 403
     assert post(good) == 403  # no cookie: a form posted from another site
     assert post({k: v for k, v in good.items() if k != "confirm"}, console.app.csrf) == 400
@@ -267,7 +267,7 @@ def test_a_read_only_console_has_no_buttons_and_refuses_actions(runtime, page):
         target = EmbeddedTarget(runtime)
         before = len(jobs.runs(target, "clean_dpop_proofs", 1000))
         data = urllib.parse.urlencode(
-            {"csrf": server.app.csrf, "confirm": "yes", "who": "ivy", "job": "clean_dpop_proofs"}
+            {"csrf": server.app.csrf, "confirm": "yes", "job": "clean_dpop_proofs"}
         ).encode()
         request = urllib.request.Request(server.url + "/actions/run", data=data, method="POST",
                                          headers={"Cookie": f"jobfence_csrf={server.app.csrf}"})
@@ -320,15 +320,15 @@ def test_a_new_users_story_submit_kill_a_worker_watch_it_recover_retry(local_dir
         shot(page, "console-story-recovered")
         # WHEN the tenant gets two more actions (one command) and the failed items are retried (one click)
         assert cli("--local", "quota", tenant, "--grant", "2")[0] == 0
-        act(page, "form[action='/actions/retry']", "dana")
-        expect(page.locator("#flash")).to_contain_text("dana retried 2 failed item(s)")
+        act(page, "form[action='/actions/retry']")
+        expect(page.locator("#flash")).to_contain_text(f"{ME} retried 2 failed item(s)")
         code, out = cli("local", "advance", "30m")
         assert code == 0, out
         # THEN the page shows every item completed, by itself
         expect(page.locator("#counts")).to_have_text("pending=0, running=0, completed=12, failed=0", timeout=REFRESHED_S * 1000)
         expect(page.locator("#status")).to_have_text("finalized")
-        assert "dana" in page.locator("#batch").inner_text()
+        assert ME in page.locator("#batch").inner_text()
         shot(page, "console-story-retried")
     finally:
         server.stop()
-    assert any("dana retried 2 failed item(s)" in line for line in audit)
+    assert any(f"{ME} retried 2 failed item(s)" in line for line in audit)
