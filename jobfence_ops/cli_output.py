@@ -13,7 +13,7 @@ from rich.progress import BarColumn, Progress, TextColumn
 
 from jobfence_ops.app import App
 from jobfence_ops.audit import Audited, Operator, operator_of
-from jobfence_ops.commands import actions, batches, jobs, switches
+from jobfence_ops.commands import actions, batches, jobs, stall, switches
 from jobfence_ops.commands import invoke as invoking
 from jobfence_ops.commands.jobs import JobResult
 from jobfence_ops.console.access import Access, detect
@@ -217,7 +217,8 @@ def batch(target: Any, args: argparse.Namespace, console: Console) -> int:
 
 def _batch_show(target: Any, args: argparse.Namespace, console: Console) -> int:
     report = batches.batch(target, args.ref)
-    if as_json(console, args, {**plain(report), "counts": report.counts()}):
+    findings = stall.why(target, report)
+    if as_json(console, args, {**plain(report), "counts": report.counts(), "why": plain(findings)}):
         return 0
     b = report.batch
     head = table(
@@ -255,6 +256,8 @@ def _batch_show(target: Any, args: argparse.Namespace, console: Console) -> int:
         items.add_row(item.item_id, item.status.value, str(item.attempts), item.error or "", when(item.updated_at))
     console.print(items)
     console.print("items by status: " + ", ".join(f"{k}={v}" for k, v in report.counts().items()), markup=False)
+    for finding in findings:  # why it is not done (blocking first): docs/operations.md, "A batch that stalls"
+        console.print(f"why: [{finding.severity.value}] {finding.says}", markup=False)
     return 0
 
 
