@@ -55,3 +55,29 @@ def test_items_that_failed_for_quota_say_grant_then_retry_even_once_the_batch_ga
     assert [f.code for f in findings] == ["quota_exhausted", "finalized"]
     assert findings[0].severity is stall.Severity.BLOCKED and findings[0].says.startswith("2 item(s) failed")
     assert "grant quota, then retry" in findings[0].says
+
+
+def test_the_cli_batch_command_ends_with_the_same_findings(runtime):
+    import io
+    import json
+
+    from rich.console import Console
+
+    from jobfence_ops.cli import main
+
+    def cli(*argv: str) -> tuple[int, str]:
+        out = io.StringIO()
+        code = main(list(argv), target=target, console=Console(file=out, width=400, color_system=None))
+        return code, out.getvalue()
+
+    target = EmbeddedTarget(runtime)
+    ref = _submit(runtime, "told", quota=2)
+    runtime.advance(minutes=30)
+    code, out = cli("batch", str(ref))
+    assert code == 0
+    assert out.strip().splitlines()[-2:] == [
+        f"why: [blocked] 2 item(s) failed: tenant {ref.tenant}'s quota ran out; grant quota, then retry the failed items",
+        "why: [note] finalized failed_threshold: nothing is left to run",
+    ]
+    code, out = cli("batch", str(ref), "--json")
+    assert [f["code"] for f in json.loads(out)["why"]] == ["quota_exhausted", "finalized"]
