@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn
 
 from jobfence_ops.app import App
-from jobfence_ops.commands import batches, jobs, switches
+from jobfence_ops.commands import batches, jobs, run_search, switches
 from jobfence_ops.commands import invoke as invoking
 from jobfence_ops.commands.jobs import JobResult
 from jobfence_ops.console.access import Access, detect
@@ -91,7 +91,8 @@ def status(target: Any, args: argparse.Namespace, console: Console) -> int:
 
 
 def runs(target: Any, args: argparse.Namespace, console: Console) -> int:
-    rows = jobs.runs(target, args.job, args.limit)
+    found = run_search.parse_filter(target.clock.now_ms(), args.outcome, args.since, args.until, args.who)
+    rows = run_search.search_runs(target, args.job, found, args.limit)
     if as_json(console, args, rows):
         return 0
     t = table(
