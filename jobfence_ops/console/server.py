@@ -7,7 +7,10 @@ a CSRF token (form field and SameSite cookie), a ticked confirmation and the
 operator's name, written to the audit stream: run now, retry failed items,
 disable and enable a job's rule. A read-only console renders no button,
 says in its header why it is read-only, and refuses every POST. A page of an
-open batch refreshes itself. Pages are rendered on the server (`pages`): no
+The jobs, job, run and batch pages refresh their live parts by themselves (a small
+same-origin script, `static/live.js`, that never replaces a form in use; without
+script, a refresh link). Pages are rendered on the server (`pages`, `charts`,
+`run_views`) with the console's own stylesheet (`static/`): no inline style or
 script, no build step.
 
 `ConsoleApp` is the console's logic over one target (pages and actions);
@@ -22,7 +25,7 @@ import secrets
 import socket
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qs, quote
 
@@ -39,9 +42,9 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from jobfence.dynamo import error_code
-from jobfence_ops.commands import batches, jobs, switches
+from jobfence_ops.commands import batches, jobs, run_logs, run_search, switches
 from jobfence_ops.commands.batches import parse_ref
-from jobfence_ops.console import pages
+from jobfence_ops.console import assets, pages, run_views
 from jobfence_ops.console.access import Access
 from jobfence_ops.local.control import LocalError
 from jobfence_ops.targets import OperatorError, Target
@@ -57,8 +60,13 @@ MAX_RESULTS = 256  # action results kept for their redirect's page (the oldest g
 SECURITY_HEADERS = {
     "Cache-Control": "no-store",
     "X-Frame-Options": "DENY",
-    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'",
+    # the console's own stylesheet and script only (`static/`): no inline style or script runs on its pages
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; form-action 'self'; "
+        "base-uri 'none'; frame-ancestors 'none'"
+    ),
 }
+LIVE_S = 5  # a live page's parts refresh this often (an open batch's: BATCH_REFRESH_S at most)
 
 
 class Refused(Exception):
@@ -82,8 +90,11 @@ class ConsoleApp:
         read_only: bool = False,
         audit: Callable[[str], None] = print,
         access: Access | None = None,
+        live_s: int = LIVE_S,
     ) -> None:
         self.target = target
+        self.live_s = live_s
+        self.logs = run_logs.LogCache()  # a deployed run's Insights results, so a live run page queries once
         granted = access or Access(True, "actions need a confirmation and your name")
         self.access = Access(False, "started with --read-only") if read_only else granted
         self.csrf = secrets.token_urlsafe(24)
@@ -119,8 +130,10 @@ class ConsoleApp:
         flash: str | None = None,
         refresh_s: int | None = None,
         stopped: switches.Stopped | None = None,
+        live_s: int | None = None,
     ) -> str:
-        """`stopped`: what is switched off, when the page has read it already (else read here, for the banner)."""
+        """`stopped`: what is switched off, when the page has read it already (else read here, for the banner);
+        `live_s`: the page refreshes its live parts this often; `refresh_s`: without script, it reloads."""
         mode = f"read-only: {self.access.reason}" if self.read_only else None
         stopped = stopped if stopped is not None else switches.stopped(self.target)
         return pages.page(
@@ -132,6 +145,7 @@ class ConsoleApp:
             refresh_s=refresh_s,
             mode=mode,
             stopped=stopped.describe() if stopped else None,
+            live_s=live_s,
         )
 
     # -- reads ---------------------------------------------------------------------------------
@@ -141,14 +155,21 @@ class ConsoleApp:
         report = jobs.status(self.target)
         ledgers = {j.job: jobs.last_day(self.target, j.job) for j in report.jobs}
         body = pages.jobs_page(report, ledgers, self.csrf, self.read_only)
-        return self.page("Jobs", body, flash, stopped=report.stopped)
+        return self.page("Jobs", body, flash, stopped=report.stopped, live_s=self.live_s)
 
-    def job(self, job: str, flash: str | None) -> str:
+    def job(self, job: str, flash: str | None, search: Mapping[str, str] | None = None) -> str:
+        """`search`: the runs' filter as the job page's form sent it (`run_views.FILTER_FIELDS`)."""
         self.target.refresh()
-        runs = jobs.runs(self.target, job, 50)
-        return self.page(
-            f"Runs of {job}", pages.job_page(job, runs, self.target.clock.now_ms(), self.csrf, self.read_only), flash
-        )
+        now = self.target.clock.now_ms()
+        values = {k: v[:256] for k, v in (search or {}).items() if k in run_views.FILTER_FIELDS}
+        try:
+            run_filter = run_search.parse_filter(now, **values)
+        except OperatorError as exc:
+            raise Refused(400, f"search: {exc}") from None
+        runs = run_search.search_runs(self.target, job, run_filter, 50)
+        form = run_views.filter_form(job, values, None, len(runs))
+        body = pages.job_page(job, runs, now, self.csrf, self.read_only, search=form)
+        return self.page(f"Runs of {job}", body, flash, live_s=self.live_s)
 
     def ledger(self, job: str, span: str) -> str:
         if span not in pages.LEDGER_SPANS:
@@ -161,7 +182,8 @@ class ConsoleApp:
     def run(self, job: str, run_id: str, flash: str | None) -> str:
         self.target.refresh()
         run = jobs.find_run(self.target, job, run_id)
-        return self.page(f"Run {run_id}", pages.run_page(run, jobs.log_query(run)), flash)
+        logs = run_views.logs_section(self.logs.get(self.target, run))
+        return self.page(f"Run {run_id}", pages.run_page(run, logs), flash, live_s=self.live_s)
 
     def batches(self, tenant: str | None, flash: str | None) -> str:
         self.target.refresh()
@@ -176,6 +198,7 @@ class ConsoleApp:
             pages.batch_page(report, self.csrf, self.read_only),
             flash,
             refresh_s=BATCH_REFRESH_S if live else None,
+            live_s=min(self.live_s, BATCH_REFRESH_S) if live else self.live_s,
         )
 
     # -- actions -------------------------------------------------------------------------------
@@ -301,7 +324,7 @@ def asgi(app: ConsoleApp) -> Starlette:
         return html(app.jobs(flash(request)))
 
     def job_page(request: Request) -> Response:
-        return html(app.job(request.path_params["job"], flash(request)))
+        return html(app.job(request.path_params["job"], flash(request), request.query_params))
 
     def ledger_page(request: Request) -> Response:
         return html(app.ledger(request.path_params["job"], request.query_params.get("since", "24h")))
@@ -356,6 +379,7 @@ def asgi(app: ConsoleApp) -> Starlette:
         Route("/batches", batches_page, methods=["GET"]),
         Route("/batches/{tenant}/{batch_id}", batch_page, methods=["GET"]),
         Route("/actions/{action}", action, methods=["POST"]),
+        Route("/static/{name}", assets.serve, methods=["GET"]),
     ]
     return Starlette(
         routes=routes,
