@@ -1,7 +1,7 @@
 """`jobfence console`: a small web console over a target, on localhost (starlette, served by uvicorn).
 
 Read-mostly: jobs (schedule, next tick, lease, last run, the last day's runs
-by outcome), one job's runs, one run's row and its log query, batches with
+by outcome), one job's runs, one run's row and its log lines, batches with
 progress bars and their item rows by status. Four actions, each a POST with
 a CSRF token (form field and SameSite cookie), a ticked confirmation and the
 operator's name, written to the audit stream: run now, retry failed items,

@@ -132,7 +132,6 @@ def test_each_job_has_a_sparkline_of_its_last_ticks(live, page, runtime):
         if shown:
             kinds = [charts.TICK_KIND[label] for label in shown]
             assert marks.last.get_attribute("class") == f"mark {kinds[-1]}", job.job
-    shot(page, "console-jobs")
 
 
 def test_the_batch_page_charts_its_items_finished_over_time(live, page, runtime):
@@ -186,6 +185,7 @@ def test_the_job_page_searches_its_runs_by_outcome_time_and_who(live, page, runn
     assert whos and set(whos) == {"sofia"}
     assert page.locator("#search-count").inner_text().startswith(f"{len(whos)} match(es)")
     assert search.locator("input[name=who]").input_value() == "SOF"
+    shot(page, "console-runs-search")
     # AND a bad value is a one-line error, with nothing run or lost
     page.goto(live.url + "/jobs/clean_dpop_proofs?since=yesterday")
     assert page.locator("#error").inner_text() == (
