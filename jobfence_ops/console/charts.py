@@ -21,6 +21,7 @@ from jobfence_ops.render import when
 SPARK_TICKS = 48  # a sparkline's bars: the last 48 ticks (two days of an hourly job, four hours of a 5-minute one)
 SPARK_BAR_W, SPARK_GAP, SPARK_H = 4, 1, 16
 BUCKETS = 24  # a throughput chart's time buckets
+MIN_BUCKET_MS = 1000  # a batch finished within a second is drawn over 24 s, not over 24 ms
 CHART_W, CHART_H = 360, 80
 PROGRESS_W, PROGRESS_H = 256, 14
 
@@ -82,7 +83,7 @@ class Bucket:
 
 def buckets(finished: Iterable[tuple[int, str]], start: int, end: int, count: int = BUCKETS) -> list[Bucket]:
     """(updated_at, status) of the finished items, counted into `count` equal buckets of [start, end]."""
-    end = max(end, start + count)  # at least 1 ms a bucket
+    end = max(end, start + count * MIN_BUCKET_MS)
     size = -(-(end - start) // count)
     done, failed = [0] * count, [0] * count
     for at, status in finished:

@@ -132,6 +132,7 @@ def test_each_job_has_a_sparkline_of_its_last_ticks(live, page, runtime):
         if shown:
             kinds = [charts.TICK_KIND[label] for label in shown]
             assert marks.last.get_attribute("class") == f"mark {kinds[-1]}", job.job
+    shot(page, "console-jobs-sparklines")
 
 
 def test_the_batch_page_charts_its_items_finished_over_time(live, page, runtime):

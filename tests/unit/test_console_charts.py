@@ -74,3 +74,8 @@ def test_the_progress_bar_is_an_svg_whose_widths_are_the_shares():
     widths = dict(re.findall(r"class='(done|failed)'[^>]*?width='([\d.]+)'", svg))
     assert float(widths["done"]) == charts.PROGRESS_W * 3 / 4 and float(widths["failed"]) == charts.PROGRESS_W / 4
     assert "3 completed, 1 failed of 4" in svg and "style=" not in svg
+
+
+def test_a_batch_finished_in_an_instant_is_drawn_over_a_second_a_bucket():
+    counted = charts.buckets([(5, "completed")], 5, 5, 24)
+    assert counted[0].end - counted[0].start == charts.MIN_BUCKET_MS and counted[0].completed == 1
