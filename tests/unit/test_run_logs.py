@@ -118,3 +118,17 @@ def test_a_finished_deployed_run_s_lines_are_queried_once(monkeypatch):
     cache.get(None, running)
     cache.get(None, running)
     assert calls == ["r-1", "r-2", "r-2"]  # a running run's lines may grow: read again
+
+
+def test_the_insights_calls_are_what_the_logs_api_takes_and_a_job_never_invoked_has_no_group(aws):
+    # GIVEN moto's CloudWatch Logs (it checks the calls' parameters; it does not filter on JSON fields)
+    import boto3
+
+    logs = boto3.client("logs", region_name="us-east-1")
+    logs.create_log_group(logGroupName="/aws/lambda/jobfence-clean")
+    # WHEN the run's query is started and read THEN the API accepts it and completes
+    found = run_logs.insights_lines(logs, "jobfence-clean", RUN, RUN.finished_at, sleep=lambda s: None)
+    assert found.complete and found.query == log_query(RUN)
+    # AND a function that never logged (no group yet) is a note, not an error page
+    missing = run_logs.insights_lines(logs, "jobfence-never", RUN, RUN.finished_at, sleep=lambda s: None)
+    assert missing.note == "CloudWatch Logs answered ResourceNotFoundException" and not missing.complete
