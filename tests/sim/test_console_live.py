@@ -142,7 +142,11 @@ def test_the_batch_page_charts_its_items_finished_over_time(live, page, runtime)
     work_store(target).quota.grant(ref.tenant, 4)
     producer(target).submit(ref, GENERATION, [ItemInput(f"item-{n}", {"title": f"t{n}"}) for n in range(6)],
                             created_by="test")
+    # (while it is open, a browser without script reloads its page every 3 s; once finished, it does not)
+    noscript = '<noscript><meta http-equiv="refresh" content="3"></noscript>'
+    assert noscript in get(f"{live.url}/batches/{ref.tenant}/{ref.batch_id}")[2]
     runtime.advance(minutes=30)
+    assert noscript not in get(f"{live.url}/batches/{ref.tenant}/{ref.batch_id}")[2]
     report = batches.batch(target, ref)
     b = report.batch
     end = b.finalized_at or max([b.updated_at, *(i.updated_at for i in report.items)])

@@ -65,7 +65,7 @@
 
   function tick() {
     if (document.visibilityState === "hidden") { return later(); }
-    fetch(window.location.href, { credentials: "same-origin", cache: "no-store", headers: { "X-Jobfence-Live": "1" } })
+    fetch(window.location.href, { credentials: "same-origin", cache: "no-store" })
       .then(function (response) {
         if (!response.ok) { throw new Error("the console answered " + response.status); }
         return response.text();
