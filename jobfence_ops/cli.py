@@ -3,7 +3,8 @@
     local up | down | advance DURATION | kill-worker [FUNCTION]
                                 the local runtime kept running in the background
     status                      rule, lease, next tick and last run per job; stale items; queues
-    runs JOB [--limit N]        recent runs: outcome, duration, error
+    runs JOB [--limit N] [--outcome O] [--since W] [--until W] [--who X]
+                                recent runs (or those that match): outcome, duration, error
     ledger JOB [--since 24h]    every expected tick since then and what became of it (ran, skipped_*, missed, ...)
     sweep-runs                  record `died` the runs whose term ended unreleased (no next tick yet)
     batch TENANT/BATCH          rows first: the batch row, then its item rows
@@ -231,6 +232,10 @@ def parser(app: App | None = None) -> argparse.ArgumentParser:
     r = command("runs", "recent runs of a job")
     r.add_argument("job", type=job_name)
     r.add_argument("--limit", type=limit, default=20)
+    r.add_argument("--outcome", help="only runs that ended so: ran, failed, died, lease_lost, running, skipped")
+    r.add_argument("--since", metavar="WHEN", help="started at or after: a UTC time (2026-01-01T03:00) or a span (6h)")
+    r.add_argument("--until", metavar="WHEN", help="started at or before: a UTC time or a span back from now")
+    r.add_argument("--who", help="asked for by: a part of the operator's name or the caller's ARN (any case)")
     r = command("ledger", "every expected tick of a job in a time range, and what became of it")
     r.add_argument("job", type=job_name)
     r.add_argument(

@@ -13,7 +13,7 @@ from rich.progress import BarColumn, Progress, TextColumn
 
 from jobfence_ops.app import App
 from jobfence_ops.audit import Audited, Operator, operator_of
-from jobfence_ops.commands import actions, batches, jobs, stall, switches
+from jobfence_ops.commands import actions, batches, jobs, run_search, stall, switches
 from jobfence_ops.commands import invoke as invoking
 from jobfence_ops.commands.jobs import JobResult
 from jobfence_ops.console.access import Access, detect
@@ -98,7 +98,8 @@ def status(target: Any, args: argparse.Namespace, console: Console) -> int:
 
 
 def runs(target: Any, args: argparse.Namespace, console: Console) -> int:
-    rows = jobs.runs(target, args.job, args.limit)
+    found = run_search.parse_filter(target.clock.now_ms(), args.outcome, args.since, args.until, args.who)
+    rows = run_search.search_runs(target, args.job, found, args.limit)
     if as_json(console, args, rows):
         return 0
     t = table(

@@ -92,6 +92,7 @@ class JobStatus:
     last_started_at: int | None
     last_run: RunView | None
     missed_last_day: int | None = None  # expected ticks of the last 24 h that no invocation reached (the ledger)
+    ticks_last_day: tuple[str, ...] = ()  # what became of each expected tick of the last 24 h, oldest first
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,7 @@ def status(target: Target) -> StatusReport:
             last_started_at=lease.get("last_started_at"),
             last_run=RunView.of(recent[0]) if recent else None,
             missed_last_day=day.missed if day else None,
+            ticks_last_day=tuple(e.label.value for e in day.entries) if day else (),
         )
 
     # a few dozen small reads: in parallel (boto3 clients are thread-safe), so a status takes one round trip's time

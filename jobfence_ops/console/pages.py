@@ -1,4 +1,4 @@
-"""The console's server-rendered pages: plain HTML and a little CSS, no script, no build step.
+"""The console's server-rendered pages: plain HTML, its own stylesheet and one small script, no build step.
 
 Every value is escaped; every button is a form that needs the CSRF token and a
 ticked confirmation (who acts is the caller identity, never a typed name), and no button is
@@ -12,25 +12,11 @@ from html import escape
 from typing import Any
 from urllib.parse import quote
 
+from jobfence_ops.console import charts
 from jobfence_ops.render import pairs, when
 
-STYLE = """
-body{font-family:system-ui,sans-serif;margin:1.2rem;color:#1d2330;max-width:100%}
-.scroll{overflow-x:auto;max-width:100%} form.act{flex-wrap:wrap}
-@media (max-width:900px){body{margin:.5rem} td,th{padding:.2rem .3rem}}
-nav a{margin-right:1rem} h1{font-size:1.3rem} h2{font-size:1.1rem;margin-top:1.4rem}
-table{border-collapse:collapse;margin:.4rem 0}
-td,th{border:1px solid #ccd;padding:.25rem .5rem;text-align:left;vertical-align:top}
-th{background:#eef} .ok{color:#176e2c} .bad{color:#b3261e;font-weight:600} .muted{color:#667}
-.bar{display:flex;width:16rem;height:.9rem;background:#e4e6ee;border-radius:3px;overflow:hidden}
-.bar .done{background:#2e9e4f} .bar .failed{background:#c8372d}
-form.act{display:inline-flex;gap:.3rem;align-items:center;margin:.1rem 0}
-.flash{background:#fff6d5;border:1px solid #e0c96b;padding:.4rem .6rem}
-pre{background:#f4f5f9;padding:.5rem;white-space:pre-wrap}
-.mode{background:#eef1f8;border:1px solid #b9c2d8;padding:.3rem .6rem;font-size:.9rem}
-.stopped{background:#fde7e5;border:2px solid #b3261e;padding:.4rem .6rem;font-weight:600}
-.switches{margin:.4rem 0}
-"""
+STYLESHEET = "/static/console.css"  # the console's own (`static/`), served by it: no inline style
+LIVE_SCRIPT = "/static/live.js"  # the live views (`static/live.js`): swaps in the parts of a page that changed
 BAD_OUTCOMES = {"failed", "lease_lost", "died", "error", "timeout", "missed"}
 QUIET_LABELS = {"disabled", "skipped_interval", "skipped_leased", "running"}
 LEDGER_SPANS = {"6h": 6 * 3_600_000, "24h": 24 * 3_600_000, "7d": 7 * 24 * 3_600_000}  # the ledger page's ranges
@@ -46,42 +32,68 @@ def page(
     refresh_s: int | None = None,
     mode: str | None = None,
     stopped: str | None = None,
+    live_s: int | None = None,
     identity: str | None = None,
 ) -> str:
     """One page; `mode` (why the console is read-only) is printed under the navigation, `stopped` (what is
     switched off: disabled rules, paused workers) as a banner on every page while anything is; `identity` (who
-    acts: the caller identity, or the proxy's user) in the navigation."""
+    acts: the caller identity, or the proxy's user) in the navigation.
+
+    `live_s`: the page refreshes its live parts (`data-live`) this often with the console's script, keeping
+    any form in use; `refresh_s`: without script, the page reloads itself this often (a `<noscript>` meta)."""
     you = f" · <span id='identity'>you are {escape(identity)}</span>" if identity else ""
-    meta = f'<meta http-equiv="refresh" content="{refresh_s}">' if refresh_s else ""
+    live = f" data-live-every='{live_s}'" if live_s else ""
     note = f'<p class="flash" id="flash">{escape(flash)}</p>' if flash else ""
-    banner = f"<p class='stopped' id='stopped'>STOPPED: {escape(stopped)}</p>" if stopped else ""
+    stop = f"<p class='stopped' id='stopped'>STOPPED: {escape(stopped)}</p>" if stopped else ""
+    banner = f"<div id='banner' data-live>{stop}</div>"  # a live part: it comes and goes with what is stopped
     return (
-        f"<!doctype html><html><head><meta charset='utf-8'>{meta}<title>{escape(title)} · jobfence</title>"
-        f"<style>{STYLE}</style></head><body>"
+        f"<!doctype html><html><head><meta charset='utf-8'>{_head(refresh_s, script=bool(live_s))}"
+        f"<title>{escape(title)} · jobfence</title></head><body{live}>"
         f"<nav><a href='/'>Jobs</a><a href='/batches'>Batches</a><a href='/audit'>Audit</a>"
-        f"<span class='muted'>{escape(target)} · now {escape(when(now_ms))}{you}</span></nav>"
+        f"<span class='muted' id='now' data-live>{escape(target)} · now {escape(when(now_ms))}</span>"
+        f"<span class='muted'>{you}</span>"
+        f"<a href='' id='reload'>refresh</a><span class='muted' id='live'></span></nav>"
         + (f"<p class='mode' id='mode'>{escape(mode)}</p>" if mode else "")
         + banner
         + f"<h1>{escape(title)}</h1>{note}{body}</body></html>"
     )
 
 
+def _head(refresh_s: int | None, script: bool) -> str:
+    """The stylesheet, the live script when the page is live, the no-script reload when asked for."""
+    meta = f'<noscript><meta http-equiv="refresh" content="{refresh_s}"></noscript>' if refresh_s else ""
+    live = f"<script src='{LIVE_SCRIPT}' defer></script>" if script else ""
+    return f"<link rel='stylesheet' href='{STYLESHEET}'>{live}{meta}"
+
+
 def bare(title: str, body: str, refresh_s: int | None = None) -> str:
     """A page that needs nothing from the target (it may be down): the navigation, the title, the body."""
     meta = f'<meta http-equiv="refresh" content="{refresh_s}">' if refresh_s else ""
     return (
-        f"<!doctype html><html><head><meta charset='utf-8'>{meta}<title>{escape(title)} · jobfence</title>"
-        f"<style>{STYLE}</style></head><body><nav><a href='/'>Jobs</a><a href='/batches'>Batches</a>"
+        f"<!doctype html><html><head><meta charset='utf-8'>{meta}<link rel='stylesheet' href='{STYLESHEET}'>"
+        f"<title>{escape(title)} · jobfence</title></head><body><nav><a href='/'>Jobs</a><a href='/batches'>Batches</a>"
         "<a href='/audit'>Audit</a></nav>"
         f"<h1>{escape(title)}</h1>{body}</body></html>"
     )
 
 
-def rows(header: Iterable[str], body: Iterable[Iterable[str]], table_id: str = "", empty: str = "none") -> str:
-    """A table whose cells are already HTML (escape values before); without rows, one that says `empty`."""
+def rows(
+    header: Iterable[str],
+    body: Iterable[Iterable[str]],
+    table_id: str = "",
+    empty: str = "none",
+    live_ids: Iterable[str] | None = None,
+) -> str:
+    """A table whose cells are already HTML (escape values before); without rows, one that says `empty`.
+
+    `live_ids`: an id per row, each row a live part of the page (refreshed on its own, see `page`)."""
     columns = list(header)
     head = "".join(f"<th>{escape(h)}</th>" for h in columns)
-    lines = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in body)
+    ids = [f" id='{escape(i)}' data-live" for i in live_ids] if live_ids is not None else None
+    lines = "".join(
+        f"<tr{ids[n] if ids else ''}>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>"
+        for n, row in enumerate(body)
+    )
     if not lines:
         lines = f"<tr class='empty'><td colspan='{len(columns)}' class='muted'>{escape(empty)}</td></tr>"
     ident = f" id='{escape(table_id)}'" if table_id else ""
@@ -137,15 +149,6 @@ def action(path: str, label: str, fields: Mapping[str, str], csrf: str, read_onl
     )
 
 
-def progress(done: int, failed: int, total: int) -> str:
-    total = max(total, 1)
-    return (
-        f"<div class='bar' title='{done} completed, {failed} failed of {total}'>"
-        f"<div class='done' style='width:{100 * done / total:.1f}%'></div>"
-        f"<div class='failed' style='width:{100 * failed / total:.1f}%'></div></div>"
-    )
-
-
 def jobs_page(report: Any, ledgers: Mapping[str, Mapping[str, int]], csrf: str, read_only: bool) -> str:
     now = report.now_ms
     body = []
@@ -178,11 +181,15 @@ def jobs_page(report: Any, ledgers: Mapping[str, Mapping[str, int]], csrf: str, 
                 else "-",
                 escape(pairs(ledgers.get(job.job, {}))) or "-",
                 missed(job),
+                charts.sparkline(job.ticks_last_day),
                 buttons,
             ]
         )
     table = rows(
-        ["job", "schedule", "rule", "next tick", "lease", "last run", "last 24 h", "missed 24 h", ""], body, "jobs"
+        ["job", "schedule", "rule", "next tick", "lease", "last run", "last 24 h", "missed 24 h", "ticks", ""],
+        body,
+        "jobs",
+        live_ids=[f"job-{j.job}" for j in report.jobs],
     )
     queues = queues_table(report.queues)
     stale = f"<p>stale live items: {escape(pairs(report.stale_items))}</p>" if report.stale_items is not None else ""
@@ -196,7 +203,7 @@ def jobs_page(report: Any, ledgers: Mapping[str, Mapping[str, int]], csrf: str, 
     )
     # the incident switch: every rule and every queue worker in one action (`jobfence disable --all`), and back
     switches = (
-        "<div class='switches' id='switches'>"
+        "<div class='switches' id='switches' data-live>"
         + (
             action("/actions/resume-all", "Resume everything", {}, csrf, read_only, catch_up=True)
             if report.stopped
@@ -204,7 +211,8 @@ def jobs_page(report: Any, ledgers: Mapping[str, Mapping[str, int]], csrf: str, 
         )
         + "</div>"
     )
-    return switches + table + stale + "<h2>Queue workers</h2>" + workers + "<h2>Queues</h2>" + queues
+    rest = f"<div id='jobs-more' data-live>{stale}<h2>Queue workers</h2>{workers}<h2>Queues</h2>{queues}</div>"
+    return switches + table + rest
 
 
 def run_link(run: Any, text: str) -> str:
@@ -222,7 +230,8 @@ def missed(job: Any) -> str:
     return f"<a class='missed {css}' href='/jobs/{quote(job.job)}/ledger'>{job.missed_last_day}</a>"
 
 
-def job_page(job: str, runs: list[Any], now_ms: int, csrf: str, read_only: bool) -> str:
+def job_page(job: str, runs: list[Any], now_ms: int, csrf: str, read_only: bool, search: str = "") -> str:
+    """The job's runs, newest first; `search`: the form that filtered them (`run_views.filter_form`), above them."""
     body = [
         [
             f"<a href='/jobs/{quote(job)}/runs/{quote(r.run_id or '-')}'>{escape(when(r.started_at, now_ms))}</a>",
@@ -240,12 +249,15 @@ def job_page(job: str, runs: list[Any], now_ms: int, csrf: str, read_only: bool)
     return (
         ledger
         + action("/actions/run", "Run now", {"job": job}, csrf, read_only)
+        + search
+        + "<div id='runs-live' data-live>"
         + rows(
             ["started", "trigger", "outcome", "who", "duration ms", "fence", "summary", "error"],
             body,
             "runs",
             empty="no run yet",
         )
+        + "</div>"
     )
 
 
@@ -287,7 +299,8 @@ def ledger_page(ledger: Any, span: str, now_ms: int) -> str:
     )
 
 
-def run_page(run: Any, query: str) -> str:
+def run_page(run: Any, logs: str) -> str:
+    """The run's row, then its log lines (`run_views.logs_section`: HTML)."""
     fields = [
         ("job", run.job),
         ("run id", run.run_id),
@@ -304,11 +317,7 @@ def run_page(run: Any, query: str) -> str:
         ("error", run.error),
     ]
     table = rows(["field", "value"], [[escape(k), escape(str(v if v is not None else "-"))] for k, v in fields], "run")
-    return (
-        table
-        + "<h2>Its log lines (CloudWatch Logs Insights, the job's log group)</h2>"
-        + f"<pre id='query'>{escape(query)}</pre>"
-    )
+    return f"<div id='run-live' data-live>{table}</div><div id='logs-live' data-live>{logs}</div>"
 
 
 def batches_page(batches: list[Any], tenant: str | None) -> str:
@@ -317,7 +326,7 @@ def batches_page(batches: list[Any], tenant: str | None) -> str:
             f"<a href='/batches/{quote(b.tenant)}/{quote(b.batch_id)}'>{escape(str(b.ref))}</a>",
             escape(b.kind),
             f"<span class='status'>{escape(b.status.value)}</span>",
-            progress(b.completed, b.failed, b.total),
+            charts.progress(b.completed, b.failed, b.total),
             f"{b.completed} / {b.failed} / {b.total}",
             escape(when(b.created_at)),
             escape(b.created_by),
@@ -375,4 +384,9 @@ def batch_page(report: Any, csrf: str, read_only: bool) -> str:
             )
         )
     summary = f"<p id='counts'>{escape(', '.join(f'{k}={v}' for k, v in counts.items()))}</p>"
-    return head + progress(b.completed, b.failed, b.total) + summary + retry + "".join(sections)
+    end = b.finalized_at or max([b.updated_at, *(i.updated_at for i in report.items)])
+    chart = charts.throughput([(i.updated_at, i.status.value) for i in report.items], b.created_at, end)
+    return (
+        f"<div id='batch-live' data-live>{head}{charts.progress(b.completed, b.failed, b.total)}{summary}{chart}</div>"
+        f"<div id='retry-live' data-live>{retry}</div><div id='items-live' data-live>{''.join(sections)}</div>"
+    )

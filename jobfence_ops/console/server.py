@@ -1,14 +1,17 @@
 """`jobfence console`: a small web console over a target, on localhost (starlette, served by uvicorn).
 
 Read-mostly: jobs (schedule, next tick, lease, last run, the last day's runs
-by outcome), one job's runs, one run's row and its log query, batches with
+by outcome), one job's runs, one run's row and its log lines, batches with
 progress bars and their item rows by status. Four actions, each a POST with
 a CSRF token (form field and SameSite cookie) and a ticked confirmation, each
 recorded in the audit table with who acted (the caller identity, never a typed
 name: `jobfence_ops.audit`, `identity`): run now, retry failed items, disable
 and enable a job's rule, stop and resume everything. /audit lists the entries. A read-only console renders no button,
 says in its header why it is read-only, and refuses every POST. A page of an
-open batch refreshes itself. Pages are rendered on the server (`pages`): no
+The jobs, job, run and batch pages refresh their live parts by themselves (a small
+same-origin script, `static/live.js`, that never replaces a form in use; without
+script, a refresh link). Pages are rendered on the server (`pages`, `charts`,
+`run_views`) with the console's own stylesheet (`static/`): no inline style or
 script, no build step.
 
 `ConsoleApp` is the console's logic over one target (pages and actions);
@@ -23,7 +26,7 @@ import secrets
 import socket
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import parse_qs, quote
 
@@ -42,9 +45,9 @@ from starlette.routing import Route
 from jobfence.dynamo import error_code
 from jobfence_ops import audit
 from jobfence_ops.audit import Audited, Operator, batch_subject, job_subject, operator_of
-from jobfence_ops.commands import actions, batches, jobs, switches
+from jobfence_ops.commands import actions, batches, jobs, run_logs, run_search, switches
 from jobfence_ops.commands.batches import parse_ref
-from jobfence_ops.console import audit_pages, identity, pages
+from jobfence_ops.console import assets, audit_pages, identity, pages, run_views
 from jobfence_ops.console.access import Access
 from jobfence_ops.local.control import LocalError
 from jobfence_ops.targets import OperatorError, Target
@@ -63,8 +66,13 @@ MAX_RESULTS = 256  # action results kept for their redirect's page (the oldest g
 SECURITY_HEADERS = {
     "Cache-Control": "no-store",
     "X-Frame-Options": "DENY",
-    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'",
+    # the console's own stylesheet and script only (`static/`): no inline style or script runs on its pages
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; form-action 'self'; "
+        "base-uri 'none'; frame-ancestors 'none'"
+    ),
 }
+LIVE_S = 5  # a live page's parts refresh this often (an open batch's: BATCH_REFRESH_S at most)
 
 
 class Refused(Exception):
@@ -90,12 +98,15 @@ class ConsoleApp:
         access: Access | None = None,
         operator: Operator | None = None,
         proxy_header: str | None = None,
+        live_s: int = LIVE_S,
     ) -> None:
         self.target = target
         # who acts: the caller identity of the console's credentials, asked once (`jobfence_ops.audit`); behind an
         # authenticating proxy (`proxy_header`), the user each request's header names (`identity.trusted_proxy`)
         self.operator = operator or operator_of(target)
         self.proxy_header = proxy_header
+        self.live_s = live_s
+        self.logs = run_logs.LogCache()  # a deployed run's Insights results, so a live run page queries once
         granted = access or Access(True, "actions need a confirmation")
         self.access = Access(False, "started with --read-only") if read_only else granted
         self.csrf = secrets.token_urlsafe(24)
@@ -136,8 +147,10 @@ class ConsoleApp:
         flash: str | None = None,
         refresh_s: int | None = None,
         stopped: switches.Stopped | None = None,
+        live_s: int | None = None,
     ) -> str:
-        """`stopped`: what is switched off, when the page has read it already (else read here, for the banner)."""
+        """`stopped`: what is switched off, when the page has read it already (else read here, for the banner);
+        `live_s`: the page refreshes its live parts this often; `refresh_s`: without script, it reloads."""
         mode = f"read-only: {self.access.reason}" if self.read_only else None
         stopped = stopped if stopped is not None else switches.stopped(self.target)
         return pages.page(
@@ -150,6 +163,7 @@ class ConsoleApp:
             mode=mode,
             stopped=stopped.describe() if stopped else None,
             identity=self.who.describe(),
+            live_s=live_s,
         )
 
     # -- reads ---------------------------------------------------------------------------------
@@ -159,14 +173,23 @@ class ConsoleApp:
         report = jobs.status(self.target)
         ledgers = {j.job: jobs.last_day(self.target, j.job) for j in report.jobs}
         body = pages.jobs_page(report, ledgers, self.csrf, self.read_only)
-        return self.page("Jobs", body, flash, stopped=report.stopped)
+        return self.page("Jobs", body, flash, stopped=report.stopped, live_s=self.live_s)
 
-    def job(self, job: str, flash: str | None) -> str:
+    def job(self, job: str, flash: str | None, search: Mapping[str, str] | None = None) -> str:
+        """`search`: the runs' filter as the job page's form sent it (`run_views.FILTER_FIELDS`)."""
         self.target.refresh()
-        runs = jobs.runs(self.target, job, 50)
-        body = pages.job_page(job, runs, self.target.clock.now_ms(), self.csrf, self.read_only)
-        entries = self._entries(lambda log: log.about(job_subject(job), 0, self.target.clock.now_ms(), JOB_ENTRIES))
-        return self.page(f"Runs of {job}", body + audit_pages.section("Actions on this job", *entries), flash)
+        now = self.target.clock.now_ms()
+        values = {k: v[:256] for k, v in (search or {}).items() if k in run_views.FILTER_FIELDS}
+        try:
+            run_filter = run_search.parse_filter(now, **values)
+        except OperatorError as exc:
+            raise Refused(400, f"search: {exc}") from None
+        runs = run_search.search_runs(self.target, job, run_filter, 50)
+        form = run_views.filter_form(job, values, None, len(runs))
+        body = pages.job_page(job, runs, now, self.csrf, self.read_only, search=form)
+        entries = self._entries(lambda log: log.about(job_subject(job), 0, now, JOB_ENTRIES))
+        body += audit_pages.section("Actions on this job", *entries)
+        return self.page(f"Runs of {job}", body, flash, live_s=self.live_s)
 
     def ledger(self, job: str, span: str) -> str:
         if span not in pages.LEDGER_SPANS:
@@ -180,10 +203,9 @@ class ConsoleApp:
         self.target.refresh()
         run = jobs.find_run(self.target, job, run_id)
         entries = self._entries(lambda log: audit.near_run(log, run))
-        body = pages.run_page(run, jobs.log_query(run)) + audit_pages.section(
-            "Actions on this job near this run", *entries
-        )
-        return self.page(f"Run {run_id}", body, flash)
+        logs = run_views.logs_section(self.logs.get(self.target, run))
+        body = pages.run_page(run, logs) + audit_pages.section("Actions on this job near this run", *entries)
+        return self.page(f"Run {run_id}", body, flash, live_s=self.live_s)
 
     def batches(self, tenant: str | None, flash: str | None) -> str:
         self.target.refresh()
@@ -200,6 +222,7 @@ class ConsoleApp:
             + audit_pages.section("Actions on this batch", *entries),
             flash,
             refresh_s=BATCH_REFRESH_S if live else None,
+            live_s=min(self.live_s, BATCH_REFRESH_S) if live else self.live_s,
         )
 
     def audit_log(self, actor: str, action: str, subject: str) -> str:
@@ -347,7 +370,7 @@ def asgi(app: ConsoleApp) -> Starlette:
         return html(app.jobs(flash(request)))
 
     def job_page(request: Request) -> Response:
-        return html(app.job(request.path_params["job"], flash(request)))
+        return html(app.job(request.path_params["job"], flash(request), request.query_params))
 
     def ledger_page(request: Request) -> Response:
         return html(app.ledger(request.path_params["job"], request.query_params.get("since", "24h")))
@@ -407,6 +430,7 @@ def asgi(app: ConsoleApp) -> Starlette:
         Route("/batches/{tenant}/{batch_id}", batch_page, methods=["GET"]),
         Route("/audit", audit_page, methods=["GET"]),
         Route("/actions/{action}", action, methods=["POST"]),
+        Route("/static/{name}", assets.serve, methods=["GET"]),
     ]
     refuse = lambda reason: HTMLResponse(  # noqa: E731 - the trusted proxy's refusal: a bare page, nothing read
         pages.bare("Refused", f"<p class='bad' id='error'>{pages.escape(reason)}</p>"), 401, headers=SECURITY_HEADERS

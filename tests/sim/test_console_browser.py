@@ -85,7 +85,7 @@ def test_retry_failed_items_of_a_batch_and_see_them_complete(console, page, runt
     # THEN the batch is open again, says who retried, and refreshes itself while it runs
     assert f"{ME} retried 2 failed item(s)" in page.locator("#flash").inner_text()
     assert page.locator("#status").inner_text() == "open"
-    assert page.locator("meta[http-equiv=refresh]").count() == 1
+    assert page.locator("body").get_attribute("data-live-every") == "3"  # its live parts, every 3 s
     # WHEN the wake-ups are delivered, THEN every item completed and the batch is finalized
     batch_url = page.url.split("?")[0]
     page.goto("about:blank")  # stop the open batch's 3 s auto-refresh: it would abort a reload mid-flight
@@ -299,7 +299,7 @@ def test_a_new_users_story_submit_kill_a_worker_watch_it_recover_retry(local_dir
         # THEN it is open, waiting, and refreshes itself
         expect(page.locator("#status")).to_have_text("open")
         expect(page.locator("#counts")).to_have_text("pending=12, running=0, completed=0, failed=0")
-        assert page.locator("meta[http-equiv=refresh]").count() == 1
+        assert page.locator("body").get_attribute("data-live-every") == "3"  # its live parts, every 3 s
         shot(page, "console-story-submitted")
         # WHEN the generation worker is killed mid-batch (one command) and time moves on (one command)
         code, out = cli("local", "kill-worker")
@@ -316,7 +316,7 @@ def test_a_new_users_story_submit_kill_a_worker_watch_it_recover_retry(local_dir
         expect(page.locator("#counts")).to_have_text("pending=0, running=0, completed=10, failed=2", timeout=REFRESHED_S * 1000)
         expect(page.locator("#status")).to_have_text("finalized")
         assert "quota exhausted" in page.locator("#items-failed").inner_text()
-        assert page.locator("meta[http-equiv=refresh]").count() == 0
+        assert page.locator("body").get_attribute("data-live-every") == "5"  # finalized: as any page
         shot(page, "console-story-recovered")
         # WHEN the tenant gets two more actions (one command) and the failed items are retried (one click)
         assert cli("--local", "quota", tenant, "--grant", "2")[0] == 0

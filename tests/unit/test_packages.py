@@ -173,6 +173,8 @@ def test_the_kits_simulator_ships_in_the_runtime_whose_testing_extra_declares_wh
     ops_files = {n for n in wheels["jobfence-ops"].namelist() if ".dist-info/" not in n}
     # AND the operator wheel is the tooling any app runs, under its own name: nothing of this repository's `ops`
     assert {"jobfence_ops/cli.py", "jobfence_ops/app.py", "jobfence_ops/runtime/runtime.py"} <= ops_files
+    # AND the console's own stylesheet and live-view script, which it serves from the package
+    assert {"jobfence_ops/console/static/console.css", "jobfence_ops/console/static/live.js"} <= ops_files
     assert not any(n.startswith("ops/") for n in ops_files)
 
 
