@@ -21,6 +21,7 @@ from rich.console import Console
 
 from jobfence.work import BatchRef, ItemInput
 from jobfence_ops.cli import main
+from jobfence_ops.audit import Operator, local_login
 from jobfence_ops.commands import batches, jobs, switches
 from jobfence_ops.commands.batches import producer, work_store
 from jobfence_ops.console import charts
@@ -86,18 +87,23 @@ def test_pages_use_the_console_s_own_stylesheet_and_script_under_a_strict_policy
     assert blocked == []
 
 
+def as_(name: str) -> Operator:
+    """An operator whose runs carry `name` (the `--as` label) beside this machine's identity."""
+    me = f"local:{local_login()}"
+    return Operator(me, me, name)
+
+
 def test_the_jobs_page_takes_in_a_run_made_behind_it_and_keeps_a_form_in_use(live, page, runnable):
     target = runnable
     page.goto(live.url + "/")
     page.evaluate("window.notReloaded = true")
     row = page.locator("#job-clean_dpop_proofs")
     other = page.locator("#job-clean_conversations")
-    # GIVEN the operator half-way through a Run now of clean_dpop_proofs: a name typed, the box ticked
+    # GIVEN the operator half-way through a Run now of clean_dpop_proofs: the confirmation ticked
     form = row.locator("form[action='/actions/run']")
-    form.locator("input[name=who]").fill("half-typed")
     form.locator("input[name=confirm]").check()
     # WHEN the job runs behind the page (the runtime, not the browser) and another job's rule is disabled
-    assert jobs.run(target, "clean_dpop_proofs", "behind").outcome == "ran"
+    assert jobs.run(target, "clean_dpop_proofs", as_("behind")).outcome == "ran"
     counts = pairs(jobs.last_day(target, "clean_dpop_proofs"))
     assert counts not in row.inner_text()
     switches.set_rules(target, False, "clean_conversations")
@@ -110,11 +116,9 @@ def test_the_jobs_page_takes_in_a_run_made_behind_it_and_keeps_a_form_in_use(liv
     expect(other.locator(".rule")).to_have_text("ENABLED", timeout=UPDATED_MS)
     expect(page.locator("#stopped")).to_have_count(0, timeout=UPDATED_MS)
     expect(page.locator("#live")).to_have_text("live (a part you are using waits)", timeout=UPDATED_MS)
-    assert form.locator("input[name=who]").input_value() == "half-typed"
     assert form.locator("input[name=confirm]").is_checked()
     assert counts not in row.inner_text()
     # WHEN the operator leaves the form as it was THEN that row catches up, still without a reload
-    form.locator("input[name=who]").fill("")
     form.locator("input[name=confirm]").uncheck()
     page.evaluate("document.activeElement.blur()")
     expect(row).to_contain_text(counts, timeout=UPDATED_MS)
@@ -162,7 +166,7 @@ def test_the_batch_page_charts_its_items_finished_over_time(live, page, runtime)
 
 
 def test_a_run_page_shows_the_run_s_log_lines_from_the_local_runtime(live, page, runnable):
-    result = jobs.run(runnable, "clean_dpop_proofs", "logan")
+    result = jobs.run(runnable, "clean_dpop_proofs", as_("logan"))
     assert result.outcome == "ran"
     run = next(r for r in jobs.runs(runnable, "clean_dpop_proofs", 5) if r.requested_by == "logan")
     page.goto(f"{live.url}/jobs/clean_dpop_proofs/runs/{run.run_id}")
@@ -176,7 +180,7 @@ def test_a_run_page_shows_the_run_s_log_lines_from_the_local_runtime(live, page,
 
 
 def test_the_job_page_searches_its_runs_by_outcome_time_and_who(live, page, runnable):
-    assert jobs.run(runnable, "clean_dpop_proofs", "sofia").outcome == "ran"
+    assert jobs.run(runnable, "clean_dpop_proofs", as_("sofia")).outcome == "ran"
     page.goto(live.url + "/jobs/clean_dpop_proofs")
     # WHEN the operator searches for runs that ran in the last 2 hours asked for by "SOF"
     search = page.locator("#search")
@@ -214,7 +218,7 @@ def test_jobfence_runs_searches_with_the_same_filter_and_refuses_bad_input_in_on
         code = main(list(argv), target=runnable, console=Console(file=out, width=250, color_system=None))
         return code, out.getvalue()
 
-    assert jobs.run(runnable, "clean_dpop_proofs", "Cleo").outcome == "ran"
+    assert jobs.run(runnable, "clean_dpop_proofs", as_("Cleo")).outcome == "ran"
     code, out = cli("runs", "clean_dpop_proofs", "--who", "cleo", "--outcome", "ran", "--since", "1h", "--json")
     rows = json.loads(out)
     assert code == 0 and rows and {r["requested_by"] for r in rows} == {"Cleo"}
