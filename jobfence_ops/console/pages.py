@@ -390,3 +390,15 @@ def batch_page(report: Any, csrf: str, read_only: bool) -> str:
         f"<div id='batch-live' data-live>{head}{charts.progress(b.completed, b.failed, b.total)}{summary}{chart}</div>"
         f"<div id='retry-live' data-live>{retry}</div><div id='items-live' data-live>{''.join(sections)}</div>"
     )
+
+
+def why_section(findings: Iterable[Any]) -> str:
+    """Why an open batch is not done (`jobfence_ops.commands.stall`): one line per finding, blocking first."""
+    lines = "".join(
+        f"<li class='{escape(f.severity.value)}' data-code='{escape(f.code)}'>"
+        f"<span class='{'bad' if f.severity.value == 'blocked' else 'muted'}'>{escape(f.severity.value)}</span> "
+        f"{escape(f.says)}</li>"
+        for f in findings
+    )
+    return f"<h2>Why is it not done?</h2><ul id='why' data-live>{lines}</ul>"
+

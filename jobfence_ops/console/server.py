@@ -45,7 +45,7 @@ from starlette.routing import Route
 from jobfence.dynamo import error_code
 from jobfence_ops import audit
 from jobfence_ops.audit import Audited, Operator, batch_subject, job_subject, operator_of
-from jobfence_ops.commands import actions, batches, jobs, run_logs, run_search, switches
+from jobfence_ops.commands import actions, batches, jobs, run_logs, run_search, stall, switches
 from jobfence_ops.commands.batches import parse_ref
 from jobfence_ops.console import assets, audit_pages, identity, pages, run_views
 from jobfence_ops.console.access import Access
@@ -219,6 +219,7 @@ class ConsoleApp:
         return self.page(
             f"Batch {report.batch.ref}",
             pages.batch_page(report, self.csrf, self.read_only)
+            + pages.why_section(stall.why(self.target, report))
             + audit_pages.section("Actions on this batch", *entries),
             flash,
             refresh_s=BATCH_REFRESH_S if live else None,
