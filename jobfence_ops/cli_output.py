@@ -313,6 +313,14 @@ def retry_failed(target: Any, args: argparse.Namespace, console: Console) -> int
     return 0
 
 
+def cancel(target: Any, args: argparse.Namespace, console: Console) -> int:
+    result = batches.cancel(target, args.ref, who(args))
+    if as_json(console, args, result):
+        return 0
+    console.print(batches.cancel_summary(result), markup=False, soft_wrap=True)
+    return 0
+
+
 # -- switches and invoke ------------------------------------------------------------------------
 
 
