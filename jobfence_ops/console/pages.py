@@ -345,8 +345,18 @@ def batch_page(report: Any, csrf: str, read_only: bool) -> str:
         if counts.get("failed")
         else ""
     )
+    cancel = (
+        action("/actions/cancel", "Cancel batch", {"batch": str(b.ref)}, csrf, read_only)
+        if b.status.value == "open"
+        else ""
+    )
+    if b.cancel_requested_by:
+        cancel = (
+            f"<p id='cancelled-by'>cancel asked by {escape(b.cancel_requested_by)} at "
+            f"{escape(when(b.cancel_requested_at))}</p>" + cancel
+        )
     sections = []
-    for status in ("failed", "running", "pending", "completed"):  # rows first: what went wrong on top
+    for status in ("failed", "running", "pending", "cancelled", "completed"):  # rows first: what went wrong on top
         items = [i for i in report.items if i.status.value == status]
         if not items:
             continue
@@ -362,4 +372,4 @@ def batch_page(report: Any, csrf: str, read_only: bool) -> str:
             )
         )
     summary = f"<p id='counts'>{escape(', '.join(f'{k}={v}' for k, v in counts.items()))}</p>"
-    return head + progress(b.completed, b.failed, b.total) + summary + retry + "".join(sections)
+    return head + progress(b.completed, b.failed, b.total) + summary + retry + cancel + "".join(sections)

@@ -5,7 +5,7 @@ by outcome), one job's runs, one run's row and its log query, batches with
 progress bars and their item rows by status. Four actions, each a POST with
 a CSRF token (form field and SameSite cookie), a ticked confirmation and the
 operator's name, written to the audit stream: run now, retry failed items,
-disable and enable a job's rule. A read-only console renders no button,
+cancel a batch, disable and enable a job's rule. A read-only console renders no button,
 says in its header why it is read-only, and refuses every POST. A page of an
 open batch refreshes itself. Pages are rendered on the server (`pages`): no
 script, no build step.
@@ -230,6 +230,11 @@ class ConsoleApp:
             message = (
                 f"{who} retried {counts.retried} failed item(s) of {ref}; {counts.skipped_quota} left failed (quota)"
             )
+            back = f"/batches/{quote(ref.tenant)}/{quote(ref.batch_id)}"
+        elif path == "/actions/cancel":
+            ref = _ref(form.get("batch", ""))
+            cancelled = batches.cancel(self.target, ref, who)
+            message = f"{who} cancelled {ref}: {batches.cancel_summary(cancelled)}"
             back = f"/batches/{quote(ref.tenant)}/{quote(ref.batch_id)}"
         else:
             raise Refused(404, f"no action {path}")
