@@ -248,3 +248,22 @@ def test_a_final_batch_cannot_be_cancelled(rig):
     assert not rig.store.batch(B).cancel_requested
     with pytest.raises(StoreError, match="^no batch acme/nope$"):
         rig.ops.cancel(BatchRef("acme", "nope"), "ops@example.com")
+
+
+def test_claims_cancelled_unrun_do_not_recount_the_batch_and_the_reclaimer_finalizes_it(rig, clock):
+    # GIVEN a batch of 4 whose cancel is recorded (the pass not run: its caller crashed), one item running
+    rig.submit("acme", "b1", 4)
+    claim = rig.store.claim([key(0)], "generation", 5)[key(0)]
+    record_cancel(rig.store, B, "ops@example.com")
+    # WHEN the wake-ups of the other three are delivered
+    result = rig.deliver(n=10)
+    # THEN each is cancelled unrun, and no recount was spent on them (one per SQS batch would be per claim)
+    assert result.counts.get(Tally.CANCELLED) == 3
+    assert rig.store.batch(B).recounts == 0
+    # AND once the running item finishes, the reclaimer's batch-stale sweep finalizes it `cancelled` from its rows
+    assert rig.store.complete(claim, "r0")
+    clock.advance(minutes=20)
+    rig.reclaimer.run_once()
+    batch = rig.store.batch(B)
+    assert (batch.status, batch.completed, batch.cancelled) == (BatchStatus.CANCELLED, 1, 3)
+    assert_books(rig)

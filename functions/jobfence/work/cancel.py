@@ -109,19 +109,15 @@ def cancel_batch(store: WorkStore, ref: BatchRef, requested_by: str) -> CancelRe
         m = store._items
         pending = m.status == ItemStatus.PENDING.value
         for partition in ref.item_partitions(batch.shards):
-            with aws_call(f"reading the pending items of batch {ref}"):
-                keys = [
-                    ItemKey.of_row(row.batch_key, row.item_id)
-                    for row in m.query(
-                        partition,
-                        filter_condition=pending,
-                        consistent_read=True,
-                        attributes_to_get=["batch_key", "item_id"],
-                        page_size=PAGE_ITEMS,
-                    )
-                ]
-            for key in keys:
-                store.cancel_pending(key, reason)
+            with aws_call(f"reading the pending items of batch {ref}"):  # one page at a time, as it is cancelled
+                for row in m.query(
+                    partition,
+                    filter_condition=pending,
+                    consistent_read=True,
+                    attributes_to_get=["batch_key", "item_id"],
+                    page_size=PAGE_ITEMS,
+                ):
+                    store.cancel_pending(ItemKey.of_row(row.batch_key, row.item_id), reason)
         batch = store.finalize(ref) or batch
     counts = {s: 0 for s in ItemStatus}
     refunded = 0

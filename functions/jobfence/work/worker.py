@@ -378,10 +378,16 @@ class Worker:
             if (
                 row is not None
                 and row.status is BatchStatus.OPEN
-                and (row.completed + row.failed >= row.total or row.over_threshold or row.cancel_requested)
+                and (
+                    row.completed + row.failed >= row.total
+                    or row.over_threshold
+                    or (row.cancel_requested and (delta.completed or delta.failed))
+                )
             ):
-                # maybe done, or the batch crossed its failure threshold or was cancelled (the recount decides
-                # and ends its pending items): recount
+                # maybe done, or the batch crossed its failure threshold (the recount decides and fails its
+                # pending items), or an item that was running when the batch was cancelled finished (the
+                # recount cancels what is pending and may finalize it; claims cancelled unrun never recount,
+                # so a cancelled batch of 10,000 items is not recounted per SQS batch): recount
                 row = store.finalize(ref, seen=row)
             if row is None or row.status.final:
                 self._tallies.forget(ref)
