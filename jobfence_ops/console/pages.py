@@ -371,5 +371,6 @@ def batch_page(report: Any, csrf: str, read_only: bool) -> str:
                 f"items-{status}",
             )
         )
-    summary = f"<p id='counts'>{escape(', '.join(f'{k}={v}' for k, v in counts.items()))}</p>"
+    shown = {k: v for k, v in counts.items() if v or k != "cancelled"}  # cancelled only where a cancel ended some
+    summary = f"<p id='counts'>{escape(', '.join(f'{k}={v}' for k, v in shown.items()))}</p>"
     return head + progress(b.completed, b.failed, b.total) + summary + retry + cancel + "".join(sections)
