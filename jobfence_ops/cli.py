@@ -12,6 +12,7 @@
     batch submit TENANT/BATCH FILE [--kind K] [--grant-quota N]
                                 a batch from a JSON-lines file of items
     retry-failed TENANT/BATCH   reset failed items (the only way a budget is reset) and wake them
+    cancel TENANT/BATCH         cancel a batch: pending items end cancelled (quota refunded once), running ones finish
     quota TENANT [--grant N]    a tenant's quota books, after granting N more actions
     run JOB / run-all           a manual trigger; run-all prints each job as it finishes
     disable JOB|--all / enable JOB|--all [--catch-up]
@@ -269,6 +270,8 @@ def parser(app: App | None = None) -> argparse.ArgumentParser:
     q.add_argument("--grant", type=positive, default=None, metavar="N", help="give the tenant N more actions first")
     r = command("retry-failed", "reset a batch's failed items and wake them")
     r.add_argument("ref", type=batch_ref, metavar="TENANT/BATCH")
+    r = command("cancel", "cancel a batch: its pending items end cancelled (quota refunded), running ones finish")
+    r.add_argument("ref", type=batch_ref, metavar="TENANT/BATCH")
     r = command("run", "trigger one job now (manual trigger)")
     r.add_argument("job", type=job_name)
     command("run-all", "trigger every scheduled job in parallel; one line per job as it finishes")
@@ -388,7 +391,7 @@ def main(
 APP_FREE_COMMANDS = frozenset({"new", "local"})  # of `local`, `up` alone needs the app
 
 
-BATCH_COMMANDS = frozenset({"batch", "quota", "retry-failed"})
+BATCH_COMMANDS = frozenset({"batch", "quota", "retry-failed", "cancel"})
 
 
 def _app(argv: list[str], target: Any) -> tuple[App | None, AppError | None]:
@@ -441,6 +444,7 @@ HANDLERS: dict[str, Callable[[Any, argparse.Namespace, Console], int]] = {
     "sweep-runs": out.sweep_runs,
     "batch": out.batch,
     "retry-failed": out.retry_failed,
+    "cancel": out.cancel,
     "quota": out.quota,
     "run": out.run,
     "run-all": out.run_all,

@@ -335,6 +335,13 @@ def retry_failed(target: Any, args: argparse.Namespace, console: Console) -> int
     return unaudited(console, [done])
 
 
+def cancel(target: Any, args: argparse.Namespace, console: Console) -> int:
+    done = actions.cancel(target, who(target, args), args.ref)
+    if not as_json(console, args, done.value):
+        console.print(batches.cancel_summary(done.value), markup=False, soft_wrap=True)
+    return unaudited(console, [done])
+
+
 # -- switches and invoke ------------------------------------------------------------------------
 
 

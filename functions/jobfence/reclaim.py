@@ -209,7 +209,11 @@ class Reclaimer:
             try:
                 store = self._tenant(ref.tenant)
                 row = store.rollup(ref, rollup)
-                if row is not None and row.status is BatchStatus.OPEN and row.completed + row.failed >= row.total:
+                if (
+                    row is not None
+                    and row.status is BatchStatus.OPEN
+                    and (row.completed + row.failed >= row.total or row.cancel_requested)
+                ):
                     store.finalize(ref, seen=row)
             except JobfenceError as exc:
                 # counters are only a hint: the batch-stale sweep finalizes from the rows

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from jobfence.quota import QuotaBalance
-from jobfence.work import BatchRef, ItemInput, RetryResult, SubmitResult
+from jobfence.work import BatchRef, CancelResult, ItemInput, RetryResult, SubmitResult
 from jobfence_ops.audit import (
     EVERYTHING,
     WORKERS,
@@ -158,6 +158,19 @@ def retry_failed(target: Target, operator: Operator, ref: BatchRef, source: str 
         batch_subject(ref),
         lambda: batches.retry_failed(target, ref, operator.requested_by),
         lambda c: f"retried {c.retried} item(s); {c.skipped_quota} left failed (quota); {c.unsent} wake-up(s) not sent",
+        source=source,
+    )
+
+
+def cancel(target: Target, operator: Operator, ref: BatchRef, source: str = "cli") -> Audited[CancelResult]:
+    """Cancel a batch: its pending items end cancelled (quota refunded once), running ones finish."""
+    return audited(
+        target,
+        operator,
+        "cancel",
+        batch_subject(ref),
+        lambda: batches.cancel(target, ref, operator.requested_by),
+        batches.cancel_summary,
         source=source,
     )
 

@@ -1,4 +1,4 @@
-"""Durable batches: list, look at (rows first), submit from a JSON-lines file, retry failed items.
+"""Durable batches: list, look at (rows first), submit from a JSON-lines file, retry failed items, cancel.
 
 Every operation is bound to the deployed tables and queues of the functions
 that were granted them (the workers and the reclaim job), read from their
@@ -22,6 +22,7 @@ from jobfence.work import (
     BatchRef,
     BatchReport,
     BatchRow,
+    CancelResult,
     ItemInput,
     ItemStatus,
     Producer,
@@ -30,6 +31,7 @@ from jobfence.work import (
     WorkStore,
 )
 from jobfence_ops.app import AppError, Batches
+from jobfence_ops.render import when
 from jobfence_ops.targets import OperatorError, Target
 
 MAX_SUBMIT_FILE_BYTES = 64 * 1024 * 1024
@@ -192,6 +194,23 @@ def retry_failed(target: Target, ref: BatchRef, requested_by: str) -> RetryResul
         return _operations(target).retry_failed(ref, requested_by)
     except (ValueError, StoreError) as exc:
         raise OperatorError(str(exc)) from None
+
+
+def cancel(target: Target, ref: BatchRef, requested_by: str) -> CancelResult:
+    """Cancel the batch: its pending items end cancelled (quota refunded once), running ones finish."""
+    try:
+        return _operations(target).cancel(ref, requested_by)
+    except (ValueError, StoreError) as exc:
+        raise OperatorError(str(exc)) from None
+
+
+def cancel_summary(result: CancelResult) -> str:
+    """What a cancel has done, in one line (the CLI's output and the console's result)."""
+    asked = "" if result.recorded_now else f" (asked first by {result.requested_by} at {when(result.requested_at)})"
+    return (
+        f"batch {result.ref} {result.status.value}{asked}: cancelled {result.cancelled} item(s), "
+        f"refunded {result.refunded} unit(s), {result.running} still running"
+    )
 
 
 def grant_quota(target: Target, tenant: str, units: int) -> QuotaBalance:

@@ -367,8 +367,18 @@ def batch_page(report: Any, csrf: str, read_only: bool) -> str:
         if counts.get("failed")
         else ""
     )
+    cancel = (
+        action("/actions/cancel", "Cancel batch", {"batch": str(b.ref)}, csrf, read_only)
+        if b.status.value == "open"
+        else ""
+    )
+    if b.cancel_requested_by:
+        cancel = (
+            f"<p id='cancelled-by'>cancel asked by {escape(b.cancel_requested_by)} at "
+            f"{escape(when(b.cancel_requested_at))}</p>" + cancel
+        )
     sections = []
-    for status in ("failed", "running", "pending", "completed"):  # rows first: what went wrong on top
+    for status in ("failed", "running", "pending", "cancelled", "completed"):  # rows first: what went wrong on top
         items = [i for i in report.items if i.status.value == status]
         if not items:
             continue
@@ -383,12 +393,13 @@ def batch_page(report: Any, csrf: str, read_only: bool) -> str:
                 f"items-{status}",
             )
         )
-    summary = f"<p id='counts'>{escape(', '.join(f'{k}={v}' for k, v in counts.items()))}</p>"
+    shown = {k: v for k, v in counts.items() if v or k != "cancelled"}  # cancelled only where a cancel ended some
+    summary = f"<p id='counts'>{escape(', '.join(f'{k}={v}' for k, v in shown.items()))}</p>"
     end = b.finalized_at or max([b.updated_at, *(i.updated_at for i in report.items)])
     chart = charts.throughput([(i.updated_at, i.status.value) for i in report.items], b.created_at, end)
     return (
         f"<div id='batch-live' data-live>{head}{charts.progress(b.completed, b.failed, b.total)}{summary}{chart}</div>"
-        f"<div id='retry-live' data-live>{retry}</div><div id='items-live' data-live>{''.join(sections)}</div>"
+        f"<div id='retry-live' data-live>{retry}{cancel}</div><div id='items-live' data-live>{''.join(sections)}</div>"
     )
 
 

@@ -5,8 +5,8 @@ by outcome), one job's runs, one run's row and its log lines, batches with
 progress bars and their item rows by status. Four actions, each a POST with
 a CSRF token (form field and SameSite cookie) and a ticked confirmation, each
 recorded in the audit table with who acted (the caller identity, never a typed
-name: `jobfence_ops.audit`, `identity`): run now, retry failed items, disable
-and enable a job's rule, stop and resume everything. /audit lists the entries. A read-only console renders no button,
+name: `jobfence_ops.audit`, `identity`): run now, retry failed items, cancel a
+batch, disable and enable a job's rule, stop and resume everything. /audit lists the entries. A read-only console renders no button,
 says in its header why it is read-only, and refuses every POST. A page of an
 The jobs, job, run and batch pages refresh their live parts by themselves (a small
 same-origin script, `static/live.js`, that never replaces a form in use; without
@@ -307,6 +307,12 @@ class ConsoleApp:
             message = (
                 f"{who} retried {counts.retried} failed item(s) of {ref}; {counts.skipped_quota} left failed (quota)"
             )
+            back = f"/batches/{quote(ref.tenant)}/{quote(ref.batch_id)}"
+        elif path == "/actions/cancel":
+            ref = _ref(form.get("batch", ""))
+            cancelled = actions.cancel(self.target, operator, ref, CONSOLE)
+            done.append(cancelled)
+            message = f"{who} cancelled {ref}: {batches.cancel_summary(cancelled.value)}"
             back = f"/batches/{quote(ref.tenant)}/{quote(ref.batch_id)}"
         else:
             raise Refused(404, f"no action {path}")

@@ -422,7 +422,7 @@ def test_items_beyond_the_quota_fail_without_reserving_and_retry_after_a_grant(r
     rig.drain()
     # THEN 3 completed, 2 failed for quota with nothing reserved, and the books balance
     report = rig.store.describe_batch(ref)
-    assert report.counts() == {"pending": 0, "running": 0, "completed": 3, "failed": 2}
+    assert report.counts() == {"pending": 0, "running": 0, "completed": 3, "failed": 2, "cancelled": 0}
     failed = [i for i in report.items if i.status is ItemStatus.FAILED]
     assert all(i.error.startswith("quota exhausted") and i.quota is None for i in failed)
     assert rig.quota.balance("initech").used == 3

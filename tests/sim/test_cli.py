@@ -313,7 +313,7 @@ def test_retry_failed_resets_the_budget_of_failed_items_only(target, runtime, fi
     # WHEN the wake-ups are delivered, the generator refuses them again: terminal, one attempt each
     runtime.advance(minutes=30)
     again = batch(target, finished_batch)
-    assert again.counts() == {"pending": 0, "running": 0, "completed": 6, "failed": 2}
+    assert again.counts() == {"pending": 0, "running": 0, "completed": 6, "failed": 2, "cancelled": 0}
     assert all(i.attempts == 1 for i in again.items if i.status.value == "failed")
 
 

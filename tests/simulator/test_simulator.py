@@ -176,7 +176,19 @@ def test_the_checks_catch_a_reclaimer_that_takes_a_running_item_early(monkeypatc
     from jobfence.work.timing import Timing
 
     monkeypatch.setattr(Timing, "running_cutoff", lambda self, now_ms: now_ms - 60_000)
-    # THEN a reclaim within item-stale, in true time, of the item's last applied write is caught (seed 6: 172 s)
-    assert 16 in {v.number for v in run_one(6, "work").violations}
+    # THEN a reclaim within item-stale, in true time, of the item's last applied write is caught (seed 7: 231 s)
+    assert 16 in {v.number for v in run_one(7, "work").violations}
     monkeypatch.undo()
-    assert run_one(6, "work").violations == ()
+    assert run_one(7, "work").violations == ()
+
+
+def test_the_checks_catch_a_worker_that_runs_a_claim_made_after_the_cancel(monkeypatch):
+    """A planted bug: the worker never reads its batch's cancel after the claim, so it runs what it claimed (inv. 17)."""
+    from jobfence.work.worker import Worker
+
+    monkeypatch.setattr(Worker, "_unless_cancelled", lambda self, claimed, rnd: claimed)
+    # THEN an item claimed after its batch's cancel was recorded completes, and that is caught (seed 16)
+    caught = [v.text for v in run_one(16, "work").violations if v.number == 17]
+    assert caught and "claimed after its batch's cancel was recorded" in caught[0]
+    monkeypatch.undo()
+    assert run_one(16, "work").violations == ()

@@ -20,7 +20,8 @@ The package, by responsibility:
     worker        Worker: claim, run, record, roll up one SQS batch
     pipeline      WorkerPipeline: what an app gives for a queue's worker (jobfence.handler.worker_handler)
     fairness      TenantGate: a pipeline's per-tenant in-flight cap (holds taken before the claim)
-    operations    BatchOperations: an operator's describe and retry-failed
+    operations    BatchOperations: an operator's describe, retry-failed and cancel
+    cancel        CancelResult: cancel a batch (recorded on its row; pending items cancelled, refunded once)
 
 Timeline of one item (generation: per-item 240 s < item stale 6 min < batch stale 15 min):
 
@@ -37,6 +38,8 @@ Timeline of one item (generation: per-item 240 s < item stale 6 min < batch stal
     reclaim   running and updated_at < now - item stale  -> pending (attempts < 5) or failed
               pending and updated_at < now - pending stale -> wake-up re-sent
               open batch and updated_at < now - batch stale -> finalize from rows
+    operator  cancel: recorded on the batch row, pending -> cancelled (refunded once); a claim after it is
+              cancelled unrun; the batch finalizes `cancelled` from its rows
 
 A completed item costs two base-table item writes (claim, complete) plus its
 share of one quota update and one roll-up (tally) write per SQS batch: 2.2 writes per item
@@ -56,6 +59,7 @@ _MODULES = {
     "jobfence.work.timing": "Timing",
     "jobfence.indexes": "OPEN_INDEX OPEN_INDEX_SPEC RECLAIM_INDEX RECLAIM_INDEX_SPEC",
     "jobfence.work.operations": "BatchOperations RetryResult",
+    "jobfence.work.cancel": "CancelResult",
     "jobfence.work.pipeline": "WorkerPipeline",
     "jobfence.work.producer": "Producer SubmitResult",
     "jobfence.work.store": "WorkStore",

@@ -54,6 +54,8 @@ class ItemStatus(str, enum.Enum):
     COMPLETED = "completed"  # set by the worker that holds the claim token (terminal)
     FAILED = "failed"  # set by the worker (attempts cap, permanent error, quota exhausted) or by the
     #                    reclaimer (stale at the cap); terminal for automation, only retry_failed reopens
+    CANCELLED = "cancelled"  # set by the operator's cancel (a pending item), by a worker whose claim came
+    #                          after the batch's cancel, or by a finalize of a cancelled batch; terminal
 
 
 class BatchStatus(str, enum.Enum):
@@ -63,6 +65,7 @@ class BatchStatus(str, enum.Enum):
     FINALIZED = "finalized"  # set by finalize (worker roll-up or reclaimer) when a recount finds no live item
     FAILED_THRESHOLD = "failed_threshold"  # set by finalize instead when more items failed than the batch
     #                                        tolerates (its pending ones were failed); retry_failed reopens it
+    CANCELLED = "cancelled"  # set by finalize instead when the operator cancelled the batch; never reopened
 
     @property
     def final(self) -> bool:
@@ -74,11 +77,11 @@ class QuotaHold(str, enum.Enum):
     """What an item holds of its tenant's quota (absent: nothing yet)."""
 
     RESERVED = "reserved"  # set by the claim transaction or by retry_failed; kept on completion (spent)
-    REFUNDED = "refunded"  # set by the terminal-failure transaction that gives the unit back
+    REFUNDED = "refunded"  # set by the terminal-failure (or cancel) transaction that gives the unit back
 
 
 LIVE = (ItemStatus.PENDING, ItemStatus.RUNNING)
-TERMINAL = (ItemStatus.COMPLETED, ItemStatus.FAILED)
+TERMINAL = (ItemStatus.COMPLETED, ItemStatus.FAILED, ItemStatus.CANCELLED)
 
 
 @dataclass(frozen=True)
@@ -313,6 +316,7 @@ class ClaimState(str, enum.Enum):
     WRONG_PIPELINE = "wrong_pipeline"  # the item belongs to the other queue: a batch item failure
     QUOTA_EXHAUSTED = "quota_exhausted"  # failed terminally, nothing reserved: acknowledge
     CONTENDED = "contended"  # the claim lost every round to races: a batch item failure (redelivered)
+    CANCELLED = "cancelled"  # claimed after its batch was cancelled: cancelled unrun (refunded): acknowledge
 
 
 @dataclass(frozen=True)
@@ -442,6 +446,14 @@ class BatchRow:
     reopened: int = 0  # items ever reopened by retry_failed; every reopen moves it with its items
     tolerated_failures: int | None = None  # failed items the batch tolerates (None: any number)
     shards: int = MAX_SHARDS  # item shards (and reclaim-index shards), fixed when it is created (`shards_for`)
+    cancelled: int = 0  # items cancelled (a finalized `cancelled` batch's recount)
+    cancel_requested_by: str | None = None  # who asked to cancel it (`jobfence.work.cancel`); None: never asked
+    cancel_requested_at: int | None = None  # when that was recorded (epoch ms)
+
+    @property
+    def cancel_requested(self) -> bool:
+        """The operator asked to cancel it: no item of it starts again, it finalizes `cancelled`."""
+        return self.cancel_requested_at is not None
 
     def item_key(self, item_id: str) -> ItemKey:
         """The key of one of its items (where its row lives)."""

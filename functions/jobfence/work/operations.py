@@ -1,4 +1,4 @@
-"""What an operator does to a batch: look at its rows, retry its failed items."""
+"""What an operator does to a batch: look at its rows, retry its failed items, cancel it."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from aws_lambda_powertools import Logger
 
 from jobfence.errors import StoreError
+from jobfence.work.cancel import CancelResult
 from jobfence.work.keys import BatchRef, BatchReport
 from jobfence.work.store import WorkStore
 from jobfence.work.wakeups import Wakeups
@@ -23,7 +24,7 @@ class RetryResult:
 
 
 class BatchOperations:
-    """What an operator does to a batch: look at its rows, retry its failed items."""
+    """What an operator does to a batch: look at its rows, retry its failed items, cancel it."""
 
     def __init__(self, store: WorkStore, wakeups: Mapping[str, Wakeups], logger: Logger) -> None:
         self._store = store
@@ -57,6 +58,29 @@ class BatchOperations:
                 "retried": result.retried,
                 "skipped_quota": result.skipped_quota,
                 "unsent": result.unsent,
+            },
+        )
+        return result
+
+    def cancel(self, ref: BatchRef, requested_by: str) -> CancelResult:
+        """Cancel the batch: its pending items end `cancelled` (quota refunded once), running ones finish.
+
+        Recorded on the batch row first (`cancel_requested_by`, `cancel_requested_at`;
+        the first asker is kept), so a repeat, or a call after a crashed one,
+        continues it; the batch finalizes `cancelled` once no item is live.
+        See `jobfence.work.cancel`.
+        """
+        result = self._store.cancel(ref, requested_by)
+        self._logger.info(
+            "cancel",
+            extra={
+                "tenant": ref.tenant,
+                "batch": ref.batch_id,
+                "requested_by": requested_by,
+                "status": result.status.value,
+                "cancelled": result.cancelled,
+                "refunded": result.refunded,
+                "running": result.running,
             },
         )
         return result

@@ -15,11 +15,13 @@ Timeline of a batch (docs/architecture.md, "Durable batches"):
     roll-up       tally row of writer W: SET completed, failed, seq = n, updated_at
                   condition: seq < n (or no row): a re-sent or late older tally is refused,
                   and its refusal's old image (seq >= n) says it was applied already
-    maybe done    sum of the tallies (+ swept - reopened) >= total: recount
+    maybe done    sum of the tallies (+ swept - reopened) >= total, or a cancel recorded: recount
     recount       rows counted; when they number N and none is live:
     finalize      batch row: SET counters = recount, status finalized     if still open and nothing
-                  (failed_threshold when more failed than it tolerates:    reopened since
-                  its pending rows are failed first, each refunding once)
+                  (failed_threshold when more failed than it tolerates:    reopened since, and no
+                  its pending rows are failed first, each refunding once;  cancel since it was read
+                  cancelled when a cancel is recorded: its pending rows
+                  are cancelled first, each refunding once)
     reclaimer     open batch whose batch row is older than batch-stale: a tally newer than that is
                   its heartbeat, copied to the batch row (the open index entry moves once per
                   batch-stale period, not per roll-up); otherwise recount and finalize
@@ -41,6 +43,7 @@ from pynamodb.exceptions import PynamoDBException
 
 from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, raise_store_error
 from jobfence.once import update_once
+from jobfence.work.cancel import cancel_reason
 from jobfence.work.keys import (
     ROLLUP_SHARDS,
     BatchRef,
@@ -140,7 +143,12 @@ def recount_and_write(store: WorkStore, ref: BatchRef, seen: BatchRow, heartbeat
     tolerated = seen.tolerated_failures
     over = tolerated is not None and counts[ItemStatus.FAILED] > tolerated
     swept = 0
-    if over and pending:  # past its failure threshold: fail what has not started (a claimed one is left alone)
+    if seen.cancel_requested and pending:  # cancelled: what has not started never will (a claimed one finishes)
+        reason = cancel_reason(seen.cancel_requested_by)
+        cancelled = sum(store.cancel_pending(key, reason) for key in pending)
+        counts[ItemStatus.PENDING] -= cancelled
+        counts[ItemStatus.CANCELLED] += cancelled
+    elif over and pending:  # past its failure threshold: fail what has not started (a claimed one is left alone)
         assert tolerated is not None  # over implies a threshold
         reason = threshold_error(counts[ItemStatus.FAILED], seen.total, tolerated)
         swept = sum(
@@ -152,6 +160,8 @@ def recount_and_write(store: WorkStore, ref: BatchRef, seen: BatchRow, heartbeat
     live = counts[ItemStatus.PENDING] + counts[ItemStatus.RUNNING]
     done = live == 0 and sum(counts.values()) == seen.total
     final = BatchStatus.FAILED_THRESHOLD if over else BatchStatus.FINALIZED
+    if seen.cancel_requested:
+        final = BatchStatus.CANCELLED
     b = store._batches
     actions = [b.recounts.add(1)]
     if swept:
@@ -161,6 +171,7 @@ def recount_and_write(store: WorkStore, ref: BatchRef, seen: BatchRow, heartbeat
             b.completed.set(counts[ItemStatus.COMPLETED]),
             b.failed.set(counts[ItemStatus.FAILED]),
             b.status.set(final.value),
+            b.cancelled.set(counts[ItemStatus.CANCELLED]),
             b.finalized_at.set(now),
             b.open_key.remove(),
         ]
@@ -170,9 +181,15 @@ def recount_and_write(store: WorkStore, ref: BatchRef, seen: BatchRow, heartbeat
     no_reopen_since = (
         (b.reopened == seen.reopened) if seen.reopened else (b.reopened.does_not_exist() | (b.reopened == 0))
     )
+    # a cancel recorded after `seen` was read refuses it: a cancelled batch never ends `finalized`
+    same_cancel = b.cancel_requested_at.exists() if seen.cancel_requested else b.cancel_requested_at.does_not_exist()
     # once per recount: a copy re-sent after a lost reply does not add to `recounts` and `swept` again
     applied = update_once(
-        b(ref.tenant, ref.batch_id), actions, still_open & no_reopen_since, uuid.uuid4().hex, f"finalizing batch {ref}"
+        b(ref.tenant, ref.batch_id),
+        actions,
+        still_open & no_reopen_since & same_cancel,
+        uuid.uuid4().hex,
+        f"finalizing batch {ref}",
     )
     return store.batch(ref) if applied else None
 

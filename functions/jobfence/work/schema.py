@@ -3,7 +3,8 @@
     batches  tenant (key) | batch_id (sort) | kind | status | total | completed | failed
              | enqueued | rollups | recounts | created_by | created_at | updated_at
              | finalized_at | retries | retried_by | retried_at | reopened | tolerated_failures
-             | swept | shards | applied_ids | applied_ids_prev | open_key (sparse GSI "by_open")
+             | swept | shards | cancelled | cancel_requested_by | cancel_requested_at | applied_ids
+             | applied_ids_prev | open_key (sparse GSI "by_open")
     tallies  (rows of the batches table) tenant = tenant#batch#r<shard> (key) | batch_id = writer (sort)
              | completed | failed | seq | updated_at: one writer's cumulative roll-up of one batch
     items    batch_key = tenant#batch#shard (key, `ItemKey.partition`) | item_id (sort) | tenant | batch_id | kind | seq
@@ -61,6 +62,9 @@ class _Batch(Model):
     tolerated_failures = NumberAttribute(null=True)  # absent: no failure threshold
     swept = NumberAttribute(null=True)  # pending items a recount failed past the threshold (never rolled up)
     shards = NumberAttribute(null=True)  # item shards, fixed at creation (absent on old rows: MAX_SHARDS)
+    cancelled = NumberAttribute(null=True)  # items cancelled, written by the finalize of a cancelled batch
+    cancel_requested_by = UnicodeAttribute(null=True)  # the operator's cancel (jobfence.work.cancel), once
+    cancel_requested_at = NumberAttribute(null=True)
     open_key = UnicodeAttribute(null=True)
     by_open = index(OPEN_INDEX_SPEC)  # generated from the catalog's spec: declared once
 
@@ -151,4 +155,7 @@ def batch_row(row: Any) -> BatchRow:
         reopened=int(row.reopened or 0),
         tolerated_failures=int(row.tolerated_failures) if row.tolerated_failures is not None else None,
         shards=int(row.shards) if row.shards is not None else MAX_SHARDS,
+        cancelled=int(row.cancelled or 0),
+        cancel_requested_by=row.cancel_requested_by,
+        cancel_requested_at=int(row.cancel_requested_at) if row.cancel_requested_at is not None else None,
     )

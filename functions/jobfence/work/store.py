@@ -16,6 +16,8 @@ Timeline of one item (generation: per-item 240 s < item stale 6 min < batch stal
     reclaim   requeue_stale / fail_stale: a live item exactly as the index read saw it
               finalize (heartbeat): an open batch with no fresh tally, from its rows
     operator  reopen_failed (jobfence.work.transactions) then reopen the batch row
+              cancel (jobfence.work.cancel): record it on the batch row, then pending -> cancelled
+              (refunded once); a claim that comes after it is cancelled unrun by its worker
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from jobfence.errors import StoreError
 from jobfence.once import update_once
 from jobfence.quota import QuotaStore, available_in
 from jobfence.work import sweep
+from jobfence.work.cancel import CancelResult, cancel_batch, cancelled_error
 from jobfence.work.keys import (
     CLAIM_ROUNDS,
     ITEMS_PER_TRANSACTION,
@@ -376,8 +379,24 @@ class WorkStore:
         """running -> failed (terminal), refunding its reservation in the same transaction."""
         return self._fail_terminally(claim.key, self._holds(claim), error, claim=claim)
 
-    def _fail_terminally(self, key: ItemKey, condition: Any, error: str, claim: Claim | None = None) -> bool:
-        """Fail one item under `condition`; refund exactly once if it holds a reservation.
+    def cancel_claimed(self, claim: Claim, reason: str) -> bool:
+        """running -> cancelled unrun (its batch's cancel came before the claim), refunding as `fail` does."""
+        return self._fail_terminally(claim.key, self._holds(claim), reason, claim=claim, outcome=ItemStatus.CANCELLED)
+
+    def cancel_pending(self, key: ItemKey, reason: str) -> bool:
+        """pending -> cancelled (its batch was cancelled), refunding its reservation once; False if not pending."""
+        pending = self._items.status == ItemStatus.PENDING.value
+        return self._fail_terminally(key, pending, reason, outcome=ItemStatus.CANCELLED)
+
+    def _fail_terminally(
+        self,
+        key: ItemKey,
+        condition: Any,
+        error: str,
+        claim: Claim | None = None,
+        outcome: ItemStatus = ItemStatus.FAILED,
+    ) -> bool:
+        """End one item `outcome` (failed, or cancelled) under `condition`; refund exactly once if it holds a reservation.
 
         Two variants: with a reservation, the item's `quota` moves reserved ->
         refunded and the quota row gets its unit back in one transaction; the
@@ -388,7 +407,7 @@ class WorkStore:
         m = self._items
         now = self._clock.now_ms()
         actions = [
-            m.status.set(ItemStatus.FAILED.value),
+            m.status.set(outcome.value),
             m.error.set(bounded_error(error)),
             m.updated_at.set(now),
             m.reclaim_key.remove(),
@@ -417,7 +436,7 @@ class WorkStore:
             if first.get("Code") != REASON_CONDITION_FAILED:
                 raise_store_error(exc, "failing an item")
             image = first.get("Item")
-            if claim is not None and self._ours(image, claim, ItemStatus.FAILED):
+            if claim is not None and self._ours(image, claim, outcome):
                 return True
             if _s(image, "quota") == QuotaHold.RESERVED.value:
                 return False  # the reservation is there, so the item's own condition failed: claim lost
@@ -427,7 +446,7 @@ class WorkStore:
         except Exception as exc:  # noqa: BLE001 - classified below, re-raised as a StoreError
             if classify(exc) is not ErrorKind.CONDITION_FAILED:
                 raise_store_error(exc, "failing an item")
-            return claim is not None and self._ours(old_image(exc), claim, ItemStatus.FAILED)
+            return claim is not None and self._ours(old_image(exc), claim, outcome)
 
     def _update_claimed(self, claim: Claim, outcome: ItemStatus, actions: list[Any]) -> bool:
         row = self._items(claim.key.partition, claim.key.item_id)
@@ -519,6 +538,10 @@ class WorkStore:
 
     # -- operator -----------------------------------------------------------------------------
 
+    def cancel(self, ref: BatchRef, requested_by: str) -> CancelResult:
+        """Cancel the batch (see `jobfence.work.cancel`): safe to repeat, a repeat continues a crashed one."""
+        return cancel_batch(self, ref, requested_by)
+
     def reopen_failed(self, ref: BatchRef, requested_by: str, chunk: int = 48) -> ReopenResult:
         """Reset failed items to pending (see `transactions.reopen_failed`), recorded on the batch row.
 
@@ -529,6 +552,8 @@ class WorkStore:
         batch = self.batch(ref)
         if batch is None:
             raise StoreError(f"no batch {ref}")
+        if batch.cancel_requested:
+            raise StoreError(cancelled_error(ref, batch.cancel_requested_by))
         result = reopen_failed(self, batch, requested_by, chunk)
         if result.retried:
             # once per call: a copy re-sent after a lost reply (or late) does not count the retry twice

@@ -42,7 +42,9 @@ from jobfence.dynamo import (
     classify,
     raise_store_error,
 )
+from jobfence.errors import StoreError
 from jobfence.quota import available_in
+from jobfence.work.cancel import cancelled_error
 from jobfence.work.keys import (
     CLAIM_ROUNDS,
     BatchRef,
@@ -276,7 +278,7 @@ def reopen_failed(store: WorkStore, batch: BatchRow, requested_by: str, chunk: i
 
     Per chunk: one transaction with the tenant's quota reservation, the batch
     row's reopening (status open, `reopened` + k, so a finalize racing it is
-    refused) and every item's reset (condition: still failed exactly as read;
+    refused; condition: no cancel recorded, so a cancel racing it wins or comes after) and every item's reset (condition: still failed exactly as read;
     the item carries the transaction's nonce as its `claim_token`, so a
     re-sent transaction refused by its own first application is recognised).
     Items the quota cannot cover stay failed. Only this operator action ever
@@ -337,6 +339,10 @@ def reopen_failed(store: WorkStore, batch: BatchRow, requested_by: str, chunk: i
                 if any((image.get("claim_token") or {}).get("S") == nonce for image in images):
                     retried += [ItemKey.of_row(row.batch_key, row.item_id) for row in part]
                     break
+                batch_reason = reasons[1] if len(reasons) > 1 else {}
+                if batch_reason.get("Code") == REASON_CONDITION_FAILED:  # a cancel was recorded meanwhile
+                    by = ((batch_reason.get("Item") or {}).get("cancel_requested_by") or {}).get("S")
+                    raise StoreError(cancelled_error(ref, by)) from None
                 changed = {
                     row.item_id
                     for row, reason in zip(part, item_reasons, strict=False)
@@ -368,5 +374,6 @@ def _reopen_batch_in(store: WorkStore, tx: Any, ref: BatchRef, kind: str, items:
             b.updated_at.set(now),
             b.reopened.add(items),
         ],
-        condition=b.tenant.exists(),
+        condition=b.tenant.exists() & b.cancel_requested_at.does_not_exist(),  # a cancelled batch is never reopened
+        return_values="ALL_OLD",
     )

@@ -1,6 +1,7 @@
 """The worker: process one SQS batch of wake-ups for one pipeline.
 
-claim all (one transaction) -> run every claimed item at once, each bounded
+claim all (one transaction) -> read each claimed batch's cancel (a claim that
+came after it is cancelled unrun) -> run every claimed item at once, each bounded
 by the per-item timeout -> write each outcome to its row as it lands ->
 one roll-up per batch (this container's own tally row, its heartbeat) -> finalize
 when the tallies say done.
@@ -28,6 +29,7 @@ from aws_lambda_powertools import Logger
 
 from jobfence.errors import InvalidEvent, JobfenceError, bounded
 from jobfence.runs import safe_error
+from jobfence.work.cancel import cancel_reason, recorded_cancel
 from jobfence.work.fairness import TenantGate, new_owner
 from jobfence.work.keys import (
     BatchDelta,
@@ -72,6 +74,7 @@ class Tally(str, enum.Enum):
     MESSAGE_FAILURES = "message_failures"
     ROLLUPS = "rollups"
     DEFERRED = "deferred"  # its tenant was at its in-flight cap: woken again later, the row untouched
+    CANCELLED = "cancelled"  # claimed after its batch was cancelled: cancelled unrun, its unit refunded
 
 
 @dataclass(frozen=True)
@@ -204,11 +207,48 @@ class Worker:
                 self._ack(rnd, message_id, key, "failed: quota exhausted", Tally.FAILED)
             else:
                 self._reject(rnd, message_id, f"claim refused: {claim.reason}", claim.state.value, key)
+        claimed = self._unless_cancelled(claimed, rnd)
         if claimed:
             self._run(claimed, remaining_ms, rnd)
         self._wake_retries(rnd)
         for ref, delta in rnd.deltas.items():
             self._roll_up(ref, delta, rnd.result)
+
+    def _unless_cancelled(self, claimed: list[Claim], rnd: _Round) -> list[Claim]:
+        """The claims to run: those of a batch whose cancel was recorded are cancelled unrun (`jobfence.work.cancel`).
+
+        The batch's cancel is read after the claim transaction (a consistent
+        read), so a claim applied after the cancel was recorded always sees
+        it; a claim applied before it runs. A claim whose batch cannot be read
+        is not run: released for another attempt later.
+        """
+        keep: list[Claim] = []
+        by_batch: dict[BatchRef, list[Claim]] = {}
+        for claim in claimed:
+            by_batch.setdefault(claim.key.batch, []).append(claim)
+        for ref, claims in by_batch.items():
+            try:
+                store = self._scope(ref.tenant).store
+                cancelled_by = recorded_cancel(store, ref)
+            except JobfenceError as exc:
+                for claim in claims:
+                    self._record(claim, Attempt.ERRORED, f"not run: reading its batch failed: {safe_error(exc)}", rnd)
+                continue
+            if cancelled_by is None:
+                keep += claims
+                continue
+            for claim in claims:
+                message_id = rnd.message_of[claim.key]
+                try:
+                    done = store.cancel_claimed(claim, cancel_reason(cancelled_by))
+                except JobfenceError as exc:  # the row still says running: the reclaimer requeues it
+                    self._reject(rnd, message_id, f"cancelling failed: {safe_error(exc)}", "write_error", claim.key)
+                    continue
+                if done:
+                    self._ack(rnd, message_id, claim.key, "cancelled: its batch was cancelled", Tally.CANCELLED)
+                else:
+                    self._ack(rnd, message_id, claim.key, "claim lost before it was cancelled", Tally.CLAIM_LOST)
+        return keep
 
     # -- the in-flight cap (jobfence.work.fairness) ---------------------------------------------
 
@@ -338,10 +378,16 @@ class Worker:
             if (
                 row is not None
                 and row.status is BatchStatus.OPEN
-                and (row.completed + row.failed >= row.total or row.over_threshold)
+                and (
+                    row.completed + row.failed >= row.total
+                    or row.over_threshold
+                    or (row.cancel_requested and (delta.completed or delta.failed))
+                )
             ):
                 # maybe done, or the batch crossed its failure threshold (the recount decides and fails its
-                # pending items): recount
+                # pending items), or an item that was running when the batch was cancelled finished (the
+                # recount cancels what is pending and may finalize it; claims cancelled unrun never recount,
+                # so a cancelled batch of 10,000 items is not recounted per SQS batch): recount
                 row = store.finalize(ref, seen=row)
             if row is None or row.status.final:
                 self._tallies.forget(ref)

@@ -53,8 +53,14 @@ def check_batches(
             p5.append(f"{ref}: attempts over the cap on {over[:3]}")
         counts = report.counts()
         b = report.batch
-        if b.status.final and (b.completed, b.failed) != (counts["completed"], counts["failed"]):
-            p6.append(f"{ref}: counters completed={b.completed} failed={b.failed}, rows say {counts}")
+        if b.status.final and (b.completed, b.failed, b.cancelled) != (
+            counts["completed"],
+            counts["failed"],
+            counts["cancelled"],
+        ):
+            p6.append(
+                f"{ref}: counters completed={b.completed} failed={b.failed} cancelled={b.cancelled}, rows say {counts}"
+            )
         if not b.status.final and not live:
             p6.append(f"{ref}: every item is terminal but the batch is {b.status.value}")
         reserved = sum(i.quota_reservations for i in report.items)
@@ -63,6 +69,8 @@ def check_batches(
             p7.append(f"{ref}: an item was refunded more often than it reserved")
         if any(i.status.value == "failed" and i.quota_refunds != i.quota_reservations for i in report.items):
             p7.append(f"{ref}: a failed item's reservation was not refunded exactly once")
+        if any(i.status.value == "cancelled" and i.quota_refunds != i.quota_reservations for i in report.items):
+            p7.append(f"{ref}: a cancelled item's reservation was not refunded exactly once")
         if any(
             i.status.value == "completed" and i.quota_reservations and i.quota_refunds != i.quota_reservations - 1
             for i in report.items

@@ -15,6 +15,8 @@ Actors (one faulty hour of simulated time):
                   time out), acknowledge what it says
     reclaim       the reclaim job under its lease, four ticks at random instants (the real runner)
     operator      `retry-failed` on one batch at a random time
+    canceller     the operator's cancel of one batch at a random time, sometimes asked again
+                  (`jobfence.testing.sim.cancels`)
 Two tenants use the same batch and item ids, so a forged wake-up names a real
 item of the other tenant. One tenant's quota is often short, so claims run out of it;
 half the runs have the provider refuse one item for good.
@@ -27,6 +29,8 @@ Checked on every applied write:
     14  the failure threshold (the pipeline's tolerated percentage, where one is given): a batch
         finalizes `failed_threshold` exactly when its rows show more failures than it tolerates;
         no item of a `failed_threshold` batch is claimed or completed until retry-failed reopens it
+    17  the operator's cancel (`jobfence.testing.sim.cancels.CancelWatch`): no item completes unless it
+        was running when the cancel was recorded; a cancelled batch finalizes `cancelled`
     16  in true time: the reclaimer takes a running item from its worker only once the item's last
         applied write is at least item-stale old (a breach whose last write came later than the
         request-age budget after it was built is the fault model's limit, not a violation)
@@ -49,6 +53,7 @@ from jobfence.indexes import OPEN_INDEX_SPEC, RECLAIM_INDEX_SPEC
 from jobfence.registry import JobSpec, Registry
 from jobfence.scheduled import JobDeps
 from jobfence.testing.sim.batch_checks import check_batches
+from jobfence.testing.sim.cancels import CANCELLER, CancelWatch
 from jobfence.testing.sim.faults import (
     AWS_CALL_FAULTS,
     DELIVERY_FAULTS,
@@ -70,10 +75,11 @@ HOUR_MS = 3_600_000
 TENANTS = ("t1", "t2")
 SWEEPS = 8
 RECLAIM_TICKS = 4
-TERMINAL = ("completed", "failed")
+TERMINAL = ("completed", "failed", "cancelled")
 LIVE = ("pending", "running")
-FINAL = ("finalized", "failed_threshold")  # a batch status nothing but retry-failed changes
+FINAL = ("finalized", "failed_threshold", "cancelled")  # a batch status nothing but retry-failed changes
 OPERATOR = "operator"
+EARLY_MS = 120_000  # half the cancels come while the batches are being submitted and worked
 
 Pipelines = Mapping[str, WorkerPipeline] | Callable[[str], WorkerPipeline]
 """What `worker_handler` takes: a mapping, or a function, from a catalog queue's name to its `WorkerPipeline`."""
@@ -231,6 +237,8 @@ class PipelineScenario:
         quota.grant(TENANTS[1], world.rng.choice((2, 3, 50)))
         world.data["touched"] = {}  # item key -> (true time, age) of the last applied write that stamped it
         world.wire.on_write.append(lambda w: self._on_write(world, w))
+        cancels = world.data["cancels"] = CancelWatch(self.work.batches, self.work.items)
+        world.wire.on_write.append(lambda w: cancels.on_write(world, w))
         world.data["watch"] = TermWatch(world)
         end = START_MS + HOUR_MS
         world.data["end"] = end
@@ -253,6 +261,12 @@ class PipelineScenario:
             )
         first = batches[0]
         world.spawn(OPERATOR, self._operator(world, first), at=START_MS + world.rng.randrange(600_000, HOUR_MS))
+        cancelled = first if world.rng.random() < 0.5 else world.rng.choice(batches)
+        world.spawn(
+            CANCELLER,
+            cancels.canceller(world, cancelled.ref, self._operations(world)),
+            at=START_MS + world.rng.randrange(EARLY_MS if world.rng.random() < 0.5 else HOUR_MS),
+        )
 
     # -- actors ---------------------------------------------------------------------------
 
@@ -315,10 +329,12 @@ class PipelineScenario:
 
         return run
 
+    def _operations(self, world: World) -> Callable[[Actor], BatchOperations]:
+        return lambda actor: BatchOperations(self.store(world, actor.clock), self.wakeups(world), world.logger)
+
     def _operator(self, world: World, planned: PlannedBatch) -> Callable[[Actor], Any]:
         def run(actor: Actor) -> Any:
-            ops = BatchOperations(self.store(world, actor.clock), self.wakeups(world), world.logger)
-            return ops.retry_failed(planned.ref, OPERATOR)
+            return self._operations(world)(actor).retry_failed(planned.ref, OPERATOR)
 
         return run
 
@@ -380,13 +396,16 @@ class PipelineScenario:
         items = self._items_of(world, batch["tenant"], batch["batch_id"])
         live = [i for i in items if i["status"] in LIVE]
         counts = (sum(i["status"] == "completed" for i in items), sum(i["status"] == "failed" for i in items))
+        cancelled = sum(i["status"] == "cancelled" for i in items)
         if len(items) != int(batch["total"]) or live:
             world.violate(
                 11,
                 f"{write.actor} finalized {batch['tenant']}/{batch['batch_id']} with {len(items)} of "
                 f"{batch['total']} rows, {len(live)} live",
             )
-        if (int(batch.get("completed", 0)), int(batch.get("failed", 0))) != counts:
+        if (int(batch.get("completed", 0)), int(batch.get("failed", 0))) != counts or (
+            int(batch.get("cancelled") or 0) != cancelled
+        ):
             world.violate(
                 6,
                 f"{write.actor} finalized {batch['tenant']}/{batch['batch_id']} with counters "
@@ -394,7 +413,7 @@ class PipelineScenario:
             )
         tolerated = batch.get("tolerated_failures")
         over = tolerated is not None and counts[1] > int(tolerated)
-        if (batch["status"] == "failed_threshold") != over:
+        if batch["status"] != "cancelled" and (batch["status"] == "failed_threshold") != over:
             world.violate(
                 14,
                 f"{write.actor} finalized {batch['tenant']}/{batch['batch_id']} {batch['status']} with "
@@ -522,6 +541,7 @@ class PipelineScenario:
         if world.data["marker"] in world.logs():
             world.violate(10, "an item's payload reached a log line")
         world.data["watch"].check()
+        world.data["cancels"].check(world)
         ticks = set(map(id, world.data["watch"].ticks))
         for actor in world.kernel.actors:
             if id(actor) in ticks:
