@@ -345,7 +345,7 @@ def test_batch_submit_from_a_jsonl_file_then_list_it_while_workers_are_paused(ta
     runtime.advance(minutes=10)
     code, out = cli(target, "batch", f"{tenant}/b1", "--json")
     report = json.loads(out)
-    assert report["counts"] == {"pending": 0, "running": 0, "completed": 3, "failed": 0}
+    assert report["counts"] == {"pending": 0, "running": 0, "completed": 3, "failed": 0, "cancelled": 0}
     assert sorted(i["item_id"] for i in report["items"]) == ["a", "c", "item-00002"]
     # AND submitting the same file again resumes, writing and sending nothing
     code, out = cli(target, "--as", "carol", "batch", "submit", f"{tenant}/b1", str(items))
