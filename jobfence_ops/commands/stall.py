@@ -68,7 +68,9 @@ def why(target: Target, report: BatchReport) -> list[Finding]:
                 "worker_paused", Severity.BLOCKED, f"its queue worker {worker} is paused: resume it (resume everything)"
             )
         )
-    for job in reclaim_jobs(target):
+    reclaim_off = [job for job in reclaim_jobs(target) if job in stopped.rules]
+    later = " once it is enabled" if reclaim_off else ""  # what the reclaimer does, it does only when it runs
+    for job in reclaim_off:
         if job in stopped.rules:
             found.append(
                 Finding(
@@ -88,7 +90,7 @@ def why(target: Target, report: BatchReport) -> list[Finding]:
                     "running_stale",
                     Severity.RECOVERING,
                     f"{len(dead)} item(s) running since {when(min(i.updated_at for i in dead))}, past the item-stale limit "
-                    f"({timing.item_stale_s} s): their worker stopped; the reclaimer sets them pending at its next tick",
+                    f"({timing.item_stale_s} s): their worker stopped; the reclaimer sets them pending at its next tick{later}",
                 )
             )
         if lost:
@@ -97,7 +99,7 @@ def why(target: Target, report: BatchReport) -> list[Finding]:
                     "pending_lost",
                     Severity.RECOVERING,
                     f"{len(lost)} item(s) pending since {when(min(i.updated_at for i in lost))}, past the pending-stale "
-                    f"limit ({timing.pending_stale_s} s): their wake-up was lost; the reclaimer re-sends it",
+                    f"limit ({timing.pending_stale_s} s): their wake-up was lost; the reclaimer re-sends it{later}",
                 )
             )
         live = [i for i in live if i not in dead and i not in lost]
