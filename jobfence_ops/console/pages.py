@@ -412,4 +412,3 @@ def why_section(findings: Iterable[Any]) -> str:
         for f in findings
     )
     return f"<h2>Why is it not done?</h2><ul id='why' data-live>{lines}</ul>"
-
