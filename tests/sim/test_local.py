@@ -35,7 +35,7 @@ def test_commands_chain_against_the_running_runtime(local_dir, runtime, tmp_path
     # reclaim), two failed for quota
     code, out = cli("batch", f"{tenant}/b", "--local", "--json")
     report = json.loads(out)
-    assert report["counts"] == {"pending": 0, "running": 0, "completed": 10, "failed": 2}, report["counts"]
+    assert report["counts"] == {"pending": 0, "running": 0, "completed": 10, "failed": 2, "cancelled": 0}, report["counts"]
     assert report["batch"]["status"] == "finalized"
     # WHEN the tenant gets two more actions and the failed items are retried
     code, out = cli("--local", "quota", tenant, "--grant", "2", "--json")
