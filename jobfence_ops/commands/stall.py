@@ -23,13 +23,15 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
+from jobfence.errors import SettingsError
 from jobfence.work import BatchReport, ItemStatus
 from jobfence_ops.commands import switches
 from jobfence_ops.commands.batches import reclaim_jobs, work_settings
 from jobfence_ops.render import when
 from jobfence_ops.runtime.topology import QueueInfo
-from jobfence_ops.targets import Target
+from jobfence_ops.targets import OperatorError, Target
 
 QUOTA_ERROR = "quota"  # a failed item's error names the quota when its tenant's quota ran out
 
@@ -49,8 +51,11 @@ class Finding:
     says: str
 
 
-def why(target: Target, report: BatchReport) -> list[Finding]:
-    """Why the batch is not done (blocking reasons first); a finalized batch says so."""
+def why(target: Target, report: BatchReport, stopped: switches.Stopped | None = None) -> list[Finding]:
+    """Why the batch is not done (blocking reasons first); a finalized batch says so.
+
+    `stopped`: what is switched off, when the caller has read it already (a console page, for its banner).
+    """
     batch = report.batch
     if batch.status.value != "open":
         ended = Finding("finalized", Severity.NOTE, f"finalized {batch.status.value}: nothing is left to run")
@@ -60,7 +65,7 @@ def why(target: Target, report: BatchReport) -> list[Finding]:
     pipeline = pipelines.get(batch.kind)
     found: list[Finding] = []
     queue = _queue_of(target, pipeline)
-    stopped = switches.stopped(target)
+    stopped = stopped if stopped is not None else switches.stopped(target)
     worker = _worker_of(target, queue)
     if worker is not None and worker in stopped.workers:
         found.append(
@@ -71,14 +76,13 @@ def why(target: Target, report: BatchReport) -> list[Finding]:
     reclaim_off = [job for job in reclaim_jobs(target) if job in stopped.rules]
     later = " once it is enabled" if reclaim_off else ""  # what the reclaimer does, it does only when it runs
     for job in reclaim_off:
-        if job in stopped.rules:
-            found.append(
-                Finding(
-                    "reclaim_disabled",
-                    Severity.BLOCKED,
-                    f"the reclaim job {job} is disabled: stale rows stay as they are",
-                )
+        found.append(
+            Finding(
+                "reclaim_disabled",
+                Severity.BLOCKED,
+                f"the reclaim job {job} is disabled: stale rows stay as they are",
             )
+        )
     live = [i for i in report.items if i.status in (ItemStatus.PENDING, ItemStatus.RUNNING)]
     if pipeline is not None:
         timing = pipeline.timing
@@ -172,13 +176,13 @@ def _ordered(found: list[Finding]) -> list[Finding]:
     return sorted(found, key=lambda f: order[f.severity])
 
 
-def _queue_of(target: Target, pipeline: object | None) -> QueueInfo | None:
-    """The deployed wake-up queue of the pipeline (None: unknown)."""
+def _queue_of(target: Target, pipeline: Any) -> QueueInfo | None:
+    """The deployed wake-up queue of the pipeline (None: unknown, or not granted to the work functions)."""
     if pipeline is None:
         return None
     try:
-        url = work_settings(target).queue(pipeline.queue)  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001 - a diagnosis reads what it can; a queue it cannot name is left out
+        url = work_settings(target).queue(pipeline.queue)
+    except (OperatorError, SettingsError):  # a diagnosis reads what it can; a queue it cannot name is left out
         return None
     return next((q for q in target.topology.queues.values() if q.url == url or q.name == url.rsplit("/", 1)[-1]), None)
 

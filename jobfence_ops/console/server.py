@@ -216,12 +216,14 @@ class ConsoleApp:
         report = batches.batch(self.target, _ref(ref_text))
         live = report.batch.status.value == "open"
         entries = self._entries(lambda log: log.about(batch_subject(report.batch.ref), 0, self.target.clock.now_ms()))
+        stopped = switches.stopped(self.target)  # read once: the banner and why the batch is not done
         return self.page(
             f"Batch {report.batch.ref}",
             pages.batch_page(report, self.csrf, self.read_only)
-            + pages.why_section(stall.why(self.target, report))
+            + pages.why_section(stall.why(self.target, report, stopped))
             + audit_pages.section("Actions on this batch", *entries),
             flash,
+            stopped=stopped,
             refresh_s=BATCH_REFRESH_S if live else None,
             live_s=min(self.live_s, BATCH_REFRESH_S) if live else self.live_s,
         )
