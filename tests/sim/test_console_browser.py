@@ -28,7 +28,7 @@ from jobfence_ops.local.control import LocalControl
 from jobfence_ops.render import when
 from jobfence_ops.targets import EmbeddedTarget, LocalTarget
 from jobs.listings.pipelines import GENERATION
-from tests.sim.browser import ME, act, shot
+from tests.sim.browser import ME, act, past_the_gate, shot
 from tests.sim.chained import cli
 
 pytestmark = [pytest.mark.server, pytest.mark.browser]
@@ -216,12 +216,7 @@ def _inside_scroller(locator) -> bool:
 
 def test_a_run_page_shows_its_row_and_log_query(console, page, runtime):
     # GIVEN clean_dpop_proofs' last run over an hour old (its interval gate would skip a manual run sooner)
-    events, rule = runtime.session.client("events"), runtime.rule_of_job("clean_dpop_proofs")
-    events.disable_rule(Name=rule)
-    try:
-        runtime.advance(minutes=61)
-    finally:
-        events.enable_rule(Name=rule)
+    past_the_gate(runtime, "clean_dpop_proofs")
     page.goto(console.url + "/")
     act(page, "#jobs tr:has-text('clean_dpop_proofs') form[action='/actions/run']")
     assert f"{ME} ran clean_dpop_proofs: ran" in page.locator("#flash").inner_text()

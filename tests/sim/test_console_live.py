@@ -29,7 +29,7 @@ from jobfence_ops.console.server import ConsoleApp, ConsoleServer
 from jobfence_ops.render import pairs
 from jobfence_ops.targets import EmbeddedTarget
 from jobs.listings.pipelines import GENERATION
-from tests.sim.browser import shot
+from tests.sim.browser import past_the_gate, shot
 
 pytestmark = [pytest.mark.server, pytest.mark.browser]
 
@@ -49,12 +49,7 @@ def live(runtime):
 @pytest.fixture
 def runnable(runtime):
     """clean_dpop_proofs' last run over an hour old: its interval gate lets a manual run through."""
-    events, rule = runtime.session.client("events"), runtime.rule_of_job("clean_dpop_proofs")
-    events.disable_rule(Name=rule)
-    try:
-        runtime.advance(minutes=61)
-    finally:
-        events.enable_rule(Name=rule)
+    past_the_gate(runtime, "clean_dpop_proofs")
     return EmbeddedTarget(runtime)
 
 
