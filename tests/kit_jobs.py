@@ -17,7 +17,7 @@ from typing import Any, Iterator
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from jobfence.dynamo import bind
+from jobfence.binding import bind
 from jobfence.errors import ConditionFailed
 from jobfence.registry import JobSpec, Registry, TableSpec
 from jobfence.scheduled import JobDeps, RunContext

@@ -52,7 +52,7 @@ missing or wrong is a `SettingsError`; a `JOB_NAME` not in the catalog an
 A lease refusal is a `LeaseRefused` (`LeaseHeld`, `IntervalNotElapsed`,
 `RequestServed`, `PredecessorUnrecorded`), a term that is over `LeaseLost` (or
 `TermOvertaken`, when its acquire's reply was lost). `StoreError` carries the
-classified AWS error (`jobfence.dynamo.ErrorKind`: whether a write may have been
+classified AWS error (`jobfence.errors.ErrorKind`: whether a write may have been
 applied), and `ConditionFailed` the old image of a refused write. A pipeline's
 step raises `PermanentFailure` to fail an item for good; reusing a batch id for
 another batch is a `BatchConflict`.
@@ -64,7 +64,7 @@ holds the lookups every function shares (`table`, `queue`, `secret`, ...).
 The reference of every name, generated from these docstrings, is docs/api.md
 (`python -m ops.apidoc`).
 
-Everything else (the rest of `jobfence.dynamo`, `jobfence.runs`, `jobfence.triggers`, and
+Everything else (`jobfence.binding` but `bound_to`, `jobfence.dynamo`, `jobfence.runs`, `jobfence.triggers`, and
 of the work package's modules) is internal and may change.
 """
 
@@ -76,7 +76,7 @@ _MODULES = {
     "jobfence.batch": "LastBatch",
     "jobfence.clock": "Clock FrozenClock SystemClock",
     "jobfence.config": "ScheduledSettings Settings",
-    "jobfence.dynamo": "bound_to",
+    "jobfence.binding": "bound_to",
     "jobfence.errors": (
         "ConditionFailed IntervalNotElapsed InvalidEvent JobfenceError LeaseHeld LeaseLost LeaseRefused "
         "PredecessorUnrecorded RequestServed SettingsError StoreError TermOvertaken UnknownJob"

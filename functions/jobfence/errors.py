@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-if TYPE_CHECKING:
-    from jobfence.dynamo import ErrorKind
-    from jobfence.lease_item import Term
+from jobfence.term import Term
 
 
 class JobfenceError(Exception):
@@ -127,10 +125,32 @@ class PredecessorUnrecorded(LeaseRefused):
         super().__init__(f"the run of fence {term.fence} on {job!r} ended unreleased and is not yet recorded")
 
 
+class ErrorKind(str, enum.Enum):
+    """What an AWS error says about the call that raised it (each kind's meaning for a write: `jobfence.dynamo`)."""
+
+    CONDITION_FAILED = "condition_failed"
+    TRANSACTION_CANCELED = "transaction_canceled"
+    THROTTLED = "throttled"
+    UNAVAILABLE = "unavailable"
+    REPLY_LOST = "reply_lost"
+    CONNECTION = "connection"
+    REJECTED = "rejected"
+
+    @property
+    def transient(self) -> bool:
+        """Retrying the same call later may succeed."""
+        return self in (ErrorKind.THROTTLED, ErrorKind.UNAVAILABLE, ErrorKind.REPLY_LOST, ErrorKind.CONNECTION)
+
+    @property
+    def maybe_applied(self) -> bool:
+        """A write that raised this may nevertheless have been applied (its outcome is unknown)."""
+        return self in (ErrorKind.UNAVAILABLE, ErrorKind.REPLY_LOST)
+
+
 class StoreError(JobfenceError):
     """A DynamoDB call failed for a reason other than a condition we asked for.
 
-    `kind` is the classification of the AWS error behind it (`jobfence.dynamo.ErrorKind`),
+    `kind` is the classification of the AWS error behind it (`ErrorKind` above),
     when there was one: `kind.maybe_applied` says the write may have landed anyway.
     """
 

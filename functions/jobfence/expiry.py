@@ -17,7 +17,8 @@ from typing import Any
 from pynamodb.indexes import GlobalSecondaryIndex
 
 from jobfence.batch import LastBatch
-from jobfence.dynamo import each_row, index
+from jobfence.binding import index
+from jobfence.dynamo import each_row
 from jobfence.indexes import EXPIRY_INDEX_SPEC, EXPIRY_SHARDS
 
 

@@ -82,7 +82,6 @@ from pynamodb.connection import Connection
 
 from jobfence.clock import Clock
 from jobfence.dynamo import (
-    ErrorKind,
     may_have_applied,
     plain,
     raise_store_error,
@@ -91,7 +90,7 @@ from jobfence.dynamo import (
     retry_transient,
     went_unanswered,
 )
-from jobfence.errors import LeaseLost, Skip, TermOvertaken
+from jobfence.errors import ErrorKind, LeaseLost, Skip, TermOvertaken
 from jobfence.lease_item import (
     NONE,
     PENDING,

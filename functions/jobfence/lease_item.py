@@ -17,23 +17,12 @@ from typing import Any
 from jobfence.dynamo import plain
 from jobfence.errors import IntervalNotElapsed, LeaseHeld, LeaseRefused, PredecessorUnrecorded, RequestServed
 from jobfence.registry import INTERVAL_TOLERANCE
+from jobfence.term import Term
 
 NONE = "-"  # "no such attribute" inside a copied value (an empty string is not valid everywhere)
 TICK_SLACK_MS = 1000  # a scheduled event's `time` has whole seconds: a run started this early still answers its tick
 PENDING = "pending_tick"  # the one pending request of a buffer_one job (epoch ms of the tick that asked)
 SERVED = "served_tick"  # the latest tick whose pending request a term was acquired to serve
-
-
-@dataclass(frozen=True)
-class Term:
-    """A term that ended without a release: its holder died, or paused past its expiry."""
-
-    job: str
-    run_id: str
-    holder: str
-    fence: int
-    acquired_at: int
-    expires_at: int
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jobfence.dynamo import ErrorKind, raise_store_error, retry_transient
-from jobfence.errors import StoreError
+from jobfence.dynamo import raise_store_error, retry_transient
+from jobfence.errors import ErrorKind, StoreError
 from jobfence.ledger import Toggle, enabled_at
 
 MAX_TOGGLES = 10  # kept per job on its lease item (oldest dropped): ~260 bytes, so a lease write stays 1 WCU

@@ -38,7 +38,8 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAtt
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
-from jobfence.dynamo import ModelStore, get_row
+from jobfence.binding import ModelStore
+from jobfence.dynamo import get_row
 from jobfence.once import update_once
 
 

@@ -10,15 +10,11 @@ synthesis and at cold start, with a message naming the entry.
 from __future__ import annotations
 
 import enum
-import importlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from jobfence.errors import JobfenceError, UnknownJob
-
-if TYPE_CHECKING:
-    from jobfence.scheduled import Job, JobDeps
 
 # Table access a catalog entry declares: "+"-joined verbs, each one DynamoDB action, so a grant is
 # what the entry's stores call and nothing more ("query+delete", "get+update", "read+scan").
@@ -243,14 +239,6 @@ class JobSpec:
         """The term's length in ms (`lease_ttl_s`, or the timeout plus `LEASE_MARGIN_S` when not given)."""
         assert self.lease_ttl_s is not None  # filled in by __post_init__
         return self.lease_ttl_s * 1000
-
-    def load(self) -> Callable[[JobDeps], Job]:
-        """Import and return the job's factory."""
-        module_name, _, attr = self.entry.partition(":")
-        try:
-            return getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as exc:
-            raise CatalogError(f"job {self.name!r}: entry {self.entry!r} cannot be imported: {exc}") from exc
 
 
 @dataclass(frozen=True)

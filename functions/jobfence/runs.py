@@ -35,7 +35,6 @@ from typing import Any
 from boto3.dynamodb.types import TypeSerializer
 
 from jobfence.dynamo import (
-    ErrorKind,
     deserialized,
     error_code,
     is_aws_error,
@@ -44,7 +43,7 @@ from jobfence.dynamo import (
     refused_item,
     retry_transient,
 )
-from jobfence.errors import JobfenceError, StoreError, bounded
+from jobfence.errors import ErrorKind, JobfenceError, StoreError, bounded
 from jobfence.lease import LeaseStore, Term, predecessor_term, unreleased_term
 from jobfence.triggers import who_fields
 

@@ -45,9 +45,10 @@ a run exactly.
 from __future__ import annotations
 
 import enum
+import importlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
@@ -68,7 +69,7 @@ from jobfence.errors import (
     TermOvertaken,
 )
 from jobfence.lease import Lease, LeaseStore, Pending, Term, new_id
-from jobfence.registry import JobSpec, Overlap
+from jobfence.registry import CatalogError, JobSpec, Overlap
 from jobfence.runs import RunStart, RunState, RunStore, bounded_summary, safe_error
 from jobfence.transaction import FencedTransaction
 from jobfence.triggers import Trigger, buffered_event, who_fields
@@ -142,6 +143,15 @@ class RunContext:
 
 
 Job = Callable[[RunContext], Iterator[Mapping[str, Any]]]  # a batch's counts, the last maybe a LastBatch
+
+
+def load_job(spec: JobSpec) -> Callable[[JobDeps], Job]:
+    """Import and return the job's factory (`spec.entry`, "module:function")."""
+    module_name, _, attr = spec.entry.partition(":")
+    try:
+        return cast(Callable[[JobDeps], Job], getattr(importlib.import_module(module_name), attr))
+    except (ImportError, AttributeError) as exc:
+        raise CatalogError(f"job {spec.name!r}: entry {spec.entry!r} cannot be imported: {exc}") from exc
 
 
 class LambdaContextLike(Protocol):

@@ -39,14 +39,13 @@ from pynamodb.transactions import TransactWrite
 
 from jobfence.dynamo import (
     REASON_CONDITION_FAILED,
-    ErrorKind,
     cancellation_reasons,
     classify,
     is_aws_error,
     plain,
     raise_store_error,
 )
-from jobfence.errors import ConditionFailed, LeaseLost, StoreError
+from jobfence.errors import ConditionFailed, ErrorKind, LeaseLost, StoreError
 
 ALL_OLD = "ALL_OLD"
 MAX_ENTRIES = 99  # TransactWriteItems takes 100 entries; one is the lease check

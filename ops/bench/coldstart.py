@@ -116,7 +116,7 @@ FLOOR_TEXT = (
     "bytecode: 25-35 ms of the figures above), and the Lambda runtime's own Python is not this machine's. "
     "Nor the first tick: pynamodb (6.1) gives each bound model its own botocore session and DynamoDB client, "
     "created on that model's first call; those sessions share the process's botocore data loader "
-    "(`jobfence.dynamo.new_session`), so each costs a client (23 ms CPU on this machine, against 152 ms for a "
+    "(`jobfence.binding.new_session`), so each costs a client (23 ms CPU on this machine, against 152 ms for a "
     "session that parses the models again, 20 of each measured directly), not the JSON models again."
 )
 

@@ -55,7 +55,7 @@ def round_cost(spread: int, scoped: bool) -> RoundCost:
     from aws_lambda_powertools import Logger
     from moto import mock_aws
 
-    import jobfence.dynamo
+    import jobfence.binding
     from jobfence.clock import FrozenClock
     from jobfence.config import ENV_TENANT_ROLE, Settings, queue_env, table_env
     from jobfence.handler import worker_handler
@@ -69,7 +69,7 @@ def round_cost(spread: int, scoped: bool) -> RoundCost:
     requests = {"n": 0}
 
     def counting_session(env_vars: Any = None) -> Any:
-        session = jobfence.dynamo.new_session(env_vars)
+        session = jobfence.binding.new_session(env_vars)
         session.register("before-sign.dynamodb", lambda **_: requests.__setitem__("n", requests["n"] + 1))
         return session
 

@@ -12,7 +12,7 @@ import json
 from aws_lambda_powertools import Logger
 
 from jobfence.config import ENV_TENANT_ROLE, Settings, queue_env, table_env
-from jobfence.dynamo import ErrorKind
+from jobfence.errors import ErrorKind
 from jobfence.errors import StoreError
 from jobfence.handler import worker_handler
 from jobfence.tenants import TenantScopes

@@ -9,11 +9,11 @@ import pytest
 from aws_lambda_powertools import Logger, Metrics
 
 from jobfence.config import ScheduledSettings, WorkerSettings, queue_env, table_env
-from jobfence.dynamo import bound_to
+from jobfence.binding import bound_to
 from jobfence.handler import worker_handler
 from jobfence.lease import LeaseStore
 from jobfence.runs import RunStore
-from jobfence.scheduled import JobDeps, Outcome, ScheduledRunner
+from jobfence.scheduled import JobDeps, Outcome, ScheduledRunner, load_job
 from jobfence.testing.harness import aws_session
 from jobfence.triggers import Trigger
 from jobfence.work import BatchRef, ItemInput, ItemStatus, Producer, parse_wakeup
@@ -232,7 +232,7 @@ def test_reclaim_runs_as_a_registered_job_under_its_lease_and_renews_between_pag
     Producer(store, {"generation": _Null()}, logger).submit(
         BatchRef("acme", "b1"), "generation", [ItemInput(f"i{i:03d}", {}) for i in range(60)], "tester"
     )
-    job = spec.load()(JobDeps(settings, spec, clock, aws, dynamodb, logger))
+    job = load_job(spec)(JobDeps(settings, spec, clock, aws, dynamodb, logger))
     leases = LeaseStore(dynamodb, tables["leases"], clock)
     renewals = {"n": 0}
     real_renew = leases.renew

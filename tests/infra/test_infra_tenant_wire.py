@@ -21,10 +21,10 @@ import pynamodb.connection.base
 import pytest
 from aws_lambda_powertools import Logger
 
-import jobfence.dynamo
+import jobfence.binding
 from jobfence.config import ENV_TENANT_ROLE, ScheduledSettings, queue_env, table_env
 from jobfence.handler import worker_handler
-from jobfence.scheduled import JobDeps
+from jobfence.scheduled import JobDeps, load_job
 from jobfence.tenants import TenantScopes
 from jobfence.work import BatchRef, ItemInput, ItemStatus, Producer
 from jobs.catalog import CATALOG
@@ -51,7 +51,7 @@ class Wire:
         self.on = False
 
     def session(self, env_vars: Any = None) -> Any:
-        session = jobfence.dynamo.new_session(env_vars)
+        session = jobfence.binding.new_session(env_vars)
         session.register("before-sign.dynamodb", self._record)
         return session
 
@@ -187,7 +187,7 @@ def test_the_reclaimers_sweep_reads_the_indexes_as_itself_and_each_tenants_rows_
     store = build_store(settings, clock)
     for tenant in TENANTS:
         _submit(store, tenant, "b1", 4)  # wake-ups lost (`_Null`): every item stays pending
-    job = spec.load()(JobDeps(settings, spec, clock, aws, dynamodb, Logger(service="listings")))
+    job = load_job(spec)(JobDeps(settings, spec, clock, aws, dynamodb, Logger(service="listings")))
     clock.advance(minutes=17)
     wire.on = True
     summary: dict[str, int] = {}
@@ -221,7 +221,7 @@ def test_the_reclaimer_fails_items_stale_at_the_cap_rolls_up_and_finalizes_each_
             if attempt < cap:
                 for claim in claims.values():
                     assert store.release(claim, "generation", "provider error")
-    job = spec.load()(JobDeps(settings, spec, clock, aws, dynamodb, Logger(service="listings")))
+    job = load_job(spec)(JobDeps(settings, spec, clock, aws, dynamodb, Logger(service="listings")))
     clock.advance(minutes=20)
     wire.on = True
     summary: dict[str, int] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from jobfence.scheduled import load_job
 from jobs.catalog import CATALOG
 from jobs.club.catalog import DISCORD_TOKEN_SECRET, NOTIFICATIONS_QUEUE, SIGNER_EVENTS, signing_secret, verify_secret
 
@@ -53,4 +54,4 @@ def test_only_the_discord_worker_holds_the_token_and_it_can_verify_but_not_sign(
 
 def test_every_club_job_entry_imports():
     for job in _club_jobs():
-        assert callable(job.load())
+        assert callable(load_job(job))

@@ -6,7 +6,8 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 from pynamodb.exceptions import PutError, TransactWriteError, UpdateError
 
-from jobfence.dynamo import ErrorKind, cancellation_codes, classify, error_code, old_image
+from jobfence.dynamo import cancellation_codes, classify, error_code, old_image
+from jobfence.errors import ErrorKind
 
 
 def _client_error(code: str, status: int = 400, **extra: object) -> ClientError:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ConnectionClosedError
 
-from jobfence.dynamo import ErrorKind
+from jobfence.errors import ErrorKind
 from jobfence.errors import ConditionFailed, IntervalNotElapsed, LeaseHeld, LeaseLost, PredecessorUnrecorded, Skip, StoreError
 from jobfence.lease import LeaseStore, Term
 from jobfence.testing.sim.markers import marker_write

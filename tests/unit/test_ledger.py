@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobfence.dynamo import ErrorKind
+from jobfence.errors import ErrorKind
 from jobfence.errors import StoreError
 from jobfence.ledger import DELIVERY_TOLERANCE_MS, TickLabel, Toggle, build_ledger, enabled_at
 from jobfence.lease_toggles import MAX_TOGGLES, RuleHistory, RuleToggles

@@ -142,7 +142,7 @@ def test_two_rotations_inside_max_age_push_the_oldest_key_out(aws, clock):
 
 
 def test_a_throttled_secret_read_is_a_store_error_with_its_kind_and_no_value(sm):
-    from jobfence.dynamo import ErrorKind
+    from jobfence.errors import ErrorKind
     from jobfence.errors import StoreError
     from tests.aws_faults import throttled
 

@@ -13,7 +13,8 @@ from typing import Any, Callable
 
 import pytest
 
-from jobfence.dynamo import ErrorKind, classify
+from jobfence.dynamo import classify
+from jobfence.errors import ErrorKind
 from jobfence.errors import StoreError
 from jobs.backoffice.operator_ledger import OperatorLedgerStore
 from jobs.club.stores.memberships import MembershipStore

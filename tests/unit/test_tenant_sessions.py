@@ -18,7 +18,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from jobfence.clock import FrozenClock
-from jobfence.dynamo import Credentials, ErrorKind, bind
+from jobfence.binding import Credentials, bind
+from jobfence.errors import ErrorKind
 from jobfence.errors import StoreError
 from jobfence.quota import QuotaStore
 from jobfence.tenants import REFRESH_MARGIN_S, SESSION_DURATION_S, TenantScopes, TenantSessionRefused

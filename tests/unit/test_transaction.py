@@ -6,7 +6,7 @@ import pytest
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from jobfence.dynamo import bind
+from jobfence.binding import bind
 from jobfence.errors import ConditionFailed, LeaseLost
 from jobfence.lease import LeaseStore
 from jobfence.scheduled import RunContext

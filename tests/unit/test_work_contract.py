@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jobfence.errors import InvalidEvent
+from jobfence.scheduled import load_job
 from jobfence.work import (
     KEY_WRITES_PER_S,
     MAX_SHARDS,
@@ -53,7 +54,7 @@ def test_the_reclaim_job_is_registered_with_an_interval_and_both_queues():
     spec = CATALOG.job("reclaim_listings")
     assert spec.schedule == "rate(5 minutes)" and spec.interval_s == 300
     assert set(spec.queues) == {"listing_generation", "listing_publish"}
-    assert spec.load().__name__ == "build_reclaim_listings"
+    assert load_job(spec).__name__ == "build_reclaim_listings"
     items = CATALOG.tables["listing_items"]
     assert items.partition_key == ("batch_key", "S") and items.indexes[0].sort_key == ("updated_at", "N")
 

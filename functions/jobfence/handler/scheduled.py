@@ -25,14 +25,14 @@ import boto3
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from jobfence.binding import new_session
 from jobfence.clock import Clock
 from jobfence.config import ScheduledSettings, metrics_namespace
-from jobfence.dynamo import new_session
 from jobfence.errors import InvalidEvent
 from jobfence.lease import LeaseStore
 from jobfence.registry import Overlap, Registry
 from jobfence.runs import RunStore
-from jobfence.scheduled import JobDeps, ScheduledRunner
+from jobfence.scheduled import JobDeps, ScheduledRunner, load_job
 from jobfence.tracing import handler_tracer, traced
 from jobfence.triggers import parse_trigger
 
@@ -63,7 +63,7 @@ def scheduled_handler(
     namespace = metrics_namespace(environ)
     metrics = Metrics(namespace=namespace, service=spec.subsystem)
     metrics.set_default_dimensions(job=spec.name)
-    job = spec.load()(JobDeps(settings, spec, clock, session, dynamodb, logger, namespace))
+    job = load_job(spec)(JobDeps(settings, spec, clock, session, dynamodb, logger, namespace))
     runner = ScheduledRunner(
         LeaseStore(dynamodb, settings.leases_table, clock),
         RunStore(dynamodb, settings.runs_table),

@@ -26,9 +26,9 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 
+from jobfence.binding import bound_to
 from jobfence.clock import Clock
 from jobfence.config import WorkerSettings, metrics_namespace
-from jobfence.dynamo import bound_to
 from jobfence.registry import CatalogError, Registry
 from jobfence.sqs_batch import split_records
 from jobfence.tenants import TenantScopes

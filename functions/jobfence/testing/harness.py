@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from jobfence.binding import new_session
 from jobfence.clock import FrozenClock
 from jobfence.config import (
     DEFAULT_PREFIX,
@@ -34,11 +35,11 @@ from jobfence.config import (
     secret_env,
     table_env,
 )
-from jobfence.dynamo import new_session, plain
+from jobfence.dynamo import plain
 from jobfence.lease import LeaseStore
 from jobfence.registry import JobSpec, Registry
 from jobfence.runs import RunState, RunStore
-from jobfence.scheduled import Job, JobDeps, LambdaContextLike, Outcome, RunResult, ScheduledRunner
+from jobfence.scheduled import Job, JobDeps, LambdaContextLike, Outcome, RunResult, ScheduledRunner, load_job
 from jobfence.testing.fence import fenced_writes_only
 from jobfence.testing.grants import within_grant
 from jobfence.testing.tables import create_tables
@@ -244,7 +245,7 @@ class JobHarness:
 
     def build(self) -> Job:
         """The job, built by the factory its catalog entry names."""
-        return self.spec.load()(self.deps())
+        return load_job(self.spec)(self.deps())
 
     def tick(
         self, job: Job | None = None, *, trigger: Trigger | None = None, context: LambdaContextLike | None = None
@@ -301,7 +302,7 @@ def rule_arn_of(job: str, region: str = "us-east-1", account: str = ACCOUNT, pre
 def aws_session(region_name: str | None = None) -> boto3.session.Session:
     """A fresh boto3 session (in moto under the `aws` fixture) sharing the process's botocore data loader.
 
-    See `jobfence.dynamo.new_session`: parsing the service models again for every test's session would be
+    See `jobfence.binding.new_session`: parsing the service models again for every test's session would be
     most of a small test's time.
     """
     import boto3

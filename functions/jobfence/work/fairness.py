@@ -42,8 +42,10 @@ from pynamodb.attributes import MapAttribute, NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import PynamoDBException
 from pynamodb.models import Model
 
+from jobfence.binding import ModelStore, bind
 from jobfence.clock import Clock
-from jobfence.dynamo import ErrorKind, ModelStore, bind, classify, get_row, raise_store_error
+from jobfence.dynamo import classify, get_row, raise_store_error
+from jobfence.errors import ErrorKind
 from jobfence.work.keys import ItemKey
 
 GATE_ROUNDS = 3  # re-read and re-plan an admit or a release at most this often (races with other workers)

@@ -41,7 +41,9 @@ from typing import TYPE_CHECKING, Any
 
 from pynamodb.exceptions import PynamoDBException
 
-from jobfence.dynamo import ErrorKind, ModelStore, aws_call, bind, classify, raise_store_error
+from jobfence.binding import ModelStore, bind
+from jobfence.dynamo import aws_call, classify, raise_store_error
+from jobfence.errors import ErrorKind
 from jobfence.once import update_once
 from jobfence.work.cancel import cancel_reason
 from jobfence.work.keys import (

@@ -30,7 +30,7 @@ from typing import Any
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.models import Model
 
-from jobfence.dynamo import index
+from jobfence.binding import index
 from jobfence.indexes import OPEN_INDEX_SPEC, RECLAIM_INDEX_SPEC
 from jobfence.work.keys import MAX_SHARDS, BatchRow, BatchStatus, ItemRow, ItemStatus, QuotaHold
 

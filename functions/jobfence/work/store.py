@@ -31,19 +31,17 @@ from pynamodb.connection import Connection
 from pynamodb.exceptions import PynamoDBException
 from pynamodb.transactions import TransactWrite
 
+from jobfence.binding import bind, credentials_of
 from jobfence.clock import Clock
 from jobfence.dynamo import (
     REASON_CONDITION_FAILED,
-    ErrorKind,
     aws_call,
-    bind,
     cancellation_reasons,
     classify,
-    credentials_of,
     old_image,
     raise_store_error,
 )
-from jobfence.errors import StoreError
+from jobfence.errors import ErrorKind, StoreError
 from jobfence.once import update_once
 from jobfence.quota import QuotaStore, available_in
 from jobfence.work import sweep

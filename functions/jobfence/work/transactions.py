@@ -34,15 +34,8 @@ from typing import TYPE_CHECKING, Any
 from pynamodb.exceptions import PynamoDBException
 from pynamodb.transactions import TransactWrite
 
-from jobfence.dynamo import (
-    REASON_CONDITION_FAILED,
-    ErrorKind,
-    aws_call,
-    cancellation_reasons,
-    classify,
-    raise_store_error,
-)
-from jobfence.errors import StoreError
+from jobfence.dynamo import REASON_CONDITION_FAILED, aws_call, cancellation_reasons, classify, raise_store_error
+from jobfence.errors import ErrorKind, StoreError
 from jobfence.quota import available_in
 from jobfence.work.cancel import cancelled_error
 from jobfence.work.keys import (

@@ -16,8 +16,9 @@ import enum
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
+from jobfence.binding import ModelStore
 from jobfence.clock import ttl_seconds
-from jobfence.dynamo import ModelStore, aws_call, get_row, update_if
+from jobfence.dynamo import aws_call, get_row, update_if
 from jobfence.expiry import expired, expiry_index, expiry_shard, is_live
 
 KEEP_EXPIRED_MS = 30 * 24 * 3_600_000  # DynamoDB TTL removes the row this long after it expired

@@ -23,20 +23,9 @@ from pynamodb.attributes import MapAttribute, NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import UpdateError
 from pynamodb.models import Model
 
-from jobfence.dynamo import (
-    ErrorKind,
-    ModelStore,
-    aws_call,
-    classify,
-    each_row,
-    error_code,
-    get_row,
-    index,
-    one_page,
-    update_if,
-    update_or_refusal,
-)
-from jobfence.errors import StoreError
+from jobfence.binding import ModelStore, index
+from jobfence.dynamo import aws_call, classify, each_row, error_code, get_row, one_page, update_if, update_or_refusal
+from jobfence.errors import ErrorKind, StoreError
 from jobs.commerce.catalog import ACCOUNTS_BY_RECOVERY as BY_RECOVERY
 
 RECOVERY_DUE = "due"

@@ -17,9 +17,10 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DeleteError
 from pynamodb.models import Model
 
+from jobfence.binding import ModelStore
 from jobfence.clock import ttl_seconds
-from jobfence.dynamo import ErrorKind, ModelStore, aws_call, classify, error_code, get_row, update_if
-from jobfence.errors import StoreError
+from jobfence.dynamo import aws_call, classify, error_code, get_row, update_if
+from jobfence.errors import ErrorKind, StoreError
 from jobfence.expiry import expired, expiry_index, expiry_shard, is_live
 
 

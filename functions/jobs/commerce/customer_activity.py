@@ -13,8 +13,9 @@ from typing import Any
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
+from jobfence.binding import ModelStore
 from jobfence.clock import ttl_seconds
-from jobfence.dynamo import ModelStore, aws_call, each_row
+from jobfence.dynamo import aws_call, each_row
 from jobfence.expiry import expired, expiry_index, expiry_shard, is_live
 
 ACTIVITY_RETENTION_MS = 30 * 24 * 3_600_000

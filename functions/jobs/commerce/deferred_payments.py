@@ -43,7 +43,8 @@ from typing import Any
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.models import Model
 
-from jobfence.dynamo import ModelStore, aws_call, get_row, index, one_page, update_if, update_or_refusal
+from jobfence.binding import ModelStore, index
+from jobfence.dynamo import aws_call, get_row, one_page, update_if, update_or_refusal
 from jobfence.transaction import Write, update_write
 from jobs.commerce.catalog import DEFERRED_BY_STATUS_UPDATED as BY_STATUS_UPDATED
 

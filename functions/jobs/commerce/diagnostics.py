@@ -29,9 +29,10 @@ from pynamodb.exceptions import DeleteError
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
+from jobfence.binding import ModelStore
 from jobfence.clock import ttl_seconds
-from jobfence.dynamo import ErrorKind, ModelStore, aws_call, classify, each_row, error_code, get_row
-from jobfence.errors import StoreError
+from jobfence.dynamo import aws_call, classify, each_row, error_code, get_row
+from jobfence.errors import ErrorKind, StoreError
 from jobfence.expiry import expired, expiry_index, expiry_shard, is_live
 from jobfence.transaction import Write, update_write
 

@@ -45,8 +45,9 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import PutError
 from pynamodb.models import Model
 
-from jobfence.dynamo import ErrorKind, ModelStore, classify, each_row, error_code, get_row, index, update_if
-from jobfence.errors import StoreError
+from jobfence.binding import ModelStore, index
+from jobfence.dynamo import classify, each_row, error_code, get_row, update_if
+from jobfence.errors import ErrorKind, StoreError
 from jobfence.transaction import Write, save_write, update_write
 from jobs.commerce.catalog import OPERATIONS_BY_ACCOUNT as BY_ACCOUNT
 from jobs.commerce.catalog import OPERATIONS_BY_DUE as BY_DUE

@@ -18,7 +18,8 @@ from typing import Any
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from jobfence.dynamo import ModelStore, aws_call, each_row, get_row, index, update_if
+from jobfence.binding import ModelStore, index
+from jobfence.dynamo import aws_call, each_row, get_row, update_if
 from jobfence.errors import StoreError
 from jobfence.transaction import Write, update_write
 from jobs.commerce.catalog import ORDERS_BY_ACCOUNT as BY_ACCOUNT

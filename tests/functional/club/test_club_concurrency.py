@@ -124,7 +124,7 @@ def test_record_conditions_alone_keep_two_overlapping_runs_from_doubling_anythin
 
     def body(i: int) -> list[dict]:
         mine = _fresh_club(club)
-        built = spec.load()(mine.deps(job))
+        built = load_job(spec)(mine.deps(job))
         leases = LeaseStore(mine.dynamodb, club.tables["leases"], club.clock)
         lease = leases.acquire(f"{job}#racer-{i}", f"racer-{i}", spec.lease_ttl_s * 1000)
         ctx = RunContext(spec, uuid.uuid4().hex, Trigger("scheduled", club.clock.now_ms()), lease, leases, club.clock)

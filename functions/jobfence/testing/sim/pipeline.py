@@ -51,7 +51,7 @@ from jobfence.config import ScheduledSettings, Settings, config_env, queue_env, 
 from jobfence.errors import JobfenceError
 from jobfence.indexes import OPEN_INDEX_SPEC, RECLAIM_INDEX_SPEC
 from jobfence.registry import JobSpec, Registry
-from jobfence.scheduled import JobDeps
+from jobfence.scheduled import JobDeps, load_job
 from jobfence.testing.sim.batch_checks import check_batches
 from jobfence.testing.sim.cancels import CANCELLER, CancelWatch
 from jobfence.testing.sim.faults import (
@@ -205,7 +205,7 @@ class PipelineScenario:
         settings = self.settings(world, scheduled=True)
         assert isinstance(settings, ScheduledSettings)
         deps = JobDeps(settings, self.reclaim, clock, world.wire.boto3, world.wire.dynamodb, world.logger)
-        return self.reclaim.load()(deps)
+        return load_job(self.reclaim)(deps)
 
     def plan_batches(self, world: World) -> list[PlannedBatch]:
         marker = world.data["marker"]

@@ -31,7 +31,7 @@ from typing import Any
 
 from jobfence.config import ScheduledSettings, config_env, table_env
 from jobfence.registry import JobSpec, Registry
-from jobfence.scheduled import JobDeps
+from jobfence.scheduled import JobDeps, load_job
 from jobfence.testing.fence import UnfencedWrite, breach_message, watching_writes
 from jobfence.testing.sim.faults import AWS_CALL_FAULTS, PAUSES, TIME_FAULTS, FaultKind
 from jobfence.testing.sim.kernel import START_MS, Actor, SkewedClock
@@ -150,7 +150,7 @@ class ScheduledJobScenario:
         return JobDeps(settings, spec, clock, world.wire.boto3, world.wire.dynamodb, world.logger)
 
     def _build(self, deps: JobDeps) -> Any:
-        return deps.spec.load()(deps)
+        return load_job(deps.spec)(deps)
 
     def _done(self, world: World) -> None:
         """Liveness after the clean tick ran: the job's work is done (violations through `world.violate`)."""

@@ -20,7 +20,8 @@ from typing import Any
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from jobfence.dynamo import ModelStore, aws_call, get_row, index
+from jobfence.binding import ModelStore, index
+from jobfence.dynamo import aws_call, get_row
 from jobfence.transaction import Write, update_write
 from jobs.club.catalog import RETRY_INDEX_SPEC
 from jobs.club.email_auth import MISSING, MailVerdicts

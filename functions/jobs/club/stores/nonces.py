@@ -33,9 +33,10 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DeleteError, PutError, UpdateError
 from pynamodb.models import Model
 
+from jobfence.binding import ModelStore
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import ErrorKind, ModelStore, classify, error_code, get_row
-from jobfence.errors import StoreError
+from jobfence.dynamo import classify, error_code, get_row
+from jobfence.errors import ErrorKind, StoreError
 
 NONCE_TTL_MS = 24 * 3_600_000
 CLAIM_TTL_MS = 120_000  # > the worker's 30 s timeout + the 60 s clock margin; < the queue's 180 s visibility

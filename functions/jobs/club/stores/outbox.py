@@ -16,8 +16,9 @@ from collections.abc import Iterator
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
+from jobfence.binding import ModelStore
 from jobfence.clock import ttl_seconds
-from jobfence.dynamo import ModelStore, aws_call, each_row
+from jobfence.dynamo import aws_call, each_row
 from jobfence.transaction import Write, save_write
 from jobs.club.events import Event
 

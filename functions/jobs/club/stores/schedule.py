@@ -18,7 +18,8 @@ from typing import Any
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from jobfence.dynamo import ModelStore, aws_call, each_row
+from jobfence.binding import ModelStore
+from jobfence.dynamo import aws_call, each_row
 from jobfence.transaction import Write, update_write
 
 DARKROOM = "darkroom"
