@@ -14,7 +14,7 @@ from typing import Any, Iterator, Mapping
 from boto3.dynamodb.types import TypeSerializer
 from pynamodb.signals import pre_dynamodb_send
 
-from jobfence.dynamo import plain
+from jobfence.dynamo import deserialized
 from jobfence.registry import TableSpec
 from jobfence.testing.harness import aws_session
 from jobfence.testing.harness import LambdaContext  # noqa: F401 (the kit's, imported from here by older tests)
@@ -198,7 +198,7 @@ class Rows:
     def get(self, name: str, *key: object) -> dict[str, Any] | None:
         """One row of catalog table `name` (strongly consistent), or None."""
         item = self.dynamodb.get_item(TableName=self.tables[name], Key=self._key(name, key), ConsistentRead=True).get("Item")
-        return plain(item) if item is not None else None
+        return deserialized(item) if item is not None else None
 
     def count(self, name: str, partition: object = None) -> int:
         """Rows of catalog table `name` (all, or one partition's), strongly consistent."""

@@ -69,7 +69,7 @@ class ModelStore:
 
     def clients(self) -> list[Any]:
         """The botocore clients this store sends its requests through."""
-        return [self._model._get_connection().connection.client]
+        return [client_of(self._model)]
 
 
 _data_loader: Any = None
@@ -185,3 +185,9 @@ def bind(model: M, table_name: str) -> M:
             if isinstance(value, Index):
                 namespace[name] = type(value)()
     return type(model.__name__, (model,), namespace)  # type: ignore[return-value]  # a subclass of `model`
+
+
+def client_of(model: Any) -> Any:
+    """The botocore DynamoDB client a bound model sends its requests through (the one reach into pynamodb's
+    connection): `jobfence.dynamo` sends a model's conditional writes on it, `ModelStore.clients` names it."""
+    return model._get_connection().connection.client

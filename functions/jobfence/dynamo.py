@@ -25,8 +25,10 @@ What each kind means for a write that raised it:
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, NoReturn, TypeVar
 
@@ -42,6 +44,7 @@ from botocore.exceptions import (
 )
 from pynamodb.exceptions import DoesNotExist, PynamoDBException
 
+from jobfence.binding import client_of
 from jobfence.errors import ErrorKind, StoreError
 
 T = TypeVar("T")
@@ -58,6 +61,8 @@ IDEMPOTENT_PARAMETER_MISMATCH = "IdempotentParameterMismatchException"
 # A cancellation reason's code (inside TransactionCanceledException) for a refused condition.
 REASON_CONDITION_FAILED = "ConditionalCheckFailed"
 REASON_TRANSACTION_CONFLICT = "TransactionConflict"
+ALL_OLD = "ALL_OLD"  # every write asks for the item that refused it
+MAX_ENTRIES = 100  # TransactWriteItems takes at most 100 entries
 
 THROTTLING_CODES = frozenset(
     {
@@ -130,25 +135,15 @@ def is_aws_error(exc: BaseException) -> bool:
     return isinstance(exc, (ClientError, BotoCoreError, PynamoDBException))
 
 
-def old_image(exc: BaseException) -> dict[str, Any] | None:
-    """The item DynamoDB returned with a refused condition (`ReturnValuesOnConditionCheckFailure`), low-level."""
-    cause = root_cause(exc)
-    response = getattr(cause, "response", None) or {}
-    item = response.get("Item")
-    return dict(item) if isinstance(item, Mapping) else None
-
-
 def retry_transient(
     call: Callable[[], T], attempts: int = TRANSIENT_ATTEMPTS, retried: list[ErrorKind] | None = None
 ) -> T:
     """`call()`, called again (at most `attempts` times in all) while it raises a transient AWS error.
 
-    Only for an idempotent call: the same request sent again, whose refusal
-    after an earlier attempt was applied the caller reads from the old image
-    (see `refused_item`). botocore has already retried with backoff beneath
-    this, so there is no sleep here. The last error is raised as it is.
-    `retried` collects the kind of every error that was retried (a caller
-    asks whether an earlier try may have been applied: `may_have_applied`).
+    The one retry policy, for reads and (through `write` and `Transaction`) every write: the same
+    request sent again. botocore has already retried with backoff beneath this, so there is no
+    sleep here. The last error is raised as it is. `retried` collects the kind of every error that
+    was retried (whether an earlier try may have been applied: `may_have_applied`).
     """
     for attempt in range(1, attempts + 1):
         try:
@@ -175,88 +170,159 @@ def may_have_applied(final: BaseException, retried: Sequence[ErrorKind]) -> bool
 
 
 def went_unanswered(final: BaseException, retried: Sequence[ErrorKind]) -> bool:
-    """Whether a write's every try ended in a transient error while one of them may have been applied.
-
-    Its outcome is unknown: only a read of the item tells (`retry_transient`'s `retried`).
-    """
+    """Whether a write's every try ended in a transient error while one of them may have been applied."""
     if not is_aws_error(final) or not classify(final).transient:
         return False
     return classify(final).maybe_applied or may_have_applied(final, retried)
 
 
-def refused_item(exc: BaseException, read: Callable[[], Mapping[str, Any] | None]) -> dict[str, Any]:
-    """The item a refused condition saw: the old image DynamoDB returned, else one consistent read.
-
-    DynamoDB returns the old image when asked (`ReturnValuesOnConditionCheckFailure`);
-    some implementations (dynalite) never do. Reading the item right after the
-    refusal classifies it from the item as it is now, which is what the old
-    image would have shown unless another write came in between: callers
-    decide from it only what stays true afterwards (whose term it is, whether
-    our own write is there). `{}` when there is no item.
-    """
-    image = old_image(exc)
-    if image is None:
-        image = dict(read() or {})
-    return image
+def store_error(exc: BaseException, what: str, retried: Sequence[ErrorKind] = ()) -> StoreError:
+    """The `StoreError` for an AWS error: its code, its kind, and whether the write may have landed."""
+    return StoreError(f"{what} failed: {error_code(exc)}", classify(exc), unanswered=went_unanswered(exc, retried))
 
 
 def raise_store_error(exc: Exception, what: str) -> NoReturn:
     """Raise `StoreError` naming an AWS error's code and kind (`from exc`); any other exception as it is."""
     if not is_aws_error(exc):
         raise exc
-    raise StoreError(f"{what} failed: {error_code(exc)}", classify(exc)) from exc
+    raise store_error(exc, what) from exc
 
 
-def raise_unless_refused(exc: Exception, what: str) -> None:
-    """Return only when `exc` is a refused condition (the caller reads the old image); else `raise_store_error`."""
-    if not (is_aws_error(exc) and classify(exc) is ErrorKind.CONDITION_FAILED):
-        raise_store_error(exc, what)
+# -- the one conditional write ------------------------------------------------------------------
 
 
-def update_if(row: Any, actions: Sequence[Any], condition: Any, what: str) -> bool:
-    """One conditional pynamodb update: True if applied, False if its condition was refused.
+@dataclass(frozen=True)
+class Applied:
+    """A conditional write that was applied: `item` is what it asked back (`ReturnValues`), read; `{}` if none.
 
-    For an unfenced write of a request path (it holds no job lease); any other
-    error is a `StoreError` naming its code (`raise_store_error`).
+    `earlier` is set when this call's own earlier try was applied and its reply lost: the
+    refusal that followed was recognised as ours (`ours`), and `item` is the image it returned.
     """
-    try:
-        row.update(actions=list(actions), condition=condition)
-    except Exception as exc:
-        raise_unless_refused(exc, what)
+
+    item: dict[str, Any] = field(default_factory=dict)
+    earlier: bool = False
+
+    @property
+    def applied(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A conditional write its condition refused: nothing of it was applied.
+
+    `item` is what the condition saw (the old image DynamoDB returned, else one consistent
+    read), read; `{}` when there is no item. `index` is the refused entry of a transaction in
+    the order the caller added them (0 for a single write). `maybe_ours` is set when an earlier
+    try of this very call may have been applied (a 5xx or a lost reply was retried): the item
+    may show our own write, taken over since.
+    """
+
+    item: dict[str, Any]
+    index: int = 0
+    maybe_ours: bool = False
+
+    @property
+    def applied(self) -> bool:
         return False
-    return True
+
+
+Ours = Callable[[Mapping[str, Any]], bool]
+"""Recognises our own earlier write in a refusal's item (a retried write whose first try was applied)."""
+
+
+def write(
+    client: Any,
+    operation: str,
+    request: Mapping[str, Any],
+    what: str,
+    *,
+    ours: Ours | None = None,
+    key: Mapping[str, Any] | None = None,
+) -> Applied | Refused:
+    """Send one (conditional) `put_item`, `update_item` or `delete_item` and say what came of it.
+
+    Every write of every store goes through here (or `Transaction`): it asks for the old image
+    with a refusal, retries a transient error (`retry_transient`: the same request again) and
+    reads a refusal so that a retry is never misjudged:
+    - applied: `Applied`;
+    - refused: `Refused` with the item the condition saw; when a try before the refusal may have
+      been applied, the refusal may be our own write's, so `ours(item)` decides (`Applied` with
+      `earlier`), and without `ours` it is a `StoreError` with `unanswered` (nobody can tell);
+    - any other error: a `StoreError` of its kind (`unanswered` when every try failed and one
+      may have landed: only a read of the item tells).
+    Anything that is not an AWS error is raised as it is. `key` is the item's key when the
+    request does not name it (a put).
+    """
+    sent = {**request, "ReturnValuesOnConditionCheckFailure": ALL_OLD} if "ConditionExpression" in request else request
+    retried: list[ErrorKind] = []
+    try:
+        reply = retry_transient(lambda: getattr(client, operation)(**sent), retried=retried)
+    except Exception as exc:
+        if not is_aws_error(exc):
+            raise
+        if classify(exc) is not ErrorKind.CONDITION_FAILED:
+            raise store_error(exc, what, retried) from exc
+        image = old_image(exc)
+        if image is None:  # some implementations (dynalite) never return it: the item as it is now
+            at = key or sent["Key"]
+            with aws_call(what):
+                image = client.get_item(TableName=sent["TableName"], Key=at, ConsistentRead=True).get("Item")
+        seen = deserialized(image)
+        maybe_ours = may_have_applied(exc, retried)
+        if ours is not None and ours(seen):
+            return Applied(seen, earlier=True)
+        if maybe_ours and ours is None:
+            raise StoreError(
+                f"{what}: refused after a try that may have been applied", classify(exc), unanswered=True
+            ) from exc
+        return Refused(seen, maybe_ours=maybe_ours)
+    return Applied(deserialized(reply.get("Attributes")))
+
+
+def caller_reads(seen: Mapping[str, Any]) -> bool:
+    """`ours` for a write whose caller reads every refusal itself (a refusal is returned, never an error): it
+    re-applies (a refusal is someone else's), a refusal changes nothing, or the caller's reading of the item
+    covers our own earlier copy."""
+    return False
 
 
 def update_or_refusal(row: Any, actions: Sequence[Any], condition: Any, what: str) -> dict[str, Any] | None:
-    """One conditional pynamodb update: None if applied, else the item that refused it (deserialized).
+    """`update_row`, its refusal read by the caller: None if applied, else the item that refused it.
 
-    For an unfenced write whose refusal must be read (was it our own earlier
-    copy?): the update asks for the old image, which pynamodb's `Model.update`
-    cannot, so the expression pynamodb builds is sent on the model's own
-    botocore client. Without an image (dynalite), one consistent read
-    (`refused_item`); `{}` when there is no item. Any other error is a
-    `StoreError` (`raise_store_error`).
+    Only for the work store until its split by role lands (issue 32), then gone.
     """
+    outcome = update_row(row, actions, condition, what, ours=caller_reads)
+    return None if isinstance(outcome, Applied) else outcome.item
+
+
+def old_image(exc: BaseException) -> Mapping[str, Any] | None:
+    """The item DynamoDB returned with a refused condition (`ReturnValuesOnConditionCheckFailure`), low-level."""
+    item = (getattr(root_cause(exc), "response", None) or {}).get("Item")
+    return item if isinstance(item, Mapping) else None
+
+
+def update_row(
+    row: Any, actions: Sequence[Any], condition: Any, what: str, *, ours: Ours | None = None
+) -> Applied | Refused:
+    """`write` of one pynamodb update: `row` names the item (a key-only instance is enough)."""
+    request = row.get_update_kwargs_from_instance(actions=list(actions), condition=condition)
+    return write(client_of(type(row)), "update_item", request, what, ours=ours)
+
+
+def put_row(row: Any, condition: Any, what: str, *, ours: Ours | None = None) -> Applied | Refused:
+    """`write` of one pynamodb put of `row`."""
+    request = row.get_save_kwargs_from_instance(condition=condition)
     model = type(row)
-    kwargs = row.get_update_kwargs_from_instance(
-        actions=list(actions), condition=condition, return_values_on_condition_failure="ALL_OLD"
-    )
-    try:
-        model._get_connection().connection.client.update_item(**kwargs)
-    except Exception as exc:
-        raise_unless_refused(exc, what)
-        key = kwargs["Key"]
+    names = [n for n, a in model.get_attributes().items() if a.is_hash_key or a.is_range_key]
+    key = {a.attr_name: request["Item"][a.attr_name] for n, a in model.get_attributes().items() if n in names}
+    return write(client_of(model), "put_item", request, what, ours=ours, key=key)
 
-        def read() -> Mapping[str, Any] | None:
-            with aws_call(what):
-                return (
-                    model._get_connection()
-                    .connection.client.get_item(TableName=kwargs["TableName"], Key=key, ConsistentRead=True)
-                    .get("Item")
-                )
 
-        return deserialized(refused_item(exc, read))
-    return None
+def delete_row(row: Any, condition: Any, what: str, *, ours: Ours | None = None) -> Applied | Refused:
+    """`write` of one pynamodb delete of `row`'s item."""
+    request = row.get_delete_kwargs_from_instance(condition=condition)
+    return write(client_of(type(row)), "delete_item", request, what, ours=ours)
 
 
 @contextmanager
@@ -303,22 +369,14 @@ def get_row(model: Any, *key: Any, what: str) -> Any | None:
         return None
 
 
-def plain(item: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A low-level DynamoDB item (an old image) as plain Python values: numbers as int, other values as sent."""
-    out: dict[str, Any] = {}
-    for name, value in (item or {}).items():
-        ((kind, raw),) = value.items()
-        out[name] = int(raw) if kind == "N" else raw
-    return out
-
-
 _deserializer = TypeDeserializer()
 
 
 def deserialized(item: Mapping[str, Any] | None) -> dict[str, Any]:
     """A low-level DynamoDB item deserialized in full: whole numbers as int, others as float, maps recursively.
 
-    The one reading of a wire item for the run rows and the operator tooling (`plain` keeps values as sent).
+    The one reader of a low-level item (a reply's attributes, an old image, a raw query's rows): every store,
+    the run rows and the operator tooling read wire items through it.
     """
     return {k: _plain_number(_deserializer.deserialize(v)) for k, v in (item or {}).items()}
 
@@ -332,10 +390,9 @@ def _plain_number(value: Any) -> Any:
 
 
 def cancellation_reasons(exc: BaseException) -> list[dict[str, Any]]:
-    """The per-item reasons of a cancelled transaction (low-level dicts, in item order).
+    """The per-item reasons of a cancelled transaction (low-level dicts, in item order): the one reader of them.
 
-    pynamodb re-raises a transaction's error with only `Error` left in its
-    `response`, and keeps the reasons (with their old images) on the error as
+    pynamodb's own `TransactWrite` (the work store's, until its split lands) keeps them on its error as
     `cancellation_reasons` objects; both spellings come out the same here.
     """
     cause = root_cause(exc)
@@ -355,3 +412,67 @@ def cancellation_reasons(exc: BaseException) -> list[dict[str, Any]]:
 def cancellation_codes(exc: BaseException) -> list[str]:
     """The codes of `cancellation_reasons` ("None" where an item was not the cause)."""
     return [str(r.get("Code", "None")) for r in cancellation_reasons(exc)]
+
+
+class Transaction:
+    """One TransactWriteItems of conditional entries, in the order the caller adds them.
+
+    Entries come from pynamodb rows through pynamodb's public request builders
+    (`condition_check`, `save`, `update`, `delete`, as on pynamodb's `TransactWrite`),
+    or as a low-level entry (`add_entry`: the lease check). Every entry asks for the old
+    image with a refusal. The transaction carries its own ClientRequestToken (drawn once,
+    or the caller's `token`), so a retry of a transient error (`retry_transient`) is the
+    same request under the same token, which DynamoDB applies at most once. `commit` says
+    what came of it: `Applied`, `Refused` (the first entry whose condition failed, counted
+    in the caller's order, with its item), or a `StoreError`.
+    """
+
+    def __init__(self, client: Any, what: str, token: str | None = None, max_entries: int = MAX_ENTRIES) -> None:
+        self._client = client
+        self._what = what
+        self._token = token or uuid.uuid4().hex
+        self._max = max_entries
+        self._entries: list[dict[str, Any]] = []
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def add_entry(self, kind: str, body: Mapping[str, Any]) -> None:
+        """A low-level entry: `kind` is "ConditionCheck", "Put", "Update" or "Delete"."""
+        if len(self._entries) >= self._max:
+            raise ValueError(f"a transaction takes at most {self._max} entries")
+        self._entries.append({kind: {**body, "ReturnValuesOnConditionCheckFailure": ALL_OLD}})
+
+    def condition_check(self, model_cls: Any, hash_key: Any, range_key: Any = None, condition: Any = None) -> None:
+        """Check the item at `hash_key`/`range_key` under `condition`."""
+        body = model_cls.get_operation_kwargs_from_class(hash_key, range_key=range_key, condition=condition)
+        self.add_entry("ConditionCheck", body)
+
+    def save(self, row: Any, condition: Any = None) -> None:
+        """Put `row` under `condition`."""
+        self.add_entry("Put", row.get_save_kwargs_from_instance(condition=condition))
+
+    def update(self, row: Any, actions: Sequence[Any], condition: Any = None) -> None:
+        """Update `row`'s item (a key-only instance is enough) with `actions` under `condition`."""
+        self.add_entry("Update", row.get_update_kwargs_from_instance(actions=list(actions), condition=condition))
+
+    def delete(self, row: Any, condition: Any = None) -> None:
+        """Delete `row`'s item under `condition`."""
+        self.add_entry("Delete", row.get_delete_kwargs_from_instance(condition=condition))
+
+    def commit(self) -> Applied | Refused:
+        """Send the transaction (nothing when it is empty) and say what came of it."""
+        if not self._entries:
+            return Applied()
+        request = {"TransactItems": self._entries, "ClientRequestToken": self._token}
+        retried: list[ErrorKind] = []
+        try:
+            retry_transient(lambda: self._client.transact_write_items(**request), retried=retried)
+        except Exception as exc:
+            if not is_aws_error(exc):
+                raise
+            for index, reason in enumerate(cancellation_reasons(exc)):
+                if reason.get("Code") == REASON_CONDITION_FAILED and classify(exc) is ErrorKind.TRANSACTION_CANCELED:
+                    return Refused(deserialized(reason.get("Item")), index, may_have_applied(exc, retried))
+            raise store_error(exc, self._what, retried) from exc
+        return Applied()

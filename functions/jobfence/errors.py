@@ -151,11 +151,14 @@ class StoreError(JobfenceError):
     """A DynamoDB call failed for a reason other than a condition we asked for.
 
     `kind` is the classification of the AWS error behind it (`ErrorKind` above),
-    when there was one: `kind.maybe_applied` says the write may have landed anyway.
+    when there was one. `unanswered` says the write may have landed anyway: every
+    try of it ended in a transient error and one of them may have been applied
+    (only a read of the item tells).
     """
 
-    def __init__(self, message: str, kind: ErrorKind | None = None) -> None:
+    def __init__(self, message: str, kind: ErrorKind | None = None, *, unanswered: bool = False) -> None:
         self.kind = kind
+        self.unanswered = unanswered
         super().__init__(message)
 
 

@@ -21,7 +21,7 @@ Acquire folds the interval gate (seed 001) into the same conditional write,
 and `peek` is the cheap eventually consistent pre-gate: it may let a tick
 through that the conditional write then refuses, never the other way round.
 Every write here may be applied with its reply lost and then sent again (by
-botocore, or by `retry_transient` here). Each is built so the second copy is
+botocore, or by `jobfence.dynamo.write` here). Each is built so the second copy is
 harmless and its refusal is read from the item it saw:
 
     acquire   the lease_id is drawn before the call, so a re-sent acquire that is
@@ -72,25 +72,16 @@ arithmetic are read in `jobfence.lease_item`; this module writes.
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from pynamodb.connection import Connection
-
 from jobfence.clock import Clock
-from jobfence.dynamo import (
-    may_have_applied,
-    plain,
-    raise_store_error,
-    raise_unless_refused,
-    refused_item,
-    retry_transient,
-    went_unanswered,
-)
-from jobfence.errors import ErrorKind, LeaseLost, Skip, TermOvertaken
+from jobfence.dynamo import Applied, caller_reads, deserialized, raise_store_error, write
+from jobfence.errors import LeaseLost, Skip, StoreError, TermOvertaken
 from jobfence.lease_item import (
     NONE,
     PENDING,
@@ -190,7 +181,6 @@ class LeaseStore:
         self._table = table_name
         self._clock = clock
         self._ids = ids
-        self._connection: Connection | None = None
 
     # -- pre-gate ---------------------------------------------------------------------------
 
@@ -235,7 +225,7 @@ class LeaseStore:
             item = self._client.get_item(TableName=self._table, Key=_key(job), ConsistentRead=True).get("Item")
         except Exception as exc:
             raise_store_error(exc, f"reading the lease of {job!r}")
-        return plain(item)
+        return deserialized(item)
 
     # -- term -------------------------------------------------------------------------------
 
@@ -292,32 +282,38 @@ class LeaseStore:
             values,
             ReturnValues="ALL_NEW",
         )
-        retried: list[ErrorKind] = []
-        try:
-            out = retry_transient(lambda: self._client.update_item(**request), retried=retried)
-        except Exception as exc:
-            unanswered = went_unanswered(exc, retried)
-            if unanswered:  # no answer, and a try may have been applied: one consistent read says if it was
-                try:
-                    seen = plain(self._consistent_item(job))
-                except Exception:  # noqa: BLE001 - the acquire's own error is the one to report
-                    raise_store_error(exc, f"acquiring the lease of {job!r}")
-            else:
-                raise_unless_refused(exc, f"acquiring the lease of {job!r}")
-                seen = plain(refused_item(exc, lambda: self._consistent_item(job)))
+        doing = f"acquiring the lease of {job!r}"
+        try:  # a refusal showing our own lease_id is our own acquire, applied before its reply was lost
+            outcome = write(
+                self._client, "update_item", request, doing, ours=lambda seen: seen.get("lease_id") == lease_id
+            )
+        except StoreError as unanswered:
+            if not unanswered.unanswered:
+                raise
+            try:  # no answer, and a try may have been applied: one consistent read says if it was
+                seen = deserialized(self._consistent_item(job))
+            except Exception:  # noqa: BLE001 - the acquire's own error is the one to report
+                raise unanswered from None
             if seen.get("lease_id") == lease_id:
-                return _lease(seen)  # our own acquire, applied before its reply was lost
-            sent = Term(job, run_id or NONE, holder, 0, now, now + ttl_ms)
-            if run_id and seen.get("prev_run_id") == run_id:
-                # our own acquire was applied, and taken over (expired) before this retry saw it
-                raise TermOvertaken(job, replace(sent, fence=int(seen["fence"]) - 1)) from None
-            if unanswered:
-                raise_store_error(exc, f"acquiring the lease of {job!r}")  # no term of ours is held
-            refusal = acquire_refusal(job, seen, now, interval_ms, since_tick, pending_tick)
-            if run_id and may_have_applied(exc, retried):
-                refusal.unanswered = sent  # it may also have been taken over and recorded since: the runner looks
-            raise refusal from None
-        return _lease(plain(out["Attributes"]))
+                return _lease(seen)
+            self._raise_if_overtaken(job, seen, run_id, holder, now, ttl_ms)
+            raise  # no term of ours is held
+        if isinstance(outcome, Applied):
+            return _lease(outcome.item)
+        seen = outcome.item
+        self._raise_if_overtaken(job, seen, run_id, holder, now, ttl_ms)
+        refusal = acquire_refusal(job, seen, now, interval_ms, since_tick, pending_tick)
+        if run_id and outcome.maybe_ours:  # it may also have been taken over and recorded since: the runner looks
+            refusal.unanswered = Term(job, run_id, holder, 0, now, now + ttl_ms)
+        raise refusal from None
+
+    @staticmethod
+    def _raise_if_overtaken(
+        job: str, seen: Mapping[str, Any], run_id: str | None, holder: str, now: int, ttl_ms: int
+    ) -> None:
+        """`TermOvertaken` when our own acquire was applied and taken over (expired) before its retry saw it."""
+        if run_id and seen.get("prev_run_id") == run_id:
+            raise TermOvertaken(job, Term(job, run_id, holder, int(seen["fence"]) - 1, now, now + ttl_ms)) from None
 
     def renew(self, lease: Lease) -> Lease:
         """Extend this term. Conditioned on the term only, so a retried renewal still succeeds."""
@@ -329,10 +325,11 @@ class LeaseStore:
             {":now": _n(now), ":exp": _n(now + lease.ttl_ms), ":lease_id": _s(lease.lease_id)},
             ReturnValues="ALL_NEW",
         )
-        out, seen = self._update(lease.job, request, "renewing the lease of")
-        if seen is not None:
-            raise LeaseLost(lease.job, lease.lease_id, seen)
-        return _lease(plain(out["Attributes"]))
+        # a renewal re-applies, so its refusal is never its own earlier try: another term's
+        outcome = write(self._client, "update_item", request, f"renewing the lease of {lease.job!r}", ours=caller_reads)
+        if not isinstance(outcome, Applied):
+            raise LeaseLost(lease.job, lease.lease_id, outcome.item)
+        return _lease(outcome.item)
 
     def release(self, lease: Lease) -> int | None:
         """End this term. The item stays: it carries the fence and the gate stamp.
@@ -346,12 +343,11 @@ class LeaseStore:
             {":lease_id": _s(lease.lease_id)},
             ReturnValues="ALL_OLD",
         )
-        out, seen = self._update(lease.job, request, "releasing the lease of")
-        if seen is None:
-            return plain(out.get("Attributes")).get(PENDING)
-        if not _release_landed(lease, seen):
-            raise LeaseLost(lease.job, lease.lease_id, seen)
-        return seen.get(PENDING)  # our own release landed earlier: the item as it is now
+        landed = functools.partial(_release_landed, lease)
+        outcome = write(self._client, "update_item", request, f"releasing the lease of {lease.job!r}", ours=landed)
+        if not isinstance(outcome, Applied):
+            raise LeaseLost(lease.job, lease.lease_id, outcome.item)
+        return outcome.item.get(PENDING)  # ALL_OLD, or (our own release landed earlier) the item as it is now
 
     def request_pending(self, job: str, tick_ms: int, interval_ms: int | None) -> Pending:
         """A `buffer_one` tick met a live holder: record one pending request on the lease item.
@@ -365,8 +361,10 @@ class LeaseStore:
             values[":cutoff"] = _n(gate_cutoff(tick_ms, interval_ms))
             conditions.append(GATE_OPEN)
         request = self._request(job, "SET #pending = if_not_exists(#pending, :tick)", " AND ".join(conditions), values)
-        _, seen = self._update(job, request, "recording a pending request on")
-        return Pending.RECORDED if seen is None else pending_refusal(seen, tick_ms, now)
+        outcome = write(
+            self._client, "update_item", request, f"recording a pending request on {job!r}", ours=caller_reads
+        )
+        return Pending.RECORDED if isinstance(outcome, Applied) else pending_refusal(outcome.item, tick_ms, now)
 
     def settle(self, term: Term) -> None:
         """Mark the `prev_*` copy of `term` settled: its run is recorded (`died`, or finished).
@@ -378,10 +376,7 @@ class LeaseStore:
         request = self._request(
             term.job, "SET #prev = :none", "prev_run_id = :run_id", {":none": _s(NONE), ":run_id": _s(term.run_id)}
         )
-        try:
-            retry_transient(lambda: self._client.update_item(**request))
-        except Exception as exc:
-            raise_unless_refused(exc, f"settling a replaced term of {term.job!r}")
+        write(self._client, "update_item", request, f"settling a replaced term of {term.job!r}", ours=caller_reads)
 
     # -- fenced writes ----------------------------------------------------------------------
 
@@ -403,9 +398,7 @@ class LeaseStore:
 
         Use it as a context manager (it commits on a clean exit); see `jobfence.transaction`.
         """
-        if self._connection is None:
-            self._connection = _SharedClientConnection(self._client)
-        return FencedTransaction(lease.job, lease.lease_id, self.fence_check(lease), self._connection)
+        return FencedTransaction(lease.job, lease.lease_id, self.fence_check(lease), self._client)
 
     # -- reading (operators, the dead-run sweep) --------------------------------------------
 
@@ -418,7 +411,7 @@ class LeaseStore:
                 page = self._client.scan(**kwargs)
             except Exception as exc:
                 raise_store_error(exc, "listing the leases")
-            items.extend(plain(i) for i in page.get("Items", []))
+            items.extend(deserialized(i) for i in page.get("Items", []))
             if "LastEvaluatedKey" not in page:
                 return sorted(items, key=lambda i: i["job"])
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
@@ -441,15 +434,6 @@ class LeaseStore:
             **options,
         )
 
-    def _update(self, job: str, request: Mapping[str, Any], doing: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        """One conditional update of `job`'s item: (the reply, None); on a refusal ({}, the item as it was seen:
-        the ALL_OLD image, else a consistent read). Any other error is classified and raised."""
-        try:
-            return retry_transient(lambda: self._client.update_item(**request)), None
-        except Exception as exc:
-            raise_unless_refused(exc, f"{doing} {job!r}")
-            return {}, plain(refused_item(exc, lambda: self._consistent_item(job)))
-
     def _consistent_item(self, job: str) -> Mapping[str, Any] | None:
         return self._client.get_item(TableName=self._table, Key=_key(job), ConsistentRead=True).get("Item")
 
@@ -465,23 +449,6 @@ def _release_landed(lease: Lease, seen: Mapping[str, Any]) -> bool:
     if fence == lease.fence:
         return not seen.get("lease_id")
     return fence == lease.fence + 1 and int(seen.get("acquired_at", lease.expires_at)) < lease.expires_at
-
-
-class _SharedClientConnection(Connection):
-    """A pynamodb connection that sends through the lease store's own client.
-
-    So every call the store makes (acquire, renew, release, the fenced
-    transactions) goes through one client: one retry policy, one place to
-    meter it or inject a fault.
-    """
-
-    def __init__(self, client: Any) -> None:
-        super().__init__(region=client.meta.region_name, host=client.meta.endpoint_url)
-        self._shared = client
-
-    @property
-    def client(self) -> Any:
-        return self._shared
 
 
 def _key(job: str) -> dict[str, Any]:

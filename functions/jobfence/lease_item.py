@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jobfence.dynamo import plain
+from jobfence.dynamo import deserialized
 from jobfence.errors import IntervalNotElapsed, LeaseHeld, LeaseRefused, PredecessorUnrecorded, RequestServed
 from jobfence.registry import INTERVAL_TOLERANCE
 from jobfence.term import Term
@@ -128,7 +128,7 @@ def predecessor_term(item: Mapping[str, Any]) -> Term | None:
 
 
 def lease_state(item: Mapping[str, Any] | None) -> LeaseState:
-    seen = plain(item)
+    seen = deserialized(item)
     return LeaseState(
         holder=seen.get("holder"),
         expires_at=seen.get("expires_at"),

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jobfence.dynamo import raise_store_error, retry_transient
+from jobfence.dynamo import deserialized, raise_store_error, retry_transient, write
 from jobfence.errors import ErrorKind, StoreError
 from jobfence.ledger import Toggle, enabled_at
 
@@ -51,55 +51,46 @@ class RuleToggles:
         """Record one toggle. Both writes are idempotent: a re-sent copy sets the same key again."""
         key = {"job": {"S": job}}
         names = {"#t": TOGGLES_ATTRIBUTE}
-        try:
-            # a map key can only be set inside an existing map: make sure it is there first
-            retry_transient(
-                lambda: self._client.update_item(
-                    TableName=self._table,
-                    Key=key,
-                    UpdateExpression="SET #t = if_not_exists(#t, :empty)",
-                    ExpressionAttributeNames=names,
-                    ExpressionAttributeValues={":empty": {"M": {}}},
-                )
+        doing = f"recording the rule toggle of {job!r}"
+        # a map key can only be set inside an existing map: make sure it is there first
+        self._update(
+            doing,
+            Key=key,
+            UpdateExpression="SET #t = if_not_exists(#t, :empty)",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues={":empty": {"M": {}}},
+        )
+        out = self._update(
+            doing,
+            Key=key,
+            UpdateExpression="SET #t.#at = :state",
+            ExpressionAttributeNames={**names, "#at": f"{at_ms:015d}"},
+            ExpressionAttributeValues={":state": {"S": "enabled" if enabled else "disabled"}},
+            ReturnValues="ALL_NEW",
+        )  # UPDATED_NEW holds only the key set
+        kept = sorted(out.get(TOGGLES_ATTRIBUTE) or {})
+        if len(kept) > MAX_TOGGLES:  # drop the oldest; removing a missing key is harmless, so a retry is too
+            old = {f"#o{i}": k for i, k in enumerate(kept[: len(kept) - MAX_TOGGLES])}
+            self._update(
+                doing,
+                Key=key,
+                UpdateExpression="REMOVE " + ", ".join(f"#t.{n}" for n in old),
+                ExpressionAttributeNames={**names, **old},
             )
-            out = retry_transient(
-                lambda: self._client.update_item(
-                    TableName=self._table,
-                    Key=key,
-                    UpdateExpression="SET #t.#at = :state",
-                    ExpressionAttributeNames={**names, "#at": f"{at_ms:015d}"},
-                    ExpressionAttributeValues={":state": {"S": "enabled" if enabled else "disabled"}},
-                    ReturnValues="ALL_NEW",
-                )
-            )  # UPDATED_NEW holds only the key set
-            kept = sorted(out.get("Attributes", {}).get(TOGGLES_ATTRIBUTE, {}).get("M", {}))
-            if len(kept) > MAX_TOGGLES:  # drop the oldest; removing a missing key is harmless, so a retry is too
-                old = {f"#o{i}": k for i, k in enumerate(kept[: len(kept) - MAX_TOGGLES])}
-                retry_transient(
-                    lambda: self._client.update_item(
-                        TableName=self._table,
-                        Key=key,
-                        UpdateExpression="REMOVE " + ", ".join(f"#t.{n}" for n in old),
-                        ExpressionAttributeNames={**names, **old},
-                    )
-                )
-        except Exception as exc:
-            raise_store_error(exc, f"recording the rule toggle of {job!r}")
 
     def record_created(self, job: str, at_ms: int) -> None:
         """Record when the job's rule was created (the deployer's call); the first record stands, so a retry is harmless."""
-        try:
-            retry_transient(
-                lambda: self._client.update_item(
-                    TableName=self._table,
-                    Key={"job": {"S": job}},
-                    UpdateExpression="SET #c = if_not_exists(#c, :at)",
-                    ExpressionAttributeNames={"#c": CREATED_ATTRIBUTE},
-                    ExpressionAttributeValues={":at": {"N": str(at_ms)}},
-                )
-            )
-        except Exception as exc:
-            raise_store_error(exc, f"recording the rule creation of {job!r}")
+        self._update(
+            f"recording the rule creation of {job!r}",
+            Key={"job": {"S": job}},
+            UpdateExpression="SET #c = if_not_exists(#c, :at)",
+            ExpressionAttributeNames={"#c": CREATED_ATTRIBUTE},
+            ExpressionAttributeValues={":at": {"N": str(at_ms)}},
+        )
+
+    def _update(self, doing: str, **request: Any) -> dict[str, Any]:
+        """One unconditional UpdateItem of a lease item (`jobfence.dynamo.write`): the attributes it returned."""
+        return write(self._client, "update_item", {"TableName": self._table, **request}, doing).item
 
     def history(self, job: str) -> RuleHistory:
         """The job's recorded toggles, oldest first, and its rule's creation (one strongly consistent read)."""
@@ -141,7 +132,7 @@ class RuleToggles:
                 except Exception as exc:
                     raise_store_error(exc, f"reading the rule toggles of {len(keys)} jobs")
                 for item in answer.get("Responses", {}).get(self._table, []):
-                    out[item["job"]["S"]] = _history_of(item)
+                    out[deserialized(item)["job"]] = _history_of(item)
                 keys = answer.get("UnprocessedKeys", {}).get(self._table, {}).get("Keys", [])
                 if not keys:
                     break
@@ -164,13 +155,11 @@ class RuleToggles:
         return True
 
 
-def _history_of(item: Mapping[str, Any]) -> RuleHistory:
-    created = item.get(CREATED_ATTRIBUTE, {}).get("N")
-    return RuleHistory(
-        toggles_of(item.get(TOGGLES_ATTRIBUTE, {}).get("M", {})), None if created is None else int(created)
+def _history_of(raw: Mapping[str, Any]) -> RuleHistory:
+    """A lease item's toggles and rule creation (a low-level item, read by `jobfence.dynamo.deserialized`)."""
+    item = deserialized(raw)
+    toggles = tuple(
+        Toggle(int(at), state == "enabled") for at, state in sorted((item.get(TOGGLES_ATTRIBUTE) or {}).items())
     )
-
-
-def toggles_of(raw: Mapping[str, Any]) -> tuple[Toggle, ...]:
-    """The `rule_toggles` map (low-level DynamoDB values) as toggles, oldest first."""
-    return tuple(Toggle(int(at), value.get("S") == "enabled") for at, value in sorted(raw.items()))
+    created = item.get(CREATED_ATTRIBUTE)
+    return RuleHistory(toggles, None if created is None else int(created))

@@ -22,7 +22,7 @@ from typing import Any
 
 from pynamodb.expressions.condition import size
 
-from jobfence.dynamo import update_or_refusal
+from jobfence.dynamo import Applied, update_row
 
 KEEP = 32  # ids a set holds before it rotates: the newest KEEP to 2 x KEEP applied ids are remembered
 IDS = "applied_ids"
@@ -43,14 +43,16 @@ def update_once(row: Any, actions: Sequence[Any], condition: Any, request_id: st
     if condition is not None:
         fresh = condition & fresh
     room = ids.does_not_exist() | (size(ids) < KEEP)
-    refused = update_or_refusal(row, [*actions, ids.add({request_id})], fresh & room, what)
+
+    def ours(seen: Any) -> bool:  # an earlier copy of this very request was applied
+        return request_id in (seen.get(IDS) or ()) or request_id in (seen.get(PREV) or ())
+
+    outcome = update_row(row, [*actions, ids.add({request_id})], fresh & room, what, ours=ours)
     for attempt in range(3):  # a full set rotates; a rotation raced by another one is tried once more
-        if refused is None:
+        if isinstance(outcome, Applied):
             return True
-        if request_id in (refused.get(IDS) or ()) or request_id in (refused.get(PREV) or ()):
-            return True  # an earlier copy of this very request was applied
-        if len(refused.get(IDS) or ()) < KEEP or attempt == 2:
+        if len(outcome.item.get(IDS) or ()) < KEEP or attempt == 2:
             return False  # refused by the caller's condition
         rotate = [*actions, prev.set(ids), ids.set({request_id})]
-        refused = update_or_refusal(row, rotate, fresh & ids.exists() & (size(ids) >= KEEP), what)
+        outcome = update_row(row, rotate, fresh & ids.exists() & (size(ids) >= KEEP), what, ours=ours)
     return False

@@ -35,13 +35,16 @@ from typing import Any
 from boto3.dynamodb.types import TypeSerializer
 
 from jobfence.dynamo import (
+    Applied,
+    Ours,
+    Refused,
+    caller_reads,
     deserialized,
     error_code,
     is_aws_error,
     raise_store_error,
-    raise_unless_refused,
-    refused_item,
     retry_transient,
+    write,
 )
 from jobfence.errors import ErrorKind, JobfenceError, StoreError, bounded
 from jobfence.lease import LeaseStore, Term, predecessor_term, unreleased_term
@@ -153,18 +156,17 @@ class RunStore:
             **who_fields(run.requested_by, run.caller),
         }
         request = dict(
-            TableName=self._table,
-            Item=_serialize(item),
-            ConditionExpression="attribute_not_exists(run_key)",
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            TableName=self._table, Item=_serialize(item), ConditionExpression="attribute_not_exists(run_key)"
         )
-        try:
-            retry_transient(lambda: self._client.put_item(**request))
-        except Exception as exc:
-            raise_unless_refused(exc, f"starting the run row of {run.job!r}")
-            seen = deserialized(refused_item(exc, lambda: self._consistent_row(run.job, run.run_key)))
-            return seen.get("outcome") == RunState.RUNNING.value  # our own put, applied before its reply was lost
-        return True
+        outcome = write(
+            self._client,
+            "put_item",
+            request,
+            f"starting the run row of {run.job!r}",
+            ours=lambda seen: seen.get("outcome") == RunState.RUNNING.value,  # our own put, its reply lost
+            key=_row_key(run.job, run.run_key),
+        )
+        return isinstance(outcome, Applied)
 
     def finish(
         self,
@@ -206,13 +208,9 @@ class RunStore:
             ":final": outcome.value,
             ":amends": amends.value,
         }
-        try:
-            self._update(run.job, run.run_key, fields, condition, extra, removed=removed)
-        except Exception as exc:
-            raise_unless_refused(exc, f"finishing the run row of {run.job!r}")
-            raise StoreError(
-                f"the run row of {run.job!r} was already finished otherwise", ErrorKind.CONDITION_FAILED
-            ) from None
+        doing = f"finishing the run row of {run.job!r}"
+        if isinstance(self._update(run.job, run.run_key, fields, condition, extra, doing, removed=removed), Refused):
+            raise StoreError(f"the run row of {run.job!r} was already finished otherwise", ErrorKind.CONDITION_FAILED)
 
     def mark_died(self, term: Term, observed_at: int, ended_at: int | None = None) -> bool:
         """Record the run of a term that ended unfinished as `died`. False if its row was already finished.
@@ -237,12 +235,17 @@ class RunStore:
         }
         kept = {"trigger": UNKNOWN_TRIGGER, "scheduled_at": term.acquired_at, "summary": {}}  # the start row's, if any
         condition = "attribute_not_exists(#outcome) OR #outcome = :running"
-        try:
-            self._update(term.job, key, fields, condition, {":running": RunState.RUNNING.value}, kept=kept)
-        except Exception as exc:
-            raise_unless_refused(exc, f"marking a run of {term.job!r} died")
-            return False  # finished (or already died): a finished row never changes
-        return True
+        outcome = self._update(
+            term.job,
+            key,
+            fields,
+            condition,
+            {":running": RunState.RUNNING.value},
+            f"marking a run of {term.job!r} died",
+            kept=kept,
+            ours=caller_reads,  # a refusal (finished, or died by another observer or our own lost copy) changes nothing
+        )
+        return isinstance(outcome, Applied)
 
     def get(self, job: str, started_at: int, run_id: str) -> dict[str, Any] | None:
         """One run's row, strongly consistent, as plain values (None when there is none)."""
@@ -295,10 +298,12 @@ class RunStore:
         fields: Mapping[str, Any],
         condition: str,
         extra: Mapping[str, str],
+        doing: str,
         kept: Mapping[str, Any] | None = None,
         removed: list[str] | None = None,
-    ) -> None:
-        """One UpdateItem on a row: SET `fields`, SET `kept` only where absent, REMOVE `removed`."""
+        ours: Ours | None = None,
+    ) -> Applied | Refused:
+        """One conditional UpdateItem on a row (`write`): SET `fields`, SET `kept` only where absent, REMOVE `removed`."""
         names = {"#outcome": "outcome"}
         values: dict[str, Any] = {k: {"S": v} for k, v in extra.items()}
         sets = []
@@ -315,18 +320,20 @@ class RunStore:
             update += " REMOVE " + ", ".join(f"#r{i}" for i in range(len(removed)))
         request = dict(
             TableName=self._table,
-            Key={"job": {"S": job}, "run_key": {"S": key}},
+            Key=_row_key(job, key),
             UpdateExpression=update,
             ConditionExpression=condition,
             ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
         )
-        retry_transient(lambda: self._client.update_item(**request))
+        return write(self._client, "update_item", request, doing, ours=ours)
 
     def _consistent_row(self, job: str, key: str) -> Mapping[str, Any] | None:
-        return self._client.get_item(
-            TableName=self._table, Key={"job": {"S": job}, "run_key": {"S": key}}, ConsistentRead=True
-        ).get("Item")
+        return self._client.get_item(TableName=self._table, Key=_row_key(job, key), ConsistentRead=True).get("Item")
+
+
+def _row_key(job: str, key: str) -> dict[str, Any]:
+    return {"job": {"S": job}, "run_key": {"S": key}}
 
 
 def sweep_dead_runs(leases: LeaseStore, runs: RunStore, now_ms: int) -> SweepResult:

@@ -303,12 +303,12 @@ def test_a_resent_grant_is_counted_once(rig, faults):
 
 
 def test_a_grant_re_sent_late_after_a_newer_grant_is_not_applied_again(rig, faults):
-    # GIVEN a grant applied whose reply was lost (the caller saw a store error)
+    # GIVEN a grant applied whose every try's reply was lost (the caller saw a store error)
     from botocore.exceptions import ClientError
 
     from jobfence.errors import StoreError
 
-    faults.reply_lost("UpdateItem", when=containing("listing_quota"))
+    faults.reply_lost("UpdateItem", when=containing("listing_quota"), times=3, refused_too=True)
     with pytest.raises(StoreError):
         rig.quota.grant("initech", 7)
     first = next(p for op, p in faults.sent if op == "UpdateItem" and "listing_quota" in json.dumps(p))
@@ -327,9 +327,10 @@ def test_a_grant_re_sent_late_after_a_newer_grant_is_not_applied_again(rig, faul
 def test_a_grant_asked_again_with_its_id_after_a_lost_reply_is_read_as_applied(rig, faults):
     from jobfence.errors import StoreError
 
-    faults.reply_lost("UpdateItem", when=containing("listing_quota"))
-    with pytest.raises(StoreError):
+    faults.reply_lost("UpdateItem", when=containing("listing_quota"), times=3, refused_too=True)
+    with pytest.raises(StoreError) as lost:
         rig.quota.grant("initech", 7, grant_id="ticket-42")
+    assert lost.value.unanswered  # it says the grant may have landed
     rig.quota.grant("initech", 3)
     # WHEN the operator asks again with the same id THEN it returns the books, the grant counted once
     assert rig.quota.grant("initech", 7, grant_id="ticket-42").limit == 10
@@ -349,6 +350,16 @@ def test_a_retry_record_re_sent_after_a_lost_reply_counts_one_retry(rig, faults)
     assert faults.count("resend") == 1
     # THEN the batch row counts one retry
     assert rig.store.batch(B).retries == 1
+
+
+def test_a_grant_whose_reply_is_lost_once_is_retried_and_read_as_applied_in_the_same_call(rig, faults):
+    # GIVEN a grant applied whose reply is lost once
+    faults.reply_lost("UpdateItem", when=containing("listing_quota"))
+    # WHEN the store retries it (the same request) and the copy is refused by its own first application
+    bal = rig.quota.grant("initech", 7, grant_id="ticket-7")
+    # THEN the call reports the grant applied, counted once
+    assert faults.count("after") == 1
+    assert (bal.limit, rig.quota.balance("initech").available) == (7, 7)
 
 
 def test_grant_ids_are_remembered_across_a_rotation_of_the_applied_set(rig):

@@ -35,7 +35,7 @@ from jobfence.config import (
     secret_env,
     table_env,
 )
-from jobfence.dynamo import plain
+from jobfence.dynamo import deserialized
 from jobfence.lease import LeaseStore
 from jobfence.registry import JobSpec, Registry
 from jobfence.runs import RunState, RunStore
@@ -274,12 +274,12 @@ class JobHarness:
         return [RunRow.from_item(item) for item in self._runs.recent(self.spec.name, limit=100)]
 
     def rows(self, table: str) -> list[dict[str, Any]]:
-        """Every row of one of the job's tables (strongly consistent scan), values plain (numbers as int)."""
+        """Every row of one of the job's tables (strongly consistent scan), read by `jobfence.dynamo.deserialized`."""
         request: dict[str, Any] = {"TableName": self.tables[table], "ConsistentRead": True}
         items: list[dict[str, Any]] = []
         while True:
             page = self.dynamodb.scan(**request)
-            items.extend(plain(item) for item in page.get("Items", []))
+            items.extend(deserialized(item) for item in page.get("Items", []))
             if "LastEvaluatedKey" not in page:
                 return items
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]

@@ -18,7 +18,7 @@ from pynamodb.models import Model
 
 from jobfence.binding import ModelStore
 from jobfence.clock import ttl_seconds
-from jobfence.dynamo import aws_call, get_row, update_if
+from jobfence.dynamo import aws_call, get_row, update_row
 from jobfence.expiry import expired, expiry_index, expiry_shard, is_live
 
 KEEP_EXPIRED_MS = 30 * 24 * 3_600_000  # DynamoDB TTL removes the row this long after it expired
@@ -76,12 +76,12 @@ class AccountIntentStore(ModelStore):
     def confirm(self, intent_id: str) -> bool:
         """The customer confirms: only an unconfirmed intent that has not expired."""
         model = self._model
-        return update_if(
+        return update_row(
             model(intent_id),
             [model.status.set(IntentStatus.CONFIRMED.value), model.expiry_shard.remove()],
             (model.status == IntentStatus.UNCONFIRMED.value) & (model.expires_at > self._clock.now_ms()),
             f"confirming intent {intent_id}",
-        )
+        ).applied
 
     def expire_due(self, limit: int) -> tuple[int, int]:
         """Mark up to `limit` expired unconfirmed intents expired; return (expired, scanned).
@@ -94,10 +94,10 @@ class AccountIntentStore(ModelStore):
         rows = list(expired(model, now, limit))
         changed = 0
         for row in rows:
-            changed += update_if(
+            changed += update_row(
                 model(row.intent_id),
                 [model.status.set(IntentStatus.EXPIRED.value), model.expiry_shard.remove()],
                 (model.status == IntentStatus.UNCONFIRMED.value) & (model.expires_at <= now),
                 f"expiring intent {row.intent_id}",
-            )
+            ).applied
         return changed, len(rows)

@@ -16,7 +16,7 @@ clears `recovery_due` when nothing is left, so the index holds open work only.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pynamodb.attributes import MapAttribute, NumberAttribute, UnicodeAttribute
@@ -24,7 +24,7 @@ from pynamodb.exceptions import UpdateError
 from pynamodb.models import Model
 
 from jobfence.binding import ModelStore, index
-from jobfence.dynamo import aws_call, classify, each_row, error_code, get_row, one_page, update_if, update_or_refusal
+from jobfence.dynamo import aws_call, classify, each_row, error_code, get_row, one_page, update_row
 from jobfence.errors import ErrorKind, StoreError
 from jobs.commerce.catalog import ACCOUNTS_BY_RECOVERY as BY_RECOVERY
 
@@ -128,17 +128,20 @@ class AccountStore(ModelStore):
         first); a replaced operation raises `AccountOperationGone`.
         """
         model = self._model
-        refused = update_or_refusal(
+
+        def ours(seen: Mapping[str, Any]) -> bool:  # our own count, its reply lost, or a later one of this op
+            pending = seen.get("pending_operation") or {}
+            return pending.get("operation_id") == operation_id and int(pending.get("attempts", 0)) > attempts_read
+
+        counted = update_row(
             model(account_id),
             [model.pending_operation.attempts.set(attempts_read + 1)],
             (model.pending_operation.operation_id == operation_id)
             & (model.pending_operation.attempts == attempts_read),
             f"counting an attempt on account {account_id}",
+            ours=ours,
         )
-        pending = (refused or {}).get("pending_operation") or {}
-        if refused is not None and not (
-            pending.get("operation_id") == operation_id and int(pending.get("attempts", 0)) > attempts_read
-        ):
+        if not counted.applied:
             raise AccountOperationGone(f"account {account_id}: the pending operation is no longer the one requested")
 
     def complete_email_change(self, account_id: str, operation_id: str, new_email: str) -> None:
@@ -187,12 +190,12 @@ class AccountStore(ModelStore):
     def clear_recovery(self, account_id: str) -> bool:
         """Deleted-account recovery is complete: leave the index (False if already cleared)."""
         model = self._model
-        return update_if(
+        return update_row(
             model(account_id),
             [model.recovery_due.remove()],
             model.recovery_due.exists() & (model.status == AccountStatus.DELETED.value),
             f"clearing recovery of account {account_id}",
-        )
+        ).applied
 
 
 def _gone_or_store(exc: UpdateError, account_id: str) -> StoreError:

@@ -19,7 +19,7 @@ from pynamodb.models import Model
 
 from jobfence.binding import ModelStore
 from jobfence.clock import ttl_seconds
-from jobfence.dynamo import aws_call, classify, error_code, get_row, update_if
+from jobfence.dynamo import aws_call, classify, error_code, get_row, update_row
 from jobfence.errors import ErrorKind, StoreError
 from jobfence.expiry import expired, expiry_index, expiry_shard, is_live
 
@@ -73,12 +73,12 @@ class AgentInvitationStore(ModelStore):
 
     def accept(self, invitation_id: str) -> bool:
         model = self._model
-        return update_if(
+        return update_row(
             model(invitation_id),
             [model.status.set(InvitationStatus.ACCEPTED.value), model.expiry_shard.remove()],
             (model.status == InvitationStatus.PENDING.value) & (model.expires_at > self._clock.now_ms()),
             f"accepting invitation {invitation_id}",
-        )
+        ).applied
 
     def delete_expired(self, limit: int) -> tuple[int, int]:
         """Delete up to `limit` expired pending invitations; return (deleted, scanned).

@@ -44,7 +44,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAtt
 from pynamodb.models import Model
 
 from jobfence.binding import ModelStore, index
-from jobfence.dynamo import aws_call, get_row, one_page, update_if, update_or_refusal
+from jobfence.dynamo import aws_call, get_row, one_page, update_row
 from jobfence.transaction import Write, update_write
 from jobs.commerce.catalog import DEFERRED_BY_STATUS_UPDATED as BY_STATUS_UPDATED
 
@@ -138,7 +138,7 @@ class DeferredPaymentStore(ModelStore):
         or captured) and this upsell was never added.
         """
         model = self._model
-        refused = update_or_refusal(
+        return update_row(
             model(intent_id),
             [
                 model.amount_cents.add(add_cents),
@@ -147,8 +147,8 @@ class DeferredPaymentStore(ModelStore):
             ],
             (model.status == DeferredStatus.DEFERRED.value) & ~model.upsell_ids.contains(upsell_id),
             f"patching intent {intent_id}",
-        )
-        return refused is None or upsell_id in (refused.get("upsell_ids") or ())
+            ours=lambda seen: upsell_id in (seen.get("upsell_ids") or ()),  # this upsell is on it: added once
+        ).applied
 
     def stale_deferred(
         self, cutoff: int, limit: int, after: dict[str, Any] | None = None
@@ -237,9 +237,9 @@ class DeferredPaymentStore(ModelStore):
         ]
         if capture_ref:
             actions.append(model.capture_ref.set(capture_ref))
-        return update_if(
+        return update_row(
             model(intent_id),
             actions,
             model.status.is_in(DeferredStatus.DEFERRED.value, DeferredStatus.CAPTURING.value),
             f"recording capture of {intent_id}",
-        )
+        ).applied

@@ -46,7 +46,7 @@ from pynamodb.exceptions import PutError
 from pynamodb.models import Model
 
 from jobfence.binding import ModelStore, index
-from jobfence.dynamo import classify, each_row, error_code, get_row, update_if
+from jobfence.dynamo import classify, each_row, error_code, get_row, update_row
 from jobfence.errors import ErrorKind, StoreError
 from jobfence.transaction import Write, save_write, update_write
 from jobs.commerce.catalog import OPERATIONS_BY_ACCOUNT as BY_ACCOUNT
@@ -294,9 +294,9 @@ class FinancialOperationStore(ModelStore):
 
     def _request_change(self, operation_id: str, actions: list[Any], what: str) -> bool:
         model = self._model
-        return update_if(
+        return update_row(
             model(operation_id),
             [*actions, model.updated_at.set(self._clock.now_ms())],
             model.status == OperationStatus.PENDING.value,
             f"{what} operation {operation_id}",
-        )
+        ).applied

@@ -19,7 +19,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.binding import ModelStore, index
-from jobfence.dynamo import aws_call, each_row, get_row, update_if
+from jobfence.dynamo import aws_call, each_row, get_row, update_row
 from jobfence.errors import StoreError
 from jobfence.transaction import Write, update_write
 from jobs.commerce.catalog import ORDERS_BY_ACCOUNT as BY_ACCOUNT
@@ -135,12 +135,12 @@ class OrderStore(ModelStore):
         if status not in TERMINAL:
             return False
         model = self._model
-        return update_if(
+        return update_row(
             model(row.order_id),
             [model.redacted_at.set(self._clock.now_ms()), *(getattr(model, f).remove() for f in PERSONAL_FIELDS)],
             model.status.is_in(*(s.value for s in TERMINAL)) & model.redacted_at.does_not_exist(),
             f"redacting order {row.order_id}",
-        )
+        ).applied
 
     def request_cancellation(self, order_id: str) -> None:
         """The API's cancel request: paid/placed -> cancellation_pending (refreshes updated_at)."""

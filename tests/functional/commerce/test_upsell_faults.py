@@ -48,17 +48,29 @@ def test_an_upsell_re_sent_after_its_lost_reply_is_added_once_and_captured_once(
 
 
 def test_an_upsell_whose_reply_never_came_is_asked_again_with_its_id_and_added_once(stores, clock, intent):
-    # GIVEN an upsell applied whose reply is lost for good (botocore gave up: a read timeout)
+    # GIVEN an upsell applied whose reply is lost for good (every try's, the refused copies' too)
     faults = Faults(*stores.deferred.clients())
-    faults.reply_lost("UpdateItem", when=UPSELLS)
-    with pytest.raises(StoreError):
+    faults.reply_lost("UpdateItem", when=UPSELLS, times=3, refused_too=True)
+    with pytest.raises(StoreError) as lost:
         stores.deferred.patch_upsell(intent, 500, "u1")
+    assert lost.value.unanswered
     # WHEN the buyer's client asks again with the same upsell id, then accepts a second, different upsell
     assert stores.deferred.patch_upsell(intent, 500, "u1")
     assert stores.deferred.patch_upsell(intent, 200, "u2")
     # THEN each upsell was added exactly once
     assert amount(stores) == 1_700
     assert set(stores.deferred.get(intent).upsell_ids) == {"u1", "u2"}
+
+
+def test_an_upsell_whose_reply_is_lost_once_is_retried_and_read_as_added_once(stores, intent):
+    # GIVEN an upsell applied whose reply is lost once (a read timeout)
+    faults = Faults(*stores.deferred.clients())
+    faults.reply_lost("UpdateItem", when=UPSELLS)
+    # WHEN the store retries the same request and the copy is refused (the upsell id is on the intent)
+    assert stores.deferred.patch_upsell(intent, 500, "u1")
+    # THEN the call says it was added, and it was added once
+    assert faults.count("after") == 1
+    assert amount(stores) == 1_500
 
 
 def test_a_copy_refused_without_an_old_image_is_read_from_the_item(stores, intent):
