@@ -206,6 +206,10 @@ class Applied:
     def applied(self) -> bool:
         return True
 
+    def or_raise(self) -> Applied:
+        """This outcome (for a write whose refusal is an error: `Refused.or_raise`)."""
+        return self
+
 
 @dataclass(frozen=True)
 class Refused:
@@ -221,10 +225,16 @@ class Refused:
     item: dict[str, Any]
     index: int = 0
     maybe_ours: bool = False
+    what: str = "a write"
 
     @property
     def applied(self) -> bool:
         return False
+
+    def or_raise(self) -> Applied:
+        """For a write whose refusal is an error (a create that finds its row, an update of a missing one):
+        a `StoreError` of kind CONDITION_FAILED naming the write."""
+        raise StoreError(f"{self.what} was refused by its condition", ErrorKind.CONDITION_FAILED)
 
 
 Ours = Callable[[Mapping[str, Any]], bool]
@@ -272,11 +282,12 @@ def write(
         maybe_ours = may_have_applied(exc, retried)
         if ours is not None and ours(seen):
             return Applied(seen, earlier=True)
-        if maybe_ours and ours is None:
+        if maybe_ours and ours is None:  # nobody can tell whether the refusal is our own earlier try's
+            lost = next((kind for kind in reversed(retried) if kind.maybe_applied), ErrorKind.REPLY_LOST)
             raise StoreError(
-                f"{what}: refused after a try that may have been applied", classify(exc), unanswered=True
+                f"{what} failed: {lost.value}, then refused: it may have been applied", lost, unanswered=True
             ) from exc
-        return Refused(seen, maybe_ours=maybe_ours)
+        return Refused(seen, maybe_ours=maybe_ours, what=what)
     return Applied(deserialized(reply.get("Attributes")))
 
 
@@ -419,8 +430,8 @@ class Transaction:
 
     Entries come from pynamodb rows through pynamodb's public request builders
     (`condition_check`, `save`, `update`, `delete`, as on pynamodb's `TransactWrite`),
-    or as a low-level entry (`add_entry`: the lease check). Every entry asks for the old
-    image with a refusal. The transaction carries its own ClientRequestToken (drawn once,
+    or as a low-level entry (`add_entry`: the lease check). Every conditional entry asks
+    for the old image with a refusal. The transaction carries its own ClientRequestToken (drawn once,
     or the caller's `token`), so a retry of a transient error (`retry_transient`) is the
     same request under the same token, which DynamoDB applies at most once. `commit` says
     what came of it: `Applied`, `Refused` (the first entry whose condition failed, counted
@@ -441,7 +452,8 @@ class Transaction:
         """A low-level entry: `kind` is "ConditionCheck", "Put", "Update" or "Delete"."""
         if len(self._entries) >= self._max:
             raise ValueError(f"a transaction takes at most {self._max} entries")
-        self._entries.append({kind: {**body, "ReturnValuesOnConditionCheckFailure": ALL_OLD}})
+        asked = {"ReturnValuesOnConditionCheckFailure": ALL_OLD} if "ConditionExpression" in body else {}
+        self._entries.append({kind: {**body, **asked}})
 
     def condition_check(self, model_cls: Any, hash_key: Any, range_key: Any = None, condition: Any = None) -> None:
         """Check the item at `hash_key`/`range_key` under `condition`."""
@@ -473,6 +485,6 @@ class Transaction:
                 raise
             for index, reason in enumerate(cancellation_reasons(exc)):
                 if reason.get("Code") == REASON_CONDITION_FAILED and classify(exc) is ErrorKind.TRANSACTION_CANCELED:
-                    return Refused(deserialized(reason.get("Item")), index, may_have_applied(exc, retried))
+                    return Refused(deserialized(reason.get("Item")), index, may_have_applied(exc, retried), self._what)
             raise store_error(exc, self._what, retried) from exc
         return Applied()

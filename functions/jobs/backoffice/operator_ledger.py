@@ -17,7 +17,7 @@ from pynamodb.models import Model
 
 from jobfence.binding import ModelStore
 from jobfence.clock import ttl_seconds
-from jobfence.dynamo import aws_call, get_row
+from jobfence.dynamo import aws_call, get_row, put_row
 from jobfence.expiry import expired, expiry_index, expiry_shard, is_live
 
 
@@ -52,8 +52,7 @@ class OperatorLedgerStore(ModelStore):
             expiry_shard=expiry_shard(entry_id),
             ttl=ttl_seconds(expires_at),
         )
-        with aws_call("recording an operator access"):
-            row.save()
+        put_row(row, None, "recording an operator access")
 
     def get(self, entry_id: str) -> dict[str, Any] | None:
         """A live entry's operator, action and time; never the session digest."""

@@ -18,7 +18,7 @@ from pynamodb.models import Model
 
 from jobfence.binding import ModelStore
 from jobfence.clock import ttl_seconds
-from jobfence.dynamo import aws_call, get_row, update_row
+from jobfence.dynamo import get_row, put_row, update_row
 from jobfence.expiry import expired, expiry_index, expiry_shard, is_live
 
 KEEP_EXPIRED_MS = 30 * 24 * 3_600_000  # DynamoDB TTL removes the row this long after it expired
@@ -52,7 +52,7 @@ class AccountIntentStore(ModelStore):
     _model_class = _Intent
 
     def create(self, intent_id: str, account_id: str, kind: str, expires_at: int) -> None:
-        with aws_call(f"creating intent {intent_id}"):
+        put_row(
             self._model(
                 intent_id,
                 account_id=account_id,
@@ -61,7 +61,10 @@ class AccountIntentStore(ModelStore):
                 expires_at=expires_at,
                 expiry_shard=expiry_shard(intent_id),
                 ttl=ttl_seconds(expires_at + KEEP_EXPIRED_MS),
-            ).save()
+            ),
+            None,
+            f"creating intent {intent_id}",
+        )
 
     def status(self, intent_id: str) -> IntentStatus | None:
         """The intent's effective status (live expiry applied), or None if unknown."""

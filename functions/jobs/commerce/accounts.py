@@ -20,12 +20,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pynamodb.attributes import MapAttribute, NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import UpdateError
 from pynamodb.models import Model
 
 from jobfence.binding import ModelStore, index
-from jobfence.dynamo import aws_call, classify, each_row, error_code, get_row, one_page, update_row
-from jobfence.errors import ErrorKind, StoreError
+from jobfence.dynamo import each_row, get_row, one_page, put_row, update_row
+from jobfence.errors import StoreError
 from jobs.commerce.catalog import ACCOUNTS_BY_RECOVERY as BY_RECOVERY
 
 RECOVERY_DUE = "due"
@@ -79,14 +78,17 @@ class AccountStore(ModelStore):
     _model_class = _Account
 
     def create(self, account_id: str, email: str, display_name: str = "") -> None:
-        with aws_call(f"creating account {account_id}"):
+        put_row(
             self._model(
                 account_id,
                 status=AccountStatus.ACTIVE.value,
                 email=email,
                 display_name=display_name or None,
                 updated_at=self._clock.now_ms(),
-            ).save(condition=self._model.account_id.does_not_exist())
+            ),
+            self._model.account_id.does_not_exist(),
+            f"creating account {account_id}",
+        ).or_raise()
 
     def get(self, account_id: str) -> Any | None:
         return get_row(self._model, account_id, what="reading a row of accounts")
@@ -113,11 +115,12 @@ class AccountStore(ModelStore):
         ]
         if kind is OperationKind.DELETION:
             actions.append(model.status.set(AccountStatus.DELETION_PENDING.value))
-        with aws_call(f"requesting an operation on account {account_id}"):
-            model(account_id).update(
-                actions=actions,
-                condition=model.status.is_in(AccountStatus.ACTIVE.value, AccountStatus.DELETION_PENDING.value),
-            )
+        update_row(
+            model(account_id),
+            actions,
+            model.status.is_in(AccountStatus.ACTIVE.value, AccountStatus.DELETION_PENDING.value),
+            f"requesting an operation on account {account_id}",
+        ).or_raise()
 
     def note_attempt(self, account_id: str, operation_id: str, attempts_read: int) -> None:
         """Count one provider attempt of the pending operation, over the count read (`attempts_read`).
@@ -146,38 +149,36 @@ class AccountStore(ModelStore):
 
     def complete_email_change(self, account_id: str, operation_id: str, new_email: str) -> None:
         model = self._model
-        try:
-            model(account_id).update(
-                actions=[
-                    model.email.set(new_email),
-                    model.pending_operation.remove(),
-                    model.updated_at.set(self._clock.now_ms()),
-                ],
-                condition=model.pending_operation.operation_id == operation_id,
-            )
-        except UpdateError as exc:
-            raise _gone_or_store(exc, account_id) from exc
+        changed = update_row(
+            model(account_id),
+            [model.email.set(new_email), model.pending_operation.remove(), model.updated_at.set(self._clock.now_ms())],
+            model.pending_operation.operation_id == operation_id,
+            f"completing the email change of account {account_id}",
+        )
+        if not changed.applied:
+            raise AccountOperationGone(f"account {account_id}: the pending operation is no longer the one requested")
 
     def complete_deletion(self, account_id: str, operation_id: str) -> None:
         """deletion_pending -> deleted: personal fields removed, deleted-account recovery becomes due."""
         model = self._model
         now = self._clock.now_ms()
-        try:
-            model(account_id).update(
-                actions=[
-                    model.status.set(AccountStatus.DELETED.value),
-                    model.email.remove(),
-                    model.display_name.remove(),
-                    model.pending_operation.remove(),
-                    model.deleted_at.set(now),
-                    model.recovery_due.set(RECOVERY_DUE),
-                    model.updated_at.set(now),
-                ],
-                condition=(model.pending_operation.operation_id == operation_id)
-                & (model.status == AccountStatus.DELETION_PENDING.value),
-            )
-        except UpdateError as exc:
-            raise _gone_or_store(exc, account_id) from exc
+        deleted = update_row(
+            model(account_id),
+            [
+                model.status.set(AccountStatus.DELETED.value),
+                model.email.remove(),
+                model.display_name.remove(),
+                model.pending_operation.remove(),
+                model.deleted_at.set(now),
+                model.recovery_due.set(RECOVERY_DUE),
+                model.updated_at.set(now),
+            ],
+            (model.pending_operation.operation_id == operation_id)
+            & (model.status == AccountStatus.DELETION_PENDING.value),
+            f"completing the deletion of account {account_id}",
+        )
+        if not deleted.applied:
+            raise AccountOperationGone(f"account {account_id}: the pending operation is no longer the one requested")
 
     def recovery_due(self, limit: int, after: dict[str, Any] | None = None) -> tuple[list[str], dict[str, Any] | None]:
         """Up to `limit` deleted accounts with open recovery, and a cursor for the next page."""
@@ -196,9 +197,3 @@ class AccountStore(ModelStore):
             model.recovery_due.exists() & (model.status == AccountStatus.DELETED.value),
             f"clearing recovery of account {account_id}",
         ).applied
-
-
-def _gone_or_store(exc: UpdateError, account_id: str) -> StoreError:
-    if classify(exc) is ErrorKind.CONDITION_FAILED:
-        return AccountOperationGone(f"account {account_id}: the pending operation is no longer the one requested")
-    return StoreError(f"updating account {account_id} failed: {error_code(exc)}", classify(exc))

@@ -14,13 +14,11 @@ import enum
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import DeleteError
 from pynamodb.models import Model
 
 from jobfence.binding import ModelStore
 from jobfence.clock import ttl_seconds
-from jobfence.dynamo import aws_call, classify, error_code, get_row, update_row
-from jobfence.errors import ErrorKind, StoreError
+from jobfence.dynamo import caller_reads, delete_row, get_row, put_row, update_row
 from jobfence.expiry import expired, expiry_index, expiry_shard, is_live
 
 
@@ -51,7 +49,7 @@ class AgentInvitationStore(ModelStore):
     _model_class = _Invitation
 
     def create(self, invitation_id: str, account_id: str, agent_email: str, expires_at: int) -> None:
-        with aws_call(f"creating invitation {invitation_id}"):
+        put_row(
             self._model(
                 invitation_id,
                 account_id=account_id,
@@ -60,7 +58,10 @@ class AgentInvitationStore(ModelStore):
                 expires_at=expires_at,
                 expiry_shard=expiry_shard(invitation_id),
                 ttl=ttl_seconds(expires_at),
-            ).save()
+            ),
+            None,
+            f"creating invitation {invitation_id}",
+        )
 
     def get(self, invitation_id: str) -> Any | None:
         """A pending invitation that has not expired, or an accepted one (live expiry)."""
@@ -90,14 +91,10 @@ class AgentInvitationStore(ModelStore):
         rows = list(expired(model, now, limit))
         deleted = 0
         for row in rows:
-            try:
-                model(row.invitation_id).delete(
-                    condition=(model.status == InvitationStatus.PENDING.value) & (model.expires_at <= now)
-                )
-                deleted += 1
-            except DeleteError as exc:
-                if classify(exc) is not ErrorKind.CONDITION_FAILED:
-                    raise StoreError(
-                        f"deleting invitation {row.invitation_id} failed: {error_code(exc)}", classify(exc)
-                    ) from exc
+            deleted += delete_row(
+                model(row.invitation_id),
+                (model.status == InvitationStatus.PENDING.value) & (model.expires_at <= now),
+                f"deleting invitation {row.invitation_id}",
+                ours=caller_reads,  # refused: accepted or extended since, or already gone (not counted)
+            ).applied
         return deleted, len(rows)

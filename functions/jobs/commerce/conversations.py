@@ -6,13 +6,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import DeleteError
 from pynamodb.models import Model
 
 from jobfence.binding import ModelStore
 from jobfence.clock import ttl_seconds
-from jobfence.dynamo import aws_call, classify, error_code, get_row
-from jobfence.errors import ErrorKind, StoreError
+from jobfence.dynamo import aws_call, caller_reads, delete_row, get_row, put_row
 from jobfence.expiry import expired, expiry_index, expiry_shard, is_live
 
 
@@ -35,8 +33,7 @@ class ConversationStore(ModelStore):
 
     def open(self, conversation_id: str, account_id: str, expires_at: int) -> None:
         """Create or extend a conversation."""
-        with aws_call(f"opening conversation {conversation_id}"):
-            self._row(conversation_id, account_id, expires_at).save()
+        put_row(self._row(conversation_id, account_id, expires_at), None, f"opening conversation {conversation_id}")
 
     def load(self, conversations: Iterable[tuple[str, str, int]]) -> int:
         """Bulk-load (conversation_id, account_id, expires_at) rows (seeding a demo or a simulation); how many."""
@@ -72,10 +69,10 @@ class ConversationStore(ModelStore):
         now = self._clock.now_ms()
         deleted = 0
         for row in list(expired(self._model, now, limit)):
-            try:
-                self._model(row.conversation_id).delete(condition=self._model.expires_at <= now)
-                deleted += 1
-            except DeleteError as exc:
-                if classify(exc) is not ErrorKind.CONDITION_FAILED:
-                    raise StoreError(f"deleting a conversation failed: {error_code(exc)}", classify(exc)) from exc
+            deleted += delete_row(
+                self._model(row.conversation_id),
+                self._model.expires_at <= now,
+                "deleting a conversation",
+                ours=caller_reads,  # refused: extended since, or already gone (not counted)
+            ).applied
         return deleted

@@ -15,7 +15,7 @@ from pynamodb.models import Model
 
 from jobfence.binding import ModelStore
 from jobfence.clock import ttl_seconds
-from jobfence.dynamo import aws_call, each_row
+from jobfence.dynamo import aws_call, each_row, put_row
 from jobfence.expiry import expired, expiry_index, expiry_shard, is_live
 
 ACTIVITY_RETENTION_MS = 30 * 24 * 3_600_000
@@ -42,7 +42,7 @@ class CustomerActivityStore(ModelStore):
 
     def record(self, account_id: str, event_id: str, kind: str, at: int) -> None:
         expires_at = at + ACTIVITY_RETENTION_MS
-        with aws_call(f"recording activity of account {account_id}"):
+        put_row(
             self._model(
                 account_id,
                 f"{at:015d}#{event_id}",
@@ -51,7 +51,10 @@ class CustomerActivityStore(ModelStore):
                 expires_at=expires_at,
                 expiry_shard=expiry_shard(f"{account_id}#{event_id}"),
                 ttl=ttl_seconds(expires_at),
-            ).save()
+            ),
+            None,
+            f"recording activity of account {account_id}",
+        )
 
     def recent(self, account_id: str, limit: int = 100) -> list[Any]:
         """The account's live activity, newest first."""

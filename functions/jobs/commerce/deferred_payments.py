@@ -44,7 +44,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAtt
 from pynamodb.models import Model
 
 from jobfence.binding import ModelStore, index
-from jobfence.dynamo import aws_call, get_row, one_page, update_row
+from jobfence.dynamo import get_row, one_page, put_row, update_row
 from jobfence.transaction import Write, update_write
 from jobs.commerce.catalog import DEFERRED_BY_STATUS_UPDATED as BY_STATUS_UPDATED
 
@@ -112,7 +112,7 @@ class DeferredPaymentStore(ModelStore):
     ) -> None:
         """Checkout approved the order and deferred its capture."""
         now = self._clock.now_ms()
-        with aws_call(f"creating intent {intent_id}"):
+        put_row(
             self._model(
                 intent_id,
                 sale_ref=sale_ref,
@@ -123,7 +123,10 @@ class DeferredPaymentStore(ModelStore):
                 created_at=now,
                 updated_at=now,
                 capture_attempts=0,
-            ).save(condition=self._model.intent_id.does_not_exist())
+            ),
+            self._model.intent_id.does_not_exist(),
+            f"creating intent {intent_id}",
+        ).or_raise()
 
     def get(self, intent_id: str) -> Any | None:
         return get_row(self._model, intent_id, what="reading a row of deferred_payments")

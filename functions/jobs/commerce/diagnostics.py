@@ -25,14 +25,11 @@ from __future__ import annotations
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import DeleteError
 from pynamodb.models import Model
-from pynamodb.transactions import TransactWrite
 
-from jobfence.binding import ModelStore
+from jobfence.binding import ModelStore, client_of
 from jobfence.clock import ttl_seconds
-from jobfence.dynamo import aws_call, classify, each_row, error_code, get_row
-from jobfence.errors import ErrorKind, StoreError
+from jobfence.dynamo import Transaction, aws_call, caller_reads, delete_row, each_row, get_row
 from jobfence.expiry import expired, expiry_index, expiry_shard, is_live
 from jobfence.transaction import Write, update_write
 
@@ -85,34 +82,33 @@ class DiagnosticStore(ModelStore):
         """Write a parent, its children and the account's charges in one transaction."""
         model = self._model
         ttl = ttl_seconds(expires_at)
-        with (
-            aws_call(f"recording diagnostic {capture_id}"),
-            TransactWrite(connection=model._get_connection().connection) as tx,
-        ):
-            tx.save(
-                model(
-                    capture_id,
-                    PARENT,
-                    account_id=account_id,
-                    expires_at=expires_at,
-                    expiry_shard=expiry_shard(capture_id),
-                    retained_charge_cents=retained_charge_cents,
-                    minute_write_cents=minute_write_cents,
-                    ttl=ttl,
-                ),
-                condition=model.capture_id.does_not_exist(),
-            )
-            for i, ref in enumerate(refs):
-                tx.save(model(capture_id, f"ref#{i:04d}", body=ref, ttl=ttl))
-            tx.save(model(capture_id, HEADER, body=header, ttl=ttl))
-            tx.save(model(capture_id, TOKEN, body=token, ttl=ttl))
-            tx.update(
-                model(_usage_key(account_id), USAGE),
-                actions=[
-                    model.retained_cents.add(retained_charge_cents),
-                    model.minute_write_cents.add(minute_write_cents),
-                ],
-            )
+        # one token for the whole transaction: a retry after a lost reply is applied at most once (the charges too)
+        tx = Transaction(client_of(model), f"recording diagnostic {capture_id}")
+        tx.save(
+            model(
+                capture_id,
+                PARENT,
+                account_id=account_id,
+                expires_at=expires_at,
+                expiry_shard=expiry_shard(capture_id),
+                retained_charge_cents=retained_charge_cents,
+                minute_write_cents=minute_write_cents,
+                ttl=ttl,
+            ),
+            condition=model.capture_id.does_not_exist(),
+        )
+        for i, ref in enumerate(refs):
+            tx.save(model(capture_id, f"ref#{i:04d}", body=ref, ttl=ttl))
+        tx.save(model(capture_id, HEADER, body=header, ttl=ttl))
+        tx.save(model(capture_id, TOKEN, body=token, ttl=ttl))
+        tx.update(
+            model(_usage_key(account_id), USAGE),
+            actions=[
+                model.retained_cents.add(retained_charge_cents),
+                model.minute_write_cents.add(minute_write_cents),
+            ],
+        )
+        tx.commit().or_raise()
 
     def read(self, capture_id: str) -> dict[str, Any] | None:
         """A live capture's parts by name, or None if unknown or expired (live expiry via the parent)."""
@@ -180,19 +176,15 @@ class DiagnosticStore(ModelStore):
             for row in children:
                 batch.delete(model(row.capture_id, row.part))
         now = self._clock.now_ms()
-        try:
-            model(parent.capture_id, PARENT).delete(
-                condition=(model.expires_at <= now)
-                & (
-                    model.charge_released_at.exists()
-                    | model.retained_charge_cents.does_not_exist()
-                    | (model.retained_charge_cents == 0)
-                )
-            )
-        except DeleteError as exc:
-            if classify(exc) is ErrorKind.CONDITION_FAILED:
-                return len(children)
-            raise StoreError(
-                f"deleting diagnostic {parent.capture_id} failed: {error_code(exc)}", classify(exc)
-            ) from exc
+        still_expired_and_settled = (model.expires_at <= now) & (
+            model.charge_released_at.exists()
+            | model.retained_charge_cents.does_not_exist()
+            | (model.retained_charge_cents == 0)
+        )
+        parent_row = model(parent.capture_id, PARENT)
+        deleted = delete_row(
+            parent_row, still_expired_and_settled, f"deleting diagnostic {parent.capture_id}", ours=caller_reads
+        )
+        if not deleted.applied:  # extended, charged or already gone: the children only
+            return len(children)
         return len(children) + 1

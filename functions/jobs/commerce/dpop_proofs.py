@@ -11,13 +11,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import PutError
 from pynamodb.models import Model
 
 from jobfence.binding import ModelStore
 from jobfence.clock import ttl_seconds
-from jobfence.dynamo import aws_call, classify, error_code, get_row
-from jobfence.errors import ErrorKind, StoreError
+from jobfence.dynamo import aws_call, get_row, put_row
 from jobfence.expiry import expired, expiry_index, expiry_shard, is_live
 
 
@@ -41,14 +39,9 @@ class DpopProofStore(ModelStore):
         """Record a first sight of `jti`; False if a live row says it is a replay."""
         now = self._clock.now_ms()
         row = self._row(jti, expires_at)
-        try:
-            # a row that has expired but not yet been deleted does not count as seen
-            row.save(condition=self._model.jti.does_not_exist() | (self._model.expires_at <= now))
-        except PutError as exc:
-            if classify(exc) is ErrorKind.CONDITION_FAILED:
-                return False
-            raise StoreError(f"recording a DPoP proof failed: {error_code(exc)}", classify(exc)) from exc
-        return True
+        # a row that has expired but not yet been deleted does not count as seen
+        fresh = self._model.jti.does_not_exist() | (self._model.expires_at <= now)
+        return put_row(row, fresh, "recording a DPoP proof").applied
 
     def load(self, proofs: Iterable[tuple[str, int]]) -> int:
         """Bulk-load (jti, expires_at) rows unconditionally (seeding a demo or a simulation); how many."""

@@ -42,12 +42,10 @@ import enum
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import PutError
 from pynamodb.models import Model
 
 from jobfence.binding import ModelStore, index
-from jobfence.dynamo import classify, each_row, error_code, get_row, update_row
-from jobfence.errors import ErrorKind, StoreError
+from jobfence.dynamo import each_row, get_row, put_row, update_row
 from jobfence.transaction import Write, save_write, update_write
 from jobs.commerce.catalog import OPERATIONS_BY_ACCOUNT as BY_ACCOUNT
 from jobs.commerce.catalog import OPERATIONS_BY_DUE as BY_DUE
@@ -169,13 +167,7 @@ class FinancialOperationStore(ModelStore):
     ) -> bool:
         """Record a new pending operation; False if that id already exists (idempotent)."""
         row = self._new_row(operation_id, account_id, kind, target_ref, amount_cents, currency, initiator, order_id)
-        try:
-            row.save(condition=self._model.operation_id.does_not_exist())
-        except PutError as exc:
-            if classify(exc) is ErrorKind.CONDITION_FAILED:
-                return False
-            raise StoreError(f"creating operation {operation_id} failed: {error_code(exc)}", classify(exc)) from exc
-        return True
+        return put_row(row, self._model.operation_id.does_not_exist(), f"creating operation {operation_id}").applied
 
     def create_op(
         self,

@@ -19,7 +19,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.binding import ModelStore, index
-from jobfence.dynamo import aws_call, each_row, get_row, update_row
+from jobfence.dynamo import each_row, get_row, put_row, update_row
 from jobfence.errors import StoreError
 from jobfence.transaction import Write, update_write
 from jobs.commerce.catalog import ORDERS_BY_ACCOUNT as BY_ACCOUNT
@@ -97,8 +97,7 @@ class OrderStore(ModelStore):
             updated_at=fields.pop("updated_at", now),
             **fields,
         )
-        with aws_call(f"creating order {order_id}"):
-            row.save()
+        put_row(row, None, f"creating order {order_id}")
 
     def get(self, order_id: str) -> Any | None:
         return get_row(self._model, order_id, what="reading a row of orders")
@@ -145,11 +144,12 @@ class OrderStore(ModelStore):
     def request_cancellation(self, order_id: str) -> None:
         """The API's cancel request: paid/placed -> cancellation_pending (refreshes updated_at)."""
         model = self._model
-        with aws_call(f"requesting cancellation of order {order_id}"):
-            model(order_id).update(
-                actions=[
-                    model.status.set(OrderStatus.CANCELLATION_PENDING.value),
-                    model.updated_at.set(self._clock.now_ms()),
-                ],
-                condition=model.status.is_in(OrderStatus.PLACED.value, OrderStatus.PAID.value),
-            )
+        update_row(
+            model(order_id),
+            [
+                model.status.set(OrderStatus.CANCELLATION_PENDING.value),
+                model.updated_at.set(self._clock.now_ms()),
+            ],
+            model.status.is_in(OrderStatus.PLACED.value, OrderStatus.PAID.value),
+            f"requesting cancellation of order {order_id}",
+        ).or_raise()

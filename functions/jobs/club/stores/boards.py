@@ -22,7 +22,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.binding import ModelStore
-from jobfence.dynamo import aws_call, get_row
+from jobfence.dynamo import get_row, put_row
 from jobfence.transaction import Write, update_write
 
 DARKROOM_SCHEDULE = "darkroom_schedule"
@@ -54,8 +54,11 @@ class BoardStore(ModelStore):
 
     def put(self, board_id: str, channel_id: str, message_id: str | None = None) -> None:
         """Register a board (seed data, operators)."""
-        with aws_call(f"registering board {board_id}"):
-            self._model(board_id, channel_id=channel_id, message_id=message_id, version=0).save()
+        put_row(
+            self._model(board_id, channel_id=channel_id, message_id=message_id, version=0),
+            None,
+            f"registering board {board_id}",
+        )
 
     def get(self, board_id: str) -> Any | None:
         return get_row(self._model, board_id, what="reading a row of boards")

@@ -21,7 +21,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.binding import ModelStore, index
-from jobfence.dynamo import aws_call, get_row
+from jobfence.dynamo import get_row, put_row
 from jobfence.transaction import Write, update_write
 from jobs.club.catalog import RETRY_INDEX_SPEC
 from jobs.club.email_auth import MISSING, MailVerdicts
@@ -67,7 +67,7 @@ class EmailIntakeStore(ModelStore):
     def put(self, intake_id: str, raw: str, verdicts: MailVerdicts) -> None:
         """Store a received email and its authentication verdicts for its first attempt now."""
         now = self._clock.now_ms()
-        with aws_call(f"storing intake {intake_id}"):
+        put_row(
             self._model(
                 intake_id,
                 raw=raw,
@@ -79,7 +79,10 @@ class EmailIntakeStore(ModelStore):
                 next_attempt_at=now,
                 retry_shard=shard_of(intake_id),
                 received_at=now,
-            ).save(condition=self._model.intake_id.does_not_exist())
+            ),
+            self._model.intake_id.does_not_exist(),
+            f"storing intake {intake_id}",
+        ).or_raise()
 
     @staticmethod
     def verdicts(row: Any) -> MailVerdicts:

@@ -11,7 +11,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.binding import ModelStore
-from jobfence.dynamo import aws_call, get_row
+from jobfence.dynamo import get_row, put_row, update_row
 from jobfence.transaction import Write
 
 
@@ -32,16 +32,21 @@ class LoanStore(ModelStore):
     _model_class = _Loan
 
     def put(self, loan_id: str, member_id: str, item: str, due_back_at: int) -> None:
-        with aws_call(f"recording loan {loan_id}"):
-            self._model(loan_id, member_id=member_id, item=item, due_back_at=due_back_at).save()
+        put_row(
+            self._model(loan_id, member_id=member_id, item=item, due_back_at=due_back_at),
+            None,
+            f"recording loan {loan_id}",
+        )
 
     def mark_returned(self, loan_id: str) -> None:
         """Record the return; the first applied time stays (a copy re-sent or asked again never moves it)."""
         m = self._model
-        with aws_call(f"returning loan {loan_id}"):
-            m(loan_id).update(
-                actions=[m.returned_at.set(m.returned_at | self._clock.now_ms())], condition=m.loan_id.exists()
-            )
+        update_row(
+            m(loan_id),
+            [m.returned_at.set(m.returned_at | self._clock.now_ms())],
+            m.loan_id.exists(),
+            f"returning loan {loan_id}",
+        ).or_raise()
 
     def still_out_op(self, loan_id: str) -> Write:
         """A check that the loan exists and is not returned: a reminder's send commits only together with it."""

@@ -19,7 +19,7 @@ from pynamodb.attributes import ListAttribute, NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.binding import ModelStore, index
-from jobfence.dynamo import aws_call, get_row, one_page
+from jobfence.dynamo import get_row, one_page, put_row
 from jobfence.transaction import Write, update_write
 from jobs.club.catalog import ACTIVE_INDEX_SPEC
 from jobs.club.stores.due import due_rows, shard_of
@@ -63,7 +63,7 @@ class MembershipStore(ModelStore):
 
     def put(self, member_id: str, guild_id: str, discord_user_id: str, ends_at: int, roles: Iterable[str] = ()) -> None:
         """Create or renew an active membership (seed data and operators)."""
-        with aws_call(f"recording membership {member_id}"):
+        put_row(
             self._model(
                 member_id,
                 guild_id=guild_id,
@@ -74,7 +74,10 @@ class MembershipStore(ModelStore):
                 roles=sorted(set(roles)),
                 roles_version=0,
                 active_shard=shard_of(member_id),
-            ).save()
+            ),
+            None,
+            f"recording membership {member_id}",
+        )
 
     def get(self, member_id: str) -> Any | None:
         return get_row(self._model, member_id, what="reading a row of memberships")

@@ -26,21 +26,16 @@ deleted any message carrying it is already rejected as stale.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
-from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import DeleteError, PutError, UpdateError
 from pynamodb.models import Model
 
 from jobfence.binding import ModelStore
 from jobfence.clock import Clock, ttl_seconds
-from jobfence.dynamo import classify, error_code, get_row
-from jobfence.errors import ErrorKind, StoreError
+from jobfence.dynamo import caller_reads, delete_row, get_row, put_row, update_row
 
 NONCE_TTL_MS = 24 * 3_600_000
 CLAIM_TTL_MS = 120_000  # > the worker's 30 s timeout + the 60 s clock margin; < the queue's 180 s visibility
-WRITE_ATTEMPTS = 3  # each write is conditional on our token, so repeating it after a store error is safe
 
 
 class NonceState(str, enum.Enum):
@@ -95,16 +90,19 @@ class NonceStore(ModelStore):
         )
         claimed = m.state == NonceState.CLAIMED.value
         mine_or_expired = (m.token == token) | (m.claim_expires_at < now)
-        if self._write(lambda: row.save(condition=m.nonce.does_not_exist() | (claimed & mine_or_expired)), "claiming"):
+        # a copy re-sent after a lost reply re-applies (mine): a refusal is another receive's live claim, or done
+        outcome = put_row(
+            row, m.nonce.does_not_exist() | (claimed & mine_or_expired), "claiming an event nonce", ours=caller_reads
+        )
+        if outcome.applied:
             return Claim.CLAIMED
-        return Claim.DONE if self.state(nonce) == NonceState.DONE.value else Claim.BUSY
+        return Claim.DONE if outcome.item.get("state") == NonceState.DONE.value else Claim.BUSY
 
     def release(self, nonce: str, token: str) -> None:
         """Give the claim back so this delivery's retry can claim it again (no-op if it is not ours)."""
         m = self._model
-        self._write(
-            lambda: m(nonce).delete(condition=(m.state == NonceState.CLAIMED.value) & (m.token == token)), "releasing"
-        )
+        mine = (m.state == NonceState.CLAIMED.value) & (m.token == token)
+        delete_row(m(nonce), mine, "releasing an event nonce", ours=caller_reads)  # refused: not ours (any more)
 
     def complete(self, nonce: str, token: str) -> bool:
         """Mark the event done; False if the claim was not ours any more (it expired and was taken over).
@@ -112,31 +110,15 @@ class NonceStore(ModelStore):
         A retry whose first try was applied is refused by state = done, and is the same success.
         """
         m = self._model
-        applied = self._write(
-            lambda: m(nonce).update(
-                actions=[m.state.set(NonceState.DONE.value)],
-                condition=(m.state == NonceState.CLAIMED.value) & (m.token == token),
-            ),
-            "completing",
-        )
-        return applied or self.state(nonce) == NonceState.DONE.value
+        return update_row(
+            m(nonce),
+            [m.state.set(NonceState.DONE.value)],
+            (m.state == NonceState.CLAIMED.value) & (m.token == token),
+            "completing an event nonce",
+            ours=lambda seen: seen.get("state") == NonceState.DONE.value,
+        ).applied
 
     def state(self, nonce: str) -> str | None:
         """The nonce's state (strongly consistent), None if it has none; a read error is a `StoreError`."""
         row = get_row(self._model, nonce, what="reading an event nonce")
         return None if row is None else row.state
-
-    @staticmethod
-    def _write(call: Callable[[], Any], what: str) -> bool:
-        """Run one conditional write, retrying transient errors: True if applied, False if its condition failed."""
-        for attempt in range(1, WRITE_ATTEMPTS + 1):
-            try:
-                call()
-                return True
-            except (PutError, UpdateError, DeleteError) as exc:
-                kind = classify(exc)
-                if kind is ErrorKind.CONDITION_FAILED:
-                    return False
-                if not kind.transient or attempt == WRITE_ATTEMPTS:
-                    raise StoreError(f"{what} an event nonce failed: {error_code(exc)}", kind) from exc
-        raise AssertionError("unreachable")

@@ -18,7 +18,7 @@ from pynamodb.models import Model
 
 from jobfence.binding import ModelStore
 from jobfence.clock import ttl_seconds
-from jobfence.dynamo import aws_call, each_row
+from jobfence.dynamo import aws_call, delete_row, each_row
 from jobfence.transaction import Write, save_write
 from jobs.club.events import Event
 
@@ -54,8 +54,7 @@ class OutboxStore(ModelStore):
 
     def delete(self, job: str, nonce: str) -> None:
         """Forget a sent event."""
-        with aws_call(f"deleting a sent event of {job}"):
-            self._model(job, nonce).delete()
+        delete_row(self._model(job, nonce), None, f"deleting a sent event of {job}")
 
     def count(self, job: str) -> int:
         with aws_call(f"counting the outbox of {job}"):

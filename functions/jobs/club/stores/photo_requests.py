@@ -17,7 +17,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.binding import ModelStore
-from jobfence.dynamo import aws_call, get_row
+from jobfence.dynamo import get_row, put_row
 from jobfence.expiry import expired, expiry_index, expiry_shard
 from jobfence.transaction import Write, update_write
 
@@ -63,7 +63,7 @@ class PhotoRequestStore(ModelStore):
     _model_class = _Request
 
     def put(self, request_id: str, title: str, expires_at: int, channel_id: str, message_id: str) -> None:
-        with aws_call(f"recording photo request {request_id}"):
+        put_row(
             self._model(
                 request_id,
                 title=title,
@@ -74,7 +74,10 @@ class PhotoRequestStore(ModelStore):
                 discord_status=DiscordStatus.POSTED.value,
                 channel_id=channel_id,
                 message_id=message_id,
-            ).save()
+            ),
+            None,
+            f"recording photo request {request_id}",
+        )
 
     def get(self, request_id: str) -> Any | None:
         return get_row(self._model, request_id, what="reading a row of photo_requests")

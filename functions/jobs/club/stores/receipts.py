@@ -14,7 +14,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.binding import ModelStore
-from jobfence.dynamo import aws_call, each_row
+from jobfence.dynamo import each_row, put_row
 from jobfence.transaction import Write, save_write
 
 
@@ -60,8 +60,7 @@ class ReceiptStore(ModelStore):
 
     def put(self, receipt: Receipt, intake_id: str | None = None) -> None:
         """Record a receipt directly (seed data, operators)."""
-        with aws_call(f"recording receipt {receipt.receipt_id}"):
-            self._row(receipt, intake_id).save()
+        put_row(self._row(receipt, intake_id), None, f"recording receipt {receipt.receipt_id}")
 
     def record_op(self, receipt: Receipt, intake_id: str) -> Write:
         """A `Put` recording the receipt; re-recording the same receipt from the same email is harmless."""

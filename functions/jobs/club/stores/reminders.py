@@ -17,7 +17,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.binding import ModelStore, index
-from jobfence.dynamo import aws_call, get_row
+from jobfence.dynamo import get_row, put_row
 from jobfence.transaction import Write, update_write
 from jobs.club.catalog import DUE_INDEX_SPEC
 from jobs.club.stores.due import due_rows, shard_of
@@ -58,7 +58,7 @@ class ReminderStore(ModelStore):
     _model_class = _Reminder
 
     def put(self, reminder_id: str, loan_id: str, due_at: int, recipient: Recipient, recipient_user_id: str) -> None:
-        with aws_call(f"recording reminder {reminder_id}"):
+        put_row(
             self._model(
                 reminder_id,
                 loan_id=loan_id,
@@ -67,7 +67,10 @@ class ReminderStore(ModelStore):
                 recipient_user_id=recipient_user_id,
                 state=ReminderState.PENDING.value,
                 due_shard=shard_of(reminder_id),
-            ).save()
+            ),
+            None,
+            f"recording reminder {reminder_id}",
+        )
 
     def get(self, reminder_id: str) -> Any | None:
         return get_row(self._model, reminder_id, what="reading a row of reminders")

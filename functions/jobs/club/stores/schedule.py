@@ -19,7 +19,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.binding import ModelStore
-from jobfence.dynamo import aws_call, each_row
+from jobfence.dynamo import each_row, put_row
 from jobfence.transaction import Write, update_write
 
 DARKROOM = "darkroom"
@@ -79,7 +79,7 @@ class ScheduleStore(ModelStore):
     ) -> None:
         """Create an entry in its first state (seed data, staff tools)."""
         status = DarkroomChange.PENDING if space == DARKROOM else StudioSlot.UPCOMING
-        with aws_call(f"adding schedule entry {entry_id}"):
+        put_row(
             self._model(
                 space,
                 entry_key(starts_at, entry_id),
@@ -90,7 +90,10 @@ class ScheduleStore(ModelStore):
                 status=status.value,
                 member_id=member_id,
                 hours=hours,
-            ).save()
+            ),
+            None,
+            f"adding schedule entry {entry_id}",
+        )
 
     def started(self, space: str, now_ms: int, statuses: tuple[str, ...], limit: int) -> list[Any]:
         """Up to `limit` entries that started at or before now and are in one of `statuses`."""
