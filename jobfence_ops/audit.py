@@ -37,8 +37,8 @@ from typing import Any, Generic, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from jobfence.dynamo import deserialized, error_code
-from jobfence.errors import JobfenceError
+from jobfence.dynamo import caller_reads, deserialized, error_code, write
+from jobfence.errors import JobfenceError, StoreError
 from jobfence.registry import AUDIT_TABLE
 from jobfence.triggers import REQUESTED_BY_MAX
 from jobfence_ops.targets import AwsTarget, OperatorError, Target
@@ -200,16 +200,15 @@ class AuditLog:
         for name, value in (("label", entry.label), ("run_id", entry.run_id)):
             if value:
                 item[name] = {"S": value}
-        try:
-            self._client.put_item(
-                TableName=self._table,
-                Item=item,
-                ConditionExpression="attribute_not_exists(#e)",
-                ExpressionAttributeNames={"#e": "entry"},
-            )
-        except ClientError as exc:
-            if error_code(exc) != "ConditionalCheckFailedException":
-                raise  # the row exists: this entry was written already (a retry), nothing to add
+        request = {
+            "TableName": self._table,
+            "Item": item,
+            "ConditionExpression": "attribute_not_exists(#e)",
+            "ExpressionAttributeNames": {"#e": "entry"},
+        }
+        key = {"month": item["month"], "entry": item["entry"]}
+        # refused: the row exists, so this entry was written already (a retry): nothing to add
+        write(self._client, "put_item", request, "writing an audit entry", ours=caller_reads, key=key)
 
     def recent(
         self,
@@ -337,6 +336,8 @@ def record(
     )
     try:
         log_of(target).write(entry)
+    except StoreError as exc:
+        return AuditWrite(entry, f"AWS answered {error_code(exc.__cause__ or exc)}")
     except (ClientError, BotoCoreError) as exc:
         return AuditWrite(entry, f"AWS answered {error_code(exc)}")
     except (OperatorError, JobfenceError) as exc:

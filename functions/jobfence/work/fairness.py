@@ -39,13 +39,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from pynamodb.attributes import MapAttribute, NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import PynamoDBException
 from pynamodb.models import Model
 
 from jobfence.binding import ModelStore, bind
 from jobfence.clock import Clock
-from jobfence.dynamo import classify, get_row, raise_store_error
-from jobfence.errors import ErrorKind
+from jobfence.dynamo import caller_reads, get_row, update_row
+from jobfence.errors import StoreError
 from jobfence.work.keys import ItemKey
 
 GATE_ROUNDS = 3  # re-read and re-plan an admit or a release at most this often (races with other workers)
@@ -146,24 +145,31 @@ class TenantGate(ModelStore):
             value = f"{owner}:{now + self._hold_ms}"
             new_holds = {**live, **{hold_id(k): value for k in take}}
             unchanged = m.version.does_not_exist() if version is None else (m.version == version)
-            try:
-                m(self.row_key(tenant)).update(
-                    actions=[m.holds.set(new_holds), m.version.add(1), m.updated_at.set(now)],
-                    condition=unchanged,
-                )
-            except PynamoDBException as exc:
-                kind = classify(exc)
-                if kind is ErrorKind.CONDITION_FAILED or kind.transient:
-                    # another worker (or our own re-sent write) moved the row, or the write may or may not
-                    # have been applied: the re-read says which holds are ours
-                    continue
-                raise_store_error(exc, "taking in-flight holds")
+            # refused: another worker (or our own re-sent write) moved the row; unanswered: it may or may not
+            # have been applied. Either way the re-read says which holds are ours
+            if not self._changed(
+                m(self.row_key(tenant)),
+                [m.holds.set(new_holds), m.version.add(1), m.updated_at.set(now)],
+                unchanged,
+                "taking in-flight holds",
+            ):
+                continue
             return ours + take, wait
         # raced on every round: what is not ours waits (its wake-up comes back later)
         holds, _ = self._read(tenant)
         now = self._clock.now_ms()
         ours = [k for k in keys if _until(holds.get(hold_id(k), "")) > now]
         return ours, [k for k in keys if k not in ours]
+
+    @staticmethod
+    def _changed(row: Any, actions: list[Any], condition: Any, what: str) -> bool:
+        """One write of the tenant's row: False when refused or unanswered (the caller re-reads the row)."""
+        try:
+            return update_row(row, actions, condition, what, ours=caller_reads).applied
+        except StoreError as exc:
+            if exc.kind is not None and exc.kind.transient:
+                return False
+            raise
 
     def _release_tenant(self, tenant: str, ids: set[str], owner: str) -> None:
         m = self._model
@@ -176,20 +182,14 @@ class TenantGate(ModelStore):
             for h, value in mine.items():
                 part = m.holds[h] == value
                 condition = part if condition is None else condition & part
-            try:
-                m(self.row_key(tenant)).update(
-                    actions=[
-                        *(m.holds[h].remove() for h in mine),
-                        m.version.add(1),
-                        m.updated_at.set(self._clock.now_ms()),
-                    ],
-                    condition=condition,
-                )
-            except PynamoDBException as exc:
-                kind = classify(exc)
-                if kind is ErrorKind.CONDITION_FAILED or kind.transient:
-                    continue  # a hold of ours is gone (expired and swept, or our re-sent release): re-read
-                raise_store_error(exc, "releasing in-flight holds")
+            # refused or unanswered: a hold of ours is gone (expired and swept, or our re-sent release): re-read
+            if not self._changed(
+                m(self.row_key(tenant)),
+                [*(m.holds[h].remove() for h in mine), m.version.add(1), m.updated_at.set(self._clock.now_ms())],
+                condition,
+                "releasing in-flight holds",
+            ):
+                continue
             return
         # raced on every round: the holds expire on their own
 
