@@ -17,7 +17,7 @@ the lease between them, then release. A job is a function of a `RunContext`
 yielding one summary per batch (its last may say so: `LastBatch`, which spares
 the renew before a batch that will not come); `JobDeps` is what its factory is given (its
 settings, clock, clients, logger). `RunContext.transaction()` is the fenced
-transaction (`FencedTransaction`): a pynamodb `TransactWrite` whose first
+transaction (`FencedTransaction`): a `jobfence.dynamo.Transaction` whose first
 entry is the lease check, to which stores add their conditional writes or a
 prepared `Write`. The tick's result is a `RunResult` with an `Outcome`. `scheduled_handler`
 (`jobfence.handler`) is the Lambda handler of a catalog's scheduled jobs: an
