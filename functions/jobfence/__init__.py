@@ -32,12 +32,13 @@ bundles "read" and "write".
 
 **A per-item pipeline** (docs/your-first-pipeline.md; the package `jobfence.work`). Its catalog gives
 the batches and items tables their sparse indexes (`OPEN_INDEX_SPEC`, `RECLAIM_INDEX_SPEC`) and the
-pipeline its `Timing`. `WorkStore` holds the batch and item rows (over a `QuotaStore`, which grants,
-reserves and refunds per-tenant units with conditional writes); `Producer.submit` writes a batch
+pipeline its `Timing`. `WorkStore` holds the batch and item rows by role: its `items` (`ItemStore`), `batches` (`BatchStore`)
+and roll-up tallies, over a `QuotaStore`, which grants, reserves and refunds per-tenant units with
+conditional writes; `Producer.submit` writes a batch
 (`BatchRef`) of `ItemInput`s and wakes a worker per item through `SqsWakeups`, the SQS adapter of the
 wake-up port (`SubmitResult`); the worker calls the app's step with a `WorkRequest` per item (its
 `idempotency_key` the same on every attempt), which raises `PermanentFailure` to fail it for good;
-`WorkStore.describe_batch` reads a `BatchReport` (`BatchRow`, `ItemRow`, `BatchStatus`, `ItemStatus`)
+`BatchStore.describe_batch` reads a `BatchReport` (`BatchRow`, `ItemRow`, `BatchStatus`, `ItemStatus`)
 and `QuotaStore.balance` a `QuotaBalance`. **Reclaim** (`jobfence.reclaim`): `Reclaimer` sweeps
 stale items and batches of each `ReclaimPipeline`, one `ReclaimCounts` per page. A store built inside
 `bound_to(session)` sends its requests to that session's region, never the environment's (`worker_handler`
@@ -94,6 +95,8 @@ _MODULES = {
     "jobfence.work.keys": (
         "BatchConflict BatchRef BatchReport BatchRow BatchStatus ItemInput ItemRow ItemStatus PermanentFailure WorkRequest"
     ),
+    "jobfence.work.batches": "BatchStore",
+    "jobfence.work.items": "ItemStore",
     "jobfence.work.pipeline": "WorkerPipeline",
     "jobfence.work.producer": "Producer SubmitResult",
     "jobfence.work.sqs": "SqsWakeups",

@@ -3,7 +3,7 @@
 The catalog declares every table's indexes (`jobs/*/catalog.py`), and a
 catalog must import without loading a store: a function imports only its own
 job's module and the stores that job uses (docs/benchmarks.md, cold start).
-So the specs live here, and the stores (`jobfence.expiry`, `jobfence.work.schema`,
+So the specs live here, and the stores (`jobfence.expiry`, `jobfence.work.items`, `jobfence.work.batches`,
 the club's due indexes) build their pynamodb indexes from the same names.
 """
 

@@ -20,9 +20,9 @@ least the limit old in true time.
 
 Everything is read through the sparse indexes (`by_reclaim`, `by_open`), so a
 sweep's reads grow with stale rows, not with the table. Per pipeline, the
-open-batch index is read once (`WorkStore.open_batches`): with no open batch
+open-batch index is read once (`BatchStore.open_batches`): with no open batch
 nothing else is read; otherwise only the reclaim-index shards the open
-batches use are queried (`jobfence.work.sweep`), and the stale open batches
+batches use are queried (`ItemStore.stale_items`), and the stale open batches
 are taken from the same read. Every write re-checks
 status, `updated_at` and attempts in its condition, so an item that completed
 (or was claimed, or re-enqueued) after the index read is never overwritten;
@@ -133,7 +133,8 @@ class Reclaimer:
         """The sweep as bounded pages, each yielding its counts (a scheduled job's batches)."""
         for pipeline in self._pipelines.values():
             try:
-                open_batches = self._store.open_batches(pipeline.kind, self._scopes)
+                scoped = None if self._scopes is None else (lambda tenant: self._tenant(tenant).batches)
+                open_batches = self._store.batches.open_batches(pipeline.kind, scoped)
             except JobfenceError as exc:
                 self._logger.warning(
                     "reading open batches failed", extra={"kind": pipeline.kind, "reason": safe_error(exc)}
@@ -157,7 +158,9 @@ class Reclaimer:
         cursor: Any = None
         for _ in range(self._max_pages):
             try:
-                rows, cursor = self._store.stale_items(pipeline.kind, status, cutoff, self._page_size, shards, cursor)
+                rows, cursor = self._store.items.stale_items(
+                    pipeline.kind, status, cutoff, self._page_size, shards, cursor
+                )
             except JobfenceError as exc:
                 self._logger.warning(
                     "reading stale items failed",
@@ -185,11 +188,11 @@ class Reclaimer:
         for key, seen in rows:
             try:
                 store = self._tenant(key.tenant)
-                verdict = store.requeue_stale(key, pipeline.kind, status, seen, timing.attempts_cap, error)
+                verdict = store.items.requeue_stale(key, pipeline.kind, status, seen, timing.attempts_cap, error)
                 failed = False
                 if verdict is StaleVerdict.CAPPED:
                     capped_error = f"{error}; attempts cap {timing.attempts_cap} reached"
-                    failed = store.fail_stale(key, status, seen, capped_error)
+                    failed = store.items.fail_stale(key, status, seen, capped_error)
             except JobfenceError as exc:
                 self._logger.warning("reclaiming an item failed", extra={"reason": safe_error(exc), **key.log_ids()})
                 tally["errors"] += 1
@@ -208,13 +211,14 @@ class Reclaimer:
             rollup = self._tallies.add(ref, BatchDelta(failed=failed_items))  # kept if the write fails
             try:
                 store = self._tenant(ref.tenant)
-                row = store.rollup(ref, rollup)
+                store.rollups.write(ref, rollup)
+                row = store.batches.batch(ref)
                 if (
                     row is not None
                     and row.status is BatchStatus.OPEN
                     and (row.completed + row.failed >= row.total or row.cancel_requested)
                 ):
-                    store.finalize(ref, seen=row)
+                    store.batches.finalize(ref, seen=row)
             except JobfenceError as exc:
                 # counters are only a hint: the batch-stale sweep finalizes from the rows
                 self._logger.warning(
@@ -235,7 +239,7 @@ class Reclaimer:
             counts = ReclaimCounts(batches_swept=len(refs))
             for ref in refs:
                 try:
-                    row = self._tenant(ref.tenant).finalize(ref, heartbeat=True, stale_before=cutoff)
+                    row = self._tenant(ref.tenant).batches.finalize(ref, heartbeat=True, stale_before=cutoff)
                 except JobfenceError as exc:
                     self._logger.warning(
                         "finalizing a batch failed",

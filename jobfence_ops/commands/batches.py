@@ -148,14 +148,14 @@ def stale_item_counts(target: Target) -> dict[str, int] | None:
     now = target.clock.now_ms()
     counts = {}
     for kind, pipeline in target.app.batches.pipelines.items():
-        shards = store.open_batches(kind).index_shards  # as the reclaimer reads them: the open batches' shards
+        shards = store.batches.open_batches(kind).index_shards  # as the reclaimer reads them: the open batches' shards
         for status, cutoff in (
             (ItemStatus.RUNNING, pipeline.timing.running_cutoff(now)),
             (ItemStatus.PENDING, pipeline.timing.pending_cutoff(now)),
         ):
             total, cursor = 0, None
             while shards:
-                page, cursor = store.stale_items(kind, status, cutoff, 500, shards, cursor)
+                page, cursor = store.items.stale_items(kind, status, cutoff, 500, shards, cursor)
                 total += len(page)
                 if cursor is None:
                     break
@@ -173,7 +173,7 @@ def batch(target: Target, ref: BatchRef) -> BatchReport:
 
 def batches(target: Target, tenant: str | None = None, limit: int = 50) -> list[BatchRow]:
     """Batch rows (counters and status), newest first: one tenant's, or any tenant's."""
-    rows = work_store(target).list_batches(tenant, limit)
+    rows = work_store(target).batches.list_batches(tenant, limit)
     return sorted(rows, key=lambda b: b.created_at, reverse=True)
 
 

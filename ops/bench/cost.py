@@ -160,7 +160,7 @@ def _drain(n_items: int, metered: bool) -> dict[str, Any]:
             if done:
                 sqs.delete_message_batch(QueueUrl=url, Entries=done)
             rig.clock.advance(ms=100)
-        batch = rig.store.batch(BatchRef("acme", "cost"))
+        batch = rig.store.batches.batch(BatchRef("acme", "cost"))
         assert batch is not None and batch.status.value == "finalized" and batch.completed == n_items, batch
         queue_spec = CATALOG.queues[PIPELINES["generation"].queue]
         return {

@@ -190,7 +190,7 @@ def drain(
         seconds = max(elapsed, step_ms) / 1000
         keys = _hottest(meter, seconds, whole=work == n_items)
         requests = dict(meter.requests)
-        batch = rig.store.batch(BatchRef("acme", "hot"))
+        batch = rig.store.batches.batch(BatchRef("acme", "hot"))
         assert batch is not None and batch.completed == work, batch
         assert batch.status.value == ("finalized" if work == n_items else "open"), batch
         return keys, produced, seconds, requests
@@ -207,14 +207,14 @@ def _produce_slice(rig: Any, n_items: int, work: int) -> None:
     from jobfence.work.producer import CHECKPOINT_EVERY
 
     ref = BatchRef("acme", "hot")
-    batch, _ = rig.store.open_batch(ref, "generation", n_items, "bench")
+    batch, _ = rig.store.batches.open_batch(ref, "generation", n_items, "bench")
     items = [(i, ItemInput(f"i{i:05d}", {"title": f"thing {i}"})) for i in range(work)]
-    rig.store.put_items(ref, "generation", items, batch.shards)
+    rig.store.items.put_items(ref, "generation", items, batch.shards)
     for start in range(0, work, SQS_BATCH):
         rig.queues["generation"].send([batch.item_key(item.item_id) for _, item in items[start : start + SQS_BATCH]])
         done = start + SQS_BATCH
         if done % CHECKPOINT_EVERY == 0 or done >= work:
-            rig.store.checkpoint_enqueued(ref, min(done, work))
+            rig.store.batches.checkpoint_enqueued(ref, min(done, work))
 
 
 def _hottest(meter: KeyMeter, seconds: float, whole: bool = True) -> list[HotKey]:

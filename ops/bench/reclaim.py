@@ -11,7 +11,7 @@ otherwise, and SQS requests (re-sent wake-ups) apart.
 The "10 stale among many" sweep (`sweep_requests`) seeds its rows straight
 into moto's in-process backend (no request, nothing counted: the rows are
 built with the store's key functions, `ItemKey.of` and `reclaim_key`, and the
-batch rows by `WorkStore.open_batch`); then only one `Reclaimer.run_once` is
+batch rows by `BatchStore.open_batch`); then only one `Reclaimer.run_once` is
 counted, with the same wrapper.
 
 Goals, on the sweep's requests (the listings tables'), not the runner's lease
@@ -197,7 +197,7 @@ def sweep_requests(total_items: int, stale: int = STALE, live_fraction: float = 
     """One reclaim sweep over `total_items` item rows of which `stale` are running past item-stale.
 
     Batches of `ROWS_PER_BATCH` items, every one open and fresh (created by
-    `WorkStore.open_batch`, so each records `shards_for(ROWS_PER_BATCH)`);
+    `BatchStore.open_batch`, so each records `shards_for(ROWS_PER_BATCH)`);
     `live_fraction` of the items pending or running and fresh (in the sparse
     index), the rest completed (not in it); the stale ones spread evenly over
     the table. The item rows are put straight into moto's in-process backend.
@@ -218,7 +218,7 @@ def sweep_requests(total_items: int, stale: int = STALE, live_fraction: float = 
         started = time.perf_counter()
         for b in range(n_batches):
             ref = BatchRef("acme", f"b{b:04d}")
-            batch, _created = rig.store.open_batch(ref, "generation", ROWS_PER_BATCH, "bench")
+            batch, _created = rig.store.batches.open_batch(ref, "generation", ROWS_PER_BATCH, "bench")
             for i in range(ROWS_PER_BATCH):
                 key = ItemKey.of(ref, f"i{i:05d}", batch.shards)
                 if (b * ROWS_PER_BATCH + i) % every == 0:
@@ -245,7 +245,7 @@ def sweep_requests(total_items: int, stale: int = STALE, live_fraction: float = 
 
 
 def _item_row(key: Any, seq: int, status: Any, updated: int, now: int, index_key: str) -> dict[str, Any]:
-    """The item row as the store writes it (schema: `jobfence.work.schema`), in DynamoDB's JSON."""
+    """The item row as the store writes it (schema: `jobfence.work.items`), in DynamoDB's JSON."""
     from jobfence.work import ItemStatus
 
     row: dict[str, Any] = {

@@ -189,7 +189,7 @@ def per_item_costs(n_items: int = 1_000, duplicates: float = 0.0, seed: int = 3)
             rig.clock.advance(seconds=20)  # time passes per SQS batch, so every heartbeat moves its index entry
         from jobfence.work import BatchRef
 
-        batch = rig.store.batch(BatchRef("acme", "bench"))
+        batch = rig.store.batches.batch(BatchRef("acme", "bench"))
         assert batch.completed == n_items and batch.status.value == "finalized"
         return {
             "n": n_items,
@@ -217,7 +217,7 @@ def recounts_many_batches(batches: int = 20, items: int = 50, seed: int = 5) -> 
         rnd.shuffle(rig.queues["generation"].messages)
         while rig.queues["generation"].visible():
             rig.deliver(n=rnd.randint(1, 10), twice=rnd.random() < 0.2, newest_first=rnd.random() < 0.5)
-        return Counter(rig.store.batch(BatchRef("acme", f"b{b}")).recounts for b in range(batches))
+        return Counter(rig.store.batches.batch(BatchRef("acme", f"b{b}")).recounts for b in range(batches))
 
 
 def _fmt(x: float) -> str:

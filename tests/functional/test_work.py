@@ -43,7 +43,7 @@ def assert_books_balance(rig, tenant="acme"):
     """Invariant 7: used = reserved - refunded, and the item rows account for every unit."""
     bal = rig.quota.balance(tenant)
     assert bal.used == bal.reserved - bal.refunded
-    rows = [i for b in rig.store.list_batches(tenant) for i in rig.store.item_rows(BatchRef(tenant, b.batch_id))]
+    rows = [i for b in rig.store.batches.list_batches(tenant) for i in rig.store.items.item_rows(b.ref, b.shards)]
     assert sum(i.quota_reservations for i in rows) == bal.reserved
     assert sum(i.quota_refunds for i in rows) == bal.refunded
     for i in rows:
@@ -55,7 +55,7 @@ def assert_books_balance(rig, tenant="acme"):
 
 def assert_finalized_matches_rows(rig, ref=B):
     """Invariant 6: a finalized batch's counters equal a recount of its item rows."""
-    report = rig.store.describe_batch(ref)
+    report = rig.store.batches.describe_batch(ref)
     if report.batch.status is BatchStatus.FINALIZED:
         c = report.counts()
         assert (report.batch.completed, report.batch.failed) == (c["completed"], c["failed"])
@@ -104,7 +104,7 @@ def test_the_enqueue_checkpoint_is_written_per_hundred_wake_ups_and_a_producer_d
     # GIVEN a producer whose checkpoints are recorded, and that dies after its 14th SendMessageBatch (130 wake-ups)
     queue = rig.queues["generation"]
     real_send, calls, marks = queue.send, {"n": 0}, []
-    real_mark = rig.store.checkpoint_enqueued
+    real_mark = rig.store.batches.checkpoint_enqueued
 
     class Died(BaseException):
         pass
@@ -115,7 +115,7 @@ def test_the_enqueue_checkpoint_is_written_per_hundred_wake_ups_and_a_producer_d
             raise Died()
         return real_send(keys, delay_s)
 
-    rig.store.checkpoint_enqueued = lambda ref, n: (marks.append(n), real_mark(ref, n))
+    rig.store.batches.checkpoint_enqueued = lambda ref, n: (marks.append(n), real_mark(ref, n))
     queue.send = dying
     with pytest.raises(Died):
         rig.submit("acme", "b1", 250)
@@ -129,7 +129,7 @@ def test_the_enqueue_checkpoint_is_written_per_hundred_wake_ups_and_a_producer_d
     # AND each item still completes exactly once
     rig.drain()
     assert rig.generator.calls.calls() == 250
-    batch = rig.store.batch(B)
+    batch = rig.store.batches.batch(B)
     assert (batch.status, batch.completed) == (BatchStatus.FINALIZED, 250)
 
 
@@ -150,7 +150,7 @@ def test_every_message_delivered_twice_does_each_item_once(rig):
         rig.deliver(twice=True)
     # THEN each item ran once, was paid once, and the duplicates were acknowledged
     assert rig.generator.calls.calls() == 30
-    report = rig.store.describe_batch(B)
+    report = rig.store.batches.describe_batch(B)
     assert all(i.status is ItemStatus.COMPLETED and i.attempts == 1 for i in report.items)
     assert rig.quota.balance("acme").used == 30
     assert report.batch.status is BatchStatus.FINALIZED
@@ -175,7 +175,7 @@ def test_messages_delivered_out_of_order_all_complete(rig):
     rig.submit("acme", "b1", 40)
     while rig.queues["generation"].visible():
         rig.deliver(n=7, newest_first=True)
-    report = rig.store.describe_batch(B)
+    report = rig.store.batches.describe_batch(B)
     assert report.counts()["completed"] == 40
     assert report.batch.status is BatchStatus.FINALIZED and report.batch.recounts <= 2
 
@@ -187,7 +187,7 @@ def test_a_worker_that_dies_mid_item_is_reclaimed_and_the_item_completes(rig, cl
     # GIVEN a worker that claimed an item and died (the row is left running, the message is gone)
     rig.submit("acme", "b1", 1)
     rig.queues["generation"].messages.clear()
-    claims = rig.store.claim([key(0)], "generation", 5)
+    claims = rig.store.items.claim([key(0)], "generation", 5)
     assert claims[key(0)].state.value == "claimed"
     # WHEN the item is not yet stale, reclaim leaves it alone
     clock.advance(minutes=5)
@@ -199,13 +199,13 @@ def test_a_worker_that_dies_mid_item_is_reclaimed_and_the_item_completes(rig, cl
     clock.advance(ms=TIME_BUDGET_MS)
     counts = rig.reclaimer.run_once()
     assert counts.stale_running == 1 and counts.requeued == 1
-    row = rig.store.item(key(0))
+    row = rig.store.items.item(key(0))
     assert row.status is ItemStatus.PENDING and "reclaimed" in row.error
     rig.drain()
     # THEN the item completes on its second attempt, holding the one reservation it made first
-    row = rig.store.item(key(0))
+    row = rig.store.items.item(key(0))
     assert (row.status, row.attempts, row.quota_reservations) == (ItemStatus.COMPLETED, 2, 1)
-    assert rig.store.batch(B).status is BatchStatus.FINALIZED
+    assert rig.store.batches.batch(B).status is BatchStatus.FINALIZED
     assert_books_balance(rig)
 
 
@@ -221,12 +221,12 @@ def test_a_claim_stamped_early_is_not_reclaimed_before_item_stale_in_true_time(r
     rig.submit("acme", "b1", 1)
     rig.queues["generation"].messages.clear()
     worker_store = WorkStore(tables["listing_batches"], tables["listing_items"], rig.quota, Early())
-    assert worker_store.claim([key(0)], "generation", 5)[key(0)].state.value == "claimed"
+    assert worker_store.items.claim([key(0)], "generation", 5)[key(0)].state.value == "claimed"
     # WHEN the reclaimer sweeps 359 s after the claim was applied (item-stale is 360 s)
     clock.advance(seconds=359)
     # THEN the item is left to its worker: the comparison waits the time budget on the stamp
     assert rig.reclaimer.run_once().stale_running == 0
-    assert rig.store.item(key(0)).status is ItemStatus.RUNNING
+    assert rig.store.items.item(key(0)).status is ItemStatus.RUNNING
     # AND once item-stale has passed in true time, it is reclaimed
     clock.advance(seconds=3)
     assert rig.reclaimer.run_once().requeued == 1
@@ -237,7 +237,7 @@ def test_a_publish_retried_after_a_crash_is_not_published_twice(rig, clock):
     ref = BatchRef("acme", "p1")
     rig.submit("acme", "p1", 1, kind="publish")
     rig.queues["publish"].messages.clear()
-    claim = rig.store.claim([key(0, ref)], "publish", 5)[key(0, ref)]
+    claim = rig.store.items.claim([key(0, ref)], "publish", 5)[key(0, ref)]
     from jobfence.work import WorkRequest
 
     perform_listing = rig.performs["publish"]  # the same step the worker runs
@@ -248,7 +248,7 @@ def test_a_publish_retried_after_a_crash_is_not_published_twice(rig, clock):
     rig.drain("publish")
     # THEN the marketplace holds one listing, the one the row records
     assert rig.marketplace.created() == 1
-    assert rig.store.item(key(0, ref)).result_ref == first_id
+    assert rig.store.items.item(key(0, ref)).result_ref == first_id
 
 
 def test_an_item_that_always_fails_stops_at_exactly_five_attempts(rig, clock):
@@ -257,38 +257,38 @@ def test_an_item_that_always_fails_stops_at_exactly_five_attempts(rig, clock):
     rig.generator.script(idem(1), Behaviour.FAIL)
     # WHEN its delayed retries are delivered and reclaim runs in between
     for _ in range(40):
-        if rig.store.batch(B).status is BatchStatus.FINALIZED:
+        if rig.store.batches.batch(B).status is BatchStatus.FINALIZED:
             break  # the loop below checks that automation never touches it again
         clock.advance(minutes=5)
         rig.drain()
         rig.reclaimer.run_once()
     # THEN it failed terminally at attempt 5, its unit refunded once, and the batch is finalized
-    row = rig.store.item(key(1))
+    row = rig.store.items.item(key(1))
     assert (row.status, row.attempts, row.quota_refunds) == (ItemStatus.FAILED, 5, 1)
     assert "503" in row.error
     assert rig.generator.calls.calls(idem(1)) == 5
-    batch = rig.store.batch(B)
+    batch = rig.store.batches.batch(B)
     assert (batch.status, batch.completed, batch.failed) == (BatchStatus.FINALIZED, 2, 1)
     # AND automation never touches it again
-    before = rig.store.item(key(1))
+    before = rig.store.items.item(key(1))
     for _ in range(5):
         clock.advance(minutes=20)
         rig.reclaimer.run_once()
         rig.drain()
-    assert rig.store.item(key(1)) == before
+    assert rig.store.items.item(key(1)) == before
     assert_books_balance(rig)
 
     # WHEN an operator retries the failed items (the provider has recovered)
     rig.generator.script(idem(1), Behaviour.SUCCEED)
     counts = rig.ops.retry_failed(B, "ops@example.com")
     assert counts == RetryResult(retried=1, skipped_quota=0, unsent=0)
-    reopened = rig.store.batch(B)
+    reopened = rig.store.batches.batch(B)
     assert (reopened.status, reopened.retried_by, reopened.retries) == (BatchStatus.OPEN, "ops@example.com", 1)
     rig.drain()
     # THEN it comes back once with a fresh budget and completes; the batch finalizes again
-    row = rig.store.item(key(1))
+    row = rig.store.items.item(key(1))
     assert (row.status, row.attempts, row.quota_reservations, row.quota_refunds) == (ItemStatus.COMPLETED, 1, 2, 1)
-    assert rig.store.batch(B).status is BatchStatus.FINALIZED
+    assert rig.store.batches.batch(B).status is BatchStatus.FINALIZED
     assert_finalized_matches_rows(rig)
     assert_books_balance(rig)
     # AND a second retry has nothing to do
@@ -299,28 +299,28 @@ def test_reclaim_racing_a_completion_never_overwrites_it(rig, clock):
     # GIVEN a running item that looks stale to the reclaimer's index read
     rig.submit("acme", "b1", 1)
     rig.queues["generation"].messages.clear()
-    claim = rig.store.claim([key(0)], "generation", 5)[key(0)]
+    claim = rig.store.items.claim([key(0)], "generation", 5)[key(0)]
     clock.advance(minutes=8)
     from jobfence.work import ItemStatus as S
 
-    shards = rig.store.open_batches("generation").index_shards
-    stale, _ = rig.store.stale_items("generation", S.RUNNING, clock.now_ms() - 360_000, 10, shards)
+    shards = rig.store.batches.open_batches("generation").index_shards
+    stale, _ = rig.store.items.stale_items("generation", S.RUNNING, clock.now_ms() - 360_000, 10, shards)
     assert [k for k, _ in stale] == [key(0)]
     # WHEN the slow worker completes before the reclaimer writes
-    assert rig.store.complete(claim, "gen_late")
-    verdict = rig.store.requeue_stale(key(0), "generation", S.RUNNING, stale[0][1], 5, "reclaimed")
+    assert rig.store.items.complete(claim, "gen_late")
+    verdict = rig.store.items.requeue_stale(key(0), "generation", S.RUNNING, stale[0][1], 5, "reclaimed")
     # THEN the reclaimer's conditional write is refused and the completion stands
     assert verdict is StaleVerdict.CHANGED
-    row = rig.store.item(key(0))
+    row = rig.store.items.item(key(0))
     assert (row.status, row.result_ref) == (ItemStatus.COMPLETED, "gen_late")
     # AND a completion arriving after the reclaimer won is refused instead
     rig.submit("acme", "b2", 1)
     k2 = key(0, BatchRef("acme", "b2"))
-    c2 = rig.store.claim([k2], "generation", 5)[k2]
+    c2 = rig.store.items.claim([k2], "generation", 5)[k2]
     clock.advance(minutes=8)
     rig.reclaimer.run_once()
-    assert not rig.store.complete(c2, "gen_too_late")
-    assert rig.store.item(k2).status is ItemStatus.PENDING
+    assert not rig.store.items.complete(c2, "gen_too_late")
+    assert rig.store.items.item(k2).status is ItemStatus.PENDING
 
 
 def test_a_lost_wakeup_of_a_pending_item_is_re_sent_by_reclaim(rig, clock):
@@ -334,7 +334,7 @@ def test_a_lost_wakeup_of_a_pending_item_is_re_sent_by_reclaim(rig, clock):
     assert rig.reclaimer.run_once().stale_pending == 0
     rig.drain()
     # THEN every item completes on its first attempt
-    report = rig.store.describe_batch(B)
+    report = rig.store.batches.describe_batch(B)
     assert all(i.status is ItemStatus.COMPLETED and i.attempts == 1 for i in report.items)
 
 
@@ -342,10 +342,10 @@ def test_a_batch_whose_rollup_was_lost_is_finalized_by_reclaim_from_its_rows(rig
     # GIVEN a batch whose items all completed but whose roll-ups never landed
     rig.submit("acme", "b1", 4)
     rig.queues["generation"].messages.clear()
-    claims = rig.store.claim([key(i) for i in range(4)], "generation", 5)
+    claims = rig.store.items.claim([key(i) for i in range(4)], "generation", 5)
     for c in claims.values():
-        assert rig.store.complete(c, "gen_x")
-    assert rig.store.batch(B).status is BatchStatus.OPEN
+        assert rig.store.items.complete(c, "gen_x")
+    assert rig.store.batches.batch(B).status is BatchStatus.OPEN
     # WHEN batch-stale and the time budget pass and reclaim runs (not before)
     clock.advance(minutes=16, seconds=9)
     assert rig.reclaimer.run_once().batches_swept == 0
@@ -353,7 +353,7 @@ def test_a_batch_whose_rollup_was_lost_is_finalized_by_reclaim_from_its_rows(rig
     counts = rig.reclaimer.run_once()
     # THEN the batch is finalized with counters recounted from its rows
     assert counts.batches_finalized == 1
-    batch = rig.store.batch(B)
+    batch = rig.store.batches.batch(B)
     assert (batch.status, batch.completed, batch.failed, batch.recounts) == (BatchStatus.FINALIZED, 4, 0, 1)
 
 
@@ -366,7 +366,7 @@ def test_a_slow_batch_is_swept_at_most_once_per_batch_stale_period(rig, clock):
     clock.advance(minutes=5)
     # THEN the batch is not recounted again (the sweep bumped its heartbeat)
     assert rig.reclaimer.run_once().batches_swept == 0
-    assert rig.store.batch(B).status is BatchStatus.OPEN
+    assert rig.store.batches.batch(B).status is BatchStatus.OPEN
 
 
 # -- timeouts, rejections, quota -------------------------------------------------------------------
@@ -385,10 +385,10 @@ def test_a_hung_provider_call_times_out_and_only_the_row_records_it(dynamodb, ta
         rig.generator.calls.release()
     # THEN the others completed, the hung item went back to pending with the timeout on its row
     assert all(o.ok for o in result.outcomes.values())
-    row = rig.store.item(key(2))
+    row = rig.store.items.item(key(2))
     assert row.status is ItemStatus.PENDING and row.attempts == 1
     assert row.error == "timed out after 0.3 s (per-item limit)"
-    assert [rig.store.item(key(i)).status for i in (0, 1)] == [ItemStatus.COMPLETED] * 2
+    assert [rig.store.items.item(key(i)).status for i in (0, 1)] == [ItemStatus.COMPLETED] * 2
 
 
 def test_a_provider_timeout_at_the_cap_fails_the_item_with_its_reason(rig, clock):
@@ -397,7 +397,7 @@ def test_a_provider_timeout_at_the_cap_fails_the_item_with_its_reason(rig, clock
     for _ in range(10):
         rig.drain()
         clock.advance(minutes=5)
-    row = rig.store.item(key(0))
+    row = rig.store.items.item(key(0))
     assert (row.status, row.attempts) == (ItemStatus.FAILED, 5)
     assert "ProviderAmbiguous" in row.error or "no answer" in row.error
 
@@ -406,7 +406,7 @@ def test_a_permanent_rejection_fails_at_once_and_refunds(rig):
     rig.submit("acme", "b1", 2)
     rig.generator.script(idem(0), Behaviour.REJECT)
     rig.drain()
-    row = rig.store.item(key(0))
+    row = rig.store.items.item(key(0))
     assert (row.status, row.attempts, row.quota) == (ItemStatus.FAILED, 1, QuotaHold.REFUNDED)
     assert "422" in row.error
     assert rig.quota.balance("acme").used == 1
@@ -421,7 +421,7 @@ def test_items_beyond_the_quota_fail_without_reserving_and_retry_after_a_grant(r
     # WHEN it is processed
     rig.drain()
     # THEN 3 completed, 2 failed for quota with nothing reserved, and the books balance
-    report = rig.store.describe_batch(ref)
+    report = rig.store.batches.describe_batch(ref)
     assert report.counts() == {"pending": 0, "running": 0, "completed": 3, "failed": 2, "cancelled": 0}
     failed = [i for i in report.items if i.status is ItemStatus.FAILED]
     assert all(i.error.startswith("quota exhausted") and i.quota is None for i in failed)
@@ -432,7 +432,7 @@ def test_items_beyond_the_quota_fail_without_reserving_and_retry_after_a_grant(r
     rig.quota.grant("initech", 2)
     assert rig.ops.retry_failed(ref, "ops").retried == 2
     rig.drain()
-    assert rig.store.describe_batch(ref).counts()["completed"] == 5
+    assert rig.store.batches.describe_batch(ref).counts()["completed"] == 5
     assert rig.quota.balance("initech").used == 5
     assert_books_balance(rig, "initech")
 
@@ -502,13 +502,13 @@ def test_random_failures_over_hundreds_of_items_keep_the_books(rig, clock):
     for step in range(60):
         while rig.queues["generation"].visible():
             rig.deliver(twice=rnd.random() < 0.2, newest_first=rnd.random() < 0.5)
-        if all(rig.store.batch(ref).status is BatchStatus.FINALIZED for ref in refs) and not rig.queues["generation"].messages:
+        if all(rig.store.batches.batch(ref).status is BatchStatus.FINALIZED for ref in refs) and not rig.queues["generation"].messages:
             break  # both final and nothing left to deliver: later sweeps would find nothing
         clock.advance(minutes=4)
         rig.reclaimer.run_once()
     # THEN every item is terminal, attempts never exceed 5, counters equal recounts and the books balance
     for ref in refs:
-        report = rig.store.describe_batch(ref)
+        report = rig.store.batches.describe_batch(ref)
         assert report.batch.status is BatchStatus.FINALIZED
         assert all(i.status in (ItemStatus.COMPLETED, ItemStatus.FAILED) for i in report.items)
         assert max(i.attempts for i in report.items) <= 5

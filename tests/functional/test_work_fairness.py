@@ -51,7 +51,7 @@ def test_a_round_claims_up_to_the_cap_and_defers_the_rest_untouched(rig, gate):
     assert result.counts[Tally.COMPLETED] == CAP
     assert result.counts[Tally.DEFERRED] == 10 - CAP
     assert all(o.ok for o in result.outcomes.values())  # deferred messages are acknowledged, not redelivered
-    rows = rig.store.item_rows(BatchRef("acme", "b1"))
+    rows = rig.store.batches.describe_batch(BatchRef("acme", "b1")).items
     assert sorted(r.status for r in rows).count(ItemStatus.COMPLETED) == CAP
     waiting = [r for r in rows if r.status is ItemStatus.PENDING]
     assert len(waiting) == 10 - CAP and all(r.attempts == 0 for r in waiting)  # never claimed
@@ -64,7 +64,7 @@ def test_a_round_claims_up_to_the_cap_and_defers_the_rest_untouched(rig, gate):
     for _ in range(2):
         rig.clock.advance(seconds=PIPELINES[GENERATION].defer_delay_s)
         rig.drain()
-    assert all(r.status is ItemStatus.COMPLETED for r in rig.store.item_rows(BatchRef("acme", "b1")))
+    assert all(r.status is ItemStatus.COMPLETED for r in rig.store.batches.describe_batch(BatchRef("acme", "b1")).items)
     assert gate.live_holds("acme") == {}  # read from the holds row the workers' gate writes
 
 

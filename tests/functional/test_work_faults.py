@@ -59,7 +59,7 @@ def items(n: int) -> list[ItemInput]:
 
 def assert_batch_true(rig, ref: BatchRef = B) -> None:
     """Invariants 6 and 11 from the rows: finalized only with `total` rows, none live, counters = recount."""
-    report = rig.store.describe_batch(ref)
+    report = rig.store.batches.describe_batch(ref)
     if report.batch.status is BatchStatus.FINALIZED:
         c = report.counts()
         assert len(report.items) == report.batch.total
@@ -77,7 +77,7 @@ def test_a_resent_finalize_does_not_add_the_rollup_to_the_finalized_batch(rig, f
     # WHEN botocore re-sends it (refused: the batch is no longer open)
     rig.drain()
     # THEN the batch is finalized once: counters equal the rows, nothing added on top
-    row = rig.store.batch(B)
+    row = rig.store.batches.batch(B)
     assert faults.fired == [("resend", "UpdateItem")]
     assert (row.status, row.completed, row.failed) == (BatchStatus.FINALIZED, 1, 0)
     assert_batch_true(rig)
@@ -94,7 +94,7 @@ def test_a_rollup_racing_the_reclaimers_finalize_leaves_the_finalized_batch_alon
     # the worker's recount-and-finalize is paused while the reclaimer's batch-stale sweep finalizes it
     faults.paused("UpdateItem", then=reclaimer_finalizes_first, when=containing("listing_batches", "finalized"))
     rig.drain()
-    finalized = rig.store.batch(B)
+    finalized = rig.store.batches.batch(B)
     # THEN the worker's write is refused and its fallback ADD does not land on the finalized row
     assert faults.fired == [("pause", "UpdateItem")]
     assert (finalized.status, finalized.completed, finalized.failed) == (BatchStatus.FINALIZED, 1, 0)
@@ -107,13 +107,13 @@ def test_a_late_enqueue_checkpoint_does_not_touch_a_finalized_batch(rig, faults)
 
     def workers_finish() -> None:
         rig.drain()
-        snapshot["row"] = rig.store.batch(B)
+        snapshot["row"] = rig.store.batches.batch(B)
 
     faults.paused("UpdateItem", then=workers_finish, when=containing("listing_batches", "enqueued"))
     rig.producer.submit(B, "generation", items(3), "tester")
     # THEN the batch row is exactly as it was finalized
     assert snapshot["row"].status is BatchStatus.FINALIZED
-    assert rig.store.batch(B) == snapshot["row"]
+    assert rig.store.batches.batch(B) == snapshot["row"]
 
 
 # -- defect 2: a batch is finalized only when its rows number `total` -------------------------------
@@ -135,12 +135,12 @@ def test_a_batch_whose_producer_died_before_its_items_is_not_finalized_and_a_rep
     clock.advance(minutes=17)
     rig.reclaimer.run_once()
     # THEN it is still open (0 rows of 4 is not done)
-    assert rig.store.batch(B).status is BatchStatus.OPEN
+    assert rig.store.batches.batch(B).status is BatchStatus.OPEN
     # AND the client's repeated submit completes the batch it opened
     result = rig.producer.submit(B, "generation", items(4), "tester")
     assert (result.created, result.rows_written, result.enqueued) == (False, 4, 4)
     rig.drain()
-    row = rig.store.batch(B)
+    row = rig.store.batches.batch(B)
     assert (row.status, row.completed) == (BatchStatus.FINALIZED, 4)
     assert_batch_true(rig)
 
@@ -156,8 +156,8 @@ def test_a_paused_producer_never_puts_a_finished_item_back_to_pending(rig, fault
     # WHEN A resumes and writes its items
     rig.producer.submit(B, "generation", items(3), "tester")
     # THEN every item is still completed and the batch finalized (A's puts were refused)
-    assert [r.status for r in rig.store.item_rows(B)] == [ItemStatus.COMPLETED] * 3
-    assert rig.store.batch(B).status is BatchStatus.FINALIZED
+    assert [r.status for r in rig.store.batches.describe_batch(B).items] == [ItemStatus.COMPLETED] * 3
+    assert rig.store.batches.batch(B).status is BatchStatus.FINALIZED
     assert_batch_true(rig)
 
 
@@ -177,10 +177,10 @@ def test_a_read_timeout_on_one_outcome_fails_only_that_message(rig, faults):
     # AND the redelivery finds the row completed and acknowledges it
     rig.clock.advance(minutes=31)
     assert all(o.ok for o in rig.deliver(n=10).outcomes.values())
-    assert [r.status for r in rig.store.item_rows(B)] == [ItemStatus.COMPLETED] * 3
+    assert [r.status for r in rig.store.batches.describe_batch(B).items] == [ItemStatus.COMPLETED] * 3
     # AND the counters (a hint) missed that item, so the batch-stale sweep finalizes it from the rows
     rig.reclaimer.run_once()
-    assert rig.store.batch(B).status is BatchStatus.FINALIZED
+    assert rig.store.batches.batch(B).status is BatchStatus.FINALIZED
     assert_batch_true(rig)
 
 
@@ -199,7 +199,7 @@ def test_the_reclaim_sweep_goes_on_after_a_store_error(rig, faults, clock):
     # GIVEN two stale running items (their worker died), and a stale pending item whose wake-up was lost
     rig.producer.submit(B, "generation", items(3), "tester")
     rig.queues["generation"].messages.clear()
-    rig.store.claim([key(0), key(1)], "generation", 5)
+    rig.store.items.claim([key(0), key(1)], "generation", 5)
     clock.advance(minutes=17)
     # the first requeue times out after it was applied
     faults.reply_lost("UpdateItem", when=containing("listing_items", "reclaimed"))
@@ -208,12 +208,12 @@ def test_the_reclaim_sweep_goes_on_after_a_store_error(rig, faults, clock):
     # THEN the error is counted and the sweep went on: the other running item and the pending one were re-driven
     assert counts.errors == 1
     assert counts.stale_running == 2 and counts.requeued == 2  # 1 running + 1 pending
-    assert {r.status for r in rig.store.item_rows(B)} == {ItemStatus.PENDING}
+    assert {r.status for r in rig.store.batches.describe_batch(B).items} == {ItemStatus.PENDING}
     rig.drain()
     clock.advance(minutes=17)
     rig.reclaimer.run_once()
     rig.drain()
-    assert rig.store.batch(B).status is BatchStatus.FINALIZED
+    assert rig.store.batches.batch(B).status is BatchStatus.FINALIZED
     assert_batch_true(rig)
 
 
@@ -242,7 +242,7 @@ def test_a_resent_claim_transaction_is_recognised_as_this_workers_claim(rig, fau
     # THEN the items are this worker's: run and completed now, not left running until reclaim
     assert faults.fired == [("resend", "TransactWriteItems")]
     assert result.counts.get(Tally.COMPLETED) == 2
-    assert [(r.status, r.attempts) for r in rig.store.item_rows(B)] == [(ItemStatus.COMPLETED, 1)] * 2
+    assert [(r.status, r.attempts) for r in rig.store.batches.describe_batch(B).items] == [(ItemStatus.COMPLETED, 1)] * 2
     assert rig.quota.balance("acme").reserved == 2  # reserved once, not twice
 
 
@@ -284,7 +284,7 @@ def test_a_resent_terminal_failure_refunds_once_and_counts_as_failed(rig, faults
     result = rig.deliver(n=10)
     # THEN it is failed once, refunded once, and the worker knows it failed it
     assert result.counts.get(Tally.FAILED) == 1
-    row = rig.store.item(key(0))
+    row = rig.store.items.item(key(0))
     assert (row.status, row.quota_refunds) == (ItemStatus.FAILED, 1)
     bal = rig.quota.balance("acme")
     assert (bal.reserved, bal.refunded) == (1, 1)
@@ -343,13 +343,13 @@ def test_a_retry_record_re_sent_after_a_lost_reply_counts_one_retry(rig, faults)
     rig.generator.script(f"acme:b1:{key(1).item_id}", Behaviour.REJECT)
     rig.submit("acme", "b1", 3)
     rig.drain()
-    assert rig.store.batch(B).failed == 1
+    assert rig.store.batches.batch(B).failed == 1
     # WHEN the operator's retry is recorded on the batch row, and that write's reply is lost and re-sent
     faults.resent("UpdateItem", when=containing("retried_by"))
     assert rig.ops.retry_failed(B, "ops@example.com").retried == 1
     assert faults.count("resend") == 1
     # THEN the batch row counts one retry
-    assert rig.store.batch(B).retries == 1
+    assert rig.store.batches.batch(B).retries == 1
 
 
 def test_a_grant_whose_reply_is_lost_once_is_retried_and_read_as_applied_in_the_same_call(rig, faults):
@@ -385,4 +385,4 @@ def test_a_heartbeat_recount_re_sent_after_a_lost_reply_counts_one_recount(rig, 
     assert rig.reclaimer.run_once().batches_swept == 1
     assert faults.count("resend") == 1
     # THEN the batch row counts one recount
-    assert rig.store.batch(B).recounts == 1
+    assert rig.store.batches.batch(B).recounts == 1

@@ -43,12 +43,12 @@ def test_roll_ups_never_write_the_batch_row_until_it_finalizes(rig, dynamodb, ta
     rig.deliver()
     # THEN the batch row (and so its open-index entry) is untouched, and the batch reads its tallies
     assert raw_batch_row(dynamodb, tables) == before
-    batch = rig.store.batch(B)
+    batch = rig.store.batches.batch(B)
     assert (batch.status, batch.completed, batch.rollups) == (BatchStatus.OPEN, 20, 2)
     assert batch.updated_at == clock.now_ms()  # the newest tally is the heartbeat
     # AND the last roll-up finalizes the batch from a recount, at once
     rig.deliver()
-    batch = rig.store.batch(B)
+    batch = rig.store.batches.batch(B)
     assert (batch.status, batch.completed, batch.recounts) == (BatchStatus.FINALIZED, 30, 1)
     assert raw_batch_row(dynamodb, tables)["completed"] == {"N": "30"}
 
@@ -58,11 +58,12 @@ def test_a_re_sent_or_late_roll_up_is_not_counted_twice(rig):
     first = RollupTally("w1", completed=4, seq=1)
     second = RollupTally("w1", completed=9, failed=1, seq=2)
     # WHEN a tally is written, its lost reply makes it be sent again, and a newer one lands
-    rig.store.rollup(B, first)
-    rig.store.rollup(B, first)
-    rig.store.rollup(B, second)
+    rig.store.rollups.write(B, first)
+    rig.store.rollups.write(B, first)
+    rig.store.rollups.write(B, second)
     # AND the first one's late copy arrives after the newer one
-    row = rig.store.rollup(B, first)
+    rig.store.rollups.write(B, first)
+    row = rig.store.batches.batch(B)
     # THEN each count is there once, from the newest tally
     assert (row.completed, row.failed, row.rollups) == (9, 1, 2)
 
@@ -74,7 +75,8 @@ def test_a_writers_tally_carries_a_write_that_failed(rig):
     # a failed first write is not lost: the second write is the whole tally
     assert (one.seq, two.seq, two.completed, two.failed, two.writer) == (1, 2, 5, 1, one.writer)
     rig.submit("acme", "b1", 10)
-    assert rig.store.rollup(B, two).completed == 5
+    rig.store.rollups.write(B, two)
+    assert rig.store.batches.batch(B).completed == 5
     # a forgotten batch starts again under a new writer id, never competing with its old row
     tallies.forget(B)
     assert tallies.add(B, BatchDelta(completed=1)).writer != one.writer
@@ -93,10 +95,10 @@ def test_a_fleet_spreads_its_roll_ups_over_the_shards_and_finalizes_once(rig, dy
     keys = {i["tenant"]["S"] for i in dynamodb.scan(TableName=tables["listing_batches"])["Items"]} - {"acme"}
     assert keys <= {tally_partition(B, s) for s in range(ROLLUP_SHARDS)} and len(keys) >= 3
     # AND the batch finalized once, with exact counters
-    batch = rig.store.batch(B)
+    batch = rig.store.batches.batch(B)
     assert (batch.status, batch.completed, batch.failed, batch.recounts) == (BatchStatus.FINALIZED, 200, 0, 1)
     # AND listing batches skips the tallies
-    assert [b.batch_id for b in rig.store.list_batches()] == ["b1"]
+    assert [b.batch_id for b in rig.store.batches.list_batches()] == ["b1"]
 
 
 def test_reclaim_takes_a_fresh_tally_as_the_heartbeat_and_does_not_recount(rig, dynamodb, tables, clock):
@@ -109,13 +111,13 @@ def test_reclaim_takes_a_fresh_tally_as_the_heartbeat_and_does_not_recount(rig, 
     counts = rig.reclaimer.run_once()
     # THEN the batch is seen, not recounted, and its row carries the tally's time (the index entry moved once)
     assert counts.batches_swept == 1 and counts.batches_finalized == 0
-    assert rig.store.batch(B).recounts == 0
+    assert rig.store.batches.batch(B).recounts == 0
     assert int(raw_batch_row(dynamodb, tables)["updated_at"]["N"]) == clock.now_ms() - 131_000
     assert rig.reclaimer.run_once().batches_swept == 0
     # AND once every tally is older than batch-stale too, the sweep recounts (and heartbeats the live batch)
     clock.advance(minutes=15)
     counts = rig.reclaimer.run_once()
-    assert counts.batches_swept == 1 and rig.store.batch(B).recounts == 1
+    assert counts.batches_swept == 1 and rig.store.batches.batch(B).recounts == 1
 
 
 def test_tally_partitions_spread_writers(rig):

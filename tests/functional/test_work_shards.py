@@ -43,7 +43,7 @@ def test_a_sweep_with_no_open_batch_reads_the_open_index_and_nothing_else(rig, c
     # GIVEN a batch that finished (its rows all terminal, the batch finalized)
     rig.submit("acme", "done", 3)
     rig.drain()
-    assert rig.store.batch(BatchRef("acme", "done")).status is BatchStatus.FINALIZED
+    assert rig.store.batches.batch(BatchRef("acme", "done")).status is BatchStatus.FINALIZED
     queries.clear()
     # WHEN the reclaimer sweeps, long after
     clock.advance(hours=1)
@@ -58,9 +58,9 @@ def test_a_small_batch_is_swept_in_its_own_shard_only(rig, clock, queries):
     # GIVEN a 12-item batch whose wake-ups were all lost (one shard: every item on one key)
     rig.submit("acme", "small", 12)
     rig.queues["generation"].messages.clear()
-    batch = rig.store.batch(BatchRef("acme", "small"))
+    batch = rig.store.batches.batch(BatchRef("acme", "small"))
     assert batch.shards == shards_for(12) == 1
-    assert {r.shard for r in rig.store.item_rows(batch.ref)} == {0}
+    assert {r.shard for r in rig.store.items.item_rows(batch.ref, batch.shards)} == {0}
     queries.clear()
     # WHEN the reclaimer sweeps past pending-stale
     clock.advance(minutes=17)
@@ -71,7 +71,7 @@ def test_a_small_batch_is_swept_in_its_own_shard_only(rig, clock, queries):
     assert counts.stale_pending == 12 and counts.requeued == 12
     # AND the re-sent wake-ups find their rows: the batch completes
     rig.drain()
-    assert rig.store.batch(batch.ref).status is BatchStatus.FINALIZED
+    assert rig.store.batches.batch(batch.ref).status is BatchStatus.FINALIZED
 
 
 def test_two_small_batches_are_swept_in_the_union_of_their_shards(rig, clock, queries):
@@ -90,17 +90,17 @@ def test_a_big_batch_is_spread_and_still_found_whole_by_describe_and_recount(rig
     # GIVEN a 400-item batch: 4 shards by its size
     rig.submit("acme", "big", 400)
     ref = BatchRef("acme", "big")
-    batch = rig.store.batch(ref)
+    batch = rig.store.batches.batch(ref)
     assert batch.shards == shards_for(400) == 4
     # THEN describe finds every item, spread over its 4 partitions
-    report = rig.store.describe_batch(ref)
+    report = rig.store.batches.describe_batch(ref)
     assert len(report.items) == 400 and {i.shard for i in report.items} == {0, 1, 2, 3}
     assert all(i.shard == batch.item_key(i.item_id).shard for i in report.items)
     # AND a repeated submit finds every row (it writes none again)
     assert rig.submit("acme", "big", 400).rows_written == 0
     # WHEN every item is worked THEN the recount finds them all and finalizes
     rig.drain()
-    done = rig.store.batch(ref)
+    done = rig.store.batches.batch(ref)
     assert (done.status, done.completed, done.failed) == (BatchStatus.FINALIZED, 400, 0)
 
 
@@ -108,17 +108,17 @@ def test_a_forged_shard_finds_no_row_and_writes_nothing(rig):
     # GIVEN an item of a one-shard batch and a wake-up naming another shard for it
     rig.submit("acme", "b1", 2)
     rig.queues["generation"].messages.clear()
-    real = rig.store.batch(BatchRef("acme", "b1")).item_key("i00000")
+    real = rig.store.batches.batch(BatchRef("acme", "b1")).item_key("i00000")
     forged = ItemKey(real.tenant, real.batch_id, real.item_id, 5)
     # WHEN a worker is woken with it
-    claims = rig.store.claim([forged], "generation", 5)
+    claims = rig.store.items.claim([forged], "generation", 5)
     result = rig.workers["generation"].process([{"messageId": "m1", "body": forged.body()}])
     # THEN it finds nothing: a batch item failure, the row untouched and still claimable through its real key
     assert claims[forged].state is ClaimState.NOT_FOUND
     assert not result.outcomes["m1"].ok
-    row = rig.store.item(real)
+    row = rig.store.items.item(real)
     assert (row.status, row.attempts) == (ItemStatus.PENDING, 0)
-    assert rig.store.claim([real], "generation", 5)[real].state is ClaimState.CLAIMED
+    assert rig.store.items.claim([real], "generation", 5)[real].state is ClaimState.CLAIMED
 
 
 def _put_legacy_batch(rig, dynamodb, tables, clock, batch_id: str, n: int) -> None:
@@ -148,12 +148,12 @@ def test_a_batch_and_its_wakeups_from_before_shard_counts_are_worked_and_reclaim
     # GIVEN a batch written before counts were recorded, and one of its wake-ups in the old format (no shard)
     _put_legacy_batch(rig, dynamodb, tables, clock, "old", 6)
     ref = BatchRef("acme", "old")
-    assert rig.store.batch(ref).shards == 64
+    assert rig.store.batches.batch(ref).shards == 64
     body = '{"tenant":"acme","batch":"old","item":"i00000"}'
     # WHEN a worker gets the old wake-up THEN it finds the row (its shard under 64) and completes it
     result = rig.workers["generation"].process([{"messageId": "m0", "body": body}])
     assert result.outcomes["m0"].ok
-    assert rig.store.item(rig.store.batch(ref).item_key("i00000")).status is ItemStatus.COMPLETED
+    assert rig.store.items.item(rig.store.batches.batch(ref).item_key("i00000")).status is ItemStatus.COMPLETED
     # AND the other items, whose wake-ups were lost, are found by the sweep over every shard and re-sent
     clock.advance(minutes=17)
     counts = rig.reclaimer.run_once()
@@ -161,11 +161,11 @@ def test_a_batch_and_its_wakeups_from_before_shard_counts_are_worked_and_reclaim
     sent = rig.queues["generation"].take(10)
     assert len(sent) == 5
     # in the new format: their shard is the row's
-    layout = rig.store.batch(ref)
+    layout = rig.store.batches.batch(ref)
     assert all(json.loads(m.body)["shard"] == layout.item_key(json.loads(m.body)["item"]).shard for m in sent)
     assert all(o.ok for o in rig.workers["generation"].process([record(m) for m in sent]).outcomes.values())
     # AND the recount over its 64 partitions finds all six and finalizes it
     clock.advance(minutes=17)
     rig.reclaimer.run_once()
-    done = rig.store.batch(ref)
+    done = rig.store.batches.batch(ref)
     assert (done.status, done.completed) == (BatchStatus.FINALIZED, 6)

@@ -16,7 +16,7 @@ def test_a_batch_completes_and_finalizes_once(rig):
     # WHEN the queue drains
     rig.drain()
     # THEN every item completed, the batch is finalized from one recount, and quota was spent per item
-    report = rig.store.describe_batch(BatchRef("acme", "b1"))
+    report = rig.store.batches.describe_batch(BatchRef("acme", "b1"))
     assert report.counts() == {"pending": 0, "running": 0, "completed": 25, "failed": 0, "cancelled": 0}
     assert report.batch.status is BatchStatus.FINALIZED
     assert (report.batch.completed, report.batch.failed, report.batch.recounts) == (25, 0, 1)

@@ -51,7 +51,7 @@ class DurableBatches(RuleBasedStateMachine):
             for row in self._items():
                 assert row.status in (ItemStatus.COMPLETED, ItemStatus.FAILED), row
             for ref in self.batches:
-                assert self.rig.store.batch(ref).status is BatchStatus.FINALIZED
+                assert self.rig.store.batches.batch(ref).status is BatchStatus.FINALIZED
             self.books_balance()
             self.finalized_batches_match_rows()
         finally:
@@ -62,12 +62,12 @@ class DurableBatches(RuleBasedStateMachine):
 
     def _settled(self) -> bool:
         return (all(r.status in (ItemStatus.COMPLETED, ItemStatus.FAILED) for r in self._items())
-                and all(self.rig.store.batch(ref).status is BatchStatus.FINALIZED for ref in self.batches))
+                and all(self.rig.store.batches.batch(ref).status is BatchStatus.FINALIZED for ref in self.batches))
 
     def _items(self, ref: BatchRef | None = None):
         # one scan of the (small) test table, not a batch's 64 item partitions queried per invariant and step:
         # the invariants run after every step
-        rows = self.rig.store.all_item_rows()
+        rows = self.rig.store.items.all_item_rows()
         return [r for r in rows if BatchRef(r.tenant, r.batch_id) in ([ref] if ref else self.batches)]
 
     def _deliver(self, messages):
@@ -116,7 +116,7 @@ class DurableBatches(RuleBasedStateMachine):
             self.rig.queues["generation"].messages.remove(m)
         keys = list({parse_wakeup(m.body) for m in taken})
         if keys:
-            self.rig.store.claim(keys, "generation", 5)
+            self.rig.store.items.claim(keys, "generation", 5)
 
     @rule(minutes=st.integers(1, 20))
     def advance_clock(self, minutes):
@@ -140,7 +140,7 @@ class DurableBatches(RuleBasedStateMachine):
     @invariant()
     def finalized_batches_match_rows(self):
         for ref in self.batches:
-            batch = self.rig.store.batch(ref)
+            batch = self.rig.store.batches.batch(ref)
             if batch.status is BatchStatus.FINALIZED:
                 rows = self._items(ref)
                 assert batch.completed == sum(r.status is ItemStatus.COMPLETED for r in rows)

@@ -65,12 +65,12 @@ def test_a_tenant_whose_session_is_refused_comes_back_alone_and_its_rows_stay_un
     response = handler({"Records": records}, lambda_context)
     # THEN only globex's wake-ups come back, its rows untouched, and acme's items completed
     assert sorted(f["itemIdentifier"] for f in response["batchItemFailures"]) == ["globex-0", "globex-1"]
-    assert {i.status for i in store.item_rows(BatchRef("acme", "b1"))} == {ItemStatus.COMPLETED}
-    globex = store.item_rows(BatchRef("globex", "b1"))
+    assert {i.status for i in store.batches.describe_batch(BatchRef("acme", "b1")).items} == {ItemStatus.COMPLETED}
+    globex = store.batches.describe_batch(BatchRef("globex", "b1")).items
     assert {(i.status, i.attempts) for i in globex} == {(ItemStatus.PENDING, 0)}
     # AND once STS answers, the redelivered wake-ups complete globex's items
     sts_down.clear()
     clock.advance(seconds=30)
     redelivered = [r for r in records if r["messageId"].startswith("globex")]
     assert handler({"Records": redelivered}, lambda_context) == {"batchItemFailures": []}
-    assert {i.status for i in store.item_rows(BatchRef("globex", "b1"))} == {ItemStatus.COMPLETED}
+    assert {i.status for i in store.batches.describe_batch(BatchRef("globex", "b1")).items} == {ItemStatus.COMPLETED}

@@ -56,7 +56,7 @@ def test_the_tolerated_count_is_step_functions_percentage_of_the_batch():
 def test_the_producer_records_the_tolerated_count_on_the_batch_row_once(rig):
     submit(rig)
     submit(rig)  # a repeated call changes nothing
-    assert rig.store.batch(B).tolerated_failures == 5
+    assert rig.store.batches.batch(B).tolerated_failures == 5
 
 
 def test_crossing_the_threshold_fails_the_pending_items_unattempted_and_finalizes_failed_threshold(rig):
@@ -66,10 +66,10 @@ def test_crossing_the_threshold_fails_the_pending_items_unattempted_and_finalize
     # WHEN the first SQS batch (items 0-9) is processed: 6 fail, 4 complete
     rig.deliver()
     # THEN the roll-up saw 6 > 5: the 10 items not yet started were failed with the reason, never attempted
-    batch = rig.store.batch(B)
+    batch = rig.store.batches.batch(B)
     assert batch.status is BatchStatus.FAILED_THRESHOLD and batch.finalized_at is not None
     assert (batch.completed, batch.failed) == (4, 16)  # the recount's
-    rows = {r.item_id: r for r in rig.store.item_rows(B)}
+    rows = {r.item_id: r for r in rig.store.batches.describe_batch(B).items}
     for i in range(10, N):
         row = rows[f"i{i:05d}"]
         assert row.status is ItemStatus.FAILED and row.attempts == 0
@@ -78,7 +78,7 @@ def test_crossing_the_threshold_fails_the_pending_items_unattempted_and_finalize
     # WHEN their wake-ups arrive: acknowledged as duplicates, no provider call, the batch never changes
     rig.drain()
     assert all(rig.generator.calls.calls(idem(i)) == 0 for i in range(10, N))
-    assert rig.store.batch(B) == batch
+    assert rig.store.batches.batch(B) == batch
     assert_books_balance(rig)
 
 
@@ -86,7 +86,7 @@ def test_at_the_threshold_exactly_the_batch_finalizes_as_usual(rig):
     submit(rig)
     reject(rig, *range(5))  # 5 of 20 = 25%: tolerated
     rig.drain()
-    batch = rig.store.batch(B)
+    batch = rig.store.batches.batch(B)
     assert batch.status is BatchStatus.FINALIZED and (batch.completed, batch.failed) == (15, 5)
 
 
@@ -96,20 +96,20 @@ def _released_then_crossed(rig):
     reject(rig, 0, 1, 2, 10, 11, 12)
     rig.generator.script(idem(3), Behaviour.FAIL)
     rig.deliver()  # items 0-9: 3 failed (tolerated), item 3 released to pending with its wake-up delayed
-    assert rig.store.item(key(3)).quota is QuotaHold.RESERVED
+    assert rig.store.items.item(key(3)).quota is QuotaHold.RESERVED
     rig.deliver()  # items 10-19: 6 failed > 5 -> item 3, pending and holding a reservation, is failed
 
 
 def test_a_pending_item_holding_a_reservation_is_refunded_exactly_once_by_the_threshold(rig):
     _released_then_crossed(rig)
-    item = rig.store.item(key(3))
+    item = rig.store.items.item(key(3))
     assert item.status is ItemStatus.FAILED and "failure threshold" in item.error
     assert (item.quota, item.quota_reservations, item.quota_refunds) == (QuotaHold.REFUNDED, 1, 1)
-    assert rig.store.batch(B).status is BatchStatus.FAILED_THRESHOLD
+    assert rig.store.batches.batch(B).status is BatchStatus.FAILED_THRESHOLD
     rig.clock.advance(minutes=20)
     rig.drain()  # its delayed wake-up: a duplicate, no second attempt, no second refund
     assert rig.generator.calls.calls(idem(3)) == 1
-    assert rig.store.item(key(3)).quota_refunds == 1
+    assert rig.store.items.item(key(3)).quota_refunds == 1
     assert_books_balance(rig)
 
 
@@ -123,9 +123,9 @@ def test_the_thresholds_refund_is_safe_when_its_reply_is_lost_or_its_request_re_
     # THEN the item is failed and refunded once, whatever the caller saw; the reclaimer settles the batch
     rig.clock.advance(minutes=17)
     rig.reclaimer.run_once()
-    item = rig.store.item(key(3))
+    item = rig.store.items.item(key(3))
     assert (item.status, item.quota_reservations, item.quota_refunds) == (ItemStatus.FAILED, 1, 1)
-    batch = rig.store.batch(B)
+    batch = rig.store.batches.batch(B)
     assert batch.status is BatchStatus.FAILED_THRESHOLD and (batch.completed, batch.failed) == (13, 7)
     assert_books_balance(rig)
 
@@ -134,15 +134,15 @@ def test_retry_failed_brings_a_failed_threshold_batch_back(rig):
     submit(rig)
     reject(rig, *range(6))
     rig.deliver()
-    assert rig.store.batch(B).status is BatchStatus.FAILED_THRESHOLD
+    assert rig.store.batches.batch(B).status is BatchStatus.FAILED_THRESHOLD
     # WHEN the provider is fixed and an operator retries the batch
     for i in range(6):
         rig.generator.script(idem(i), Behaviour.SUCCEED)
     result = rig.ops.retry_failed(B, "ops@example.com")
     assert result.retried == 16
-    assert rig.store.batch(B).status is BatchStatus.OPEN
+    assert rig.store.batches.batch(B).status is BatchStatus.OPEN
     rig.drain()
     # THEN every item completes and the batch finalizes as usual
-    batch = rig.store.batch(B)
+    batch = rig.store.batches.batch(B)
     assert batch.status is BatchStatus.FINALIZED and (batch.completed, batch.failed) == (N, 0)
     assert_books_balance(rig)

@@ -64,7 +64,7 @@ def test_the_handler_turns_the_sample_batch_into_a_partial_response(worker_env, 
     response = handler(load_event("sqs_generation_batch"), lambda_context)
     # THEN no message comes back and both items completed
     assert response == {"batchItemFailures": []}
-    report = store.describe_batch(BatchRef("acme", "gen-2026-01-01"))
+    report = store.batches.describe_batch(BatchRef("acme", "gen-2026-01-01"))
     assert [i.status for i in report.items] == [ItemStatus.COMPLETED] * 2
     # AND the malformed sample comes back whole, naming both messages
     bad = load_event("malformed_sqs_generation_batch")
@@ -100,7 +100,7 @@ def test_without_a_region_in_the_environment_the_worker_calls_aws_only_through_t
     )
     assert handler(load_event("sqs_generation_batch"), lambda_context) == {"batchItemFailures": []}
     # THEN its store claimed and settled the rows in the session's region, and the retry's wake-up is on its queue
-    assert {i.item_id: i.status for i in store.describe_batch(ref).items} == {
+    assert {i.item_id: i.status for i in store.batches.describe_batch(ref).items} == {
         "sku-0001": ItemStatus.COMPLETED, "sku-0002": ItemStatus.PENDING}
     sqs, urls = queues
     counts = sqs.get_queue_attributes(QueueUrl=urls["listing_generation"], AttributeNames=["All"])["Attributes"]

@@ -169,7 +169,7 @@ def test_a_worker_round_of_two_tenants_sends_each_tenants_rows_under_its_own_ses
     assert handler({"Records": records}, lambda_context) == {"batchItemFailures": []}
     wire.on = False
     for tenant in TENANTS:
-        assert {i.status for i in store.item_rows(BatchRef(tenant, "b1"))} == {ItemStatus.COMPLETED}
+        assert {i.status for i in store.batches.describe_batch(BatchRef(tenant, "b1")).items} == {ItemStatus.COMPLETED}
     # THEN every request was allowed by the deployed policy as the session that sent it, the function's own role
     # sent none, and each tenant's went under its own session
     per = _judge(synthesized, tables, wire, "jobfence-listing_generation-worker")
@@ -214,13 +214,13 @@ def test_the_reclaimer_fails_items_stale_at_the_cap_rolls_up_and_finalizes_each_
     cap = PIPELINES["generation"].timing.attempts_cap
     for tenant in TENANTS:
         _submit(store, tenant, "b1", 2)
-        keys = [r.key for r in store.item_rows(BatchRef(tenant, "b1"))]
+        keys = [r.key for r in store.batches.describe_batch(BatchRef(tenant, "b1")).items]
         for attempt in range(1, cap + 1):  # every attempt claimed; the last one's worker died
-            claims = store.claim(keys, "generation", cap)
+            claims = store.items.claim(keys, "generation", cap)
             assert {c.attempts for c in claims.values()} == {attempt}
             if attempt < cap:
                 for claim in claims.values():
-                    assert store.release(claim, "generation", "provider error")
+                    assert store.items.release(claim, "generation", "provider error")
     job = load_job(spec)(JobDeps(settings, spec, clock, aws, dynamodb, Logger(service="listings")))
     clock.advance(minutes=20)
     wire.on = True
@@ -232,8 +232,8 @@ def test_the_reclaimer_fails_items_stale_at_the_cap_rolls_up_and_finalizes_each_
     # THEN each stale running item at the cap is failed, its batch rolled up and finalized, under its tenant's session
     assert summary["stale_running"] == 4 and summary["failed"] == 4 and summary.get("errors", 0) == 0, summary
     for tenant in TENANTS:
-        assert {i.status for i in store.item_rows(BatchRef(tenant, "b1"))} == {ItemStatus.FAILED}
-        assert store.batch(BatchRef(tenant, "b1")).status.final
+        assert {i.status for i in store.batches.describe_batch(BatchRef(tenant, "b1")).items} == {ItemStatus.FAILED}
+        assert store.batches.batch(BatchRef(tenant, "b1")).status.final
     per = _judge(synthesized, tables, wire, "jobfence-reclaim_listings")
     assert set(per) == {"own", *TENANTS}
 

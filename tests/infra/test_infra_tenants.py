@@ -24,7 +24,7 @@ from ops.iam_policy import Decision, Template
 from tests.infra.cfn import env, of_type, ref_id
 
 LISTING_TABLES = (BATCHES_TABLE, ITEMS_TABLE, QUOTA_TABLE)
-# every partition key shape of a tenant's rows (jobfence.work.schema, jobfence.work.fairness)
+# every partition key shape of a tenant's rows (jobfence.work.items, .batches, .rollup, jobfence.work.fairness)
 OWN_KEYS = ("acme", "acme#b-1#0", "acme#b-1#63", "acme#b-1#r3", "acme#in_flight#generation")
 FOREIGN_KEYS = ("globex", "globex#b-1#0", "acme2#b-1#0", "acmeX", "globex#in_flight#generation")
 ALL_ACTIONS = tuple(access_actions("get+batch_get+query+check+put+update+delete+batch_write"))

@@ -123,18 +123,18 @@ def test_the_checks_catch_a_runner_that_ignores_its_lease(monkeypatch):
 @pytest.mark.slow  # seeds until the planted bug shows
 def test_the_checks_catch_a_finalize_that_trusts_its_counters(monkeypatch):
     """A planted bug: finalize writes `finalized` without recounting the rows (invariants 6/11)."""
-    from jobfence.work import WorkStore
+    from jobfence.work.batches import BatchStore
 
-    real = WorkStore.finalize
+    real = BatchStore.finalize
 
     def trusting(self, ref, seen=None, heartbeat=False, stale_before=None):
         batch = seen or self.batch(ref)
         if batch is not None and batch.status.value == "open":
-            self._batches(ref.tenant, ref.batch_id).update(actions=[self._batches.status.set("finalized")])  # the store's own model: this is the store
+            self._model(ref.tenant, ref.batch_id).update(actions=[self._model.status.set("finalized")])  # planted as the store's own method
             return self.batch(ref)
         return real(self, ref, seen, heartbeat, stale_before)
 
-    monkeypatch.setattr(WorkStore, "finalize", trusting)
+    monkeypatch.setattr(BatchStore, "finalize", trusting)
     numbers = set()
     for seed in range(0, 10):
         numbers |= {v.number for v in run_one(seed, "work").violations}
@@ -155,14 +155,16 @@ def test_the_checks_catch_a_finalize_that_ignores_the_failure_threshold(monkeypa
     """A planted bug: the recount never applies the batch's tolerated failures (invariant 14)."""
     import dataclasses
 
-    from jobfence.work import store as work_store
+    from jobfence.work.batches import BatchStore
 
-    real = work_store.recount_and_write
+    real = BatchStore.finalize
 
-    def ignoring(store, ref, seen, heartbeat=False):
-        return real(store, ref, dataclasses.replace(seen, tolerated_failures=None), heartbeat)
+    def ignoring(self, ref, seen=None, heartbeat=False, stale_before=None):
+        seen = seen or self.batch(ref)
+        seen = dataclasses.replace(seen, tolerated_failures=None) if seen is not None else None
+        return real(self, ref, seen, heartbeat, stale_before)
 
-    monkeypatch.setattr(work_store, "recount_and_write", ignoring)
+    monkeypatch.setattr(BatchStore, "finalize", ignoring)
     numbers = set()
     for seed in range(0, 60):  # the rejected item and the short quota cross the threshold in about 1 run in 5
         numbers |= {v.number for v in run_one(seed, "work").violations}

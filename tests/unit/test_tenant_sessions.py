@@ -18,12 +18,10 @@ import pytest
 from botocore.exceptions import ClientError
 
 from jobfence.clock import FrozenClock
-from jobfence.binding import Credentials, bind
-from jobfence.errors import ErrorKind
-from jobfence.errors import StoreError
+from jobfence.binding import Credentials
+from jobfence.errors import ErrorKind, StoreError
 from jobfence.quota import QuotaStore
 from jobfence.tenants import REFRESH_MARGIN_S, SESSION_DURATION_S, TenantScopes, TenantSessionRefused
-from jobfence.work.schema import _Item
 from jobfence.work.store import WorkStore
 
 ROLE = "arn:aws:iam::123456789012:role/tenant-role"
@@ -124,6 +122,12 @@ def test_assume_role_errors_are_classified_like_every_aws_error(clock):
     assert caught.value.kind is ErrorKind.THROTTLED
 
 
+def signed_as(client: Any) -> tuple[str | None, str | None]:
+    """The access key and session token a botocore client signs its requests with."""
+    credentials = client._request_signer._credentials
+    return (credentials.access_key, credentials.token) if credentials is not None else (None, None)
+
+
 def test_a_store_built_for_a_tenant_signs_with_its_credentials_and_no_other(clock):
     sts = FakeSts()
     scopes = TenantScopes(
@@ -131,15 +135,14 @@ def test_a_store_built_for_a_tenant_signs_with_its_credentials_and_no_other(cloc
     )
     acme, globex = scopes("acme"), scopes("globex")
     for store, n in ((acme, 1), (globex, 2)):
-        models = (store._items, store._batches, store._rollups._model, store.quota._model)
-        assert {m.Meta.aws_access_key_id for m in models} == {f"ASIA{n:04d}"}
-        assert {m.Meta.aws_session_token for m in models} == {f"token-{n}"}
-        assert store._connection._aws_access_key_id == f"ASIA{n:04d}"  # the claim transaction's connection
-    # outside a scope, a model binds with the process's own credentials
-    assert not getattr(bind(_Item, "items").Meta, "aws_access_key_id", None)
-    assert "secret" not in repr(acme._items.Meta.aws_access_key_id) and "secret-1" not in repr(
-        scopes._cache["acme"].credentials
-    )
+        # every client of every role (the claim transaction's connection among them) and the quota's
+        clients = store.clients() + store.quota.clients()
+        assert len(clients) == 5
+        assert {signed_as(c) for c in clients} == {(f"ASIA{n:04d}", f"token-{n}")}
+    # outside a scope, a store signs with the process's own credentials
+    outside = WorkStore("batches", "items", QuotaStore("quota", clock), clock)
+    assert not {signed_as(c)[0] for c in outside.clients()} & {"ASIA0001", "ASIA0002"}
+    assert "secret-1" not in repr(scopes._cache["acme"].credentials)
 
 
 def test_moto_sts_accepts_assume_role_with_tags_and_the_scoped_store_works(aws, clock, tables):

@@ -9,11 +9,14 @@ The package, by responsibility:
     timing        Timing: one pipeline's per-item timeout, stale limits and attempts cap (catalog data)
     keys          states (ItemStatus, BatchStatus, QuotaHold), keys (BatchRef, ItemKey),
                   the wake-up body, the row views (ItemRow, BatchRow, BatchReport)
-    schema        the private table schema: pynamodb models and the sparse indexes
-    store         WorkStore: every DynamoDB expression of the batches and items tables
-    transactions  the store's multi-item transactions: claim, reopen failed items
-    rollup        the store's roll-up tallies, recount and finalize
-    sweep         the reclaimer's reads: open batches and their index shards, stale live items
+    items         ItemStore: the items table (its model and index): puts, claims, outcomes, the
+                  reclaimer's stale reads and writes, the pending items' cancel and threshold fail
+    transactions  the item store's multi-item transactions: claim, reopen failed items
+    batches       BatchStore: the batch rows (their model and the open index): open, checkpoint, reads,
+                  recount and finalize, retry-failed's reopening, the cancel's record, the open batches
+    rollup        Rollups: the roll-up tallies (their model): written by each writer, summed on read
+    refusals      the UpdateItem that returns a refused row's old image (items and tallies)
+    store         WorkStore: the three role stores over one pair of tables (and one session)
     wakeups       Wakeups: where wake-up messages go (the port)
     sqs           SqsWakeups: the port's SQS adapter
     producer      Producer: create a batch and wake a worker for each item
@@ -63,6 +66,9 @@ _MODULES = {
     "jobfence.work.pipeline": "WorkerPipeline",
     "jobfence.work.producer": "Producer SubmitResult",
     "jobfence.work.store": "WorkStore",
+    "jobfence.work.items": "ItemStore",
+    "jobfence.work.batches": "BatchStore",
+    "jobfence.work.rollup": "Rollups",
     "jobfence.work.sqs": "SqsWakeups",
     "jobfence.work.wakeups": "Wakeups",
     "jobfence.work.fairness": "Admission TenantGate",

@@ -262,6 +262,16 @@ def threshold_error(failed: int, total: int, tolerated: int) -> str:
     )
 
 
+def cancelled_error(ref: BatchRef, requested_by: str | None) -> str:
+    """Why retry-failed refuses a cancelled batch (one line)."""
+    return f"batch {ref} was cancelled by {requested_by or 'an operator'}: retry-failed does not reopen it"
+
+
+def cancel_reason(requested_by: str | None) -> str:
+    """The error a cancelled item carries (`jobfence.work.cancel`)."""
+    return f"cancelled by {requested_by or 'an operator'} before it ran"
+
+
 def bounded_error(text: str) -> str:
     """An item's error text cut to `MAX_ERROR_CHARS` (the one helper, `jobfence.errors.bounded`)."""
     return bounded(text, MAX_ERROR_CHARS)

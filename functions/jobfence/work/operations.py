@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from aws_lambda_powertools import Logger
 
 from jobfence.errors import StoreError
-from jobfence.work.cancel import CancelResult
+from jobfence.work.cancel import CancelResult, cancel_batch
 from jobfence.work.keys import BatchRef, BatchReport
 from jobfence.work.store import WorkStore
 from jobfence.work.wakeups import Wakeups
@@ -27,13 +27,14 @@ class BatchOperations:
     """What an operator does to a batch: look at its rows, retry its failed items, cancel it."""
 
     def __init__(self, store: WorkStore, wakeups: Mapping[str, Wakeups], logger: Logger) -> None:
-        self._store = store
+        self._batches = store.batches
+        self._items = store.items
         self._wakeups = dict(wakeups)
         self._logger = logger
 
     def describe_batch(self, ref: BatchRef) -> BatchReport | None:
         """Rows first: the batch row, then its items ordered by `updated_at`."""
-        return self._store.describe_batch(ref)
+        return self._batches.describe_batch(ref)
 
     def retry_failed(self, ref: BatchRef, requested_by: str) -> RetryResult:
         """Reopen failed items with a fresh attempts budget, re-reserve quota, re-enqueue them.
@@ -43,10 +44,10 @@ class BatchOperations:
         """
         if not requested_by or len(requested_by) > 128:
             raise ValueError("retry_failed needs who asked (1..128 characters)")
-        batch = self._store.batch(ref)
+        batch = self._batches.batch(ref)
         if batch is None:
             raise StoreError(f"no batch {ref}")
-        reopened = self._store.reopen_failed(ref, requested_by)
+        reopened = self._batches.reopen_failed(ref, requested_by)
         unsent = self._wakeups[batch.kind].send(reopened.retried) if reopened.retried else []
         result = RetryResult(retried=len(reopened.retried), skipped_quota=reopened.skipped_quota, unsent=len(unsent))
         self._logger.info(
@@ -70,7 +71,7 @@ class BatchOperations:
         continues it; the batch finalizes `cancelled` once no item is live.
         See `jobfence.work.cancel`.
         """
-        result = self._store.cancel(ref, requested_by)
+        result = cancel_batch(self._batches, self._items, ref, requested_by)
         self._logger.info(
             "cancel",
             extra={

@@ -64,7 +64,8 @@ class Producer:
         logger: Logger,
         tolerated_failure_pct: Mapping[str, float | None] | None = None,
     ) -> None:
-        self._store = store
+        self._batches = store.batches
+        self._items = store.items
         self._wakeups = dict(wakeups)
         self._logger = logger
         self._tolerated_pct = dict(tolerated_failure_pct or {})  # per pipeline (the catalog's); absent: none
@@ -84,18 +85,18 @@ class Producer:
             if len(json.dumps(dict(item.payload), separators=(",", ":"))) > MAX_PAYLOAD_CHARS:
                 raise ValueError(f"an item's input is limited to {MAX_PAYLOAD_CHARS} characters")
         tolerated = tolerated_failures(self._tolerated_pct.get(kind), len(items))
-        batch, created = self._store.open_batch(ref, kind, len(items), created_by, tolerated)
+        batch, created = self._batches.open_batch(ref, kind, len(items), created_by, tolerated)
         if created:
             missing = list(enumerate(items))
         else:
-            existing = self._store.existing_item_ids(ref, batch.shards)
+            existing = self._items.existing_item_ids(ref, batch.shards)
             if not existing <= set(ids):
                 raise BatchConflict(f"batch {ref} exists with other item ids")
             missing = [(seq, item) for seq, item in enumerate(items) if item.item_id not in existing]
         if batch.status.final:
             # its rows number `total` and none is live: this call was done before (a finalized batch never changes)
             return SubmitResult(ref, False, 0, 0)
-        written = self._store.put_items(ref, kind, missing, batch.shards) if missing else 0
+        written = self._items.put_items(ref, kind, missing, batch.shards) if missing else 0
         sent = 0
         marked = batch.enqueued  # the checkpoint as this call last wrote (or found) it
         for start in range(batch.enqueued, len(items), SEND_CHUNK):
@@ -106,7 +107,7 @@ class Producer:
             if failed:
                 if start > marked:  # what went out before the failure is not sent again by the repeat
                     try:
-                        self._store.checkpoint_enqueued(ref, start)
+                        self._batches.checkpoint_enqueued(ref, start)
                     except (
                         JobfenceError
                     ) as exc:  # best effort: the repeat re-sends a few more; the send error is the news
@@ -118,7 +119,7 @@ class Producer:
             sent += len(chunk)
             done = start + len(chunk)
             if done - marked >= CHECKPOINT_EVERY or done == len(items):
-                self._store.checkpoint_enqueued(ref, done)
+                self._batches.checkpoint_enqueued(ref, done)
                 marked = done
         self._logger.info(
             "batch submitted",

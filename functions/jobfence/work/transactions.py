@@ -1,6 +1,7 @@
-"""The work store's multi-item transactions: claiming items and reopening failed ones.
+"""The item store's multi-item transactions: claiming items and reopening failed ones.
 
-Both move item rows and the tenant's quota row together in one
+`jobfence.work.items.ItemStore` lends them its bound model, its transactions, its quota store and
+its clock (`ItemTable`); nothing else calls them. Both move item rows and the tenant's quota row together in one
 TransactWriteItems, so a unit of quota is reserved exactly when an item takes
 it. A refused condition comes back with the row (ALL_OLD); the plan is
 corrected from that old image and tried again, at most `CLAIM_ROUNDS` times.
@@ -29,31 +30,38 @@ import json
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pynamodb.exceptions import PynamoDBException
 from pynamodb.transactions import TransactWrite
 
+from jobfence.clock import Clock
 from jobfence.dynamo import REASON_CONDITION_FAILED, aws_call, cancellation_reasons, classify, raise_store_error
 from jobfence.errors import ErrorKind, StoreError
-from jobfence.quota import available_in
-from jobfence.work.cancel import cancelled_error
+from jobfence.quota import QuotaStore, available_in
 from jobfence.work.keys import (
     CLAIM_ROUNDS,
-    BatchRef,
     BatchRow,
-    BatchStatus,
     Claim,
     ClaimState,
     ItemKey,
+    ItemRow,
     ItemStatus,
     QuotaHold,
     bounded_error,
+    cancelled_error,
     reclaim_key,
 )
 
-if TYPE_CHECKING:
-    from jobfence.work.store import WorkStore
+
+@dataclass(frozen=True)
+class ItemTable:
+    """What the item store lends its transactions: its bound items model, transactions, quota store and clock."""
+
+    model: Any  # the items model, bound by the store (its session's credentials)
+    transaction: Callable[[str], TransactWrite]  # a TransactWriteItems with this ClientRequestToken
+    quota: QuotaStore
+    clock: Clock
 
 
 @dataclass(frozen=True)
@@ -88,8 +96,8 @@ class _ClaimPlan:
                 return True
         return False
 
-    def claim(self, store: WorkStore, key: ItemKey, row: Any, kind: str, reserve: bool, now: int) -> None:
-        m = store._items
+    def claim(self, table: ItemTable, key: ItemKey, row: Any, kind: str, reserve: bool, now: int) -> None:
+        m = table.model
         token = uuid.uuid4().hex
         still_pending = m.status == ItemStatus.PENDING.value
         same_attempts = m.attempts == int(row.attempts or 0)
@@ -120,8 +128,8 @@ class _ClaimPlan:
             payload=json.loads(row.payload),
         )
 
-    def exhaust(self, store: WorkStore, key: ItemKey, row: Any, now: int) -> None:
-        m = store._items
+    def exhaust(self, table: ItemTable, key: ItemKey, row: Any, now: int) -> None:
+        m = table.model
         still_pending = m.status == ItemStatus.PENDING.value
         same_update = m.updated_at == int(row.updated_at)
         same_tenant = m.tenant == key.tenant
@@ -141,11 +149,11 @@ class _ClaimPlan:
         )
         self.results[key] = Claim(key, ClaimState.QUOTA_EXHAUSTED, reason="quota exhausted")
 
-    def reserve(self, store: WorkStore, tenant: str, units: int, now: int) -> None:
-        self.ops.append(_ClaimOp(None, tenant, lambda tx: store.quota.reserve_in(tx, tenant, units, now)))
+    def reserve(self, table: ItemTable, tenant: str, units: int, now: int) -> None:
+        self.ops.append(_ClaimOp(None, tenant, lambda tx: table.quota.reserve_in(tx, tenant, units, now)))
 
 
-def claim_items(store: WorkStore, keys: Sequence[ItemKey], kind: str, attempts_cap: int) -> dict[ItemKey, Claim]:
+def claim_items(table: ItemTable, keys: Sequence[ItemKey], kind: str, attempts_cap: int) -> dict[ItemKey, Claim]:
     """Claim up to 100 distinct items in one transaction, reserving quota for those without.
 
     One consistent BatchGetItem reads the rows (the worker needs their input,
@@ -160,7 +168,7 @@ def claim_items(store: WorkStore, keys: Sequence[ItemKey], kind: str, attempts_c
     rows: dict[ItemKey, Any] = {}
     if keys:
         with aws_call("reading items to claim"):
-            found = list(store._items.batch_get([(k.partition, k.item_id) for k in keys], consistent_read=True))
+            found = list(table.model.batch_get([(k.partition, k.item_id) for k in keys], consistent_read=True))
         by_id = {(r.batch_key, r.item_id): r for r in found}
         for k in keys:
             row = by_id.get((k.partition, k.item_id))
@@ -175,11 +183,11 @@ def claim_items(store: WorkStore, keys: Sequence[ItemKey], kind: str, attempts_c
     unknown: PynamoDBException | None = None  # the last error that left the outcome unknown
     for _ in range(CLAIM_ROUNDS):
         if plan is None:
-            plan = _plan_claims(store, rows, out, kind, attempts_cap, quota_left)
+            plan = _plan_claims(table, rows, out, kind, attempts_cap, quota_left)
             if not plan.ops:
                 return out
         try:
-            with store.transaction(plan.token) as tx:
+            with table.transaction(plan.token) as tx:
                 for op in plan.ops:
                     op.add_to(tx)
         except PynamoDBException as exc:
@@ -188,7 +196,7 @@ def claim_items(store: WorkStore, keys: Sequence[ItemKey], kind: str, attempts_c
                 reasons = cancellation_reasons(exc)
                 if plan.applied_before(reasons):
                     break  # our own earlier send was applied; this re-send was refused by it
-                _read_refusals(store, reasons, plan, rows, quota_left)
+                _read_refusals(table, reasons, plan, rows, quota_left)
                 plan, unknown = None, None
                 continue
             if error_kind.transient:
@@ -210,14 +218,14 @@ def claim_items(store: WorkStore, keys: Sequence[ItemKey], kind: str, attempts_c
 
 
 def _plan_claims(
-    store: WorkStore,
+    table: ItemTable,
     rows: dict[ItemKey, Any],
     out: dict[ItemKey, Claim],
     kind: str,
     attempts_cap: int,
     quota_left: dict[str, int | None],
 ) -> _ClaimPlan:
-    now = store.now_ms()
+    now = table.clock.now_ms()
     plan = _ClaimPlan()
     wanting: dict[str, list[ItemKey]] = {}
     for key, row in sorted(rows.items(), key=lambda kv: int(kv[1].seq)):
@@ -231,23 +239,23 @@ def _plan_claims(
         elif int(row.attempts or 0) >= attempts_cap:
             out[key] = Claim(key, ClaimState.DUPLICATE, reason="attempts cap reached")
         elif row.quota == QuotaHold.RESERVED.value:
-            plan.claim(store, key, row, kind, reserve=False, now=now)
+            plan.claim(table, key, row, kind, reserve=False, now=now)
         else:
             wanting.setdefault(key.tenant, []).append(key)
     for tenant, wanted in wanting.items():
         left = quota_left.get(tenant)
         granted = wanted if left is None else wanted[: max(left, 0)]
         for key in wanted[len(granted) :]:
-            plan.exhaust(store, key, rows[key], now=now)
+            plan.exhaust(table, key, rows[key], now=now)
         if granted:
-            plan.reserve(store, tenant, len(granted), now)
+            plan.reserve(table, tenant, len(granted), now)
             for key in granted:
-                plan.claim(store, key, rows[key], kind, reserve=True, now=now)
+                plan.claim(table, key, rows[key], kind, reserve=True, now=now)
     return plan
 
 
 def _read_refusals(
-    store: WorkStore,
+    table: ItemTable,
     reasons: list[dict[str, Any]],
     plan: _ClaimPlan,
     rows: dict[ItemKey, Any],
@@ -263,27 +271,33 @@ def _read_refusals(
             if not image:
                 rows.pop(op.key, None)  # deleted meanwhile: reported as not found next round
                 continue
-            rows[op.key] = store._items.from_raw_data(image)
+            rows[op.key] = table.model.from_raw_data(image)
 
 
-def reopen_failed(store: WorkStore, batch: BatchRow, requested_by: str, chunk: int = 48) -> ReopenResult:
-    """Reset failed items to pending with a fresh attempts budget, re-reserving their quota.
+def reopen_failed(
+    table: ItemTable,
+    batch: BatchRow,
+    rows: Sequence[ItemRow],
+    requested_by: str,
+    reopen_batch_in: Callable[[TransactWrite, int, int], None],
+    chunk: int = 48,
+) -> ReopenResult:
+    """Reset the failed ones of the batch's item `rows` to pending with a fresh attempts budget, re-reserving quota.
 
     Per chunk: one transaction with the tenant's quota reservation, the batch
-    row's reopening (status open, `reopened` + k, so a finalize racing it is
-    refused; condition: no cancel recorded, so a cancel racing it wins or comes after) and every item's reset (condition: still failed exactly as read;
-    the item carries the transaction's nonce as its `claim_token`, so a
+    row's reopening (the batch store's `reopen_batch_in(tx, items, now)`:
+    status open, `reopened` + k, so a finalize racing it is refused;
+    condition: no cancel recorded, so a cancel racing it wins or comes after)
+    and every item's reset (condition: still failed exactly as read; the item carries the transaction's nonce as its `claim_token`, so a
     re-sent transaction refused by its own first application is recognised).
     Items the quota cannot cover stay failed. Only this operator action ever
     resets a budget.
     """
-    m = store._items
+    m = table.model
     ref, kind = batch.ref, batch.kind
     with aws_call(f"reading the failed items of batch {ref}"):
         failed = [
-            m.get(r.key.partition, r.item_id, consistent_read=True)
-            for r in store.item_rows(ref, batch.shards)
-            if r.status is ItemStatus.FAILED
+            m.get(r.key.partition, r.item_id, consistent_read=True) for r in rows if r.status is ItemStatus.FAILED
         ]
     retried: list[ItemKey] = []
     skipped = 0
@@ -294,11 +308,11 @@ def reopen_failed(store: WorkStore, batch: BatchRow, requested_by: str, chunk: i
             if not part:
                 break
             if not nonce:
-                now, nonce = store.now_ms(), uuid.uuid4().hex
+                now, nonce = table.clock.now_ms(), uuid.uuid4().hex
             try:
-                with store.transaction(nonce) as tx:
-                    store.quota.reserve_in(tx, ref.tenant, len(part), now)
-                    _reopen_batch_in(store, tx, ref, kind, len(part), now)
+                with table.transaction(nonce) as tx:
+                    table.quota.reserve_in(tx, ref.tenant, len(part), now)
+                    reopen_batch_in(tx, len(part), now)
                     for row in part:
                         key = ItemKey.of_row(row.batch_key, row.item_id)
                         still_failed = m.status == ItemStatus.FAILED.value
@@ -352,21 +366,3 @@ def reopen_failed(store: WorkStore, batch: BatchRow, requested_by: str, chunk: i
             retried += [ItemKey.of_row(row.batch_key, row.item_id) for row in part]
             break
     return ReopenResult(retried=retried, skipped_quota=skipped)
-
-
-def _reopen_batch_in(store: WorkStore, tx: Any, ref: BatchRef, kind: str, items: int, now: int) -> None:
-    """Add "reopen the batch for `items` reopened failed items" to the caller's transaction."""
-    b = store._batches
-    tx.update(
-        b(ref.tenant, ref.batch_id),
-        actions=[
-            b.status.set(BatchStatus.OPEN.value),
-            b.open_key.set(kind),
-            b.failed.add(-items),
-            b.finalized_at.remove(),
-            b.updated_at.set(now),
-            b.reopened.add(items),
-        ],
-        condition=b.tenant.exists() & b.cancel_requested_at.does_not_exist(),  # a cancelled batch is never reopened
-        return_values="ALL_OLD",
-    )

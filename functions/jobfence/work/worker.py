@@ -29,7 +29,6 @@ from aws_lambda_powertools import Logger
 
 from jobfence.errors import InvalidEvent, JobfenceError, bounded
 from jobfence.runs import safe_error
-from jobfence.work.cancel import cancel_reason, recorded_cancel
 from jobfence.work.fairness import TenantGate, new_owner
 from jobfence.work.keys import (
     BatchDelta,
@@ -42,6 +41,7 @@ from jobfence.work.keys import (
     PermanentFailure,
     Tallies,
     WorkRequest,
+    cancel_reason,
     parse_wakeup,
 )
 from jobfence.work.store import WorkStore
@@ -189,7 +189,9 @@ class Worker:
         for tenant_keys in _by_tenant(keys).values():  # one claim transaction per tenant, under its session
             try:
                 claims.update(
-                    self._scope(tenant_keys[0].tenant).store.claim(tenant_keys, self.kind, self.timing.attempts_cap)
+                    self._scope(tenant_keys[0].tenant).store.items.claim(
+                        tenant_keys, self.kind, self.timing.attempts_cap
+                    )
                 )
             except JobfenceError as exc:
                 for key in tenant_keys:
@@ -229,7 +231,7 @@ class Worker:
         for ref, claims in by_batch.items():
             try:
                 store = self._scope(ref.tenant).store
-                cancelled_by = recorded_cancel(store, ref)
+                cancelled_by = store.batches.recorded_cancel(ref)
             except JobfenceError as exc:
                 for claim in claims:
                     self._record(claim, Attempt.ERRORED, f"not run: reading its batch failed: {safe_error(exc)}", rnd)
@@ -240,7 +242,7 @@ class Worker:
             for claim in claims:
                 message_id = rnd.message_of[claim.key]
                 try:
-                    done = store.cancel_claimed(claim, cancel_reason(cancelled_by))
+                    done = store.items.cancel_claimed(claim, cancel_reason(cancelled_by))
                 except JobfenceError as exc:  # the row still says running: the reclaimer requeues it
                     self._reject(rnd, message_id, f"cancelling failed: {safe_error(exc)}", "write_error", claim.key)
                     continue
@@ -333,17 +335,17 @@ class Worker:
         try:
             store = self._scope(claim.key.tenant).store
             if attempt is Attempt.SUCCEEDED:
-                if store.complete(claim, str(detail)):
+                if store.items.complete(claim, str(detail)):
                     delta.completed += 1
                     self._ack(rnd, message_id, claim.key, "completed", Tally.COMPLETED, log=False)
                     return
             elif attempt is Attempt.REJECTED or claim.attempts >= self.timing.attempts_cap:
-                if store.fail(claim, detail):
+                if store.items.fail(claim, detail):
                     delta.failed += 1
                     self._ack(rnd, message_id, claim.key, f"failed at attempt {claim.attempts}: {detail}", Tally.FAILED)
                     return
             else:
-                if store.release(claim, self.kind, detail):
+                if store.items.release(claim, self.kind, detail):
                     rnd.retry.append(claim)
                     self._ack(
                         rnd,
@@ -373,7 +375,8 @@ class Worker:
         rollup = self._tallies.add(ref, delta)  # kept even if the write (or the tenant's session) fails
         try:
             store = self._scope(ref.tenant).store
-            row = store.rollup(ref, rollup)
+            store.rollups.write(ref, rollup)
+            row = store.batches.batch(ref)
             result.count(Tally.ROLLUPS)
             if (
                 row is not None
@@ -388,7 +391,7 @@ class Worker:
                 # pending items), or an item that was running when the batch was cancelled finished (the
                 # recount cancels what is pending and may finalize it; claims cancelled unrun never recount,
                 # so a cancelled batch of 10,000 items is not recounted per SQS batch): recount
-                row = store.finalize(ref, seen=row)
+                row = store.batches.finalize(ref, seen=row)
             if row is None or row.status.final:
                 self._tallies.forget(ref)
         except JobfenceError as exc:

@@ -126,7 +126,7 @@ _WORKER_TABLES = {
     ITEMS_TABLE: "batch_get+query+update",
     QUOTA_TABLE: "get+update",
 }  # get: the in-flight holds row (jobfence.work.fairness)
-# The reclaimer also reads the open batches' shard counts, a BatchGet of their rows (jobfence.work.sweep).
+# The reclaimer also reads the open batches' shard counts, a BatchGet of their rows (BatchStore.open_batches).
 _RECLAIM_TABLES = {BATCHES_TABLE: "get+batch_get+query+update", ITEMS_TABLE: "query+update", QUOTA_TABLE: "update"}
 # Its writes are not fenced with its lease, on purpose (docs/architecture.md, jobfence.reclaim): each one re-checks
 # the row exactly as the index showed it (status, updated_at, attempts), so a paused reclaimer's late write can

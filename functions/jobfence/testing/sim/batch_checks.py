@@ -1,6 +1,6 @@
 """The work invariants 5-9 over a work store's rows: what the demo's end check and every pipeline simulation judge.
 
-`check_batches(store, refs, acts)` reads each batch back through `WorkStore.describe_batch` and the tenants'
+`check_batches(store, refs, acts)` reads each batch back through `BatchStore.describe_batch` and the tenants'
 quota books through `store.quota.balance`, and returns one `Check` per invariant (docs/guarantees.md,
 "Durable batches, quota and reclaim"). It imports no app: the simulator's pipeline scenario
 (`jobfence.testing.sim.pipeline`, so `simulate(..., pipelines=...)`) and this repository's demo
@@ -41,7 +41,7 @@ def check_batches(
     completed_refs: list[str] = []
     acted: dict[str, str] = {}  # idempotency key -> result, as the demo's batches expect it from the provider
     for ref in refs:
-        report = store.describe_batch(ref)
+        report = store.batches.describe_batch(ref)
         if report is None:
             p5.append(f"{ref}: no batch row")
             continue

@@ -1,0 +1,508 @@
+"""The item store: every read and write of the items table (puts, claims, outcomes, the reclaimer's).
+
+The item row is the truth. Every write is conditional, and each condition is
+built from named parts so that what it re-checks reads as a sentence.
+
+    items  batch_key = tenant#batch#shard (key, `ItemKey.partition`) | item_id (sort) | tenant | batch_id | kind
+           | seq | status | attempts | error | claim_token | payload | result_ref | quota
+           | quota_reservations | quota_refunds | created_at | updated_at | reclaim_key (sparse GSI "by_reclaim")
+
+`reclaim_key` = kind#status#(the batch's base + the item's shard) exists only
+while an item is pending or running; the index sorts on `updated_at`, so the
+reclaimer's query `updated_at < cutoff` reads stale rows only and its cost
+grows with them, not with the table.
+
+Timeline of one item (generation: per-item 240 s < item stale 6 min < batch stale 15 min):
+
+    producer  put_items pending (after the batch row: `jobfence.work.batches`), quota reserved with it
+    worker    claim (jobfence.work.transactions): pending -> running, token T, quota reserved
+              complete  (holds T): running -> completed
+              release   (holds T): running -> pending + error (another attempt)
+              fail      (holds T): running -> failed + error, quota refunded in one transaction
+    reclaim   requeue_stale / fail_stale: a live item exactly as the index read saw it
+    batch     cancel_pending / fail_pending: pending -> cancelled / failed (a cancelled batch, or one
+              past its failure threshold; `jobfence.work.batches`), refunded once
+    operator  reopen_failed (jobfence.work.transactions, with the batch row's reopening)
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.connection import Connection
+from pynamodb.exceptions import PynamoDBException
+from pynamodb.models import Model
+from pynamodb.transactions import TransactWrite
+
+from jobfence.binding import bind, credentials_of, index
+from jobfence.clock import Clock
+from jobfence.dynamo import (
+    REASON_CONDITION_FAILED,
+    aws_call,
+    cancellation_reasons,
+    classify,
+    old_image,
+    raise_store_error,
+)
+from jobfence.errors import ErrorKind, StoreError
+from jobfence.indexes import RECLAIM_INDEX_SPEC
+from jobfence.quota import QuotaStore, available_in
+from jobfence.work.keys import (
+    CLAIM_ROUNDS,
+    ITEMS_PER_TRANSACTION,
+    MAX_RESULT_REF_CHARS,
+    BatchRef,
+    BatchRow,
+    Claim,
+    ItemInput,
+    ItemKey,
+    ItemRow,
+    ItemStatus,
+    QuotaHold,
+    StaleVerdict,
+    bounded_error,
+    reclaim_key,
+)
+from jobfence.work.refusals import image_string, update_returning_old
+from jobfence.work.transactions import ItemTable, ReopenResult, claim_items, reopen_failed
+
+
+class _Item(Model):
+    class Meta:
+        table_name = "unbound"
+
+    batch_key = UnicodeAttribute(hash_key=True)
+    item_id = UnicodeAttribute(range_key=True)
+    tenant = UnicodeAttribute()
+    batch_id = UnicodeAttribute()
+    kind = UnicodeAttribute()
+    seq = NumberAttribute()
+    status = UnicodeAttribute()
+    attempts = NumberAttribute(default=0)
+    error = UnicodeAttribute(null=True)
+    claim_token = UnicodeAttribute(null=True)
+    payload = UnicodeAttribute()
+    result_ref = UnicodeAttribute(null=True)
+    quota = UnicodeAttribute(null=True)
+    quota_reservations = NumberAttribute(default=0)
+    quota_refunds = NumberAttribute(default=0)
+    created_at = NumberAttribute()
+    updated_at = NumberAttribute()
+    reclaim_key = UnicodeAttribute(null=True)
+    by_reclaim = index(RECLAIM_INDEX_SPEC)
+
+
+def item_row(row: Any) -> ItemRow:
+    """The frozen view of an item row (what every caller outside this module sees)."""
+    return ItemRow(
+        tenant=row.tenant,
+        batch_id=row.batch_id,
+        item_id=row.item_id,
+        kind=row.kind,
+        seq=int(row.seq),
+        status=ItemStatus(row.status),
+        attempts=int(row.attempts or 0),
+        error=row.error,
+        updated_at=int(row.updated_at),
+        result_ref=row.result_ref,
+        quota=QuotaHold(row.quota) if row.quota else None,
+        quota_reservations=int(row.quota_reservations or 0),
+        quota_refunds=int(row.quota_refunds or 0),
+        claim_token=row.claim_token,
+        shard=int(row.batch_key.rsplit("#", 1)[1]),
+    )
+
+
+class ItemStore:
+    """Every read and write of the items table (and the quota units its rows hold)."""
+
+    def __init__(self, items_table: str, quota: QuotaStore, clock: Clock) -> None:
+        self._model: Any = bind(_Item, items_table)
+        self._quota = quota
+        self._clock = clock
+        meta = self._model.Meta
+        self._connection = Connection(
+            region=getattr(meta, "region", None), host=getattr(meta, "host", None), **credentials_of(self._model)
+        )
+        self._table = ItemTable(self._model, self._transaction, quota, clock)  # lent to its transactions
+
+    def clients(self) -> list[Any]:
+        """The botocore clients this store sends its requests through (for a meter or a fault injector, never a write)."""
+        return [self._model._get_connection().connection.client, self._connection.client]
+
+    def _transaction(self, token: str | None = None) -> TransactWrite:
+        """A TransactWriteItems; `token` (ClientRequestToken) makes botocore's re-send of it idempotent."""
+        return TransactWrite(connection=self._connection, client_request_token=token)
+
+    # -- producer side ------------------------------------------------------------------------
+
+    def existing_item_ids(self, ref: BatchRef, shards: int) -> set[str]:
+        """Ids of the batch's item rows (keys only; used when a producer call is repeated)."""
+        with aws_call(f"listing the items of batch {ref}"):
+            return {row.item_id for row in self.batch_items(ref, shards, ["item_id"])}
+
+    def put_items(self, ref: BatchRef, kind: str, items: Sequence[tuple[int, ItemInput]], shards: int) -> int:
+        """Write the missing pending item rows, never overwriting one; return how many this call wrote.
+
+        A row, once written, is moved on only by its claims: a producer call
+        that paused (or whose request was re-sent) must not put a completed
+        item back to pending. So every put is conditional (the row is absent),
+        99 to a TransactWriteItems; a refusal names the rows that exist
+        already (a repeated call, or a re-sent request applied twice), which
+        are dropped before the rest is tried again.
+
+        The same transaction reserves the tenant's quota for the rows it puts
+        (as many as are left: the refused reservation's old image says how
+        many), so a row is born holding its unit exactly when the counter
+        moved, and the tenant's quota row takes one write per 99 items
+        rather than one per SQS batch of 10 (docs/benchmarks.md, hottest
+        key). A row born without a unit reserves at its claim, as before.
+        """
+        now = self._clock.now_ms()
+        absent = self._model.item_id.does_not_exist()
+        written = 0
+        left: int | None = None  # units the tenant has left (None: not known yet, try all)
+        per_tx = ITEMS_PER_TRANSACTION - 1  # and the quota row's reservation
+        for start in range(0, len(items), per_tx):
+            chunk = list(items[start : start + per_tx])
+            for _ in range(CLAIM_ROUNDS):
+                if not chunk:
+                    break
+                reserve = len(chunk) if left is None else max(min(left, len(chunk)), 0)
+                try:
+                    with self._transaction(uuid.uuid4().hex) as tx:
+                        for i, (seq, item) in enumerate(chunk):
+                            tx.save(
+                                self._new_item(
+                                    ItemKey.of(ref, item.item_id, shards), kind, seq, item, now, reserved=i < reserve
+                                ),
+                                condition=absent,
+                            )
+                        if reserve:
+                            self._quota.reserve_in(tx, ref.tenant, reserve, now)
+                except PynamoDBException as exc:
+                    error_kind = classify(exc)
+                    if error_kind is ErrorKind.TRANSACTION_CANCELED:
+                        reasons = cancellation_reasons(exc)
+                        exist = {
+                            i for i, r in enumerate(reasons[: len(chunk)]) if r.get("Code") == REASON_CONDITION_FAILED
+                        }
+                        quota = reasons[len(chunk)] if reserve and len(reasons) > len(chunk) else {}
+                        if quota.get("Code") == REASON_CONDITION_FAILED:
+                            left = available_in(quota.get("Item"))
+                        chunk = [c for i, c in enumerate(chunk) if i not in exist]
+                        continue
+                    if error_kind.transient:
+                        continue  # not applied, or applied and refused next round as existing
+                    raise_store_error(exc, f"writing the items of batch {ref}")
+                written += len(chunk)
+                left = None if left is None else left - reserve
+                chunk = []
+            if chunk:
+                raise StoreError(f"writing the items of batch {ref} failed {CLAIM_ROUNDS} times; repeat the call")
+        return written
+
+    def _new_item(self, key: ItemKey, kind: str, seq: int, item: ItemInput, now: int, reserved: bool) -> Any:
+        return self._model(
+            key.partition,
+            item.item_id,
+            tenant=key.tenant,
+            batch_id=key.batch_id,
+            kind=kind,
+            seq=seq,
+            status=ItemStatus.PENDING.value,
+            attempts=0,
+            payload=json.dumps(dict(item.payload), separators=(",", ":"), sort_keys=True),
+            quota=QuotaHold.RESERVED.value if reserved else None,
+            quota_reservations=1 if reserved else 0,
+            quota_refunds=0,
+            created_at=now,
+            updated_at=now,
+            reclaim_key=reclaim_key(kind, ItemStatus.PENDING, key),
+        )
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def item(self, key: ItemKey) -> ItemRow | None:
+        """The item row (a consistent read), or None when there is none."""
+        try:
+            with aws_call("reading an item"):
+                return item_row(self._model.get(key.partition, key.item_id, consistent_read=True))
+        except self._model.DoesNotExist:
+            return None
+
+    def batch_items(self, ref: BatchRef, shards: int, attributes: list[str] | None = None) -> Iterator[Any]:
+        """Every item row of the batch (strongly consistent), over its `shards` partitions; the caller wraps it in aws_call.
+
+        The raw rows: a caller reads only the `attributes` it asked for (all when None).
+        """
+        for partition in ref.item_partitions(shards):
+            yield from self._model.query(partition, consistent_read=True, attributes_to_get=attributes)
+
+    def item_rows(self, ref: BatchRef, shards: int) -> list[ItemRow]:
+        """Every item row of the batch (strongly consistent) over its `shards` partitions, in seq order."""
+        with aws_call(f"reading the items of batch {ref}"):
+            rows = [item_row(r) for r in self.batch_items(ref, shards)]
+        return sorted(rows, key=lambda r: r.seq)
+
+    def all_item_rows(self) -> list[ItemRow]:
+        """Every item row of the table, of every batch (a strongly consistent scan: small tables, tests and checks only)."""
+        with aws_call("scanning the items"):
+            return [item_row(r) for r in self._model.scan(consistent_read=True)]
+
+    def pending_keys(self, ref: BatchRef, shards: int, page_items: int) -> Iterator[ItemKey]:
+        """The keys of the batch's pending items, partition by partition, `page_items` to a query page.
+
+        A strongly consistent query filtered on status: the caller acts on
+        each key as it comes, so one page at a time is held in memory.
+        """
+        pending = self._model.status == ItemStatus.PENDING.value
+        for partition in ref.item_partitions(shards):
+            with aws_call(f"reading the pending items of batch {ref}"):  # one page at a time, as it is acted on
+                for row in self._model.query(
+                    partition,
+                    filter_condition=pending,
+                    consistent_read=True,
+                    attributes_to_get=["batch_key", "item_id"],
+                    page_size=page_items,
+                ):
+                    yield ItemKey.of_row(row.batch_key, row.item_id)
+
+    # -- multi-item transactions (jobfence.work.transactions) ---------------------------------
+
+    def claim(self, keys: Sequence[ItemKey], kind: str, attempts_cap: int) -> dict[ItemKey, Claim]:
+        """Claim up to 100 distinct items in one transaction (see `transactions.claim_items`)."""
+        return claim_items(self._table, keys, kind, attempts_cap)
+
+    def reopen_failed(
+        self,
+        batch: BatchRow,
+        requested_by: str,
+        reopen_batch_in: Callable[[TransactWrite, int, int], None],
+        chunk: int = 48,
+    ) -> ReopenResult:
+        """Reset the batch's failed items to pending (see `transactions.reopen_failed`), chunk by chunk.
+
+        Each chunk's transaction also holds `reopen_batch_in(tx, items, now)`:
+        the batch row's reopening, given by the batch store
+        (`jobfence.work.batches.BatchStore.reopen_failed`).
+        """
+        rows = self.item_rows(batch.ref, batch.shards)
+        return reopen_failed(self._table, batch, rows, requested_by, reopen_batch_in, chunk)
+
+    # -- outcomes of a claimed item (all conditioned on the claim token) ---------------------
+    #
+    # An outcome keeps the claim token on the row, so a refusal whose old image
+    # is already the outcome under our token is recognised as our own write,
+    # applied once and refused when its lost reply was re-sent.
+
+    def _holds(self, claim: Claim) -> Any:
+        """The claim is still ours: the row is running under our token."""
+        return (self._model.claim_token == claim.token) & (self._model.status == ItemStatus.RUNNING.value)
+
+    @staticmethod
+    def _ours(image: Mapping[str, Any] | None, claim: Claim, status: ItemStatus) -> bool:
+        """The old image is our own outcome already applied (a re-sent request refused)."""
+        return image_string(image, "claim_token") == claim.token and image_string(image, "status") == status.value
+
+    def complete(self, claim: Claim, result_ref: str) -> bool:
+        """running -> completed. False if the claim was lost meanwhile (the row says who won)."""
+        now = self._clock.now_ms()
+        return self._update_claimed(
+            claim,
+            ItemStatus.COMPLETED,
+            [
+                self._model.status.set(ItemStatus.COMPLETED.value),
+                self._model.result_ref.set(result_ref[:MAX_RESULT_REF_CHARS]),
+                self._model.updated_at.set(now),
+                self._model.error.remove(),
+                self._model.reclaim_key.remove(),
+            ],
+        )
+
+    def release(self, claim: Claim, kind: str, error: str) -> bool:
+        """running -> pending with the error, for another attempt. False if the claim was lost."""
+        now = self._clock.now_ms()
+        return self._update_claimed(
+            claim,
+            ItemStatus.PENDING,
+            [
+                self._model.status.set(ItemStatus.PENDING.value),
+                self._model.error.set(bounded_error(error)),
+                self._model.updated_at.set(now),
+                self._model.reclaim_key.set(reclaim_key(kind, ItemStatus.PENDING, claim.key)),
+            ],
+        )
+
+    def fail(self, claim: Claim, error: str) -> bool:
+        """running -> failed (terminal), refunding its reservation in the same transaction."""
+        return self._fail_terminally(claim.key, self._holds(claim), error, claim=claim)
+
+    def cancel_claimed(self, claim: Claim, reason: str) -> bool:
+        """running -> cancelled unrun (its batch's cancel came before the claim), refunding as `fail` does."""
+        return self._fail_terminally(claim.key, self._holds(claim), reason, claim=claim, outcome=ItemStatus.CANCELLED)
+
+    def cancel_pending(self, key: ItemKey, reason: str) -> bool:
+        """pending -> cancelled (its batch was cancelled), refunding its reservation once; False if not pending."""
+        pending = self._model.status == ItemStatus.PENDING.value
+        return self._fail_terminally(key, pending, reason, outcome=ItemStatus.CANCELLED)
+
+    def fail_pending(self, key: ItemKey, reason: str) -> bool:
+        """pending -> failed unrun (its batch crossed its failure threshold), refunding once; False if not pending."""
+        return self._fail_terminally(key, self._model.status == ItemStatus.PENDING.value, reason)
+
+    def _fail_terminally(
+        self,
+        key: ItemKey,
+        condition: Any,
+        error: str,
+        claim: Claim | None = None,
+        outcome: ItemStatus = ItemStatus.FAILED,
+    ) -> bool:
+        """End one item `outcome` (failed, or cancelled) under `condition`; refund exactly once if it holds a reservation.
+
+        Two variants: with a reservation, the item's `quota` moves reserved ->
+        refunded and the quota row gets its unit back in one transaction; the
+        item condition (quota = reserved) makes a repeat refund impossible.
+        The worker's failure (`claim`) keeps its token on the row, so a re-sent
+        transaction refused by its own first application is recognised.
+        """
+        m = self._model
+        now = self._clock.now_ms()
+        actions = [
+            m.status.set(outcome.value),
+            m.error.set(bounded_error(error)),
+            m.updated_at.set(now),
+            m.reclaim_key.remove(),
+        ]
+        if claim is None:
+            actions.append(m.claim_token.remove())  # the reclaimer revokes whatever claim there was
+        reserved = m.quota == QuotaHold.RESERVED.value
+        refunded = m.quota == QuotaHold.REFUNDED.value
+        holds_nothing = m.quota.does_not_exist()
+        row = m(key.partition, key.item_id)
+        try:
+            with self._transaction(uuid.uuid4().hex) as tx:
+                tx.update(
+                    row,
+                    actions=[*actions, m.quota.set(QuotaHold.REFUNDED.value), m.quota_refunds.add(1)],
+                    condition=condition & reserved,
+                    return_values="ALL_OLD",
+                )
+                self._quota.refund_in(tx, key.tenant)
+            return True
+        except PynamoDBException as exc:
+            if classify(exc) is not ErrorKind.TRANSACTION_CANCELED:
+                raise_store_error(exc, "failing an item")
+            reasons = cancellation_reasons(exc)
+            first = reasons[0] if reasons else {}
+            if first.get("Code") != REASON_CONDITION_FAILED:
+                raise_store_error(exc, "failing an item")
+            image = first.get("Item")
+            if claim is not None and self._ours(image, claim, outcome):
+                return True
+            if image_string(image, "quota") == QuotaHold.RESERVED.value:
+                return False  # the reservation is there, so the item's own condition failed: claim lost
+        try:  # no reservation to give back
+            update_returning_old(row, actions, condition & holds_nothing | (condition & refunded))
+            return True
+        except Exception as exc:  # noqa: BLE001 - classified below, re-raised as a StoreError
+            if classify(exc) is not ErrorKind.CONDITION_FAILED:
+                raise_store_error(exc, "failing an item")
+            return claim is not None and self._ours(old_image(exc), claim, outcome)
+
+    def _update_claimed(self, claim: Claim, outcome: ItemStatus, actions: list[Any]) -> bool:
+        row = self._model(claim.key.partition, claim.key.item_id)
+        try:
+            update_returning_old(row, actions, self._holds(claim))
+            return True
+        except Exception as exc:  # noqa: BLE001 - classified below, re-raised as a StoreError
+            if classify(exc) is not ErrorKind.CONDITION_FAILED:
+                raise_store_error(exc, "writing an item outcome")
+            return self._ours(old_image(exc), claim, outcome)
+
+    # -- reclaim (see jobfence.reclaim) -------------------------------------------------------
+
+    def stale_items(
+        self,
+        kind: str,
+        status: ItemStatus,
+        cutoff: int,
+        limit: int,
+        shards: Sequence[int],
+        cursor: tuple[int, Any] | None = None,
+    ) -> tuple[list[tuple[ItemKey, int]], tuple[int, Any] | None]:
+        """One page: up to `limit` (key, updated_at) of live items with `updated_at < cutoff` in `shards`.
+
+        Reads the sparse index only, shard by shard in ascending order (`shards`
+        as `BatchStore.open_batches` gave them); `cursor` (a shard and where its
+        query stopped) continues where the previous page stopped, None when every
+        shard is exhausted. The index is eventually consistent: an entry a
+        sweep does not see yet is minutes younger than any stale limit, and the
+        next sweep sees it.
+        """
+        todo = sorted(s for s in set(shards) if cursor is None or s >= cursor[0])
+        start = cursor[1] if cursor is not None and todo and todo[0] == cursor[0] else None
+        out: list[tuple[ItemKey, int]] = []
+        items = self._model
+        with aws_call(f"reading stale {status.value} items"):
+            while todo and len(out) < limit:
+                pages = items.by_reclaim.query(
+                    f"{kind}#{status.value}#{todo[0]}",
+                    items.updated_at < cutoff,
+                    limit=limit - len(out),
+                    last_evaluated_key=start,
+                )
+                for row in pages:
+                    out.append((ItemKey.of_row(row.batch_key, row.item_id), int(row.updated_at)))
+                start = pages.last_evaluated_key
+                if start is None:
+                    todo.pop(0)
+        return out, ((todo[0], start) if todo else None)
+
+    def _as_seen(self, status: ItemStatus, seen_updated_at: int) -> Any:
+        """The row is exactly as the reclaimer's index read saw it."""
+        return (self._model.status == status.value) & (self._model.updated_at == seen_updated_at)
+
+    def requeue_stale(
+        self, key: ItemKey, kind: str, status: ItemStatus, seen_updated_at: int, attempts_cap: int, error: str
+    ) -> StaleVerdict:
+        """Move a stale live item on to pending, or say it is at the cap or has changed.
+
+        The condition re-checks status, `updated_at` and attempts, so an item
+        that completed, was claimed again or was re-enqueued after the index
+        read is never overwritten. A refusal's old image decides the verdict
+        (no second read): at the cap, or moved on.
+        """
+        now = self._clock.now_ms()
+        attempts_left = self._model.attempts < attempts_cap
+        condition = self._as_seen(status, seen_updated_at) & attempts_left
+        actions = [
+            self._model.status.set(ItemStatus.PENDING.value),
+            self._model.updated_at.set(now),
+            self._model.reclaim_key.set(reclaim_key(kind, ItemStatus.PENDING, key)),
+        ]
+        if status is ItemStatus.RUNNING:
+            actions += [self._model.claim_token.remove(), self._model.error.set(bounded_error(error))]
+        try:
+            update_returning_old(self._model(key.partition, key.item_id), actions, condition)
+            return StaleVerdict.REQUEUED
+        except Exception as exc:  # noqa: BLE001 - classified below, re-raised as a StoreError
+            if classify(exc) is not ErrorKind.CONDITION_FAILED:
+                raise_store_error(exc, "reclaiming an item")
+            image = old_image(exc) or {}
+        as_seen = (
+            image_string(image, "status") == status.value
+            and int((image.get("updated_at") or {}).get("N", -1)) == seen_updated_at
+        )
+        if as_seen and int((image.get("attempts") or {}).get("N", 0)) >= attempts_cap:
+            return StaleVerdict.CAPPED
+        return StaleVerdict.CHANGED
+
+    def fail_stale(self, key: ItemKey, status: ItemStatus, seen_updated_at: int, error: str) -> bool:
+        """A stale live item at the attempts cap -> failed, refunding its reservation."""
+        return self._fail_terminally(key, self._as_seen(status, seen_updated_at), error)
