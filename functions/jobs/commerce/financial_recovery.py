@@ -144,7 +144,7 @@ class FinancialRecovery:
             if scanned < INTENT_BATCH:
                 return
 
-    # -- step 2 -----------------------------------------------------------------------------
+    # -- step 3 -----------------------------------------------------------------------------
 
     def recover_deleted_accounts(self, ctx: RunContext) -> Iterator[dict[str, Any]]:
         cursor = None
@@ -185,7 +185,7 @@ class FinancialRecovery:
         if settled and complete and self.accounts.clear_recovery(account_id):
             counts["accounts_recovered"] += 1
 
-    # -- steps 3 and 4 ----------------------------------------------------------------------
+    # -- steps 2, 4 and 5 (one query each: in_progress, pending, retry_scheduled) -------------
 
     def recover_due(self, ctx: RunContext, status: OperationStatus, label: str) -> Iterator[dict[str, Any]]:
         for _ in range(MAX_BATCHES_PER_STEP):
