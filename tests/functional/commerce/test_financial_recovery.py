@@ -13,7 +13,7 @@ from jobs.commerce.account_operations import AccountOperations, Requester, Reque
 from jobs.commerce.accounts import OperationKind as AccountOperationKind
 from jobs.commerce.customer_activity import ACTIVITY_RETENTION_MS
 from jobs.commerce.diagnostic_retention import retention_batches
-from jobs.commerce.financial_operations import OperationKind
+from jobs.commerce.financial_operations import OperationKind, OperationStatus
 from jobs.commerce.financial_recovery import recover_financial_operations
 from providers.errors import ProviderAuthFailed
 from tests.support import documented_bounds
@@ -136,6 +136,28 @@ def test_an_order_in_an_unknown_state_is_a_clear_error_on_that_record_only(store
     assert stores.accounts.get("acc").recovery_due == "due"  # it stays visible for an operator
 
 
+def test_an_operation_in_an_unknown_state_is_a_clear_error_on_that_account_and_never_executed(stores, payments, harness, account_provider, notifier, rows):
+    # GIVEN a deleted account with an operation whose status this code does not know, and a terminal order
+    stores.accounts.create("acc", "c@example.com")
+    payments.approve("PP", 100)
+    stores.operations.create("op", "acc", OperationKind.CHARGE, "PP", 100, "EUR", "operator")
+    rows.set("financial_operations", ("op",), status="teleported")
+    stores.orders.create("o-done", "acc", 100, "EUR", status="fulfilled", customer_email="c@example.com")
+    delete_account(stores, account_provider, notifier, "acc")
+
+    # WHEN recovery runs
+    result = harness.run(JOB, job(stores, payments, harness))
+
+    # THEN the run goes on: the record is counted invalid and left as it is (no claim, no provider call),
+    # the account's order is still redacted, and the account stays due for an operator
+    assert result.outcome is Outcome.RAN
+    assert (result.summary["invalid_records"], result.summary["orders_redacted"]) == (1, 1)
+    assert rows.get("financial_operations", "op")["status"] == "teleported" and payments.calls == []
+    assert stores.accounts.get("acc").recovery_due == "due"
+    with pytest.raises(StoreError, match="operation op is in an unknown state"):
+        stores.operations.get("op")
+
+
 def test_pending_returns_and_card_retries_use_the_stable_key_and_settle_once(stores, payments, harness, clock):
     # GIVEN a charge whose first recovery attempt times out, one whose answer gets lost,
     # a declined one, one already captured by the buyer, and a fresh one still in its grace period
@@ -202,7 +224,8 @@ def test_an_operation_whose_money_may_have_moved_is_never_given_up_as_failed(sto
     assert (op.status, int(op.attempts)) == ("retry_scheduled", 5)
     assert harness.run(JOB, job(stores, payments, harness)).summary["ops_succeeded"] == 1
     op = stores.operations.get("op")
-    assert (op.status, op.result_ref, op.due_at) == ("succeeded", payments.orders["PP"].capture_id, None)
+    assert (op.status, op.result_ref, op.due_at) == (OperationStatus.SUCCEEDED, payments.orders["PP"].capture_id, None)
+    assert op.status is OperationStatus.SUCCEEDED and op.attempts == 6  # a typed view, not the store's model
     assert payments.captures_of("PP") == 1 and {key for _, _, key in payments.calls} == {"operator:op"}
     calls = len(payments.calls)
     harness.run(JOB, job(stores, payments, harness))
