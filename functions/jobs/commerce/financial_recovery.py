@@ -57,7 +57,7 @@ from jobfence.retried import WriteResult, fenced_write_retried
 from jobfence.runs import safe_error
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.commerce.account_intents import AccountIntentStore
-from jobs.commerce.accounts import AccountStatus, AccountStore
+from jobs.commerce.accounts import AccountStore
 from jobs.commerce.catalog import PAYPAL, PAYPAL_SECRET  # the names declared once
 from jobs.commerce.customer_activity import CustomerActivityStore
 from jobs.commerce.diagnostic_retention import retention_batches
@@ -259,15 +259,7 @@ class FinancialRecovery:
     def recover_due(self, ctx: RunContext, step: DueStep) -> Iterator[DueBatch]:
         for _ in range(MAX_BATCHES_PER_STEP):
             rows = self.operations.due(step.value, ctx.now_ms(), OPERATION_BATCH)
-            deleted = (
-                {
-                    account_id
-                    for account_id, account_status in self.accounts.statuses(r.account_id for r in rows).items()
-                    if account_status == AccountStatus.DELETED.value
-                }
-                if rows
-                else set()
-            )
+            deleted = self.accounts.deleted(r.account_id for r in rows) if rows else set()
             outcomes = tuple(self._execute(ctx, op, account_deleted=op.account_id in deleted) for op in rows)
             yield DueBatch(step, len(rows), outcomes)
             if len(rows) < OPERATION_BATCH:
