@@ -11,7 +11,7 @@ from jobs.club.stores.boards import DARKROOM_SCHEDULE, DARKROOM_STATS
 from jobs.club.stores.memberships import Access, MembershipStatus
 from jobs.club.stores.photo_requests import RequestStatus
 from jobs.club.stores.reminders import ReminderState
-from jobs.club.stores.schedule import DARKROOM, STUDIO
+from jobs.club.stores.schedule import DARKROOM, STUDIO, StudioSlot
 from jobs.club.stores.states import UnknownRowState
 from jobfence.testing.tables import created_tables
 from tests.support import Rows
@@ -106,7 +106,8 @@ def test_studio_sweep_moves_slots_forward_and_posts_each_change(club):
     s = seed(club.tables, club.clock)
     result = club.run("sweep_studio_schedule")
     statuses = {e.entry_id: e.status for e in s["schedule"].entries(STUDIO)}
-    assert statuses == {"s-1": "past", "s-2": "current", "s-3": "upcoming"}
+    assert statuses == {"s-1": StudioSlot.PAST, "s-2": StudioSlot.CURRENT, "s-3": StudioSlot.UPCOMING}
+    assert all(type(status) is StudioSlot for status in statuses.values())  # a typed view: a studio entry's own enum
     assert result["summary"]["moved"] == 2
     contents = sorted(e.payload.content.split(" (")[0] for e in club.events())
     assert contents == ["Studio: Portrait session has ended", "Studio: Product shoot is on now"]
@@ -121,7 +122,7 @@ def test_darkroom_stats_recount_and_edit_only_when_totals_change(club):
     result = club.run("sync_darkroom_stats")
     # THEN the totals are recalculated and the stats message is edited
     assert result["summary"]["board"] == "published"
-    assert s["boards"].totals_of(s["boards"].get(DARKROOM_STATS)) == {"hours": 5, "members": 2, "sessions": 2}
+    assert s["boards"].get(DARKROOM_STATS).totals == {"hours": 5, "members": 2, "sessions": 2}
     (event,) = club.events()
     assert "Sessions: 2" in event.payload.content and "Hours booked: 5" in event.payload.content
 
