@@ -13,6 +13,7 @@ from jobs.commerce.account_operations import AccountOperations, Requester, Reque
 from jobs.commerce.accounts import OperationKind as AccountOperationKind
 from jobs.commerce.customer_activity import ACTIVITY_RETENTION_MS
 from jobs.commerce.diagnostic_retention import retention_batches
+from jobs.commerce.diagnostics import ExpiredCapture
 from jobs.commerce.financial_operations import OperationKind, OperationStatus
 from jobs.commerce.financial_recovery import recover_financial_operations
 from providers.errors import ProviderAuthFailed
@@ -395,7 +396,8 @@ def test_two_runs_racing_on_the_same_parent_release_once(stores, payments, harne
     # the parent's own condition still refuses a second release)
     record_diagnostic(stores, "d", "acc", clock.now_ms() + HOUR, retained=30, minutes=7)
     clock.advance(hours=2)
-    parent = stores.diagnostics.expired_parents(10)[0]
+    (parent,) = stores.diagnostics.expired_parents(10)
+    assert parent == ExpiredCapture("d", "acc", retained_charge_cents=30, charge_released_at=None)  # a typed view
     ctx = harness.context(JOB, holder="B")
     release(ctx, stores, parent)
     with pytest.raises(ConditionFailed) as refused:
