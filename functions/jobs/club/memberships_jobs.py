@@ -8,6 +8,7 @@ the two jobs racing each other) never apply or announce a change twice.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass
 
 from jobfence.batch import LastBatch
 from jobfence.scheduled import JobDeps, RunContext
@@ -19,6 +20,20 @@ from jobs.club.sweep import ExpiryOutcome, sweep
 
 BATCH = 25
 MAX_BATCHES = 40
+
+
+@dataclass(frozen=True)
+class ReconcileCounts:
+    """One page of `reconcile_membership_roles` (every field in the run row)."""
+
+    members: int  # memberships read
+    changed: int  # roles recorded and their events saved, in one transaction
+    matched: int  # already what the receipts grant
+    conflicts: int  # changed by someone else since the read: the next run looks again
+    events: int  # events sent by this page's flush (and, on the first, an interrupted run's)
+
+    def summary(self) -> dict[str, int]:
+        return asdict(self)
 
 
 def _role_event(ctx: RunContext, row: Membership, type_: EventType, role_id: str) -> Event:
@@ -68,7 +83,7 @@ def reconcile_membership_roles(
             else:
                 conflicts += 1  # changed by someone else since we read it; the next run looks again
         sent += changes.flush(ctx)
-        counts = {"members": len(rows), "changed": changed, "matched": matched, "conflicts": conflicts, "events": sent}
+        counts = ReconcileCounts(len(rows), changed, matched, conflicts, sent).summary()
         if cursor is None or n == MAX_BATCHES:
             yield LastBatch(counts)
             return

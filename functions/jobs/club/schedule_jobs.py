@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass
 
 from jobfence.batch import LastBatch
 from jobfence.scheduled import JobDeps, RunContext
@@ -30,6 +31,19 @@ class BoardOutcome(enum.Enum):
     UNCHANGED = "unchanged"  # the content is what was last published: nothing to edit
     CONFLICT = "conflict"  # another run published over the version read first
     BOARD_MISSING = "board_missing"  # no board or no message to edit: reported, never invented
+
+
+@dataclass(frozen=True)
+class StudioCounts:
+    """One batch of `sweep_studio_schedule` (every field in the run row)."""
+
+    moved: int  # slots moved on (upcoming -> current -> past), each with its post saved
+    conflicts: int  # moved by someone else since the read
+    events: int  # events sent by this batch's flush
+    unpublished: int  # moves without a studio board to post to (reported, never invented)
+
+    def summary(self) -> dict[str, int]:
+        return asdict(self)
 
 
 def _when(epoch_ms: int) -> str:
@@ -114,7 +128,7 @@ def sweep_studio_schedule(
             else:
                 conflicts += 1
         sent += changes.flush(ctx)
-        counts = {"moved": moved, "conflicts": conflicts, "events": sent, "unpublished": 0 if board else moved}
+        counts = StudioCounts(moved, conflicts, sent, unpublished=0 if board else moved).summary()
         if len(rows) < BATCH or moved == 0 or n == MAX_BATCHES:
             yield LastBatch(counts)
             return
