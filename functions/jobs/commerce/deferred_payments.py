@@ -144,7 +144,7 @@ def _intent(row: _Intent) -> DeferredIntent:
     )
 
 
-def _page(page: tuple[list[Any], dict[str, Any] | None]) -> tuple[list[DeferredIntent], dict[str, Any] | None]:
+def _page(page: tuple[list[_Intent], dict[str, Any] | None]) -> tuple[list[DeferredIntent], dict[str, Any] | None]:
     rows, cursor = page
     return [_intent(row) for row in rows], cursor
 

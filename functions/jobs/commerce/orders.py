@@ -89,7 +89,7 @@ class Order:
     redacted_at: int | None
 
 
-def _number(value: Any) -> int | None:
+def _number(value: float | None) -> int | None:
     return None if value is None else int(value)
 
 
