@@ -142,28 +142,19 @@ def cost(target: Any, args: argparse.Namespace, console: Console) -> int:
         f"cost of the runs started since {when(report.since_ms)} UTC (on-demand prices of {report.prices_as_of})",
         "job",
         "runs",
-        "WRU",
-        "RRU",
-        "index WRU",
-        "index RRU",
+        "WRU / RRU (+ index)",
         "requests",
         "dollars",
         names=[j.job for j in report.jobs],
     )
     for j in report.jobs:
-        uncosted = f" ({j.runs - j.costed} without a cost)" if j.costed < j.runs else ""
+        uncosted = f" ({j.runs - j.costed} without)" if j.costed < j.runs else ""
         u = j.units
+        index = f" (+{u.index_write:g} / {u.index_read:g})" if u.index_write or u.index_read else ""
         t.add_row(
-            j.job,
-            f"{j.runs}{uncosted}",
-            f"{u.write:g}",
-            f"{u.read:g}",
-            f"{u.index_write:g}",
-            f"{u.index_read:g}",
-            str(j.requests),
-            f"${j.dollars:.6f}",
+            j.job, f"{j.runs}{uncosted}", f"{u.write:g} / {u.read:g}{index}", str(j.requests), f"${j.dollars:.6f}"
         )
-    t.add_row("total", str(report.runs), "", "", "", "", "", f"${report.dollars:.6f}")
+    t.add_row("total", str(report.runs), "", "", f"${report.dollars:.6f}")
     console.print(t)
     return 0
 
