@@ -143,9 +143,10 @@ def test_status_json_carries_every_job_with_its_rule_and_last_run(target):
     assert {q["queue"] for q in report["queues"]} == set(target.topology.queues)
 
 
-def test_tables_at_80_columns_never_cut_a_job_name(target):
+@pytest.mark.parametrize("command", ["status", "cost"])
+def test_tables_at_80_columns_never_cut_a_job_name(target, command):
     out = io.StringIO()
-    main(["status"], target=target, console=Console(file=out, width=80, color_system=None))
+    main([command], target=target, console=Console(file=out, width=80, color_system=None))
     text = out.getvalue()
     for job in target.topology.job_functions():
         assert job in text, job
