@@ -7,6 +7,7 @@
                                 recent runs (or those that match): outcome, duration, error
     ledger JOB [--since 24h]    every expected tick since then and what became of it (ran, skipped_*, missed, ...)
     sweep-runs                  record `died` the runs whose term ended unreleased (no next tick yet)
+    cost [--since 1d]           what each job's runs cost: DynamoDB units, requests, dollars
     batch TENANT/BATCH          rows first: the batch row, then its item rows
     batch list [--tenant T]     batch rows with their counters
     batch submit TENANT/BATCH FILE [--kind K] [--grant-quota N]
@@ -247,6 +248,10 @@ def parser(app: App | None = None) -> argparse.ArgumentParser:
         help=f"how far back: 24h (default), 30m, 2d, 1h30m; at most {LEDGER_MAX_SPAN_DAYS}d",
     )
     command("sweep-runs", "record `died` the runs whose term ended unreleased (no next tick yet)")
+    c = command("cost", "what each job's runs cost: DynamoDB units, requests, dollars (from the run rows)")
+    c.add_argument(
+        "--since", type=duration_ms, default=duration_ms("24h"), metavar="DURATION", help="how far back: 1d (default)"
+    )
 
     b = command("batch", "durable batches: show TENANT/BATCH (rows first), list, submit")
     bsub = b.add_subparsers(dest="batch_command", required=True, metavar="ACTION")
@@ -442,6 +447,7 @@ HANDLERS: dict[str, Callable[[Any, argparse.Namespace, Console], int]] = {
     "runs": out.runs,
     "ledger": out.ledger,
     "sweep-runs": out.sweep_runs,
+    "cost": out.cost,
     "batch": out.batch,
     "retry-failed": out.retry_failed,
     "cancel": out.cancel,

@@ -15,11 +15,12 @@ from jobfence_ops.app import App
 from jobfence_ops.audit import Audited, Operator, operator_of
 from jobfence_ops.commands import actions, batches, jobs, run_search, stall, switches
 from jobfence_ops.commands import invoke as invoking
+from jobfence_ops.commands.cost import job_costs
 from jobfence_ops.commands.jobs import JobResult
 from jobfence_ops.console.access import Access, detect
 from jobfence_ops.console.server import serve
 from jobfence_ops.local import control as local_control
-from jobfence_ops.render import ago, pairs, plain, print_json, table, when
+from jobfence_ops.render import ago, cost_text, pairs, plain, print_json, table, when
 
 Handler = Callable[[Any, argparse.Namespace, Console], int]
 
@@ -112,6 +113,7 @@ def runs(target: Any, args: argparse.Namespace, console: Console) -> int:
         "summary",
         "error",
         "by",
+        "cost",
         names=[when(0)],
     )
     for row in rows:
@@ -125,7 +127,34 @@ def runs(target: Any, args: argparse.Namespace, console: Console) -> int:
             pairs(row.summary),
             row.error or "",
             by,
+            cost_text(row.cost),
         )
+    console.print(t)
+    return 0
+
+
+def cost(target: Any, args: argparse.Namespace, console: Console) -> int:
+    now = target.clock.now_ms()
+    report = job_costs(target, now - args.since, now)
+    if as_json(console, args, {**plain(report), "dollars": report.dollars, "runs": report.runs}):
+        return 0
+    t = table(
+        f"cost of the runs started since {when(report.since_ms)} UTC (on-demand prices of {report.prices_as_of})",
+        "job",
+        "runs",
+        "WRU / RRU (+ index)",
+        "requests",
+        "dollars",
+        names=[j.job for j in report.jobs],
+    )
+    for j in report.jobs:
+        uncosted = f" ({j.runs - j.costed} without)" if j.costed < j.runs else ""
+        u = j.units
+        index = f" (+{u.index_write:g} / {u.index_read:g})" if u.index_write or u.index_read else ""
+        t.add_row(
+            j.job, f"{j.runs}{uncosted}", f"{u.write:g} / {u.read:g}{index}", str(j.requests), f"${j.dollars:.6f}"
+        )
+    t.add_row("total", str(report.runs), "", "", f"${report.dollars:.6f}")
     console.print(t)
     return 0
 

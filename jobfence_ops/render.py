@@ -17,6 +17,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from jobfence.capacity import Cost
+
 
 def plain(value: Any) -> Any:
     """A JSON-ready copy: dataclasses as objects, enums as their values."""
@@ -79,3 +81,12 @@ def _span(seconds: int) -> str:
 def pairs(values: Mapping[str, Any]) -> str:
     """`k=v, k=v` in key order (summaries, counts): whole, never cut."""
     return ", ".join(f"{k}={v}" for k, v in sorted(values.items()))
+
+
+def cost_text(cost: Cost | None) -> str:
+    """What a run or batch cost, as one short line: dollars, then write and read units (indexes apart), requests."""
+    if cost is None:
+        return "-"
+    u = cost.units
+    index = f" (+{u.index_write:g} / {u.index_read:g} index)" if u.index_write or u.index_read else ""
+    return f"${cost.dollars:.7f}: {u.write:g} WRU / {u.read:g} RRU{index}, {cost.requests} requests"

@@ -25,6 +25,7 @@ from pynamodb.attributes import BinaryAttribute, NumberAttribute, UnicodeAttribu
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, Index, KeysOnlyProjection
 from pynamodb.models import Model
 
+from jobfence.capacity import meter_session
 from jobfence.clock import Clock
 from jobfence.errors import SettingsError
 from jobfence.registry import IndexSpec
@@ -86,7 +87,7 @@ def new_session(env_vars: Any = None) -> botocore.session.Session:
     and event hooks stay each session's own.
     """
     global _data_loader
-    session = botocore.session.get_session(env_vars)
+    session = meter_session(botocore.session.get_session(env_vars))  # its calls count (`jobfence.capacity`)
     with _data_loader_lock:
         if _data_loader is None:
             _data_loader = session.get_component("data_loader")

@@ -79,6 +79,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from jobfence.capacity import meter_client
 from jobfence.clock import Clock
 from jobfence.dynamo import Applied, caller_reads, deserialized, raise_store_error, write
 from jobfence.errors import LeaseLost, Skip, StoreError, TermOvertaken
@@ -177,7 +178,7 @@ class LeaseStore:
     """Acquire, renew, release and fence writes on the leases table."""
 
     def __init__(self, client: Any, table_name: str, clock: Clock, ids: Callable[[], str] = new_id) -> None:
-        self._client = client
+        self._client = meter_client(client)  # its calls count toward the run's units (`jobfence.capacity`)
         self._table = table_name
         self._clock = clock
         self._ids = ids

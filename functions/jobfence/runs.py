@@ -34,6 +34,7 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeSerializer
 
+from jobfence.capacity import Cost, meter_client
 from jobfence.dynamo import (
     Applied,
     Ours,
@@ -137,7 +138,7 @@ class RunStore:
     """Write and read run rows. Every write is retried on a transient error (it is idempotent)."""
 
     def __init__(self, client: Any, table_name: str) -> None:
-        self._client = client
+        self._client = meter_client(client)
         self._table = table_name
 
     def start(self, run: RunStart) -> bool:
@@ -175,8 +176,9 @@ class RunStore:
         finished_at: int,
         summary: Mapping[str, Any],
         error: str | None,
+        cost: Cost | None = None,
     ) -> None:
-        """Finish the row with the runner's outcome (creating it if `start` never landed)."""
+        """Finish the row with the runner's outcome (creating it if `start` never landed), and what it cost."""
         if not outcome.finished:
             raise ValueError(f"{outcome.value} does not finish a run")
         fields: dict[str, Any] = {
@@ -192,6 +194,7 @@ class RunStore:
             "summary": bounded_summary(summary),
             "ttl": _ttl(finished_at),
             **who_fields(run.requested_by, run.caller),
+            **(cost.fields() if cost is not None else {}),
         }
         removed = []
         if error:

@@ -54,6 +54,8 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from jobfence.batch import LastBatch
+from jobfence.capacity import current as current_meter
+from jobfence.capacity import measure
 from jobfence.clock import REQUEST_AGE_BUDGET_MS, SKEW_BUDGET_MS, Clock
 from jobfence.config import METRICS_NAMESPACE, ScheduledSettings
 from jobfence.errors import (
@@ -224,6 +226,11 @@ class ScheduledRunner:
         return replace(result, pending_tick=None)
 
     def _run_once(self, spec: JobSpec, job: Job, trigger: Trigger, context: LambdaContextLike | None) -> RunResult:
+        """One trigger's run, its DynamoDB units and cost metered for its row (`jobfence.capacity`)."""
+        with measure(getattr(context, "memory_limit_in_mb", None)):
+            return self._tick(spec, job, trigger, context)
+
+    def _tick(self, spec: JobSpec, job: Job, trigger: Trigger, context: LambdaContextLike | None) -> RunResult:
         started = self._clock.now_ms()
         interval_ms = spec.interval_ms
         since = trigger.scheduled_at if trigger.kind == "catch_up" else None
@@ -510,8 +517,10 @@ class ScheduledRunner:
     def _finish(
         self, run: RunStart, outcome: Outcome, finished: int, summary: Mapping[str, Any], error: str | None
     ) -> bool:
+        meter = current_meter()
+        cost = meter.cost(finished - run.started_at) if meter is not None else None  # up to this write
         try:
-            self._runs.finish(run, RunState(outcome.value), finished, summary, error)
+            self._runs.finish(run, RunState(outcome.value), finished, summary, error, cost)
         except Exception as exc:  # noqa: BLE001 - logged; must not replace the job's own error
             self._logger.error("finishing the run row failed", extra={"reason": safe_error(exc), "run_id": run.run_id})
             self._metrics.add_metric(name="unrecorded", unit=MetricUnit.Count, value=1)

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from jobfence.capacity import Cost
 from jobfence.catchup import due
 from jobfence.errors import StoreError
 from jobfence.lease import LeaseStore
@@ -59,6 +60,7 @@ class RunView:
     error: str | None = None
     requested_by: str | None = None  # a manual run: the operator's name as given
     caller: str | None = None  # a manual run: the IAM principal that asked for it
+    cost: Cost | None = None  # its DynamoDB units, requests and estimate (`jobfence.capacity`); None before costs
 
     @classmethod
     def of(cls, row: Mapping[str, Any]) -> RunView:
@@ -76,6 +78,7 @@ class RunView:
             error=row.get("error"),
             requested_by=row.get("requested_by"),
             caller=row.get("caller"),
+            cost=Cost.of_fields(row),
         )
 
 
@@ -129,7 +132,7 @@ class StatusReport:
         )
 
 
-def _core_tables(target: Target) -> tuple[str, str]:
+def core_tables(target: Target) -> tuple[str, str]:
     leases, runs = target.topology.leases_table, target.topology.runs_table
     if not leases or not runs:
         raise OperatorError("no deployed job function names the leases and runs tables")
@@ -148,7 +151,7 @@ def _next_tick(schedule: str | None, now_ms: int) -> int | None:
 
 def status(target: Target) -> StatusReport:
     """Rule, lease (holder, expiry) and last run per job, stale items, queue depths."""
-    leases_table, runs_table = _core_tables(target)
+    leases_table, runs_table = core_tables(target)
     client = target.session.client("dynamodb")
     now = target.clock.now_ms()
     leases = {item["job"]: item for item in LeaseStore(client, leases_table, target.clock).all()}
@@ -200,7 +203,7 @@ def check_job(target: Target, job: str) -> FunctionInfo:
 
 def runs(target: Target, job: str, limit: int = 20) -> list[RunView]:
     """The job's recent runs, newest first (outcome, duration, error)."""
-    _, runs_table = _core_tables(target)
+    _, runs_table = core_tables(target)
     check_job(target, job)
     return [RunView.of(r) for r in RunStore(target.session.client("dynamodb"), runs_table).recent(job, limit=limit)]
 
@@ -218,7 +221,7 @@ def job_ledger(target: Target, job: str, since_ms: int, until_ms: int | None = N
 
     `look`: read the rule's live state first and record it if its toggle record disagrees (as `status` does).
     """
-    leases_table, runs_table = _core_tables(target)
+    leases_table, runs_table = core_tables(target)
     check_job(target, job)
     spec = target.app.catalog.job(job)
     client = target.session.client("dynamodb")
@@ -237,7 +240,7 @@ def sweep_runs(target: Target) -> SweepResult:
     An operator's command: it reads every lease item, which no scheduled
     function is granted (each may touch only its own job's items).
     """
-    leases_table, runs_table = _core_tables(target)
+    leases_table, runs_table = core_tables(target)
     client = target.session.client("dynamodb")
     return sweep_dead_runs(
         LeaseStore(client, leases_table, target.clock), RunStore(client, runs_table), target.clock.now_ms()
@@ -350,7 +353,7 @@ def catch_up(target: Target, job: str, operator: Operator) -> CatchUpResult:
     window_s = int(spec.catch_up_window_s or ON_DEMAND_WINDOW_S)
     now = target.clock.now_ms()
     book = job_ledger(target, job, now - window_s * 1000, now)
-    leases_table, _ = _core_tables(target)
+    leases_table, _ = core_tables(target)
     toggles = RuleToggles(target.session.client("dynamodb"), leases_table).read(job)
     tick = due(spec, book.entries, now, toggles=toggles)
     if tick is None:

@@ -13,7 +13,7 @@ from typing import Any
 from urllib.parse import quote
 
 from jobfence_ops.console import charts
-from jobfence_ops.render import pairs, when
+from jobfence_ops.render import cost_text, pairs, when
 
 STYLESHEET = "/static/console.css"  # the console's own (`static/`), served by it: no inline style
 LIVE_SCRIPT = "/static/live.js"  # the live views (`static/live.js`): swaps in the parts of a page that changed
@@ -242,6 +242,7 @@ def job_page(job: str, runs: list[Any], now_ms: int, csrf: str, read_only: bool,
             escape(str(r.fence if r.fence is not None else "-")),
             escape(pairs(r.summary)),
             escape(r.error or ""),
+            escape(f"${r.cost.dollars:.7f}" if r.cost else "-"),
         ]
         for r in runs
     ]
@@ -252,7 +253,7 @@ def job_page(job: str, runs: list[Any], now_ms: int, csrf: str, read_only: bool,
         + search
         + "<div id='runs-live' data-live>"
         + rows(
-            ["started", "trigger", "outcome", "who", "duration ms", "fence", "summary", "error"],
+            ["started", "trigger", "outcome", "who", "duration ms", "fence", "summary", "error", "cost"],
             body,
             "runs",
             empty="no run yet",
@@ -315,6 +316,7 @@ def run_page(run: Any, logs: str) -> str:
         ("fence", run.fence),
         ("summary", pairs(run.summary)),
         ("error", run.error),
+        ("cost", cost_text(run.cost)),
     ]
     table = rows(["field", "value"], [[escape(k), escape(str(v if v is not None else "-"))] for k, v in fields], "run")
     return f"<div id='run-live' data-live>{table}</div><div id='logs-live' data-live>{logs}</div>"

@@ -22,6 +22,7 @@ from jobfence.auditor import audit_missed_runs
 from jobfence.clock import FrozenClock
 from jobfence.lease import LeaseStore
 from jobfence.lease_toggles import RuleToggles
+from jobfence.prices import PRICES, PRICES_AS_OF
 from jobfence.runs import RunStore
 from jobfence.schedule import Schedule
 from jobfence.scheduled import ScheduledRunner
@@ -33,14 +34,13 @@ from ops.bench.capacity import item_size
 COMMAND = "python -m ops.bench ops.bench.auditor"
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 HOURS = 3
-PRICES_DATE = "2026-12-01"
-# Published on-demand prices, us-east-1, as listed on the AWS pricing pages on PRICES_DATE
-DYNAMODB_WRITE_PER_MILLION = 0.625  # per million write request units
-DYNAMODB_READ_PER_MILLION = 0.125  # per million read request units
-LAMBDA_REQUEST_PER_MILLION = 0.20
-LAMBDA_GB_SECOND = 0.0000166667  # x86_64
-CLOUDWATCH_METRIC_MONTH = 0.30  # a custom metric (first 10,000), per month
-CLOUDWATCH_ALARM_MONTH = 0.10  # a standard-resolution alarm, per month
+# Published on-demand prices, us-east-1 (`jobfence.prices`, dated PRICES_AS_OF)
+DYNAMODB_WRITE_PER_MILLION = PRICES.write_request_unit * 1e6
+DYNAMODB_READ_PER_MILLION = PRICES.read_request_unit * 1e6
+LAMBDA_REQUEST_PER_MILLION = PRICES.lambda_request * 1e6
+LAMBDA_GB_SECOND = PRICES.lambda_gb_s_x86_64
+CLOUDWATCH_METRIC_MONTH = PRICES.cloudwatch_metric_month
+CLOUDWATCH_ALARM_MONTH = PRICES.cloudwatch_alarm_month
 ASSUMED_AUDIT_S = 1.0  # Lambda duration charged per audit (an upper bound: a few dozen requests of ~10 ms)
 
 
@@ -137,7 +137,7 @@ def run() -> str:
         "|---|---:|---:|---:|",
         f"| {', '.join(f'{n} {c}' for n, c in counts.items())} | {len(requests)} | {rcu:g} | {wcu:g} |",
         "",
-        f"Cost per day at 96 audits (`rate(15 minutes)`), on-demand prices in us-east-1 as published on {PRICES_DATE}:",
+        f"Cost per day at 96 audits (`rate(15 minutes)`), on-demand prices in us-east-1 as published on {PRICES_AS_OF}:",
         "",
         "| item | price | per day |",
         "|---|---|---:|",

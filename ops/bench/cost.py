@@ -16,7 +16,7 @@ batch against moto in process, the wake-ups on a moto SQS queue.
                duration is timed in a second run without the meter's hooks, with the
                offline fake provider (no provider time: the goal excludes it)
 
-Prices are the us-east-1 on-demand list prices in `PRICES`; the Step Functions
+Prices are the us-east-1 on-demand list prices of `jobfence.prices`; the Step Functions
 rows are computed from the same measured per-item compute and the published
 state-transition and Express prices (`sfn_lines`). The run fails (`GoalMissed`)
 when jobfence's all-in figure is above `GOAL_PER_MILLION`.
@@ -35,30 +35,13 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
+from jobfence.prices import PRICES, PRICES_AS_OF, Prices
 from ops.bench.coldstart import GoalMissed
 from ops.bench.work import _setup
 
 COMMAND = "python -m ops.bench ops.bench.cost"
 GOAL_PER_MILLION = 3.00
 SQS_BATCH = 10
-PRICES_AS_OF = "2026-12-01"
-
-
-@dataclass(frozen=True)
-class Prices:
-    """us-east-1 on-demand list prices, USD (free tiers ignored)."""
-
-    write_request_unit: float = 0.625 / 1e6  # DynamoDB on-demand, per WRU (since the November 2024 cut)
-    read_request_unit: float = 0.125 / 1e6  # DynamoDB on-demand, per RRU
-    sqs_request: float = 0.40 / 1e6  # SQS standard queue, per request (per 64 KB chunk)
-    lambda_request: float = 0.20 / 1e6
-    lambda_gb_s_arm64: float = 0.0000133334
-    sfn_standard_transition: float = 0.025 / 1000
-    sfn_express_request: float = 1.00 / 1e6
-    sfn_express_gb_s: float = 0.00001667  # billed in 100 ms and 64 MB increments
-
-
-PRICES = Prices()
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,29 @@ def test_a_manual_run_records_who_asked_as_written_and_the_callers_identity(targ
     assert done and all((d["requested_by"], d["caller"]) == ("Jane Doe", arn) for d in done), lines
 
 
+def test_a_runs_cost_is_on_its_row_and_the_days_cost_per_job_is_one_command(target, runtime):
+    # GIVEN clean_conversations run by hand (past its interval gate)
+    hour = 3_600_000
+    runtime.advance_to((runtime.clock.now_ms() // hour + 1) * hour + 55 * 60_000)
+    assert cli(target, "run", "clean_conversations")[0] == 0
+    # THEN its run row carries its DynamoDB units, requests and a dollar estimate, and `runs` shows them
+    (row,) = json.loads(cli(target, "runs", "clean_conversations", "--limit", "1", "--json")[1])
+    cost = row["cost"]
+    assert cost["requests"] >= 4 and cost["units"]["write"] > 0 and cost["units"]["read"] > 0 and cost["dollars"] > 0
+    assert "WRU" in cli(target, "runs", "clean_conversations", "--limit", "1")[1]
+    # AND `jobfence cost` sums every run of the day per job: the job's line is the sum of its rows
+    code, out = cli(target, "cost", "--since", "1d", "--json")
+    assert code == 0, out
+    report = json.loads(out)
+    (mine,) = [j for j in report["jobs"] if j["job"] == "clean_conversations"]
+    rows = json.loads(cli(target, "runs", "clean_conversations", "--since", "1d", "--limit", "1000", "--json")[1])
+    costed = [r["cost"] for r in rows if r["cost"]]
+    assert mine["costed"] == len(costed) and mine["dollars"] == pytest.approx(sum(c["dollars"] for c in costed))
+    assert report["dollars"] == pytest.approx(sum(j["dollars"] for j in report["jobs"]))
+    code, out = cli(target, "cost")
+    assert code == 0 and "clean_conversations" in out and "total" in out and report["prices_as_of"] in out
+
+
 def test_run_all_prints_one_line_per_job_as_it_finishes_with_its_real_duration(target):
     from jobs.catalog import CATALOG
 
@@ -120,9 +143,10 @@ def test_status_json_carries_every_job_with_its_rule_and_last_run(target):
     assert {q["queue"] for q in report["queues"]} == set(target.topology.queues)
 
 
-def test_tables_at_80_columns_never_cut_a_job_name(target):
+@pytest.mark.parametrize("command", ["status", "cost"])
+def test_tables_at_80_columns_never_cut_a_job_name(target, command):
     out = io.StringIO()
-    main(["status"], target=target, console=Console(file=out, width=80, color_system=None))
+    main([command], target=target, console=Console(file=out, width=80, color_system=None))
     text = out.getvalue()
     for job in target.topology.job_functions():
         assert job in text, job

@@ -21,7 +21,7 @@ from jobs.club.stores.memberships import MembershipStore
 from jobs.club.stores.outbox import OutboxStore
 from jobs.club.stores.photo_requests import PhotoRequestStore
 from jobs.club.stores.reminders import ReminderStore
-from jobs.club.stores.schedule import DARKROOM, ScheduleStore
+from jobs.club.stores.schedule import DARKROOM, DarkroomChange, ScheduleStore
 from jobs.commerce.deferred_payments import DeferredPaymentStore
 from jobs.commerce.orders import OrderStore
 from tests.aws_faults import Faults, throttled
@@ -29,7 +29,7 @@ from tests.support import create_catalog_tables
 
 # Each case: (table, store class, the call that reads, the operation it sends).
 CASES: dict[str, tuple[str, type, Callable[[Any, int], Any], str]] = {
-    "schedule": ("club_schedule", ScheduleStore, lambda s, now: s.started(DARKROOM, now, ("pending",), 10), "Query"),
+    "schedule": ("club_schedule", ScheduleStore, lambda s, now: s.started(DARKROOM, now, (DarkroomChange.PENDING,), 10), "Query"),
     "schedule_entries": ("club_schedule", ScheduleStore, lambda s, now: list(s.entries(DARKROOM)), "Query"),
     "outbox": ("club_outbox", OutboxStore, lambda s, now: list(s.pending("a_job", 10)), "Query"),
     "due_reminders": ("club_equipment_reminders", ReminderStore, lambda s, now: s.due(now, 10), "Query"),

@@ -67,7 +67,7 @@ def _dirs(*modules: str) -> set[str]:
     return found
 
 
-# Frames that are not "the call": the AWS SDKs, and jobfence's own write helpers (a store's `update_if`, ...)
+# Frames that are not "the call": the AWS SDKs, and jobfence's own write helpers (`jobfence.dynamo.write`, ...)
 # and this kit; a frame in any other module (an app's store, a jobfence store such as the reclaimer's) is.
 _JOBFENCE = _dirs("jobfence")
 _NOT_THE_CALL = (

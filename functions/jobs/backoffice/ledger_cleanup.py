@@ -7,10 +7,8 @@ exposes operator sessions; no API function is granted this table.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
 
-from jobfence.batch import LastBatch
 from jobfence.expiry import deletion_batches
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.backoffice.operator_ledger import OperatorLedgerStore
@@ -19,7 +17,7 @@ LEDGER_BATCH = 1_000
 LEDGER_MAX_BATCHES = 20
 
 
-def clean_operator_access_ledger(store: OperatorLedgerStore, ctx: RunContext) -> Iterator[dict[str, Any] | LastBatch]:
+def clean_operator_access_ledger(store: OperatorLedgerStore, ctx: RunContext) -> Iterator[Mapping[str, int]]:
     """Delete expired entries, 1,000 a batch, at most 20 batches."""
     return deletion_batches(store.delete_expired, LEDGER_BATCH, LEDGER_MAX_BATCHES, "ledger_deleted")
 

@@ -16,8 +16,8 @@ keeping the reason. One bad record never holds up the others.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+import enum
+from collections.abc import Iterator, Mapping
 
 from jobfence.batch import LastBatch
 from jobfence.scheduled import JobDeps, RunContext
@@ -26,12 +26,23 @@ from jobs.club.email_auth import RECEIPT_SENDERS, SenderAllowlist, quarantine_re
 from jobs.club.email_receipts import ReceiptRejected, parse_receipt
 from jobs.club.stores.email_intake import EmailIntakeStore, IntakeStatus
 from jobs.club.stores.receipts import ReceiptStore
+from jobs.club.sweep import OutcomeCounts
 
 ATTEMPTS_CAP = 5
 BACKOFF_BASE_MS = 5 * 60_000
 BACKOFF_MAX_MS = 6 * 3_600_000
 BATCH = 25
 MAX_BATCHES = 20
+
+
+class IntakeOutcome(enum.Enum):
+    """What one due intake record came to in this run."""
+
+    DELIVERED = "delivered"  # its receipt recorded, the record delivered (one transaction)
+    RETRIED = "retried"  # did not parse: another attempt after the back-off
+    DEAD = "dead"  # did not parse on the attempt that reached the cap
+    QUARANTINED = "quarantined"  # not authentic: kept with the reason, never parsed
+    SKIPPED = "skipped"  # a stale index entry, not due yet, or moved on by someone else first
 
 
 def backoff_ms(attempts: int) -> int:
@@ -41,40 +52,39 @@ def backoff_ms(attempts: int) -> int:
 
 def retry_email_intake(
     intake: EmailIntakeStore, receipts: ReceiptStore, senders: SenderAllowlist, ctx: RunContext
-) -> Iterator[dict[str, Any] | LastBatch]:
+) -> Iterator[Mapping[str, int]]:
     """Deliver due authentic intake records; quarantine the rest; back off failures; dead at the cap."""
     for n in range(1, MAX_BATCHES + 1):
         now = ctx.now_ms()
         ids = intake.due(now, BATCH)
-        counts = {"delivered": 0, "retried": 0, "dead": 0, "quarantined": 0, "skipped": 0}
+        counts = OutcomeCounts(IntakeOutcome)
         for intake_id in ids:
             row = intake.get(intake_id)
-            if row is None or row.status != IntakeStatus.PENDING.value or int(row.next_attempt_at) > now:
-                counts["skipped"] += 1
+            if row is None or row.status is not IntakeStatus.PENDING or row.next_attempt_at > now:
+                counts.add(IntakeOutcome.SKIPPED)
                 continue
-            reason = quarantine_reason(row.raw, intake.verdicts(row), senders)
+            reason = quarantine_reason(row.raw, row.verdicts, senders)
             if reason is not None:
-                outcome = "quarantined" if commit_plain(ctx, [intake.quarantined_op(row, reason, now)]) else "skipped"
-                counts[outcome] += 1
+                quarantined = commit_plain(ctx, [intake.quarantined_op(row, reason, now)])
+                counts.add(IntakeOutcome.QUARANTINED if quarantined else IntakeOutcome.SKIPPED)
                 continue
             try:
                 receipt = parse_receipt(row.raw)
             except ReceiptRejected as exc:
-                attempts = int(row.attempts) + 1
+                attempts = row.attempts + 1
                 if attempts >= ATTEMPTS_CAP:
-                    outcome, ops = "dead", [intake.dead_op(row, str(exc), now)]
+                    outcome, ops = IntakeOutcome.DEAD, [intake.dead_op(row, str(exc), now)]
                 else:
-                    outcome, ops = "retried", [intake.retry_op(row, str(exc), now + backoff_ms(attempts), now)]
+                    outcome = IntakeOutcome.RETRIED
+                    ops = [intake.retry_op(row, str(exc), now + backoff_ms(attempts), now)]
             else:
-                outcome, ops = (
-                    "delivered",
-                    [receipts.record_op(receipt, intake_id), intake.delivered_op(row, receipt.receipt_id, now)],
-                )
-            counts[outcome if commit_plain(ctx, ops) else "skipped"] += 1
-        if len(ids) < BATCH or counts["skipped"] == len(ids) or n == MAX_BATCHES:
-            yield LastBatch(counts)
+                outcome = IntakeOutcome.DELIVERED
+                ops = [receipts.record_op(receipt, intake_id), intake.delivered_op(row, receipt.receipt_id, now)]
+            counts.add(outcome if commit_plain(ctx, ops) else IntakeOutcome.SKIPPED)
+        if len(ids) < BATCH or counts[IntakeOutcome.SKIPPED] == len(ids) or n == MAX_BATCHES:
+            yield LastBatch(counts.summary())
             return
-        yield counts
+        yield counts.summary()
 
 
 def build_retry_email_intake(deps: JobDeps):

@@ -11,14 +11,13 @@ whose item came back between the read and the claim is refused by the check
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+import enum
+from collections.abc import Iterator, Mapping
 
-from jobfence.batch import LastBatch
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.club.changes import ChangeLog, build_changelog
 from jobs.club.events import Event, EventType, nonce_for
-from jobs.club.stores.loans import LoanStore
+from jobs.club.stores.loans import Loan, LoanStore
 from jobs.club.stores.reminders import Recipient, ReminderState, ReminderStore
 from jobs.club.sweep import sweep
 
@@ -26,26 +25,34 @@ BATCH = 25
 MAX_BATCHES = 40
 
 
-def reminder_text(recipient_kind: str, loan: Any) -> str:
-    due = f"<t:{int(loan.due_back_at) // 1000}:f>"
-    if recipient_kind == Recipient.STAFF.value:
+class ReminderOutcome(enum.Enum):
+    """What one due reminder came to."""
+
+    CLAIMED = "claimed"  # claimed for this run with its notification event (sent by the flush)
+    CANCELLED = "cancelled"  # its item came back first: no notification
+    SKIPPED = "skipped"  # a stale index entry, claimed by another run first, or its item came back since the read
+
+
+def reminder_text(recipient_kind: Recipient, loan: Loan) -> str:
+    due = f"<t:{loan.due_back_at // 1000}:f>"
+    if recipient_kind is Recipient.STAFF:
         return f"Equipment reminder: {loan.item} (loan {loan.loan_id}) is due back {due}."
     return f"Reminder: please return {loan.item} by {due}."
 
 
 def send_equipment_reminders(
     reminders: ReminderStore, loans: LoanStore, changes: ChangeLog, ctx: RunContext
-) -> Iterator[dict[str, Any] | LastBatch]:
+) -> Iterator[Mapping[str, int]]:
     """Notify the member or staff member of each due reminder, exactly once."""
 
-    def handle(reminder_id: str, now: int) -> str | None:
+    def handle(reminder_id: str, now: int) -> ReminderOutcome | None:
         row = reminders.get(reminder_id)
-        if row is None or row.state != ReminderState.PENDING.value or int(row.due_at) > now:
-            return "skipped"
+        if row is None or row.state is not ReminderState.PENDING or row.due_at > now:
+            return ReminderOutcome.SKIPPED
         loan = loans.get(row.loan_id)
         if loan is None or loan.returned_at is not None:
             op = reminders.finish_op(reminder_id, ReminderState.CANCELLED, ctx.run_id)
-            return "cancelled" if changes.commit(ctx, [op]) else None  # another run cancelled it
+            return ReminderOutcome.CANCELLED if changes.commit(ctx, [op]) else None  # another run cancelled it
         event = Event.build(
             EventType.DIRECT_NOTIFICATION,
             nonce_for(ctx.job, reminder_id),
@@ -54,13 +61,13 @@ def send_equipment_reminders(
         )
         claim = reminders.finish_op(reminder_id, ReminderState.SENT, ctx.run_id)
         if changes.commit(ctx, [claim, loans.still_out_op(row.loan_id)], [event]):
-            return "claimed"
+            return ReminderOutcome.CLAIMED
         # claimed by another run first (that run sends it, we never do), or the item came back since we
         # read it: nothing saved, and the next run cancels the reminder
-        return "skipped"
+        return ReminderOutcome.SKIPPED
 
-    outcomes = ("claimed", "cancelled", "skipped")
-    return sweep(changes, ctx, reminders.due, handle, outcomes, ("claimed", "cancelled"), BATCH, MAX_BATCHES)
+    progress = {ReminderOutcome.CLAIMED, ReminderOutcome.CANCELLED}
+    return sweep(changes, ctx, reminders.due, handle, ReminderOutcome, progress, BATCH, MAX_BATCHES)
 
 
 def build_send_equipment_reminders(deps: JobDeps):

@@ -7,45 +7,61 @@ the two jobs racing each other) never apply or announce a change twice.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass
 
 from jobfence.batch import LastBatch
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.club.changes import ChangeLog, build_changelog
 from jobs.club.events import Event, EventType, nonce_for
-from jobs.club.stores.memberships import MembershipStatus, MembershipStore
+from jobs.club.stores.memberships import Membership, MembershipStatus, MembershipStore
 from jobs.club.stores.receipts import ReceiptStore
-from jobs.club.sweep import sweep
+from jobs.club.sweep import ExpiryOutcome, sweep
 
 BATCH = 25
 MAX_BATCHES = 40
 
 
-def _role_event(ctx: RunContext, row: Any, type_: EventType, role_id: str) -> Event:
+@dataclass(frozen=True)
+class ReconcileCounts:
+    """One page of `reconcile_membership_roles` (every field in the run row)."""
+
+    members: int  # memberships read
+    changed: int  # roles recorded and their events saved, in one transaction
+    matched: int  # already what the receipts grant
+    conflicts: int  # changed by someone else since the read: the next run looks again
+    events: int  # events sent by this page's flush (and, on the first, an interrupted run's)
+
+    def summary(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def _role_event(ctx: RunContext, row: Membership, type_: EventType, role_id: str) -> Event:
     # One change of one member's roles: (job, member, version read, op, role) names it exactly once.
-    nonce = nonce_for(ctx.job, row.member_id, int(row.roles_version), type_.value, role_id)
+    nonce = nonce_for(ctx.job, row.member_id, row.roles_version, type_.value, role_id)
     return Event.build(type_, nonce, guild_id=row.guild_id, user_id=row.discord_user_id, role_id=role_id)
 
 
 def expire_memberships(
     memberships: MembershipStore, changes: ChangeLog, ctx: RunContext
-) -> Iterator[dict[str, Any] | LastBatch]:
+) -> Iterator[Mapping[str, int]]:
     """Expire memberships that have ended: access off, roles removed (events), out of the active index."""
 
-    def handle(member_id: str, now: int) -> str:
+    def handle(member_id: str, now: int) -> ExpiryOutcome:
         row = memberships.get(member_id)
-        if row is None or row.status != MembershipStatus.ACTIVE.value or int(row.ends_at) > now:
-            return "skipped"  # a stale index entry, or renewed since
+        if row is None or row.status is not MembershipStatus.ACTIVE or row.ends_at > now:
+            return ExpiryOutcome.SKIPPED  # a stale index entry, or renewed since
         events = [_role_event(ctx, row, EventType.ROLE_REMOVE, role) for role in row.roles]
-        return "expired" if changes.commit(ctx, [memberships.expire_op(row, now)], events) else "skipped"
+        expired = changes.commit(ctx, [memberships.expire_op(row, now)], events)
+        return ExpiryOutcome.EXPIRED if expired else ExpiryOutcome.SKIPPED
 
-    return sweep(changes, ctx, memberships.ended, handle, ("expired", "skipped"), ("expired",), BATCH, MAX_BATCHES)
+    progress = {ExpiryOutcome.EXPIRED}
+    return sweep(changes, ctx, memberships.ended, handle, ExpiryOutcome, progress, BATCH, MAX_BATCHES)
 
 
 def reconcile_membership_roles(
     memberships: MembershipStore, receipts: ReceiptStore, changes: ChangeLog, ctx: RunContext
-) -> Iterator[dict[str, Any] | LastBatch]:
+) -> Iterator[Mapping[str, int]]:
     """Make each member's applied roles equal the roles their valid receipts grant; only differences emit events."""
     sent = changes.flush(ctx)
     cursor = None
@@ -54,7 +70,7 @@ def reconcile_membership_roles(
         now = ctx.now_ms()
         changed = matched = conflicts = 0
         for row in rows:
-            active = row.status == MembershipStatus.ACTIVE.value
+            active = row.status is MembershipStatus.ACTIVE
             desired = receipts.granted_roles(row.member_id, now) if active else set()
             applied = set(row.roles)
             if desired == applied:
@@ -67,7 +83,7 @@ def reconcile_membership_roles(
             else:
                 conflicts += 1  # changed by someone else since we read it; the next run looks again
         sent += changes.flush(ctx)
-        counts = {"members": len(rows), "changed": changed, "matched": matched, "conflicts": conflicts, "events": sent}
+        counts = ReconcileCounts(len(rows), changed, matched, conflicts, sent).summary()
         if cursor is None or n == MAX_BATCHES:
             yield LastBatch(counts)
             return

@@ -7,15 +7,13 @@ Discord message, in one fenced transaction with the edit event.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
 
-from jobfence.batch import LastBatch
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.club.changes import ChangeLog, build_changelog
 from jobs.club.events import Event, EventType, nonce_for
 from jobs.club.stores.photo_requests import PhotoRequestStore, RequestStatus
-from jobs.club.sweep import sweep
+from jobs.club.sweep import ExpiryOutcome, sweep
 
 BATCH = 25
 MAX_BATCHES = 40
@@ -23,13 +21,13 @@ MAX_BATCHES = 40
 
 def expire_photographer_requests(
     requests: PhotoRequestStore, changes: ChangeLog, ctx: RunContext
-) -> Iterator[dict[str, Any] | LastBatch]:
+) -> Iterator[Mapping[str, int]]:
     """Expire overdue open requests and mark their Discord messages as expired."""
 
-    def handle(request_id: str, now: int) -> str:
+    def handle(request_id: str, now: int) -> ExpiryOutcome:
         row = requests.get(request_id)
-        if row is None or row.status != RequestStatus.OPEN.value or int(row.expires_at) > now:
-            return "skipped"
+        if row is None or row.status is not RequestStatus.OPEN or row.expires_at > now:
+            return ExpiryOutcome.SKIPPED
         event = Event.build(
             EventType.MESSAGE_EDIT,
             nonce_for(ctx.job, request_id),
@@ -37,9 +35,11 @@ def expire_photographer_requests(
             message_id=row.message_id,
             content=f"~~{row.title}~~\nThis request has expired.",
         )
-        return "expired" if changes.commit(ctx, [requests.expire_op(request_id, now)], [event]) else "skipped"
+        expired = changes.commit(ctx, [requests.expire_op(request_id, now)], [event])
+        return ExpiryOutcome.EXPIRED if expired else ExpiryOutcome.SKIPPED
 
-    return sweep(changes, ctx, requests.expirable, handle, ("expired", "skipped"), ("expired",), BATCH, MAX_BATCHES)
+    progress = {ExpiryOutcome.EXPIRED}
+    return sweep(changes, ctx, requests.expirable, handle, ExpiryOutcome, progress, BATCH, MAX_BATCHES)
 
 
 def build_expire_photographer_requests(deps: JobDeps):

@@ -7,8 +7,9 @@ repeated run applies nothing twice and republishes nothing unchanged.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterator, Mapping
-from typing import Any
+from dataclasses import asdict, dataclass
 
 from jobfence.batch import LastBatch
 from jobfence.scheduled import JobDeps, RunContext
@@ -23,6 +24,28 @@ STATS_PAGE = 200
 UPCOMING_SHOWN = 5
 
 
+class BoardOutcome(enum.Enum):
+    """What a job did to its board (`board` in the run row)."""
+
+    PUBLISHED = "published"  # the new content and its edit event, in one transaction over the version read
+    UNCHANGED = "unchanged"  # the content is what was last published: nothing to edit
+    CONFLICT = "conflict"  # another run published over the version read first
+    BOARD_MISSING = "board_missing"  # no board or no message to edit: reported, never invented
+
+
+@dataclass(frozen=True)
+class StudioCounts:
+    """One batch of `sweep_studio_schedule` (every field in the run row)."""
+
+    moved: int  # slots moved on (upcoming -> current -> past), each with its post saved
+    conflicts: int  # moved by someone else since the read
+    events: int  # events sent by this batch's flush
+    unpublished: int  # moves without a studio board to post to (reported, never invented)
+
+    def summary(self) -> dict[str, int]:
+        return asdict(self)
+
+
 def _when(epoch_ms: int) -> str:
     return f"<t:{epoch_ms // 1000}:f>"  # Discord renders this in each reader's time zone
 
@@ -33,51 +56,50 @@ def publish_board(
     ctx: RunContext,
     board_id: str,
     content: str,
-    totals: Mapping[str, Any] | None = None,
-) -> str:
+    totals: Mapping[str, float] | None = None,
+) -> BoardOutcome:
     """Edit a board's message when its content changed; return what happened."""
     board = boards.get(board_id)
     if board is None or not board.message_id:
-        return "board_missing"
+        return BoardOutcome.BOARD_MISSING
     if board.content_hash == content_hash(content):
-        return "unchanged"
-    nonce = nonce_for(ctx.job, board_id, int(board.version) + 1)
+        return BoardOutcome.UNCHANGED
+    nonce = nonce_for(ctx.job, board_id, board.version + 1)
     event = Event.build(
         EventType.MESSAGE_EDIT, nonce, channel_id=board.channel_id, message_id=board.message_id, content=content
     )
-    return "published" if changes.commit(ctx, [boards.publish_op(board, content, totals)], [event]) else "conflict"
+    published = changes.commit(ctx, [boards.publish_op(board, content, totals)], [event])
+    return BoardOutcome.PUBLISHED if published else BoardOutcome.CONFLICT
 
 
 def render_darkroom(schedule: ScheduleStore, now: int) -> str:
-    current = schedule.latest(DARKROOM, now, DarkroomChange.APPLIED.value)
+    current = schedule.latest(DARKROOM, now, DarkroomChange.APPLIED)
     lines = [f"**Darkroom**: {current.label if current else 'no status yet'}"]
     upcoming = [e for e in schedule.upcoming(DARKROOM, now, UPCOMING_SHOWN)]
     if upcoming:
         lines.append("Next:")
-        lines += [f"- {_when(int(e.starts_at))} {e.label}" for e in upcoming]
+        lines += [f"- {_when(e.starts_at)} {e.label}" for e in upcoming]
     return "\n".join(lines)
 
 
 def sweep_darkroom_schedule(
     schedule: ScheduleStore, boards: BoardStore, changes: ChangeLog, ctx: RunContext
-) -> Iterator[dict[str, Any] | LastBatch]:
+) -> Iterator[Mapping[str, int | str]]:
     """Apply due darkroom changes once each, then update the schedule message."""
     sent = changes.flush(ctx)
     for _ in range(MAX_BATCHES):
-        due = schedule.started(DARKROOM, ctx.now_ms(), (DarkroomChange.PENDING.value,), BATCH)
-        applied = sum(
-            1 for row in due if commit_plain(ctx, [schedule.transition_op(row, DarkroomChange.APPLIED.value)])
-        )
+        due = schedule.started(DARKROOM, ctx.now_ms(), (DarkroomChange.PENDING,), BATCH)
+        applied = sum(1 for row in due if commit_plain(ctx, [schedule.transition_op(row, DarkroomChange.APPLIED)]))
         yield {"applied": applied, "skipped": len(due) - applied}
         if len(due) < BATCH or applied == 0:
             break
     board = publish_board(boards, changes, ctx, DARKROOM_SCHEDULE, render_darkroom(schedule, ctx.now_ms()))
-    yield LastBatch({"board": board, "events": sent + changes.flush(ctx)})
+    yield LastBatch({"board": board.value, "events": sent + changes.flush(ctx)})
 
 
 def sweep_studio_schedule(
     schedule: ScheduleStore, boards: BoardStore, changes: ChangeLog, ctx: RunContext
-) -> Iterator[dict[str, Any] | LastBatch]:
+) -> Iterator[Mapping[str, int | str]]:
     """Move started studio slots to current and ended ones to past; post each change to the studio channel."""
     sent = changes.flush(ctx)
     board = boards.get(STUDIO_SCHEDULE)
@@ -86,13 +108,13 @@ def sweep_studio_schedule(
         rows = schedule.to_advance(now, BATCH)
         moved = conflicts = 0
         for row in rows:
-            ended = row.ends_at is not None and int(row.ends_at) <= now
+            ended = row.ends_at is not None and row.ends_at <= now
             target = StudioSlot.PAST if ended else StudioSlot.CURRENT
-            if target.value == row.status:
+            if target is row.status:
                 continue  # running and not over yet
             events = []
             if board is not None:
-                text = f"Studio: {row.label} {'has ended' if ended else 'is on now'} ({_when(int(row.starts_at))})"
+                text = f"Studio: {row.label} {'has ended' if ended else 'is on now'} ({_when(row.starts_at)})"
                 events.append(
                     Event.build(
                         EventType.MESSAGE_POST,
@@ -101,12 +123,12 @@ def sweep_studio_schedule(
                         content=text,
                     )
                 )
-            if changes.commit(ctx, [schedule.transition_op(row, target.value)], events):
+            if changes.commit(ctx, [schedule.transition_op(row, target)], events):
                 moved += 1
             else:
                 conflicts += 1
         sent += changes.flush(ctx)
-        counts = {"moved": moved, "conflicts": conflicts, "events": sent, "unpublished": 0 if board else moved}
+        counts = StudioCounts(moved, conflicts, sent, unpublished=0 if board else moved).summary()
         if len(rows) < BATCH or moved == 0 or n == MAX_BATCHES:
             yield LastBatch(counts)
             return
@@ -116,7 +138,7 @@ def sweep_studio_schedule(
 
 def sync_darkroom_stats(
     schedule: ScheduleStore, boards: BoardStore, changes: ChangeLog, ctx: RunContext
-) -> Iterator[dict[str, Any] | LastBatch]:
+) -> Iterator[Mapping[str, int | str]]:
     """Recount the darkroom totals from the schedule rows and update the stats message when they changed."""
     sent = changes.flush(ctx)
     sessions = 0
@@ -125,7 +147,7 @@ def sync_darkroom_stats(
     read = 0
     for row in schedule.entries(DARKROOM):
         read += 1
-        if row.status == DarkroomChange.APPLIED.value and row.member_id:
+        if row.status is DarkroomChange.APPLIED and row.member_id:
             sessions += 1
             hours += float(row.hours or 0)
             members.add(row.member_id)
@@ -137,7 +159,7 @@ def sync_darkroom_stats(
         f"Members: {totals['members']}"
     )
     board = publish_board(boards, changes, ctx, DARKROOM_STATS, content, totals)
-    yield LastBatch({"read": read % STATS_PAGE, "board": board, "events": sent + changes.flush(ctx)})
+    yield LastBatch({"read": read % STATS_PAGE, "board": board.value, "events": sent + changes.flush(ctx)})
 
 
 def _stores(deps: JobDeps) -> tuple[ScheduleStore, BoardStore, ChangeLog]:

@@ -93,11 +93,15 @@ class AccountStore(ModelStore):
     def get(self, account_id: str) -> Any | None:
         return get_row(self._model, account_id, what="reading a row of accounts")
 
-    def statuses(self, account_ids: Iterable[str]) -> dict[str, str]:
-        """Status of each existing account (one BatchGetItem per 100 ids)."""
+    def deleted(self, account_ids: Iterable[str]) -> set[str]:
+        """The ids, among `account_ids`, of existing accounts that are deleted (one BatchGetItem per 100 ids)."""
         ids = sorted(set(account_ids))
         found = self._model.batch_get(ids, attributes_to_get=["account_id", "status"])
-        return {row.account_id: row.status for row in each_row(found, "reading account statuses")}
+        return {
+            row.account_id
+            for row in each_row(found, "reading account statuses")
+            if row.status == AccountStatus.DELETED.value
+        }
 
     def request_operation(
         self, account_id: str, operation_id: str, kind: OperationKind, new_email: str | None = None

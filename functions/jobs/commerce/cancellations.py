@@ -11,8 +11,10 @@ per run, each a renewal checkpoint; a second run finds nothing left to change.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+import enum
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass
 
 from aws_lambda_powertools import Logger
 
@@ -21,12 +23,38 @@ from jobfence.errors import ConditionFailed
 from jobfence.scheduled import JobDeps, RunContext
 from jobfence.transaction import Write
 from jobs.commerce.financial_operations import FinancialOperationStore, OperationKind
-from jobs.commerce.orders import OrderStore
+from jobs.commerce.orders import Order, OrderStore
 
 CANCEL_BATCH = 100
 CANCEL_MAX_BATCHES = 20
 CANCEL_GRACE_MS = 15 * 60_000
 CANCEL_INITIATOR = "cancel"
+
+
+class CancelOutcome(enum.Enum):
+    """What one pending cancellation came to."""
+
+    CANCELLED = "cancelled"  # nothing was captured: the order alone
+    CANCELLED_WITH_RETURN = "cancelled_with_return"  # and its pending return created, in the same transaction
+    ALREADY_DONE = "already_done"  # no longer pending (the request path or an overlapping run finished it)
+
+
+@dataclass(frozen=True)
+class CancellationCounts:
+    """One batch (every field in the run row, zeros included)."""
+
+    cancelled: int  # orders this run cancelled, with or without a return
+    returns_created: int
+    already_done: int
+
+    @classmethod
+    def of(cls, outcomes: Iterable[CancelOutcome]) -> CancellationCounts:
+        n = Counter(outcomes)
+        with_return = n[CancelOutcome.CANCELLED_WITH_RETURN]
+        return cls(n[CancelOutcome.CANCELLED] + with_return, with_return, n[CancelOutcome.ALREADY_DONE])
+
+    def summary(self) -> dict[str, int]:
+        return asdict(self)
 
 
 def return_operation_id(order_id: str) -> str:
@@ -36,24 +64,20 @@ def return_operation_id(order_id: str) -> str:
 
 def recover_pending_cancellations(
     orders: OrderStore, operations: FinancialOperationStore, ctx: RunContext, logger: Logger
-) -> Iterator[dict[str, Any] | LastBatch]:
+) -> Iterator[Mapping[str, int]]:
     """Cancel orders pending past the grace period, 100 a batch, at most 20 batches."""
     for n in range(1, CANCEL_MAX_BATCHES + 1):
         rows = orders.pending_cancellations(ctx.now_ms() - CANCEL_GRACE_MS, CANCEL_BATCH)
-        outcomes = [_cancel(orders, operations, ctx, row, logger) for row in rows]
-        with_return = outcomes.count("cancelled_with_return")
-        counts = {
-            "cancelled": outcomes.count("cancelled") + with_return,
-            "returns_created": with_return,
-            "already_done": outcomes.count("already_done"),
-        }
+        counts = CancellationCounts.of(_cancel(orders, operations, ctx, row, logger) for row in rows).summary()
         if len(rows) < CANCEL_BATCH or n == CANCEL_MAX_BATCHES:
             yield LastBatch(counts)
             return
         yield counts
 
 
-def _cancel(orders: OrderStore, operations: FinancialOperationStore, ctx: RunContext, row: Any, logger: Logger) -> str:
+def _cancel(
+    orders: OrderStore, operations: FinancialOperationStore, ctx: RunContext, row: Order, logger: Logger
+) -> CancelOutcome:
     cancel = orders.cancel_op(row)
     if not row.capture_ref:
         return _cancel_alone(ctx, cancel)
@@ -62,7 +86,7 @@ def _cancel(orders: OrderStore, operations: FinancialOperationStore, ctx: RunCon
         row.account_id,
         OperationKind.RETURN,
         row.capture_ref,
-        int(row.amount_cents),
+        row.amount_cents,
         row.currency,
         CANCEL_INITIATOR,
         order_id=row.order_id,
@@ -73,20 +97,20 @@ def _cancel(orders: OrderStore, operations: FinancialOperationStore, ctx: RunCon
             refund(tx)
     except ConditionFailed as exc:
         if exc.index == 0:
-            return "already_done"
+            return CancelOutcome.ALREADY_DONE
         # the return exists already (the request path got that far): finish the order alone
         logger.info("cancellation return already recorded", extra={"order_id": row.order_id})
         return _cancel_alone(ctx, cancel)
-    return "cancelled_with_return"
+    return CancelOutcome.CANCELLED_WITH_RETURN
 
 
-def _cancel_alone(ctx: RunContext, cancel: Write) -> str:
+def _cancel_alone(ctx: RunContext, cancel: Write) -> CancelOutcome:
     try:
         with ctx.transaction() as tx:
             cancel(tx)
     except ConditionFailed:
-        return "already_done"
-    return "cancelled"
+        return CancelOutcome.ALREADY_DONE
+    return CancelOutcome.CANCELLED
 
 
 def build_recover_pending_cancellations(deps: JobDeps):

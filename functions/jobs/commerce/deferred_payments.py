@@ -38,6 +38,7 @@ once per order (one key per initiator, the provider's own state machine between 
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
@@ -45,6 +46,7 @@ from pynamodb.models import Model
 
 from jobfence.binding import ModelStore, index
 from jobfence.dynamo import get_row, one_page, put_row, update_row
+from jobfence.errors import StoreError
 from jobfence.transaction import Write, update_write
 from jobs.commerce.catalog import DEFERRED_BY_STATUS_UPDATED as BY_STATUS_UPDATED
 
@@ -97,6 +99,57 @@ class _Intent(Model):
     by_status_updated = index(BY_STATUS_UPDATED)
 
 
+class UnknownIntentState(StoreError):
+    """An intent row whose status or `captured_by` is outside its enum (bad data; the row is left as it is)."""
+
+
+@dataclass(frozen=True)
+class DeferredIntent:
+    """One intent as read (what the safety net decides on), built by the store from its row."""
+
+    intent_id: str
+    sale_ref: str | None
+    account_id: str | None
+    amount_cents: int  # what the buyer approved, upsells included
+    currency: str
+    status: DeferredStatus
+    updated_at: int  # the buyer's activity stamp (a claim is conditioned on it)
+    captured_by: Initiator | None
+    capture_ref: str | None
+    capture_attempts: int
+    captured_cents: int | None  # what PayPal captured (an upsell it never got: below amount_cents)
+    last_error: str | None
+    upsell_ids: frozenset[str]
+
+
+def _intent(row: _Intent) -> DeferredIntent:
+    try:
+        status = DeferredStatus(row.status)
+        captured_by = None if row.captured_by is None else Initiator(row.captured_by)
+    except ValueError:
+        raise UnknownIntentState(f"intent {row.intent_id} is in an unknown state") from None
+    return DeferredIntent(
+        intent_id=row.intent_id,
+        sale_ref=row.sale_ref,
+        account_id=row.account_id,
+        amount_cents=int(row.amount_cents),
+        currency=row.currency,
+        status=status,
+        updated_at=int(row.updated_at),
+        captured_by=captured_by,
+        capture_ref=row.capture_ref,
+        capture_attempts=int(row.capture_attempts or 0),
+        captured_cents=None if row.captured_cents is None else int(row.captured_cents),
+        last_error=row.last_error,
+        upsell_ids=frozenset(row.upsell_ids or ()),
+    )
+
+
+def _page(page: tuple[list[_Intent], dict[str, Any] | None]) -> tuple[list[DeferredIntent], dict[str, Any] | None]:
+    rows, cursor = page
+    return [_intent(row) for row in rows], cursor
+
+
 class DeferredPaymentStore(ModelStore):
     """Deferred intents: create, patch upsells, find stale ones, record captures."""
 
@@ -128,8 +181,10 @@ class DeferredPaymentStore(ModelStore):
             f"creating intent {intent_id}",
         ).or_raise()
 
-    def get(self, intent_id: str) -> Any | None:
-        return get_row(self._model, intent_id, what="reading a row of deferred_payments")
+    def get(self, intent_id: str) -> DeferredIntent | None:
+        """One intent, or None; `UnknownIntentState` for a status outside the enum."""
+        row = get_row(self._model, intent_id, what="reading a row of deferred_payments")
+        return None if row is None else _intent(row)
 
     def patch_upsell(self, intent_id: str, add_cents: int, upsell_id: str) -> bool:
         """An accepted upsell: add to the amount and refresh `updated_at` (only while deferred), once per `upsell_id`.
@@ -155,23 +210,34 @@ class DeferredPaymentStore(ModelStore):
 
     def stale_deferred(
         self, cutoff: int, limit: int, after: dict[str, Any] | None = None
-    ) -> tuple[list[Any], dict[str, Any] | None]:
+    ) -> tuple[list[DeferredIntent], dict[str, Any] | None]:
         """Up to `limit` intents still deferred and untouched since before `cutoff`, and a cursor."""
-        return one_page(
-            self._model.by_status_updated.query(
-                DeferredStatus.DEFERRED.value, self._model.updated_at < cutoff, limit=limit, last_evaluated_key=after
-            ),
-            "querying stale deferred intents",
+        return _page(
+            one_page(
+                self._model.by_status_updated.query(
+                    DeferredStatus.DEFERRED.value,
+                    self._model.updated_at < cutoff,
+                    limit=limit,
+                    last_evaluated_key=after,
+                ),
+                "querying stale deferred intents",
+            )
         )
 
-    def capturing(self, limit: int, after: dict[str, Any] | None = None) -> tuple[list[Any], dict[str, Any] | None]:
+    def capturing(
+        self, limit: int, after: dict[str, Any] | None = None
+    ) -> tuple[list[DeferredIntent], dict[str, Any] | None]:
         """Up to `limit` intents left `capturing` by an earlier attempt (unknown outcome, crash), and a cursor."""
-        return one_page(
-            self._model.by_status_updated.query(DeferredStatus.CAPTURING.value, limit=limit, last_evaluated_key=after),
-            "querying capturing intents",
+        return _page(
+            one_page(
+                self._model.by_status_updated.query(
+                    DeferredStatus.CAPTURING.value, limit=limit, last_evaluated_key=after
+                ),
+                "querying capturing intents",
+            )
         )
 
-    def claim_op(self, row: Any, run_id: str) -> Write:
+    def claim_op(self, row: DeferredIntent, run_id: str) -> Write:
         """A fenced `Write`: deferred -> capturing, only if nobody touched the intent since `row` was read.
 
         `updated_at` is left alone (the buyer's signal); `claimed_by` lets a retried claim whose
@@ -182,13 +248,15 @@ class DeferredPaymentStore(ModelStore):
             row, DeferredStatus.CAPTURING, [m.claimed_at.set(self._clock.now_ms()), m.claimed_by.set(run_id)]
         )
 
-    def _from_deferred_as_read(self, row: Any, to: DeferredStatus, also: list[Any]) -> Write:
+    def _from_deferred_as_read(self, row: DeferredIntent, to: DeferredStatus, also: list[Any]) -> Write:
         """An update out of `deferred`, conditioned on the `updated_at` read (a buyer's change since refuses it)."""
         m = self._model
-        condition = (m.status == DeferredStatus.DEFERRED.value) & (m.updated_at == int(row.updated_at))
+        condition = (m.status == DeferredStatus.DEFERRED.value) & (m.updated_at == row.updated_at)
         return update_write(m(row.intent_id), [m.status.set(to.value), *also], condition)
 
-    def captured_op(self, row: Any, by: Initiator, capture_ref: str | None, captured_cents: int | None = None) -> Write:
+    def captured_op(
+        self, row: DeferredIntent, by: Initiator, capture_ref: str | None, captured_cents: int | None = None
+    ) -> Write:
         """A fenced `Write`: capturing -> captured (by whom, and the amount PayPal says it captured), only if
         still ours to settle."""
         m = self._model
@@ -203,7 +271,7 @@ class DeferredPaymentStore(ModelStore):
             actions.append(m.captured_cents.set(captured_cents))
         return update_write(m(row.intent_id), actions, m.status == DeferredStatus.CAPTURING.value)
 
-    def failed_attempt_op(self, row: Any, error: str, terminal: bool) -> Write:
+    def failed_attempt_op(self, row: DeferredIntent, error: str, terminal: bool) -> Write:
         """A fenced `Write` counting a failed or unknown capture attempt of a claimed intent.
 
         It stays `capturing` (retried with the same key next tick) unless `terminal`
@@ -212,7 +280,7 @@ class DeferredPaymentStore(ModelStore):
         `updated_at` is left alone: it is the buyer's activity signal.
         """
         m = self._model
-        attempts = int(row.capture_attempts or 0) + 1
+        attempts = row.capture_attempts + 1
         status = DeferredStatus.CAPTURE_FAILED if terminal else DeferredStatus.CAPTURING
         actions = [m.status.set(status.value), m.capture_attempts.set(attempts), m.last_error.set(error[:200])]
         condition = (m.status == DeferredStatus.CAPTURING.value) & (
@@ -220,7 +288,7 @@ class DeferredPaymentStore(ModelStore):
         )
         return update_write(m(row.intent_id), actions, condition)
 
-    def invalid_op(self, row: Any, error: str) -> Write:
+    def invalid_op(self, row: DeferredIntent, error: str) -> Write:
         """A fenced `Write`: a deferred intent that can never be captured (no sale reference) -> capture_failed."""
         return self._from_deferred_as_read(
             row, DeferredStatus.CAPTURE_FAILED, [self._model.last_error.set(error[:200])]

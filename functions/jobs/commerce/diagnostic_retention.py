@@ -11,12 +11,11 @@ are never touched. Every chunk is one batch (a renewal checkpoint).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass
 
 from aws_lambda_powertools import Logger
 
-from jobfence.batch import LastBatch
 from jobfence.errors import ConditionFailed
 from jobfence.expiry import deletion_batches
 from jobfence.scheduled import RunContext
@@ -29,9 +28,21 @@ ACTIVITY_BATCH = 1_000
 ACTIVITY_MAX_BATCHES = 20
 
 
+@dataclass(frozen=True)
+class DiagnosticChunk:
+    """One chunk of expired captures (every field in the run row)."""
+
+    diagnostics_expired: int  # expired parents read
+    charges_released: int  # retained charges this run gave back (each exactly once, ever)
+    diagnostic_rows_deleted: int  # parents and children deleted
+
+    def summary(self) -> dict[str, int]:
+        return asdict(self)
+
+
 def retention_batches(
     diagnostics: DiagnosticStore, activity: CustomerActivityStore, ctx: RunContext, logger: Logger
-) -> Iterator[dict[str, Any] | LastBatch]:
+) -> Iterator[Mapping[str, int]]:
     """Diagnostic chunks first, then activity batches; each yield is one bounded batch."""
     for _ in range(DIAGNOSTIC_MAX_CHUNKS):
         parents = diagnostics.expired_parents(DIAGNOSTIC_CHUNK)
@@ -49,11 +60,7 @@ def retention_batches(
                         logger.error("retained charge has no usage row", extra={"capture_id": parent.capture_id})
                     # index 0: already released by an earlier or overlapping run -> never twice
             rows_deleted += diagnostics.delete_capture(parent)
-        yield {
-            "diagnostics_expired": len(parents),
-            "charges_released": released,
-            "diagnostic_rows_deleted": rows_deleted,
-        }
+        yield DiagnosticChunk(len(parents), released, rows_deleted).summary()
         if len(parents) < DIAGNOSTIC_CHUNK:
             break
     yield from deletion_batches(activity.delete_expired, ACTIVITY_BATCH, ACTIVITY_MAX_BATCHES, "activity_deleted")

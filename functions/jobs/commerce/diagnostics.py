@@ -22,6 +22,7 @@ apply live expiry through the parent, also to rows restored from a backup.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
@@ -59,6 +60,25 @@ class _Diagnostic(Model):
     retained_cents = NumberAttribute(null=True)
     ttl = NumberAttribute(null=True)
     by_expiry = expiry_index()
+
+
+@dataclass(frozen=True)
+class ExpiredCapture:
+    """An expired capture's parent as retention reads it, built by the store from its row."""
+
+    capture_id: str
+    account_id: str  # whose usage row holds the retained charge (empty: none named, so none to give back to)
+    retained_charge_cents: int  # 0 when the capture retained nothing
+    charge_released_at: int | None  # set by the one release of the retained charge
+
+
+def _expired_capture(row: _Diagnostic) -> ExpiredCapture:
+    return ExpiredCapture(
+        capture_id=row.capture_id,
+        account_id=row.account_id or "",
+        retained_charge_cents=int(row.retained_charge_cents or 0),
+        charge_released_at=None if row.charge_released_at is None else int(row.charge_released_at),
+    )
 
 
 class DiagnosticStore(ModelStore):
@@ -128,7 +148,7 @@ class DiagnosticStore(ModelStore):
 
     # -- retention --------------------------------------------------------------------------
 
-    def expired_parents(self, limit: int) -> list[Any]:
+    def expired_parents(self, limit: int) -> list[ExpiredCapture]:
         """Up to `limit` expired parents, full rows (keys from the index, then BatchGetItem)."""
         now = self._clock.now_ms()
         keys = [(row.capture_id, row.part) for row in expired(self._model, now, limit)]
@@ -136,12 +156,12 @@ class DiagnosticStore(ModelStore):
             return []
         rows = list(each_row(self._model.batch_get(keys, consistent_read=True), "reading expired diagnostics"))
         # a row restored or extended after the index read must not be retired
-        return [row for row in rows if row.part == PARENT and not is_live(row, now)]
+        return [_expired_capture(row) for row in rows if row.part == PARENT and not is_live(row, now)]
 
-    def needs_release(self, parent: Any) -> bool:
+    def needs_release(self, parent: ExpiredCapture) -> bool:
         return bool(parent.retained_charge_cents) and parent.charge_released_at is None
 
-    def release_ops(self, parent: Any) -> list[Write]:
+    def release_ops(self, parent: ExpiredCapture) -> list[Write]:
         """Fenced `Write`s releasing a parent's retained charge once.
 
         Write 0 is the parent's marker (condition: expired, not released yet);
@@ -162,7 +182,7 @@ class DiagnosticStore(ModelStore):
             ),
         ]
 
-    def delete_capture(self, parent: Any) -> int:
+    def delete_capture(self, parent: ExpiredCapture) -> int:
         """Delete the children (refs, header, token), then the parent; return rows deleted.
 
         The parent goes last and only if it is still expired and holds no

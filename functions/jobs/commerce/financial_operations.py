@@ -39,6 +39,7 @@ overlapping runs cannot both apply an outcome.
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
@@ -46,6 +47,7 @@ from pynamodb.models import Model
 
 from jobfence.binding import ModelStore, index
 from jobfence.dynamo import each_row, get_row, put_row, update_row
+from jobfence.errors import StoreError
 from jobfence.transaction import Write, save_write, update_write
 from jobs.commerce.catalog import OPERATIONS_BY_ACCOUNT as BY_ACCOUNT
 from jobs.commerce.catalog import OPERATIONS_BY_DUE as BY_DUE
@@ -113,6 +115,55 @@ class _Operation(Model):
     by_account = index(BY_ACCOUNT)
 
 
+class UnknownOperationState(StoreError):
+    """An operation row whose status is not an `OperationStatus` (bad data; the row is left as it is)."""
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One operation as read (what recovery decides on), built by the store from its row."""
+
+    operation_id: str
+    account_id: str
+    order_id: str | None
+    kind: OperationKind | None  # None: a kind this code does not know (recovery settles it `failed`, invalid)
+    target_ref: str | None
+    amount_cents: int
+    currency: str
+    idempotency_key: str
+    status: OperationStatus
+    attempts: int  # provider calls recorded so far
+    due_at: int | None  # absent once terminal (the row has left the `by_due` index)
+    result_ref: str | None
+    updated_at: int
+
+
+def _operation(row: _Operation) -> Operation:
+    try:
+        status = OperationStatus(row.status)
+    except ValueError:
+        raise UnknownOperationState(f"operation {row.operation_id} is in an unknown state") from None
+    try:
+        kind: OperationKind | None = OperationKind(row.kind)
+    except ValueError:
+        kind = None
+    return Operation(
+        operation_id=row.operation_id,
+        account_id=row.account_id,
+        order_id=row.order_id,
+        kind=kind,
+        target_ref=row.target_ref,
+        amount_cents=int(row.amount_cents),
+        currency=row.currency,
+        idempotency_key=row.idempotency_key,
+        status=status,
+        attempts=int(row.attempts or 0),
+        due_at=None if row.due_at is None else int(row.due_at),
+        result_ref=row.result_ref,
+        updated_at=int(row.updated_at),
+    )
+
+
 def idempotency_key(initiator: str, operation_id: str) -> str:
     """The stable key of an operation, namespaced by who initiated it."""
     return f"{initiator}:{operation_id}"
@@ -133,7 +184,7 @@ class FinancialOperationStore(ModelStore):
         currency: str,
         initiator: str,
         order_id: str | None,
-    ) -> Any:
+    ) -> _Operation:
         """The row of a new pending operation (absent attributes left out)."""
         now = self._clock.now_ms()
         item = {
@@ -184,24 +235,30 @@ class FinancialOperationStore(ModelStore):
         row = self._new_row(operation_id, account_id, kind, target_ref, amount_cents, currency, initiator, order_id)
         return save_write(row, self._model.operation_id.does_not_exist())
 
-    def get(self, operation_id: str) -> Any | None:
-        return get_row(self._model, operation_id, what="reading a row of financial_operations")
+    def get(self, operation_id: str) -> Operation | None:
+        """One operation, or None; `UnknownOperationState` for a status outside the enum."""
+        row = get_row(self._model, operation_id, what="reading a row of financial_operations")
+        return None if row is None else _operation(row)
 
-    def due(self, status: OperationStatus, now: int, limit: int) -> list[Any]:
+    def due(self, status: OperationStatus, now: int, limit: int) -> list[Operation]:
         """Up to `limit` operations in `status` whose due time has come (oldest due first)."""
         query = self._model.by_due.query(status.value, self._model.due_at <= now, limit=limit)
-        return list(each_row(query, f"querying {status.value} operations due"))
+        return [_operation(row) for row in each_row(query, f"querying {status.value} operations due")]
 
-    def of_account(self, account_id: str, limit: int) -> list[Any]:
-        """Up to `limit` operations of one account (for deleted-account recovery)."""
-        return list(
-            each_row(
+    def of_account(self, account_id: str, limit: int) -> list[Operation]:
+        """Up to `limit` operations of one account (for deleted-account recovery).
+
+        `UnknownOperationState` when one of them has a status outside the enum.
+        """
+        return [
+            _operation(row)
+            for row in each_row(
                 self._model.by_account.query(account_id, limit=limit),
                 f"querying the operations of account {account_id}",
             )
-        )
+        ]
 
-    def claim_op(self, row: Any, run_id: str) -> Write:
+    def claim_op(self, row: Operation, run_id: str) -> Write:
         """A fenced `Write`: pending|retry_scheduled -> in_progress, only if nobody changed it since `row` was read.
 
         Conditioned on the status, attempts and `updated_at` read, so a request-path change
@@ -219,14 +276,12 @@ class FinancialOperationStore(ModelStore):
             m.updated_at.set(now),
             m.due_at.set(now),
         ]
-        condition = (
-            (m.status == row.status) & (m.attempts == int(row.attempts or 0)) & (m.updated_at == int(row.updated_at))
-        )
+        condition = (m.status == row.status.value) & (m.attempts == row.attempts) & (m.updated_at == row.updated_at)
         return update_write(m(row.operation_id), actions, condition)
 
     def settle_op(
         self,
-        row: Any,
+        row: Operation,
         status: OperationStatus,
         *,
         attempted: bool,
@@ -241,7 +296,7 @@ class FinancialOperationStore(ModelStore):
         """
         m = self._model
         now = self._clock.now_ms()
-        attempts = int(row.attempts or 0) + (1 if attempted else 0)
+        attempts = row.attempts + (1 if attempted else 0)
         actions = [m.status.set(status.value), m.updated_at.set(now), m.attempts.set(attempts)]
         if status is OperationStatus.RETRY_SCHEDULED:
             actions.append(m.due_at.set(now + retry_delay_ms(attempts)))
@@ -251,8 +306,8 @@ class FinancialOperationStore(ModelStore):
             actions.append(m.last_error.set(error[:200]))
         if status in TERMINAL:
             actions.append(m.due_at.remove())  # terminal rows leave the sparse index
-        seen_status = OperationStatus.IN_PROGRESS.value if claimed else row.status
-        condition = (m.status == seen_status) & (m.attempts == int(row.attempts or 0))
+        seen_status = OperationStatus.IN_PROGRESS if claimed else row.status
+        condition = (m.status == seen_status.value) & (m.attempts == row.attempts)
         return update_write(m(row.operation_id), actions, condition)
 
     # -- the request path's changes (unfenced: it holds no job lease) ------------------------

@@ -45,8 +45,9 @@ no account-provider or notifier port to call.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
-from typing import Any
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 
 from aws_lambda_powertools import Logger
 
@@ -56,7 +57,7 @@ from jobfence.retried import WriteResult, fenced_write_retried
 from jobfence.runs import safe_error
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.commerce.account_intents import AccountIntentStore
-from jobs.commerce.accounts import AccountStatus, AccountStore
+from jobs.commerce.accounts import AccountStore
 from jobs.commerce.catalog import PAYPAL, PAYPAL_SECRET  # the names declared once
 from jobs.commerce.customer_activity import CustomerActivityStore
 from jobs.commerce.diagnostic_retention import retention_batches
@@ -64,8 +65,10 @@ from jobs.commerce.diagnostics import DiagnosticStore
 from jobs.commerce.financial_operations import (
     TERMINAL,
     FinancialOperationStore,
+    Operation,
     OperationKind,
     OperationStatus,
+    UnknownOperationState,
 )
 from jobs.commerce.orders import TERMINAL as TERMINAL_ORDERS
 from jobs.commerce.orders import OrderStore, UnknownOrderState, status_of
@@ -78,8 +81,6 @@ ACCOUNT_BATCH = 25
 PER_ACCOUNT_LIMIT = 100
 OPERATION_BATCH = 50
 MAX_BATCHES_PER_STEP = 20
-
-_TERMINAL_VALUES = frozenset(status.value for status in TERMINAL)
 
 
 class OperationOutcome(str, enum.Enum):
@@ -109,6 +110,62 @@ _SETTLED = frozenset(
 )
 
 
+class DueStep(enum.Enum):
+    """Steps 2, 4 and 5: the open operations of one status whose due time has come."""
+
+    RESUMED = OperationStatus.IN_PROGRESS  # step 2: claimed by an earlier run that did not settle them
+    PENDING = OperationStatus.PENDING  # step 4: left behind by the request path past the grace period
+    RETRIED = OperationStatus.RETRY_SCHEDULED  # step 5: an unknown outcome whose retry is due
+
+
+def _ops_summary(outcomes: Iterable[OperationOutcome]) -> dict[str, int]:
+    """`ops_<outcome>` per outcome that happened (none for an outcome that did not)."""
+    return {f"ops_{outcome.value}": n for outcome, n in Counter(outcomes).items()}
+
+
+@dataclass(frozen=True)
+class IntentsExpired:
+    """One batch of step 1."""
+
+    expired: int
+
+    def summary(self) -> dict[str, int]:
+        return {"intents_expired": self.expired}
+
+
+@dataclass(frozen=True)
+class AccountsBatch:
+    """One batch of step 3: deleted accounts."""
+
+    recovered: int = 0  # accounts whose recovery was cleared (nothing left open)
+    orders_redacted: int = 0
+    invalid_records: int = 0  # orders or operations in an unknown state: logged, left as they are, account still due
+    outcomes: tuple[OperationOutcome, ...] = ()  # what each attempt on an open operation did
+
+    def summary(self) -> dict[str, int]:
+        return {
+            "accounts_recovered": self.recovered,
+            "orders_redacted": self.orders_redacted,
+            "invalid_records": self.invalid_records,
+            **_ops_summary(self.outcomes),
+        }
+
+
+@dataclass(frozen=True)
+class DueBatch:
+    """One batch of step 2, 4 or 5: the operations read (`<step>_scanned`) and what each attempt did."""
+
+    step: DueStep
+    scanned: int
+    outcomes: tuple[OperationOutcome, ...]
+
+    def summary(self) -> dict[str, int]:
+        return {f"{self.step.name.lower()}_scanned": self.scanned, **_ops_summary(self.outcomes)}
+
+
+RecoveryBatch = IntentsExpired | AccountsBatch | DueBatch
+
+
 class FinancialRecovery:
     """The recovery branch, one method per step; each step yields bounded batches."""
 
@@ -128,105 +185,108 @@ class FinancialRecovery:
         self.payments = payments
         self.logger = logger
 
-    def batches(self, ctx: RunContext) -> Iterator[dict[str, Any]]:
+    def batches(self, ctx: RunContext) -> Iterator[dict[str, int]]:
+        """Every step's batches in order, each as its run-row counts."""
+        return (batch.summary() for batch in self.steps(ctx))
+
+    def steps(self, ctx: RunContext) -> Iterator[RecoveryBatch]:
         yield from self.expire_intents()
-        yield from self.recover_due(ctx, OperationStatus.IN_PROGRESS, "resumed")
+        yield from self.recover_due(ctx, DueStep.RESUMED)
         yield from self.recover_deleted_accounts(ctx)
-        yield from self.recover_due(ctx, OperationStatus.PENDING, "pending")
-        yield from self.recover_due(ctx, OperationStatus.RETRY_SCHEDULED, "retried")
+        yield from self.recover_due(ctx, DueStep.PENDING)
+        yield from self.recover_due(ctx, DueStep.RETRIED)
 
     # -- step 1 -----------------------------------------------------------------------------
 
-    def expire_intents(self) -> Iterator[dict[str, Any]]:
+    def expire_intents(self) -> Iterator[IntentsExpired]:
         for _ in range(MAX_BATCHES_PER_STEP):
             changed, scanned = self.intents.expire_due(INTENT_BATCH)
-            yield {"intents_expired": changed}
+            yield IntentsExpired(changed)
             if scanned < INTENT_BATCH:
                 return
 
-    # -- step 2 -----------------------------------------------------------------------------
+    # -- step 3 -----------------------------------------------------------------------------
 
-    def recover_deleted_accounts(self, ctx: RunContext) -> Iterator[dict[str, Any]]:
+    def recover_deleted_accounts(self, ctx: RunContext) -> Iterator[AccountsBatch]:
         cursor = None
         for _ in range(MAX_BATCHES_PER_STEP):
             account_ids, cursor = self.accounts.recovery_due(ACCOUNT_BATCH, cursor)
-            counts: dict[str, int] = {"accounts_recovered": 0, "orders_redacted": 0, "invalid_records": 0}
+            batch = AccountsBatch()
             for account_id in account_ids:
-                self._recover_account(ctx, account_id, counts)
-            yield counts
+                batch = self._recover_account(ctx, account_id, batch)
+            yield batch
             if not cursor:
                 return
 
-    def _recover_account(self, ctx: RunContext, account_id: str, counts: dict[str, int]) -> None:
-        settled = True
-        operations = self.operations.of_account(account_id, PER_ACCOUNT_LIMIT)
-        for op in operations:
-            if op.status in _TERMINAL_VALUES:
-                continue
-            outcome = self._execute(ctx, op, account_deleted=True)
-            _count(counts, outcome)
-            settled = settled and outcome in _SETTLED
+    def _recover_account(self, ctx: RunContext, account_id: str, batch: AccountsBatch) -> AccountsBatch:
+        """`batch` with this account's work added."""
+        redacted = invalid = 0
+        try:
+            operations = self.operations.of_account(account_id, PER_ACCOUNT_LIMIT)
+        except UnknownOperationState as exc:
+            # a clear error on this account's operations (left as they are, none executed); the orders
+            # proceed; the account stays due
+            self.logger.error("operation in unknown state", extra={"account_id": account_id, "error": safe_error(exc)})
+            operations, invalid = [], 1
+        outcomes = [self._execute(ctx, op, account_deleted=True) for op in operations if op.status not in TERMINAL]
+        settled = not invalid and all(outcome in _SETTLED for outcome in outcomes)
         orders = self.orders.of_account(account_id, PER_ACCOUNT_LIMIT)
         for order in orders:
             try:
                 status = status_of(order)
                 if self.orders.redact(order):
-                    counts["orders_redacted"] += 1
+                    redacted += 1
             except UnknownOrderState as exc:
                 # a clear error on this record; the others proceed; the account stays due
                 self.logger.error(
                     "order in unknown state", extra={"order_id": order.order_id, "error": safe_error(exc)}
                 )
-                counts["invalid_records"] += 1
+                invalid += 1
                 settled = False
                 continue
             settled = settled and status in TERMINAL_ORDERS
         complete = len(operations) < PER_ACCOUNT_LIMIT and len(orders) < PER_ACCOUNT_LIMIT
-        if settled and complete and self.accounts.clear_recovery(account_id):
-            counts["accounts_recovered"] += 1
+        recovered = settled and complete and self.accounts.clear_recovery(account_id)
+        return AccountsBatch(
+            recovered=batch.recovered + (1 if recovered else 0),
+            orders_redacted=batch.orders_redacted + redacted,
+            invalid_records=batch.invalid_records + invalid,
+            outcomes=(*batch.outcomes, *outcomes),
+        )
 
-    # -- steps 3 and 4 ----------------------------------------------------------------------
+    # -- steps 2, 4 and 5 (one query each: in_progress, pending, retry_scheduled) -------------
 
-    def recover_due(self, ctx: RunContext, status: OperationStatus, label: str) -> Iterator[dict[str, Any]]:
+    def recover_due(self, ctx: RunContext, step: DueStep) -> Iterator[DueBatch]:
         for _ in range(MAX_BATCHES_PER_STEP):
-            rows = self.operations.due(status, ctx.now_ms(), OPERATION_BATCH)
-            deleted = (
-                {
-                    account_id
-                    for account_id, account_status in self.accounts.statuses(r.account_id for r in rows).items()
-                    if account_status == AccountStatus.DELETED.value
-                }
-                if rows
-                else set()
-            )
-            counts: dict[str, int] = {f"{label}_scanned": len(rows)}
-            for op in rows:
-                _count(counts, self._execute(ctx, op, account_deleted=op.account_id in deleted))
-            yield counts
+            rows = self.operations.due(step.value, ctx.now_ms(), OPERATION_BATCH)
+            deleted = self.accounts.deleted(r.account_id for r in rows) if rows else set()
+            outcomes = tuple(self._execute(ctx, op, account_deleted=op.account_id in deleted) for op in rows)
+            yield DueBatch(step, len(rows), outcomes)
             if len(rows) < OPERATION_BATCH:
                 return
 
     # -- one operation ----------------------------------------------------------------------
 
-    def _execute(self, ctx: RunContext, op: Any, account_deleted: bool) -> OperationOutcome:
+    def _execute(self, ctx: RunContext, op: Operation, account_deleted: bool) -> OperationOutcome:
         """Drive one open operation to its next state: claim it, call the provider, settle."""
-        try:
-            kind = OperationKind(op.kind)
-        except ValueError:
+        kind = op.kind
+        if kind is None:
             return self._settle(
                 ctx, op, OperationStatus.FAILED, OperationOutcome.INVALID, error="invalid: unknown kind"
             )
-        if op.status == OperationStatus.IN_PROGRESS.value:
-            # claimed by an earlier run that died (or could not record the outcome): resume it by its key
-            return self._call(ctx, op, kind)
-        if kind is OperationKind.CHARGE and account_deleted and not int(op.attempts or 0):
+        # claimed by an earlier run that died (or could not record the outcome): resumed by its key below
+        resumed = op.status is OperationStatus.IN_PROGRESS
+        if not resumed and kind is OperationKind.CHARGE and account_deleted and not op.attempts:
             # never sent by recovery: nothing is taken from a deleted account. One already sent is
             # finished by its key instead (the provider may have captured it; `voided` would say it did not)
             return self._settle(ctx, op, OperationStatus.VOIDED, OperationOutcome.VOIDED)
-        if not op.target_ref:
+        target = op.target_ref
+        if not target:  # a bad record (a claim is only ever made with a target)
             return self._settle(
                 ctx, op, OperationStatus.FAILED, OperationOutcome.INVALID, error="invalid: no target reference"
             )
+        if resumed:
+            return self._call(ctx, op, kind, target)
         run_id = ctx.run_id
         claimed = fenced_write_retried(
             ctx,
@@ -240,17 +300,15 @@ class FinancialRecovery:
             # the claim may be in place: a later run resumes it by key; the provider was not called
             self._log("financial operation claim not recorded", op, "store error")
             return OperationOutcome.UNKNOWN
-        return self._call(ctx, op, kind)
+        return self._call(ctx, op, kind, target)
 
-    def _call(self, ctx: RunContext, op: Any, kind: OperationKind) -> OperationOutcome:
+    def _call(self, ctx: RunContext, op: Operation, kind: OperationKind, target: str) -> OperationOutcome:
         """A claimed operation (frozen since the claim): the provider call with its stable key, then the settle."""
         try:
             if kind is OperationKind.CHARGE:
-                ref = self.payments.capture(op.target_ref, op.idempotency_key).capture_id
+                ref = self.payments.capture(target, op.idempotency_key).capture_id
             else:
-                ref = self.payments.refund(
-                    op.target_ref, int(op.amount_cents), op.currency, op.idempotency_key
-                ).refund_id
+                ref = self.payments.refund(target, op.amount_cents, op.currency, op.idempotency_key).refund_id
         except AlreadyCaptured:
             # captured under another key (the buyer's path or the safety net): money moved once, reconcile
             return self._settle(
@@ -279,7 +337,7 @@ class FinancialRecovery:
     def _settle(
         self,
         ctx: RunContext,
-        op: Any,
+        op: Operation,
         status: OperationStatus,
         outcome: OperationOutcome,
         *,
@@ -291,7 +349,7 @@ class FinancialRecovery:
 
         `claimed`: after a claim, the provider was called (`attempts` + 1) and the row is `in_progress`.
         """
-        attempts = int(op.attempts or 0) + (1 if claimed else 0)
+        attempts = op.attempts + (1 if claimed else 0)
         written = fenced_write_retried(
             ctx,
             self.operations.settle_op(
@@ -307,19 +365,15 @@ class FinancialRecovery:
             return OperationOutcome.UNKNOWN
         return OperationOutcome.SKIPPED  # another run settled it first; the provider key made our call harmless
 
-    def _log(self, message: str, op: Any, error: str) -> None:
+    def _log(self, message: str, op: Operation, error: str) -> None:
         self.logger.warning(message, extra={"operation_id": op.operation_id, "error": error})
 
 
-def _count(counts: dict[str, int], outcome: OperationOutcome) -> None:
-    counts[f"ops_{outcome.value}"] = counts.get(f"ops_{outcome.value}", 0) + 1
-
-
 def recover_financial_operations(
-    recovery: Iterator[dict[str, Any]], retention: Iterator[dict[str, Any] | LastBatch], logger: Logger
-) -> Iterator[dict[str, Any]]:
+    recovery: Iterator[Mapping[str, int]], retention: Iterator[Mapping[str, int]], logger: Logger
+) -> Iterator[Mapping[str, int]]:
     """Interleave the two branches batch by batch; await both; raise the financial error first."""
-    branches: dict[str, Iterator[dict[str, Any] | LastBatch]] = {"recovery": recovery, "retention": retention}
+    branches: dict[str, Iterator[Mapping[str, int]]] = {"recovery": recovery, "retention": retention}
     errors: dict[str, Exception] = {}
     try:
         while branches:

@@ -8,8 +8,7 @@ are explicit requests of the API, and this module has no port for either.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterator, Mapping
 
 from jobfence.batch import LastBatch
 from jobfence.scheduled import JobDeps, RunContext
@@ -19,7 +18,7 @@ INVITATION_BATCH = 500
 INVITATION_MAX_BATCHES = 20
 
 
-def expire_agent_invitations(store: AgentInvitationStore, ctx: RunContext) -> Iterator[dict[str, Any] | LastBatch]:
+def expire_agent_invitations(store: AgentInvitationStore, ctx: RunContext) -> Iterator[Mapping[str, int]]:
     """Delete expired pending invitations, 500 a batch, at most 20 batches."""
     for n in range(1, INVITATION_MAX_BATCHES + 1):
         deleted, scanned = store.delete_expired(INVITATION_BATCH)

@@ -13,6 +13,7 @@ payment records remain intact.
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
@@ -69,12 +70,58 @@ class _Order(Model):
     by_account = index(BY_ACCOUNT)
 
 
-def status_of(row: Any) -> OrderStatus:
-    """The row's status as the enum, or `UnknownOrderState` naming the order (not its data)."""
+@dataclass(frozen=True)
+class Order:
+    """One order as read, built by the store from its row."""
+
+    order_id: str
+    account_id: str
+    status: OrderStatus | None  # None: a status outside the enum (bad data: `status_of` raises on it)
+    amount_cents: int
+    currency: str
+    sale_ref: str | None
+    capture_ref: str | None
+    customer_name: str | None
+    customer_email: str | None
+    shipping_address: str | None
+    created_at: int
+    updated_at: int
+    cancelled_at: int | None
+    redacted_at: int | None
+
+
+def _number(value: float | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def _order(row: _Order) -> Order:
     try:
-        return OrderStatus(row.status)
+        status: OrderStatus | None = OrderStatus(row.status)
     except ValueError:
-        raise UnknownOrderState(f"order {row.order_id} is in an unknown state") from None
+        status = None
+    return Order(
+        order_id=row.order_id,
+        account_id=row.account_id,
+        status=status,
+        amount_cents=int(row.amount_cents),
+        currency=row.currency,
+        sale_ref=row.sale_ref,
+        capture_ref=row.capture_ref,
+        customer_name=row.customer_name,
+        customer_email=row.customer_email,
+        shipping_address=row.shipping_address,
+        created_at=int(row.created_at),
+        updated_at=int(row.updated_at),
+        cancelled_at=_number(row.cancelled_at),
+        redacted_at=_number(row.redacted_at),
+    )
+
+
+def status_of(order: Order) -> OrderStatus:
+    """The order's status, or `UnknownOrderState` naming the order (not its data)."""
+    if order.status is None:
+        raise UnknownOrderState(f"order {order.order_id} is in an unknown state")
+    return order.status
 
 
 class OrderStore(ModelStore):
@@ -99,32 +146,34 @@ class OrderStore(ModelStore):
         )
         put_row(row, None, f"creating order {order_id}")
 
-    def get(self, order_id: str) -> Any | None:
-        return get_row(self._model, order_id, what="reading a row of orders")
+    def get(self, order_id: str) -> Order | None:
+        row = get_row(self._model, order_id, what="reading a row of orders")
+        return None if row is None else _order(row)
 
-    def pending_cancellations(self, older_than: int, limit: int) -> list[Any]:
+    def pending_cancellations(self, older_than: int, limit: int) -> list[Order]:
         """Orders waiting in cancellation_pending since before `older_than` (oldest first)."""
         query = self._model.by_status.query(
             OrderStatus.CANCELLATION_PENDING.value, self._model.updated_at < older_than, limit=limit
         )
-        return list(each_row(query, "querying orders pending cancellation"))
+        return [_order(row) for row in each_row(query, "querying orders pending cancellation")]
 
-    def cancel_op(self, row: Any) -> Write:
+    def cancel_op(self, row: Order) -> Write:
         """A fenced `Write`: cancellation_pending -> cancelled, only if still pending."""
         m = self._model
         now = self._clock.now_ms()
         actions = [m.status.set(OrderStatus.CANCELLED.value), m.updated_at.set(now), m.cancelled_at.set(now)]
         return update_write(m(row.order_id), actions, m.status == OrderStatus.CANCELLATION_PENDING.value)
 
-    def of_account(self, account_id: str, limit: int) -> list[Any]:
+    def of_account(self, account_id: str, limit: int) -> list[Order]:
         """Up to `limit` orders of one account."""
-        return list(
-            each_row(
+        return [
+            _order(row)
+            for row in each_row(
                 self._model.by_account.query(account_id, limit=limit), f"querying the orders of account {account_id}"
             )
-        )
+        ]
 
-    def redact(self, row: Any) -> bool:
+    def redact(self, row: Order) -> bool:
         """Remove the personal fields of a terminal order; False if already redacted (idempotent).
 
         Raises `UnknownOrderState` for a status outside the enum, and refuses

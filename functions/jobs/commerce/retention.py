@@ -9,8 +9,8 @@ function never loads the other's (docs/benchmarks.md, cold start).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from jobfence.batch import LastBatch
 from jobfence.expiry import deletion_batches
@@ -25,12 +25,12 @@ DPOP_MAX_BATCHES = 100
 CONVERSATIONS_LIMIT = 100
 
 
-def clean_dpop_proofs(store: DpopProofStore, ctx: RunContext) -> Iterator[dict[str, Any] | LastBatch]:
+def clean_dpop_proofs(store: DpopProofStore, ctx: RunContext) -> Iterator[Mapping[str, int]]:
     """Delete expired DPoP proofs, 1,000 a batch, at most 100 batches a run."""
     return deletion_batches(store.delete_expired, DPOP_BATCH, DPOP_MAX_BATCHES, "deleted")
 
 
-def clean_conversations(store: ConversationStore, ctx: RunContext) -> Iterator[dict[str, Any] | LastBatch]:
+def clean_conversations(store: ConversationStore, ctx: RunContext) -> Iterator[Mapping[str, int]]:
     """One bounded deletion of at most 100 expired conversations (no loop, no checkpoint)."""
     yield LastBatch({"deleted": store.delete_expired(CONVERSATIONS_LIMIT)})
 

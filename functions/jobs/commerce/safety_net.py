@@ -46,7 +46,9 @@ order that may have been paid is never reported as failed.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterator, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from aws_lambda_powertools import Logger
@@ -58,7 +60,13 @@ from jobfence.runs import safe_error
 from jobfence.scheduled import JobDeps, RunContext
 from jobfence.transaction import Write
 from jobs.commerce.catalog import PAYPAL, PAYPAL_SECRET  # the names declared once
-from jobs.commerce.deferred_payments import DeferredPaymentStore, DeferredStatus, Initiator, capture_key
+from jobs.commerce.deferred_payments import (
+    DeferredIntent,
+    DeferredPaymentStore,
+    DeferredStatus,
+    Initiator,
+    capture_key,
+)
 from providers.errors import ProviderAuthFailed
 from providers.payments import AlreadyCaptured, InstrumentDeclined, OrderNotCapturable, PaymentPort
 from providers.paypal import paypal_from_settings
@@ -80,9 +88,37 @@ class IntentOutcome(str, enum.Enum):
     SKIPPED = "skipped"
 
 
+@dataclass(frozen=True)
+class IntentCounts:
+    """One batch: the intents read and what each attempt did (every field in the run row, zeros included)."""
+
+    scanned: int
+    captured: int = 0
+    reconciled: int = 0
+    failed: int = 0
+    unknown: int = 0
+    skipped: int = 0
+
+    @classmethod
+    def of(cls, scanned: int, outcomes: Iterable[IntentOutcome]) -> IntentCounts:
+        n = Counter(outcomes)
+        return cls(
+            scanned=scanned,
+            captured=n[IntentOutcome.CAPTURED],
+            reconciled=n[IntentOutcome.RECONCILED],
+            failed=n[IntentOutcome.FAILED],
+            unknown=n[IntentOutcome.UNKNOWN],
+            skipped=n[IntentOutcome.SKIPPED],
+        )
+
+    def summary(self) -> dict[str, int]:
+        """The counts as a run row's batch summary (field name -> count)."""
+        return asdict(self)
+
+
 def capture_abandoned_deferred(
     intents: DeferredPaymentStore, payments: PaymentPort, ctx: RunContext, logger: Logger
-) -> Iterator[dict[str, Any] | LastBatch]:
+) -> Iterator[Mapping[str, int]]:
     """Resume claimed intents, then claim and capture stale ones: 50 a batch, at most 20 batches a run."""
     net = _SafetyNet(intents, payments, ctx, logger)
     # fixed for the run (intents patched during it are not ours), and a time budget early: the buyer's stamp
@@ -95,26 +131,18 @@ def capture_abandoned_deferred(
         rows, cursor = intents.capturing(SAFETY_NET_BATCH, cursor)
         if rows:  # usually none: no batch to report
             batches += 1
-            yield _counts(len(rows), (net.capture(row) for row in rows))
+            yield IntentCounts.of(len(rows), (net.capture(row) for row in rows)).summary()
         if not cursor:
             break
     cursor = None
     while batches < SAFETY_NET_MAX_BATCHES:  # then: deferred intents untouched since the cutoff
         rows, cursor = intents.stale_deferred(cutoff, SAFETY_NET_BATCH, cursor)
         batches += 1
-        counts = _counts(len(rows), (net.claim_and_capture(row) for row in rows))
+        counts = IntentCounts.of(len(rows), (net.claim_and_capture(row) for row in rows)).summary()
         if not cursor or batches == SAFETY_NET_MAX_BATCHES:
             yield LastBatch(counts)
             return
         yield counts
-
-
-def _counts(scanned: int, outcomes: Iterator[IntentOutcome]) -> dict[str, Any]:
-    counts: dict[str, Any] = {o.value: 0 for o in IntentOutcome}
-    for outcome in outcomes:
-        counts[outcome.value] += 1
-    counts["scanned"] = scanned
-    return counts
 
 
 class _SafetyNet:
@@ -126,7 +154,7 @@ class _SafetyNet:
         self._ctx = ctx
         self._logger = logger
 
-    def claim_and_capture(self, row: Any) -> IntentOutcome:
+    def claim_and_capture(self, row: DeferredIntent) -> IntentOutcome:
         """A stale deferred intent: claim it against the `updated_at` read, then capture it."""
         if not row.sale_ref:
             self._log_failure(row, "no sale reference")
@@ -150,10 +178,12 @@ class _SafetyNet:
             return IntentOutcome.FAILED
         return self.capture(row)
 
-    def capture(self, row: Any) -> IntentOutcome:
+    def capture(self, row: DeferredIntent) -> IntentOutcome:
         """A claimed (`capturing`) intent: call the provider with the safety net's key and settle."""
         intent_id = row.intent_id
         try:
+            if not row.sale_ref:  # a bad record: a claim is only ever made with one
+                raise OrderNotCapturable(f"intent {intent_id} has no sale reference")
             result = self._payments.capture(row.sale_ref, capture_key(Initiator.SAFETY_NET, intent_id))
         except AlreadyCaptured:
             # the buyer's own capture won the race: it is theirs, not ours
@@ -163,14 +193,14 @@ class _SafetyNet:
         except Exception as exc:  # noqa: BLE001 - one intent's failure never stops the others
             self._log_failure(row, safe_error(exc))
             terminal = isinstance(exc, _TERMINAL_ERRORS)
-            attempts = int(row.capture_attempts or 0) + 1
+            attempts = row.capture_attempts + 1
             self._write(
                 self._intents.failed_attempt_op(row, type(exc).__name__, terminal=terminal),
                 lambda old: int(old.get("capture_attempts", 0)) >= attempts,
             )
             # a typed refusal is an answer (no money moved); anything else may have captured
             return IntentOutcome.FAILED if terminal or isinstance(exc, _REFUSED_ERRORS) else IntentOutcome.UNKNOWN
-        if result.amount_cents != int(row.amount_cents):
+        if result.amount_cents != row.amount_cents:
             # the buyer's upsell reached the intent but never PayPal (its client died in between):
             # PayPal captured the amount the buyer approved there, and the intent records that
             self._logger.warning(
@@ -184,7 +214,7 @@ class _SafetyNet:
             IntentOutcome.CAPTURED,
         )
 
-    def _settle(self, row: Any, write: Write, by: Initiator, outcome: IntentOutcome) -> IntentOutcome:
+    def _settle(self, row: DeferredIntent, write: Write, by: Initiator, outcome: IntentOutcome) -> IntentOutcome:
         """Record a capture; a refusal whose old image already says so (a lost reply, the buyer's path) is ours."""
         written = self._write(
             write, lambda old: old.get("status") == DeferredStatus.CAPTURED.value and old.get("captured_by") == by.value
@@ -200,7 +230,7 @@ class _SafetyNet:
     def _write(self, write: Write, mine: Callable[[Mapping[str, Any]], bool]) -> WriteResult:
         return fenced_write_retried(self._ctx, write, mine)
 
-    def _log_failure(self, row: Any, error: str) -> None:
+    def _log_failure(self, row: DeferredIntent, error: str) -> None:
         self._logger.error("abandoned deferred capture failed", extra={"intent_id": row.intent_id, "error": error})
 
 

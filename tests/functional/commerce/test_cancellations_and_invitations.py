@@ -7,7 +7,8 @@ from jobfence.scheduled import Outcome
 from jobs.catalog import CATALOG
 from jobs.commerce import cancellations, invitations
 from jobs.commerce.cancellations import recover_pending_cancellations
-from jobs.commerce.financial_operations import OperationKind
+from jobs.commerce.financial_operations import OperationKind, OperationStatus
+from jobs.commerce.orders import OrderStatus
 from jobs.commerce.invitations import expire_agent_invitations
 from tests.support import documented_bounds
 
@@ -44,13 +45,13 @@ def test_pending_cancellations_past_the_grace_are_cancelled_once_with_one_return
 
     # THEN the two old ones are cancelled; only the captured one gets a pending return with a stable key
     assert result.outcome is Outcome.RAN
-    assert (result.summary["cancelled"], result.summary["returns_created"]) == (2, 1)
-    assert stores.orders.get("paid-cancel").status == "cancelled"
+    assert (result.summary["cancelled"], result.summary["returns_created"], result.summary["already_done"]) == (2, 1, 0)
+    assert stores.orders.get("paid-cancel").status is OrderStatus.CANCELLED  # a typed view, not the store's model
     assert stores.orders.get("placed-cancel").status == "cancelled"
     assert stores.orders.get("fresh-cancel").status == "cancellation_pending"
     assert stores.orders.get("just-paid").status == "paid"
     ret = stores.operations.get(cancellations.return_operation_id("paid-cancel"))
-    assert (ret.kind, ret.status, ret.target_ref, int(ret.amount_cents)) == ("return", "pending", "CAP1", 1500)
+    assert (ret.kind, ret.status, ret.target_ref, ret.amount_cents) == (OperationKind.RETURN, OperationStatus.PENDING, "CAP1", 1500)
     assert ret.idempotency_key == "cancel:return-paid-cancel"
     assert stores.operations.get(cancellations.return_operation_id("placed-cancel")) is None
 

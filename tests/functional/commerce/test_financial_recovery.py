@@ -13,7 +13,8 @@ from jobs.commerce.account_operations import AccountOperations, Requester, Reque
 from jobs.commerce.accounts import OperationKind as AccountOperationKind
 from jobs.commerce.customer_activity import ACTIVITY_RETENTION_MS
 from jobs.commerce.diagnostic_retention import retention_batches
-from jobs.commerce.financial_operations import OperationKind
+from jobs.commerce.diagnostics import ExpiredCapture
+from jobs.commerce.financial_operations import OperationKind, OperationStatus
 from jobs.commerce.financial_recovery import recover_financial_operations
 from providers.errors import ProviderAuthFailed
 from tests.support import documented_bounds
@@ -121,7 +122,7 @@ def test_deleted_account_recovery_voids_refunds_redacts_and_then_clears(
     assert third.summary.get("orders_redacted", 0) == 0 and third.summary.get("accounts_recovered", 0) == 0
 
 
-def test_an_order_in_an_unknown_state_is_a_clear_error_on_that_record_only(stores, payments, harness, clock, account_provider, notifier):
+def test_an_order_in_an_unknown_state_is_a_clear_error_on_that_record_only(stores, payments, harness, clock, account_provider, notifier, rows):
     stores.accounts.create("acc", "c@example.com")
     stores.orders.create("o-weird", "acc", 100, "EUR", status="teleported", customer_email="c@example.com")
     stores.orders.create("o-done", "acc", 100, "EUR", status="fulfilled", customer_email="c@example.com")
@@ -131,9 +132,32 @@ def test_an_order_in_an_unknown_state_is_a_clear_error_on_that_record_only(store
 
     assert result.outcome is Outcome.RAN
     assert (result.summary["invalid_records"], result.summary["orders_redacted"]) == (1, 1)
-    weird = stores.orders.get("o-weird")
-    assert (weird.status, weird.customer_email) == ("teleported", "c@example.com")  # nothing lost
+    weird = rows.get("orders", "o-weird")
+    assert (weird["status"], weird["customer_email"]) == ("teleported", "c@example.com")  # nothing lost
+    assert stores.orders.get("o-weird").status is None  # the store's view: a status outside the enum
     assert stores.accounts.get("acc").recovery_due == "due"  # it stays visible for an operator
+
+
+def test_an_operation_in_an_unknown_state_is_a_clear_error_on_that_account_and_never_executed(stores, payments, harness, account_provider, notifier, rows):
+    # GIVEN a deleted account with an operation whose status this code does not know, and a terminal order
+    stores.accounts.create("acc", "c@example.com")
+    payments.approve("PP", 100)
+    stores.operations.create("op", "acc", OperationKind.CHARGE, "PP", 100, "EUR", "operator")
+    rows.set("financial_operations", ("op",), status="teleported")
+    stores.orders.create("o-done", "acc", 100, "EUR", status="fulfilled", customer_email="c@example.com")
+    delete_account(stores, account_provider, notifier, "acc")
+
+    # WHEN recovery runs
+    result = harness.run(JOB, job(stores, payments, harness))
+
+    # THEN the run goes on: the record is counted invalid and left as it is (no claim, no provider call),
+    # the account's order is still redacted, and the account stays due for an operator
+    assert result.outcome is Outcome.RAN
+    assert (result.summary["invalid_records"], result.summary["orders_redacted"]) == (1, 1)
+    assert rows.get("financial_operations", "op")["status"] == "teleported" and payments.calls == []
+    assert stores.accounts.get("acc").recovery_due == "due"
+    with pytest.raises(StoreError, match="operation op is in an unknown state"):
+        stores.operations.get("op")
 
 
 def test_pending_returns_and_card_retries_use_the_stable_key_and_settle_once(stores, payments, harness, clock):
@@ -202,7 +226,8 @@ def test_an_operation_whose_money_may_have_moved_is_never_given_up_as_failed(sto
     assert (op.status, int(op.attempts)) == ("retry_scheduled", 5)
     assert harness.run(JOB, job(stores, payments, harness)).summary["ops_succeeded"] == 1
     op = stores.operations.get("op")
-    assert (op.status, op.result_ref, op.due_at) == ("succeeded", payments.orders["PP"].capture_id, None)
+    assert (op.status, op.result_ref, op.due_at) == (OperationStatus.SUCCEEDED, payments.orders["PP"].capture_id, None)
+    assert op.status is OperationStatus.SUCCEEDED and op.attempts == 6  # a typed view, not the store's model
     assert payments.captures_of("PP") == 1 and {key for _, _, key in payments.calls} == {"operator:op"}
     calls = len(payments.calls)
     harness.run(JOB, job(stores, payments, harness))
@@ -241,7 +266,7 @@ def test_customer_activity_expires_after_30_days_and_orders_and_payments_stay(st
     stores.activity.record("acc", "e2", "login", clock.now_ms())
     clock.advance(hours=24 * 11)
     assert [r.kind for r in stores.activity.recent("acc")] == ["login"]
-    order_before = stores.orders.get("o").attribute_values
+    order_before = stores.orders.get("o")
 
     # WHEN only the retention branch runs (recovery has nothing to do with activity)
     result = harness.run(
@@ -253,7 +278,7 @@ def test_customer_activity_expires_after_30_days_and_orders_and_payments_stay(st
 
     assert result.summary["activity_deleted"] == 1
     assert rows.count("customer_activity", "acc") == 1
-    assert stores.orders.get("o").attribute_values == order_before
+    assert stores.orders.get("o") == order_before
     assert stores.operations.get("op") is not None
     assert ACTIVITY_RETENTION_MS == 30 * DAY
 
@@ -371,7 +396,8 @@ def test_two_runs_racing_on_the_same_parent_release_once(stores, payments, harne
     # the parent's own condition still refuses a second release)
     record_diagnostic(stores, "d", "acc", clock.now_ms() + HOUR, retained=30, minutes=7)
     clock.advance(hours=2)
-    parent = stores.diagnostics.expired_parents(10)[0]
+    (parent,) = stores.diagnostics.expired_parents(10)
+    assert parent == ExpiredCapture("d", "acc", retained_charge_cents=30, charge_released_at=None)  # a typed view
     ctx = harness.context(JOB, holder="B")
     release(ctx, stores, parent)
     with pytest.raises(ConditionFailed) as refused:

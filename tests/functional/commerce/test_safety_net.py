@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 from tests.support import dynamodb_operations
 
+from jobfence.errors import StoreError
 from jobfence.scheduled import Outcome
 from jobs.catalog import CATALOG
 from jobs.commerce import safety_net
 from jobs.commerce.checkout import capture_for_buyer
+from jobs.commerce.deferred_payments import DeferredStatus, Initiator
 from jobs.commerce.safety_net import capture_abandoned_deferred
 
 
@@ -162,7 +165,17 @@ def test_the_buyer_losing_the_race_is_reconciled_as_the_safety_nets_capture(stor
     stores.deferred.create("j", "O-i000", 1)  # a second intent row pointing at the captured order
     assert capture_for_buyer(stores.deferred, payments, "j") == "already_captured"
     assert payments.captures_of("O-i000") == 1
-    assert stores.deferred.get("j").captured_by == "safetynet"
+    intent = stores.deferred.get("j")
+    assert (intent.status, intent.captured_by) == (DeferredStatus.CAPTURED, Initiator.SAFETY_NET)
+    assert intent.captured_by is Initiator.SAFETY_NET  # a typed view, not the store's model
+
+
+def test_an_intent_in_an_unknown_state_is_a_clear_error_naming_it(stores, rows):
+    stores.deferred.create("i", "O-i", 100)
+    rows.set("payment_intents", ("i",), status="teleported")
+    with pytest.raises(StoreError, match="intent i is in an unknown state"):
+        stores.deferred.get("i")
+    assert rows.get("payment_intents", "i")["status"] == "teleported"  # left as it is
 
 
 def test_batches_are_bounded_and_paged_and_never_scan(stores, payments, harness, clock, monkeypatch):

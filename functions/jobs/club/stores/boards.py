@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass, field
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
@@ -47,6 +47,18 @@ class _Board(Model):
     updated_at = NumberAttribute(null=True)
 
 
+@dataclass(frozen=True)
+class Board:
+    """One board as read, built by the store from its row."""
+
+    board_id: str
+    channel_id: str
+    message_id: str | None  # None: registered without a message yet (nothing to edit)
+    content_hash: str | None  # of what was last published
+    version: int  # every publish is conditioned on the version read
+    totals: Mapping[str, float] = field(default_factory=dict)  # the darkroom stats' (empty for the others)
+
+
 class BoardStore(ModelStore):
     """Read boards and build their conditional publish updates."""
 
@@ -60,22 +72,22 @@ class BoardStore(ModelStore):
             f"registering board {board_id}",
         )
 
-    def get(self, board_id: str) -> Any | None:
-        return get_row(self._model, board_id, what="reading a row of boards")
+    def get(self, board_id: str) -> Board | None:
+        row = get_row(self._model, board_id, what="reading a row of boards")
+        if row is None:
+            return None
+        totals = json.loads(row.totals) if row.totals else {}
+        return Board(row.board_id, row.channel_id, row.message_id, row.content_hash, int(row.version or 0), totals)
 
-    @staticmethod
-    def totals_of(row: Any) -> dict[str, Any]:
-        return json.loads(row.totals) if row is not None and row.totals else {}
-
-    def publish_op(self, row: Any, content: str, totals: Mapping[str, Any] | None = None) -> Write:
+    def publish_op(self, row: Board, content: str, totals: Mapping[str, float] | None = None) -> Write:
         """Record `content` as published (version + 1), only over the version that was read."""
         m = self._model
         actions = [
             m.content_hash.set(content_hash(content)),
-            m.version.set(int(row.version) + 1),
+            m.version.set(row.version + 1),
             m.updated_at.set(self._clock.now_ms()),
         ]
         if totals is not None:
             actions.append(m.totals.set(json.dumps(dict(totals), sort_keys=True)))
-        condition = m.board_id.exists() & (m.version == int(row.version))
+        condition = m.board_id.exists() & (m.version == row.version)
         return update_write(m(row.board_id), actions, condition)

@@ -15,7 +15,7 @@ so a repeated or concurrent run moves a record once.
 from __future__ import annotations
 
 import enum
-from typing import Any
+from dataclasses import dataclass
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
@@ -26,6 +26,7 @@ from jobfence.transaction import Write, update_write
 from jobs.club.catalog import RETRY_INDEX_SPEC
 from jobs.club.email_auth import MISSING, MailVerdicts
 from jobs.club.stores.due import due_rows, shard_of
+from jobs.club.stores.states import state_of
 
 MAX_ERROR_CHARS = 300
 
@@ -59,6 +60,33 @@ class _Intake(Model):
     retry_due = index(RETRY_INDEX_SPEC)
 
 
+@dataclass(frozen=True)
+class EmailIntake:
+    """One intake record as read, built by the store from its row."""
+
+    intake_id: str
+    raw: str
+    verdicts: MailVerdicts  # the receiving server's, MISSING where none was stored
+    status: IntakeStatus
+    attempts: int  # parse attempts so far (every transition is conditioned on the count read)
+    next_attempt_at: int
+    last_error: str | None
+    receipt_id: str | None
+
+
+def _intake(row: _Intake) -> EmailIntake:
+    return EmailIntake(
+        intake_id=row.intake_id,
+        raw=row.raw,
+        verdicts=MailVerdicts(row.spf or MISSING, row.dkim or MISSING, row.dmarc or MISSING),
+        status=state_of(IntakeStatus, row.status, f"email intake {row.intake_id}"),
+        attempts=int(row.attempts or 0),
+        next_attempt_at=int(row.next_attempt_at),
+        last_error=row.last_error,
+        receipt_id=row.receipt_id,
+    )
+
+
 class EmailIntakeStore(ModelStore):
     """Store intake records, find due ones, build their transitions."""
 
@@ -84,45 +112,39 @@ class EmailIntakeStore(ModelStore):
             f"storing intake {intake_id}",
         ).or_raise()
 
-    @staticmethod
-    def verdicts(row: Any) -> MailVerdicts:
-        """The stored verdicts of a record (MISSING where none was stored)."""
-        return MailVerdicts(row.spf or MISSING, row.dkim or MISSING, row.dmarc or MISSING)
-
-    def get(self, intake_id: str) -> Any | None:
-        return get_row(self._model, intake_id, what="reading a row of email_intake")
+    def get(self, intake_id: str) -> EmailIntake | None:
+        row = get_row(self._model, intake_id, what="reading a row of email_intake")
+        return None if row is None else _intake(row)
 
     def due(self, now_ms: int, limit: int) -> list[str]:
         """Ids of pending records whose next attempt is due (from the sparse index; may be stale)."""
         return [r.intake_id for r in due_rows(self._model.retry_due, self._model.next_attempt_at, now_ms, limit)]
 
-    def _guard(self, row: Any, now_ms: int):
+    def _guard(self, row: EmailIntake, now_ms: int):
         m = self._model
-        return (
-            (m.status == IntakeStatus.PENDING.value) & (m.attempts == int(row.attempts)) & (m.next_attempt_at <= now_ms)
-        )
+        return (m.status == IntakeStatus.PENDING.value) & (m.attempts == row.attempts) & (m.next_attempt_at <= now_ms)
 
-    def delivered_op(self, row: Any, receipt_id: str, now_ms: int) -> Write:
+    def delivered_op(self, row: EmailIntake, receipt_id: str, now_ms: int) -> Write:
         m = self._model
         actions = [
             m.status.set(IntakeStatus.DELIVERED.value),
-            m.attempts.set(int(row.attempts) + 1),
+            m.attempts.set(row.attempts + 1),
             m.receipt_id.set(receipt_id),
             m.finished_at.set(now_ms),
             m.retry_shard.remove(),
         ]
         return update_write(m(row.intake_id), actions, self._guard(row, now_ms))
 
-    def retry_op(self, row: Any, error: str, next_attempt_at: int, now_ms: int) -> Write:
+    def retry_op(self, row: EmailIntake, error: str, next_attempt_at: int, now_ms: int) -> Write:
         m = self._model
         actions = [
-            m.attempts.set(int(row.attempts) + 1),
+            m.attempts.set(row.attempts + 1),
             m.next_attempt_at.set(next_attempt_at),
             m.last_error.set(error[:MAX_ERROR_CHARS]),
         ]
         return update_write(m(row.intake_id), actions, self._guard(row, now_ms))
 
-    def quarantined_op(self, row: Any, reason: str, now_ms: int) -> Write:
+    def quarantined_op(self, row: EmailIntake, reason: str, now_ms: int) -> Write:
         """Terminal, without an attempt: the email is kept with the reason and never parsed."""
         m = self._model
         actions = [
@@ -133,11 +155,11 @@ class EmailIntakeStore(ModelStore):
         ]
         return update_write(m(row.intake_id), actions, self._guard(row, now_ms))
 
-    def dead_op(self, row: Any, error: str, now_ms: int) -> Write:
+    def dead_op(self, row: EmailIntake, error: str, now_ms: int) -> Write:
         m = self._model
         actions = [
             m.status.set(IntakeStatus.DEAD.value),
-            m.attempts.set(int(row.attempts) + 1),
+            m.attempts.set(row.attempts + 1),
             m.last_error.set(error[:MAX_ERROR_CHARS]),
             m.finished_at.set(now_ms),
             m.retry_shard.remove(),

@@ -5,7 +5,7 @@ loan_id (key) | member_id | item | due_back_at | returned_at
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
@@ -24,6 +24,17 @@ class _Loan(Model):
     item = UnicodeAttribute()
     due_back_at = NumberAttribute()
     returned_at = NumberAttribute(null=True)
+
+
+@dataclass(frozen=True)
+class Loan:
+    """One loan as read, built by the store from its row."""
+
+    loan_id: str
+    member_id: str
+    item: str
+    due_back_at: int
+    returned_at: int | None  # None while the item is out
 
 
 class LoanStore(ModelStore):
@@ -53,5 +64,9 @@ class LoanStore(ModelStore):
         m = self._model
         return lambda tx: tx.condition_check(m, loan_id, condition=m.loan_id.exists() & m.returned_at.does_not_exist())
 
-    def get(self, loan_id: str) -> Any | None:
-        return get_row(self._model, loan_id, what="reading a row of loans")
+    def get(self, loan_id: str) -> Loan | None:
+        row = get_row(self._model, loan_id, what="reading a row of loans")
+        if row is None:
+            return None
+        returned = None if row.returned_at is None else int(row.returned_at)
+        return Loan(row.loan_id, row.member_id, row.item, int(row.due_back_at), returned)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass
 
 from pynamodb.attributes import ListAttribute, NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
@@ -23,6 +23,7 @@ from jobfence.dynamo import get_row, one_page, put_row
 from jobfence.transaction import Write, update_write
 from jobs.club.catalog import ACTIVE_INDEX_SPEC
 from jobs.club.stores.due import due_rows, shard_of
+from jobs.club.stores.states import state_of
 
 
 class MembershipStatus(str, enum.Enum):
@@ -56,6 +57,34 @@ class _Membership(Model):
     active_by_end = index(ACTIVE_INDEX_SPEC)
 
 
+@dataclass(frozen=True)
+class Membership:
+    """One membership as read, built by the store from its row."""
+
+    member_id: str
+    guild_id: str
+    discord_user_id: str
+    status: MembershipStatus
+    access: Access
+    ends_at: int
+    roles: tuple[str, ...]  # applied on Discord, as far as the system knows
+    roles_version: int  # every write of a membership is conditioned on the version read
+
+
+def _membership(row: _Membership) -> Membership:
+    where = f"membership {row.member_id}"
+    return Membership(
+        member_id=row.member_id,
+        guild_id=row.guild_id,
+        discord_user_id=row.discord_user_id,
+        status=state_of(MembershipStatus, row.status, where),
+        access=state_of(Access, row.access, where),
+        ends_at=int(row.ends_at),
+        roles=tuple(str(role) for role in row.roles or ()),  # the stubs type a list of strings as attributes
+        roles_version=int(row.roles_version or 0),
+    )
+
+
 class MembershipStore(ModelStore):
     """Read memberships and build their conditional updates (applied in fenced transactions)."""
 
@@ -79,14 +108,15 @@ class MembershipStore(ModelStore):
             f"recording membership {member_id}",
         )
 
-    def get(self, member_id: str) -> Any | None:
-        return get_row(self._model, member_id, what="reading a row of memberships")
+    def get(self, member_id: str) -> Membership | None:
+        row = get_row(self._model, member_id, what="reading a row of memberships")
+        return None if row is None else _membership(row)
 
     def ended(self, now_ms: int, limit: int) -> list[str]:
         """Ids of active memberships whose end has passed (from the sparse index; may be stale)."""
         return [row.member_id for row in due_rows(self._model.active_by_end, self._model.ends_at, now_ms, limit)]
 
-    def expire_op(self, row: Any, now_ms: int) -> Write:
+    def expire_op(self, row: Membership, now_ms: int) -> Write:
         """Expire an ended membership: access off, recorded roles cleared, out of the active index.
 
         Conditioned on it still being active and ended, and on the roles we read
@@ -98,24 +128,23 @@ class MembershipStore(ModelStore):
             m.access.set(Access.NONE.value),
             m.expired_at.set(now_ms),
             m.roles.set([]),
-            m.roles_version.set(int(row.roles_version) + 1),
+            m.roles_version.set(row.roles_version + 1),
             m.active_shard.remove(),
         ]
         condition = (
-            (m.status == MembershipStatus.ACTIVE.value)
-            & (m.ends_at <= now_ms)
-            & (m.roles_version == int(row.roles_version))
+            (m.status == MembershipStatus.ACTIVE.value) & (m.ends_at <= now_ms) & (m.roles_version == row.roles_version)
         )
         return update_write(m(row.member_id), actions, condition)
 
-    def page(self, cursor: dict | None, limit: int) -> tuple[list[Any], dict | None]:
+    def page(self, cursor: dict | None, limit: int) -> tuple[list[Membership], dict | None]:
         """One page of memberships (consistent scan) and the cursor of the next page (None at the end)."""
         result = self._model.scan(limit=limit, last_evaluated_key=cursor, consistent_read=True, page_size=limit)
-        return one_page(result, "scanning memberships")
+        rows, after = one_page(result, "scanning memberships")
+        return [_membership(row) for row in rows], after
 
-    def set_roles_op(self, row: Any, roles: Iterable[str]) -> Write:
+    def set_roles_op(self, row: Membership, roles: Iterable[str]) -> Write:
         """Record the roles now applied, only over the version that was read."""
         m = self._model
-        actions = [m.roles.set(sorted(set(roles))), m.roles_version.set(int(row.roles_version) + 1)]
-        condition = m.roles_version == int(row.roles_version)
+        actions = [m.roles.set(sorted(set(roles))), m.roles_version.set(row.roles_version + 1)]
+        condition = m.roles_version == row.roles_version
         return update_write(m(row.member_id), actions, condition)

@@ -11,7 +11,7 @@ nothing else.
 from __future__ import annotations
 
 import enum
-from typing import Any
+from dataclasses import dataclass
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
@@ -20,6 +20,7 @@ from jobfence.binding import ModelStore
 from jobfence.dynamo import get_row, put_row
 from jobfence.expiry import expired, expiry_index, expiry_shard
 from jobfence.transaction import Write, update_write
+from jobs.club.stores.states import state_of
 
 
 class RequestStatus(str, enum.Enum):
@@ -57,6 +58,34 @@ class _Request(Model):
     by_expiry = expiry_index()
 
 
+@dataclass(frozen=True)
+class PhotoRequest:
+    """One photographer request as read, built by the store from its row."""
+
+    request_id: str
+    title: str
+    status: RequestStatus
+    public_status: PublicStatus
+    discord_status: DiscordStatus
+    expires_at: int
+    channel_id: str
+    message_id: str
+
+
+def _request(row: _Request) -> PhotoRequest:
+    where = f"photo request {row.request_id}"
+    return PhotoRequest(
+        request_id=row.request_id,
+        title=row.title,
+        status=state_of(RequestStatus, row.status, where),
+        public_status=state_of(PublicStatus, row.public_status, where),
+        discord_status=state_of(DiscordStatus, row.discord_status, where),
+        expires_at=int(row.expires_at),
+        channel_id=row.channel_id,
+        message_id=row.message_id,
+    )
+
+
 class PhotoRequestStore(ModelStore):
     """Find requests that can expire and build the expiry update."""
 
@@ -79,8 +108,9 @@ class PhotoRequestStore(ModelStore):
             f"recording photo request {request_id}",
         )
 
-    def get(self, request_id: str) -> Any | None:
-        return get_row(self._model, request_id, what="reading a row of photo_requests")
+    def get(self, request_id: str) -> PhotoRequest | None:
+        row = get_row(self._model, request_id, what="reading a row of photo_requests")
+        return None if row is None else _request(row)
 
     def expirable(self, now_ms: int, limit: int) -> list[str]:
         """Ids of open requests past their expiry (from the sparse index; may be stale)."""

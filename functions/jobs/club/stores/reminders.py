@@ -11,7 +11,7 @@ same transaction as its notification event, so exactly one run ever sends it.
 from __future__ import annotations
 
 import enum
-from typing import Any
+from dataclasses import dataclass
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
@@ -21,6 +21,7 @@ from jobfence.dynamo import get_row, put_row
 from jobfence.transaction import Write, update_write
 from jobs.club.catalog import DUE_INDEX_SPEC
 from jobs.club.stores.due import due_rows, shard_of
+from jobs.club.stores.states import state_of
 
 
 class ReminderState(str, enum.Enum):
@@ -52,6 +53,30 @@ class _Reminder(Model):
     due_reminders = index(DUE_INDEX_SPEC)
 
 
+@dataclass(frozen=True)
+class Reminder:
+    """One reminder as read, built by the store from its row."""
+
+    reminder_id: str
+    loan_id: str
+    due_at: int
+    recipient_kind: Recipient
+    recipient_user_id: str
+    state: ReminderState
+
+
+def _reminder(row: _Reminder) -> Reminder:
+    where = f"reminder {row.reminder_id}"
+    return Reminder(
+        reminder_id=row.reminder_id,
+        loan_id=row.loan_id,
+        due_at=int(row.due_at),
+        recipient_kind=state_of(Recipient, row.recipient_kind, where),
+        recipient_user_id=row.recipient_user_id,
+        state=state_of(ReminderState, row.state, where),
+    )
+
+
 class ReminderStore(ModelStore):
     """Find due reminders and build the claim of each send."""
 
@@ -72,8 +97,9 @@ class ReminderStore(ModelStore):
             f"recording reminder {reminder_id}",
         )
 
-    def get(self, reminder_id: str) -> Any | None:
-        return get_row(self._model, reminder_id, what="reading a row of reminders")
+    def get(self, reminder_id: str) -> Reminder | None:
+        row = get_row(self._model, reminder_id, what="reading a row of reminders")
+        return None if row is None else _reminder(row)
 
     def due(self, now_ms: int, limit: int) -> list[str]:
         """Ids of pending reminders due now (from the sparse index; may be stale)."""

@@ -12,8 +12,8 @@ the key lets both sweeps read only what has started.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
@@ -21,6 +21,7 @@ from pynamodb.models import Model
 from jobfence.binding import ModelStore
 from jobfence.dynamo import each_row, put_row
 from jobfence.transaction import Write, update_write
+from jobs.club.stores.states import state_of
 
 DARKROOM = "darkroom"
 STUDIO = "studio"
@@ -41,6 +42,9 @@ class StudioSlot(str, enum.Enum):
     PAST = "past"  # set by sweep_studio_schedule once ends_at has passed; terminal
 
 
+EntryStatus = DarkroomChange | StudioSlot  # a darkroom entry's is a DarkroomChange, a studio entry's a StudioSlot
+
+
 def entry_key(starts_at: int, entry_id: str) -> str:
     return f"{starts_at:013d}#{entry_id}"
 
@@ -59,6 +63,40 @@ class _Entry(Model):
     member_id = UnicodeAttribute(null=True)
     hours = NumberAttribute(null=True)
     changed_at = NumberAttribute(null=True)
+
+
+@dataclass(frozen=True)
+class ScheduleEntry:
+    """One schedule entry as read, built by the store from its row."""
+
+    space: str
+    entry_key: str
+    entry_id: str
+    label: str
+    starts_at: int
+    ends_at: int | None
+    status: EntryStatus
+    member_id: str | None
+    hours: float | None
+
+
+def _entry(row: _Entry) -> ScheduleEntry:
+    states: type[DarkroomChange] | type[StudioSlot] = DarkroomChange if row.space == DARKROOM else StudioSlot
+    return ScheduleEntry(
+        space=row.space,
+        entry_key=row.entry_key,
+        entry_id=row.entry_id,
+        label=row.label,
+        starts_at=int(row.starts_at),
+        ends_at=None if row.ends_at is None else int(row.ends_at),
+        status=state_of(states, row.status, f"{row.space} entry {row.entry_id}"),
+        member_id=row.member_id,
+        hours=None if row.hours is None else float(row.hours),
+    )
+
+
+def _entries(rows: Iterable[_Entry]) -> list[ScheduleEntry]:
+    return [_entry(row) for row in rows]
 
 
 class ScheduleStore(ModelStore):
@@ -95,10 +133,10 @@ class ScheduleStore(ModelStore):
             f"adding schedule entry {entry_id}",
         )
 
-    def started(self, space: str, now_ms: int, statuses: tuple[str, ...], limit: int) -> list[Any]:
+    def started(self, space: str, now_ms: int, statuses: tuple[EntryStatus, ...], limit: int) -> list[ScheduleEntry]:
         """Up to `limit` entries that started at or before now and are in one of `statuses`."""
         m = self._model
-        condition = m.status.is_in(*statuses)
+        condition = m.status.is_in(*(status.value for status in statuses))
         query = m.query(
             space,
             m.entry_key <= f"{now_ms:013d}#\uffff",
@@ -107,9 +145,9 @@ class ScheduleStore(ModelStore):
             limit=limit,
             page_size=max(limit, 25),
         )
-        return list(each_row(query, f"querying started {space} entries"))
+        return _entries(each_row(query, f"querying started {space} entries"))
 
-    def to_advance(self, now_ms: int, limit: int) -> list[Any]:
+    def to_advance(self, now_ms: int, limit: int) -> list[ScheduleEntry]:
         """Up to `limit` studio slots that must move: started but upcoming, or current but ended."""
         m = self._model
         condition = (m.status == StudioSlot.UPCOMING.value) | (
@@ -123,35 +161,36 @@ class ScheduleStore(ModelStore):
             limit=limit,
             page_size=max(limit, 25),
         )
-        return list(each_row(query, "querying studio slots to advance"))
+        return _entries(each_row(query, "querying studio slots to advance"))
 
-    def entries(self, space: str) -> Iterator[Any]:
+    def entries(self, space: str) -> Iterator[ScheduleEntry]:
         """Every entry of a space, in start order (pages through the partition)."""
-        return each_row(self._model.query(space, consistent_read=True, page_size=200), f"reading the {space} schedule")
+        query = self._model.query(space, consistent_read=True, page_size=200)
+        return (_entry(row) for row in each_row(query, f"reading the {space} schedule"))
 
-    def latest(self, space: str, now_ms: int, status: str) -> Any | None:
+    def latest(self, space: str, now_ms: int, status: EntryStatus) -> ScheduleEntry | None:
         """The entry in `status` that started last at or before now."""
         m = self._model
         query = m.query(
             space,
             m.entry_key <= f"{now_ms:013d}#\uffff",
-            filter_condition=m.status == status,
+            filter_condition=m.status == status.value,
             scan_index_forward=False,
             consistent_read=True,
             limit=1,
         )
         for row in each_row(query, f"querying the latest {space} entry"):
-            return row
+            return _entry(row)
         return None
 
-    def upcoming(self, space: str, now_ms: int, limit: int) -> list[Any]:
+    def upcoming(self, space: str, now_ms: int, limit: int) -> list[ScheduleEntry]:
         m = self._model
         query = m.query(space, m.entry_key > f"{now_ms:013d}#\uffff", consistent_read=True, limit=limit)
-        return list(each_row(query, f"querying upcoming {space} entries"))
+        return _entries(each_row(query, f"querying upcoming {space} entries"))
 
-    def transition_op(self, row: Any, to: str) -> Write:
+    def transition_op(self, row: ScheduleEntry, to: EntryStatus) -> Write:
         """Move an entry from the status it was read in to `to` (refused if it moved meanwhile)."""
         m = self._model
-        actions = [m.status.set(to), m.changed_at.set(self._clock.now_ms())]
-        condition = m.status == row.status
+        actions = [m.status.set(to.value), m.changed_at.set(self._clock.now_ms())]
+        condition = m.status == row.status.value
         return update_write(m(row.space, row.entry_key), actions, condition)
