@@ -219,13 +219,18 @@ class Refused:
     read), read; `{}` when there is no item. `index` is the refused entry of a transaction in
     the order the caller added them (0 for a single write). `maybe_ours` is set when an earlier
     try of this very call may have been applied (a 5xx or a lost reply was retried): the item
-    may show our own write, taken over since.
+    may show our own write, taken over since. `entries` is every entry of a transaction its
+    condition refused, by index, with its item (DynamoDB reports each one): `index` and `item`
+    are the first of them; `raw` the same items as DynamoDB sent them, for a store that reads one
+    with its pynamodb model (`Model.from_raw_data`).
     """
 
     item: dict[str, Any]
     index: int = 0
     maybe_ours: bool = False
     what: str = "a write"
+    entries: Mapping[int, dict[str, Any]] = field(default_factory=dict)
+    raw: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def applied(self) -> bool:
@@ -273,7 +278,7 @@ def write(
             raise
         if classify(exc) is not ErrorKind.CONDITION_FAILED:
             raise store_error(exc, what, retried) from exc
-        image = old_image(exc)
+        image = _old_image(exc)
         if image is None:  # some implementations (dynalite) never return it: the item as it is now
             at = key or sent["Key"]
             with aws_call(what):
@@ -298,16 +303,7 @@ def caller_reads(seen: Mapping[str, Any]) -> bool:
     return False
 
 
-def update_or_refusal(row: Any, actions: Sequence[Any], condition: Any, what: str) -> dict[str, Any] | None:
-    """`update_row`, its refusal read by the caller: None if applied, else the item that refused it.
-
-    Only for the work store until its split by role lands (issue 32), then gone.
-    """
-    outcome = update_row(row, actions, condition, what, ours=caller_reads)
-    return None if isinstance(outcome, Applied) else outcome.item
-
-
-def old_image(exc: BaseException) -> Mapping[str, Any] | None:
+def _old_image(exc: BaseException) -> Mapping[str, Any] | None:
     """The item DynamoDB returned with a refused condition (`ReturnValuesOnConditionCheckFailure`), low-level."""
     item = (getattr(root_cause(exc), "response", None) or {}).get("Item")
     return item if isinstance(item, Mapping) else None
@@ -401,20 +397,8 @@ def _plain_number(value: Any) -> Any:
 
 
 def cancellation_reasons(exc: BaseException) -> list[dict[str, Any]]:
-    """The per-item reasons of a cancelled transaction (low-level dicts, in item order): the one reader of them.
-
-    pynamodb's own `TransactWrite` (the work store's, until its split lands) keeps them on its error as
-    `cancellation_reasons` objects; both spellings come out the same here.
-    """
+    """The per-item reasons of a cancelled transaction (low-level dicts, in item order): the one reader of them."""
     cause = root_cause(exc)
-    kept = getattr(cause, "cancellation_reasons", None)
-    if kept:
-        return [
-            {"Code": r.code, "Message": r.message, **({"Item": r.raw_item} if r.raw_item else {})}
-            if r
-            else {"Code": "None"}
-            for r in kept
-        ]
     response = getattr(cause, "response", None) or {}
     reasons = response.get("CancellationReasons") or []
     return [dict(r) if isinstance(r, Mapping) else {} for r in reasons]
@@ -483,8 +467,15 @@ class Transaction:
         except Exception as exc:
             if not is_aws_error(exc):
                 raise
-            for index, reason in enumerate(cancellation_reasons(exc)):
-                if reason.get("Code") == REASON_CONDITION_FAILED and classify(exc) is ErrorKind.TRANSACTION_CANCELED:
-                    return Refused(deserialized(reason.get("Item")), index, may_have_applied(exc, retried), self._what)
-            raise store_error(exc, self._what, retried) from exc
+            reasons = cancellation_reasons(exc) if classify(exc) is ErrorKind.TRANSACTION_CANCELED else []
+            raw = {
+                i: dict(reason.get("Item") or {})
+                for i, reason in enumerate(reasons)
+                if reason.get("Code") == REASON_CONDITION_FAILED
+            }
+            if not raw:
+                raise store_error(exc, self._what, retried) from exc
+            refused = {i: deserialized(item) for i, item in raw.items()}
+            first = min(refused)
+            return Refused(refused[first], first, may_have_applied(exc, retried), self._what, refused, raw)
         return Applied()

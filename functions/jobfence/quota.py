@@ -31,15 +31,15 @@ as applied from the refusal's old image, so a grant is counted once.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.models import Model
-from pynamodb.transactions import TransactWrite
 
 from jobfence.binding import ModelStore
-from jobfence.dynamo import get_row
+from jobfence.dynamo import Transaction, get_row
 from jobfence.once import update_once
 
 
@@ -116,7 +116,7 @@ class QuotaStore(ModelStore):
 
     # -- transaction parts (the caller owns the transaction) ---------------------------------
 
-    def reserve_in(self, tx: TransactWrite, tenant: str, units: int, now_ms: int | None = None) -> None:
+    def reserve_in(self, tx: Transaction, tenant: str, units: int, now_ms: int | None = None) -> None:
         """Add "reserve `units` for `tenant`" to `tx`; it cancels the transaction if too few are left.
 
         The refusal carries the quota row (ALL_OLD), whose `available` says how
@@ -133,10 +133,9 @@ class QuotaStore(ModelStore):
                 self._model.updated_at.set(self._clock.now_ms() if now_ms is None else now_ms),
             ],
             condition=self._model.available >= units,
-            return_values="ALL_OLD",
         )
 
-    def refund_in(self, tx: TransactWrite, tenant: str, units: int = 1) -> None:
+    def refund_in(self, tx: Transaction, tenant: str, units: int = 1) -> None:
         """Add "give back `units`" to `tx` (the caller's item condition makes it exactly-once)."""
         tx.update(
             self._model(tenant),
@@ -149,8 +148,6 @@ class QuotaStore(ModelStore):
         )
 
 
-def available_in(raw_item: dict[str, Any] | None) -> int:
-    """`available` of a quota row returned with a refusal (0 when the tenant has no row)."""
-    if not raw_item or "available" not in raw_item:
-        return 0
-    return int(raw_item["available"]["N"])
+def available_in(item: Mapping[str, Any] | None) -> int:
+    """`available` of a quota row returned with a refusal (`Refused.item`; 0 when the tenant has no row)."""
+    return int((item or {}).get("available") or 0)

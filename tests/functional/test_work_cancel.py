@@ -98,7 +98,7 @@ def test_a_cancel_that_crashed_midway_is_continued_by_the_next(rig, faults):
     def third_cancel(params: Mapping[str, Any]) -> bool:
         if "cancelled" in json.dumps(params, default=str):
             sent.append(1)
-        return len(sent) == 3
+        return len(sent) >= 3  # the third item's transaction, on each of its tries
 
     faults.refused_before("TransactWriteItems", lambda: throttled("TransactWriteItems"), when=third_cancel, times=3)
     with pytest.raises(StoreError):

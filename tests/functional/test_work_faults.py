@@ -165,9 +165,9 @@ def test_a_paused_producer_never_puts_a_finished_item_back_to_pending(rig, fault
 
 
 def test_a_read_timeout_on_one_outcome_fails_only_that_message(rig, faults):
-    # GIVEN three items in one SQS batch; the first completion is applied and its reply times out
+    # GIVEN three items in one SQS batch; the first completion is applied and the reply of each try times out
     rig.producer.submit(B, "generation", items(3), "tester")
-    faults.reply_lost("UpdateItem", when=containing("listing_items", "completed"))
+    faults.reply_lost("UpdateItem", when=containing("listing_items", "completed"), times=3, refused_too=True)
     # WHEN the worker processes the batch
     result = rig.deliver(n=10)
     # THEN one message is a batch item failure (redelivered), the other two are acknowledged
@@ -201,8 +201,8 @@ def test_the_reclaim_sweep_goes_on_after_a_store_error(rig, faults, clock):
     rig.queues["generation"].messages.clear()
     rig.store.items.claim([key(0), key(1)], "generation", 5)
     clock.advance(minutes=17)
-    # the first requeue times out after it was applied
-    faults.reply_lost("UpdateItem", when=containing("listing_items", "reclaimed"))
+    # the first requeue is applied, and the reply of each of its tries times out
+    faults.reply_lost("UpdateItem", when=containing("listing_items", "reclaimed"), times=3, refused_too=True)
     # WHEN the reclaimer sweeps
     counts = rig.reclaimer.run_once()
     # THEN the error is counted and the sweep went on: the other running item and the pending one were re-driven

@@ -6,7 +6,7 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 from pynamodb.exceptions import PutError, TransactWriteError, UpdateError
 
-from jobfence.dynamo import cancellation_codes, classify, error_code, old_image
+from jobfence.dynamo import Refused, cancellation_codes, classify, error_code, write
 from jobfence.errors import ErrorKind
 
 
@@ -43,12 +43,17 @@ def test_a_read_timeout_inside_pynamodb_is_classified_not_an_attribute_error() -
         _ = wrapped.cause_response_code
     assert error_code(wrapped) == "ReadTimeoutError"
     assert classify(wrapped).maybe_applied and classify(wrapped).transient
-    assert old_image(wrapped) is None
 
 
 def test_refusals_carry_their_old_image_and_cancellation_reasons() -> None:
-    refused = _client_error("ConditionalCheckFailedException", Item={"job": {"S": "a"}})
-    assert old_image(UpdateError("x", refused)) == {"job": {"S": "a"}}
+    refused = _client_error("ConditionalCheckFailedException", Item={"job": {"S": "a"}, "fence": {"N": "3"}})
+
+    class Refusing:  # a client whose update is refused with the item it saw
+        def update_item(self, **_: object) -> None:
+            raise refused
+
+    seen = write(Refusing(), "update_item", {"TableName": "t", "Key": {}, "ConditionExpression": "x"}, "a write")
+    assert isinstance(seen, Refused) and seen.item == {"job": "a", "fence": 3}  # read by `deserialized`
     cancelled = _client_error(
         "TransactionCanceledException",
         CancellationReasons=[{"Code": "None"}, {"Code": "ConditionalCheckFailed", "Item": {"k": {"S": "v"}}}],

@@ -135,9 +135,9 @@ def test_a_store_built_for_a_tenant_signs_with_its_credentials_and_no_other(cloc
     )
     acme, globex = scopes("acme"), scopes("globex")
     for store, n in ((acme, 1), (globex, 2)):
-        # every client of every role (the claim transaction's connection among them) and the quota's
+        # every client of every role (the items, batches and roll-ups models: their transactions share them) and the quota's
         clients = store.clients() + store.quota.clients()
-        assert len(clients) == 5
+        assert len(clients) == 4
         assert {signed_as(c) for c in clients} == {(f"ASIA{n:04d}", f"token-{n}")}
     # outside a scope, a store signs with the process's own credentials
     outside = WorkStore("batches", "items", QuotaStore("quota", clock), clock)

@@ -50,14 +50,12 @@ from collections.abc import Callable
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
-from pynamodb.exceptions import PynamoDBException
 from pynamodb.models import Model
-from pynamodb.transactions import TransactWrite
 
-from jobfence.binding import bind, index
+from jobfence.binding import bind, client_of, index
 from jobfence.clock import Clock
-from jobfence.dynamo import aws_call, classify, raise_store_error, update_or_refusal
-from jobfence.errors import ErrorKind, StoreError
+from jobfence.dynamo import Refused, Transaction, aws_call, caller_reads, put_row, update_row
+from jobfence.errors import StoreError
 from jobfence.indexes import OPEN_INDEX_SPEC
 from jobfence.once import update_once
 from jobfence.work.items import ItemStore
@@ -178,7 +176,7 @@ class BatchStore:
 
     def clients(self) -> list[Any]:
         """The botocore clients this store sends its requests through (for a meter or a fault injector, never a write)."""
-        return [self._model._get_connection().connection.client]
+        return [client_of(self._model)]
 
     # -- producer side ------------------------------------------------------------------------
 
@@ -212,13 +210,9 @@ class BatchStore:
             shards=shards_for(total),
         )
         absent = self._model.tenant.does_not_exist()
-        try:
-            row.save(condition=absent)
+        # refused: it exists (maybe ours, applied and its reply lost): the row read next decides
+        if put_row(row, absent, f"creating batch {ref}", ours=caller_reads).applied:
             return batch_row(row), True
-        except PynamoDBException as exc:
-            # refused: it exists (maybe ours, applied and its reply lost): the row read next decides
-            if classify(exc) is not ErrorKind.CONDITION_FAILED:
-                raise_store_error(exc, f"creating batch {ref}")
         existing = self.batch(ref)
         if existing is None:
             raise StoreError(f"batch {ref} vanished while being created")
@@ -231,11 +225,11 @@ class BatchStore:
         b = self._model
         behind = b.enqueued < enqueued  # a repeated or late checkpoint never moves it back
         still_open = b.status == BatchStatus.OPEN.value  # a finalized batch never changes again
-        try:
-            b(ref.tenant, ref.batch_id).update(actions=[b.enqueued.set(enqueued)], condition=behind & still_open)
-        except PynamoDBException as exc:
-            if classify(exc) is not ErrorKind.CONDITION_FAILED:
-                raise_store_error(exc, f"checkpointing batch {ref}")
+        # refused: a checkpoint as far or further is there, or the batch is final: nothing to do
+        row = b(ref.tenant, ref.batch_id)
+        update_row(
+            row, [b.enqueued.set(enqueued)], behind & still_open, f"checkpointing batch {ref}", ours=caller_reads
+        )
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -375,15 +369,14 @@ class BatchStore:
     def _carry_heartbeat(self, ref: BatchRef, seen: BatchRow) -> BatchRow:
         """Copy the newest tally's time to the open batch row (moves its open-index entry once a stale period)."""
         b = self._model
-        try:
-            b(ref.tenant, ref.batch_id).update(
-                actions=[b.updated_at.set(seen.updated_at)],
-                condition=(b.status == BatchStatus.OPEN.value) & (b.updated_at < seen.updated_at),
-            )
-        except PynamoDBException as exc:
-            if classify(exc) is not ErrorKind.CONDITION_FAILED:
-                raise_store_error(exc, f"carrying the heartbeat of batch {ref}")
-            # finalized meanwhile, or a newer heartbeat is there already
+        # refused: finalized meanwhile, or a newer heartbeat is there already
+        update_row(
+            b(ref.tenant, ref.batch_id),
+            [b.updated_at.set(seen.updated_at)],
+            (b.status == BatchStatus.OPEN.value) & (b.updated_at < seen.updated_at),
+            f"carrying the heartbeat of batch {ref}",
+            ours=caller_reads,
+        )
         return seen
 
     # -- operator -----------------------------------------------------------------------------
@@ -402,7 +395,7 @@ class BatchStore:
             raise StoreError(cancelled_error(ref, batch.cancel_requested_by))
         kind = batch.kind
 
-        def reopen_batch_in(tx: TransactWrite, items: int, now: int) -> None:
+        def reopen_batch_in(tx: Transaction, items: int, now: int) -> None:
             self._reopen_in(tx, ref, kind, items, now)
 
         result = self._items.reopen_failed(batch, requested_by, reopen_batch_in, chunk)
@@ -418,7 +411,7 @@ class BatchStore:
             )
         return result
 
-    def _reopen_in(self, tx: TransactWrite, ref: BatchRef, kind: str, items: int, now: int) -> None:
+    def _reopen_in(self, tx: Transaction, ref: BatchRef, kind: str, items: int, now: int) -> None:
         """Add "reopen the batch for `items` reopened failed items" to the caller's transaction."""
         b = self._model
         tx.update(
@@ -432,7 +425,6 @@ class BatchStore:
                 b.reopened.add(items),
             ],
             condition=b.tenant.exists() & b.cancel_requested_at.does_not_exist(),  # a cancelled batch is never reopened
-            return_values="ALL_OLD",
         )
 
     def record_cancel(self, ref: BatchRef, requested_by: str) -> tuple[BatchRow, bool]:
@@ -441,21 +433,22 @@ class BatchStore:
             raise ValueError(f"a cancel needs who asked (1..{MAX_REQUESTED_BY} characters)")
         b = self._model
         asked = b.tenant.exists() & (b.status == BatchStatus.OPEN.value) & b.cancel_requested_at.does_not_exist()
-        refused = update_or_refusal(
+        recorded = update_row(
             b(ref.tenant, ref.batch_id),
             [b.cancel_requested_by.set(requested_by), b.cancel_requested_at.set(self._clock.now_ms())],
             asked,
             f"cancelling batch {ref}",
+            ours=caller_reads,  # refused: read below (the first asker is kept; a final batch refuses)
         )
-        if refused is not None:
-            if not refused:
+        if isinstance(recorded, Refused):
+            if not recorded.item:
                 raise StoreError(f"no batch {ref}")
-            if refused.get("cancel_requested_at") is None:  # final, and not by a cancel
-                raise StoreError(f"batch {ref} is {refused.get('status')}: only an open batch can be cancelled")
+            if recorded.item.get("cancel_requested_at") is None:  # final, and not by a cancel
+                raise StoreError(f"batch {ref} is {recorded.item.get('status')}: only an open batch can be cancelled")
         row = self.batch(ref)
         if row is None:
             raise StoreError(f"no batch {ref}")
-        return row, refused is None
+        return row, recorded.applied
 
     def recorded_cancel(self, ref: BatchRef) -> str | None:
         """Who cancelled the batch, when its row records a cancel (one consistent read of two attributes); else None.

@@ -28,27 +28,16 @@ Timeline of one item (generation: per-item 240 s < item stale 6 min < batch stal
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.connection import Connection
-from pynamodb.exceptions import PynamoDBException
 from pynamodb.models import Model
-from pynamodb.transactions import TransactWrite
 
-from jobfence.binding import bind, credentials_of, index
+from jobfence.binding import bind, client_of, index
 from jobfence.clock import Clock
-from jobfence.dynamo import (
-    REASON_CONDITION_FAILED,
-    aws_call,
-    cancellation_reasons,
-    classify,
-    old_image,
-    raise_store_error,
-)
-from jobfence.errors import ErrorKind, StoreError
+from jobfence.dynamo import Ours, Refused, Transaction, aws_call, caller_reads, update_row
+from jobfence.errors import StoreError
 from jobfence.indexes import RECLAIM_INDEX_SPEC
 from jobfence.quota import QuotaStore, available_in
 from jobfence.work.keys import (
@@ -67,7 +56,6 @@ from jobfence.work.keys import (
     bounded_error,
     reclaim_key,
 )
-from jobfence.work.refusals import image_string, update_returning_old
 from jobfence.work.transactions import ItemTable, ReopenResult, claim_items, reopen_failed
 
 
@@ -124,19 +112,15 @@ class ItemStore:
         self._model: Any = bind(_Item, items_table)
         self._quota = quota
         self._clock = clock
-        meta = self._model.Meta
-        self._connection = Connection(
-            region=getattr(meta, "region", None), host=getattr(meta, "host", None), **credentials_of(self._model)
-        )
         self._table = ItemTable(self._model, self._transaction, quota, clock)  # lent to its transactions
 
     def clients(self) -> list[Any]:
         """The botocore clients this store sends its requests through (for a meter or a fault injector, never a write)."""
-        return [self._model._get_connection().connection.client, self._connection.client]
+        return [client_of(self._model)]
 
-    def _transaction(self, token: str | None = None) -> TransactWrite:
-        """A TransactWriteItems; `token` (ClientRequestToken) makes botocore's re-send of it idempotent."""
-        return TransactWrite(connection=self._connection, client_request_token=token)
+    def _transaction(self, token: str | None = None) -> Transaction:
+        """A TransactionItems on the items model's client; `token` is its ClientRequestToken (one per plan)."""
+        return Transaction(client_of(self._model), "an item transaction", token)
 
     # -- producer side ------------------------------------------------------------------------
 
@@ -151,7 +135,7 @@ class ItemStore:
         A row, once written, is moved on only by its claims: a producer call
         that paused (or whose request was re-sent) must not put a completed
         item back to pending. So every put is conditional (the row is absent),
-        99 to a TransactWriteItems; a refusal names the rows that exist
+        99 to a TransactionItems; a refusal names the rows that exist
         already (a repeated call, or a re-sent request applied twice), which
         are dropped before the rest is tried again.
 
@@ -173,32 +157,23 @@ class ItemStore:
                 if not chunk:
                     break
                 reserve = len(chunk) if left is None else max(min(left, len(chunk)), 0)
+                tx = self._transaction()
+                for i, (seq, item) in enumerate(chunk):
+                    key = ItemKey.of(ref, item.item_id, shards)
+                    tx.save(self._new_item(key, kind, seq, item, now, reserved=i < reserve), condition=absent)
+                if reserve:
+                    self._quota.reserve_in(tx, ref.tenant, reserve, now)
                 try:
-                    with self._transaction(uuid.uuid4().hex) as tx:
-                        for i, (seq, item) in enumerate(chunk):
-                            tx.save(
-                                self._new_item(
-                                    ItemKey.of(ref, item.item_id, shards), kind, seq, item, now, reserved=i < reserve
-                                ),
-                                condition=absent,
-                            )
-                        if reserve:
-                            self._quota.reserve_in(tx, ref.tenant, reserve, now)
-                except PynamoDBException as exc:
-                    error_kind = classify(exc)
-                    if error_kind is ErrorKind.TRANSACTION_CANCELED:
-                        reasons = cancellation_reasons(exc)
-                        exist = {
-                            i for i, r in enumerate(reasons[: len(chunk)]) if r.get("Code") == REASON_CONDITION_FAILED
-                        }
-                        quota = reasons[len(chunk)] if reserve and len(reasons) > len(chunk) else {}
-                        if quota.get("Code") == REASON_CONDITION_FAILED:
-                            left = available_in(quota.get("Item"))
-                        chunk = [c for i, c in enumerate(chunk) if i not in exist]
-                        continue
-                    if error_kind.transient:
+                    outcome = tx.commit()
+                except StoreError as exc:
+                    if exc.kind is not None and exc.kind.transient:
                         continue  # not applied, or applied and refused next round as existing
-                    raise_store_error(exc, f"writing the items of batch {ref}")
+                    raise
+                if isinstance(outcome, Refused):  # the rows that exist already, and what the quota has left
+                    if reserve and len(chunk) in outcome.entries:
+                        left = available_in(outcome.entries[len(chunk)])
+                    chunk = [c for i, c in enumerate(chunk) if i not in outcome.entries]
+                    continue
                 written += len(chunk)
                 left = None if left is None else left - reserve
                 chunk = []
@@ -282,7 +257,7 @@ class ItemStore:
         self,
         batch: BatchRow,
         requested_by: str,
-        reopen_batch_in: Callable[[TransactWrite, int, int], None],
+        reopen_batch_in: Callable[[Transaction, int, int], None],
         chunk: int = 48,
     ) -> ReopenResult:
         """Reset the batch's failed items to pending (see `transactions.reopen_failed`), chunk by chunk.
@@ -305,9 +280,9 @@ class ItemStore:
         return (self._model.claim_token == claim.token) & (self._model.status == ItemStatus.RUNNING.value)
 
     @staticmethod
-    def _ours(image: Mapping[str, Any] | None, claim: Claim, status: ItemStatus) -> bool:
-        """The old image is our own outcome already applied (a re-sent request refused)."""
-        return image_string(image, "claim_token") == claim.token and image_string(image, "status") == status.value
+    def _ours(claim: Claim, status: ItemStatus) -> Ours:
+        """Recognises our own outcome already applied in an old image (a re-sent request refused)."""
+        return lambda image: image.get("claim_token") == claim.token and image.get("status") == status.value
 
     def complete(self, claim: Claim, result_ref: str) -> bool:
         """running -> completed. False if the claim was lost meanwhile (the row says who won)."""
@@ -385,45 +360,29 @@ class ItemStore:
         refunded = m.quota == QuotaHold.REFUNDED.value
         holds_nothing = m.quota.does_not_exist()
         row = m(key.partition, key.item_id)
-        try:
-            with self._transaction(uuid.uuid4().hex) as tx:
-                tx.update(
-                    row,
-                    actions=[*actions, m.quota.set(QuotaHold.REFUNDED.value), m.quota_refunds.add(1)],
-                    condition=condition & reserved,
-                    return_values="ALL_OLD",
-                )
-                self._quota.refund_in(tx, key.tenant)
+        tx = self._transaction()
+        tx.update(row, [*actions, m.quota.set(QuotaHold.REFUNDED.value), m.quota_refunds.add(1)], condition & reserved)
+        self._quota.refund_in(tx, key.tenant)
+        sent = tx.commit()
+        if not isinstance(sent, Refused):
             return True
-        except PynamoDBException as exc:
-            if classify(exc) is not ErrorKind.TRANSACTION_CANCELED:
-                raise_store_error(exc, "failing an item")
-            reasons = cancellation_reasons(exc)
-            first = reasons[0] if reasons else {}
-            if first.get("Code") != REASON_CONDITION_FAILED:
-                raise_store_error(exc, "failing an item")
-            image = first.get("Item")
-            if claim is not None and self._ours(image, claim, outcome):
-                return True
-            if image_string(image, "quota") == QuotaHold.RESERVED.value:
-                return False  # the reservation is there, so the item's own condition failed: claim lost
-        try:  # no reservation to give back
-            update_returning_old(row, actions, condition & holds_nothing | (condition & refunded))
+        if 0 not in sent.entries:  # only the quota row refused: the tenant has no books
+            raise StoreError(f"failing an item of {key.tenant}: its quota row refused the refund")
+        image = sent.entries[0]
+        if claim is not None and self._ours(claim, outcome)(image):
             return True
-        except Exception as exc:  # noqa: BLE001 - classified below, re-raised as a StoreError
-            if classify(exc) is not ErrorKind.CONDITION_FAILED:
-                raise_store_error(exc, "failing an item")
-            return claim is not None and self._ours(old_image(exc), claim, outcome)
+        if image.get("quota") == QuotaHold.RESERVED.value:
+            return False  # the reservation is there, so the item's own condition failed: claim lost
+        # no reservation to give back
+        ours = self._ours(claim, outcome) if claim is not None else caller_reads
+        without = condition & holds_nothing | (condition & refunded)
+        return update_row(row, actions, without, "failing an item", ours=ours).applied
 
     def _update_claimed(self, claim: Claim, outcome: ItemStatus, actions: list[Any]) -> bool:
         row = self._model(claim.key.partition, claim.key.item_id)
-        try:
-            update_returning_old(row, actions, self._holds(claim))
-            return True
-        except Exception as exc:  # noqa: BLE001 - classified below, re-raised as a StoreError
-            if classify(exc) is not ErrorKind.CONDITION_FAILED:
-                raise_store_error(exc, "writing an item outcome")
-            return self._ours(old_image(exc), claim, outcome)
+        return update_row(
+            row, actions, self._holds(claim), "writing an item outcome", ours=self._ours(claim, outcome)
+        ).applied
 
     # -- reclaim (see jobfence.reclaim) -------------------------------------------------------
 
@@ -488,18 +447,18 @@ class ItemStore:
         ]
         if status is ItemStatus.RUNNING:
             actions += [self._model.claim_token.remove(), self._model.error.set(bounded_error(error))]
-        try:
-            update_returning_old(self._model(key.partition, key.item_id), actions, condition)
-            return StaleVerdict.REQUEUED
-        except Exception as exc:  # noqa: BLE001 - classified below, re-raised as a StoreError
-            if classify(exc) is not ErrorKind.CONDITION_FAILED:
-                raise_store_error(exc, "reclaiming an item")
-            image = old_image(exc) or {}
-        as_seen = (
-            image_string(image, "status") == status.value
-            and int((image.get("updated_at") or {}).get("N", -1)) == seen_updated_at
+
+        def ours(seen: Mapping[str, Any]) -> bool:  # our own requeue, applied before its reply was lost
+            return seen.get("status") == ItemStatus.PENDING.value and seen.get("updated_at") == now
+
+        outcome = update_row(
+            self._model(key.partition, key.item_id), actions, condition, "reclaiming an item", ours=ours
         )
-        if as_seen and int((image.get("attempts") or {}).get("N", 0)) >= attempts_cap:
+        if outcome.applied:
+            return StaleVerdict.REQUEUED
+        image = outcome.item  # the refusal decides the verdict: at the cap, or moved on
+        as_seen = image.get("status") == status.value and image.get("updated_at") == seen_updated_at
+        if as_seen and int(image.get("attempts") or 0) >= attempts_cap:
             return StaleVerdict.CAPPED
         return StaleVerdict.CHANGED
 

@@ -29,10 +29,8 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.binding import ModelStore
-from jobfence.dynamo import aws_call, classify, raise_store_error
-from jobfence.errors import ErrorKind
+from jobfence.dynamo import aws_call, caller_reads, update_row
 from jobfence.work.keys import ROLLUP_SHARDS, BatchRef, RollupTally
-from jobfence.work.refusals import update_returning_old
 
 
 class _Tally(Model):
@@ -78,12 +76,8 @@ class Rollups(ModelStore):
             t.seq.set(tally.seq),
             t.updated_at.set(self._clock.now_ms()),
         ]
-        try:
-            update_returning_old(row, actions, newer)
-        except Exception as exc:  # noqa: BLE001 - classified below, re-raised as a StoreError
-            if classify(exc) is not ErrorKind.CONDITION_FAILED:
-                raise_store_error(exc, f"rolling up batch {ref}")
-            # the old image holds seq >= ours: our earlier send (reply lost) or a later one was applied
+        # refused: the old image holds seq >= ours: our earlier send (reply lost) or a later one was applied
+        update_row(row, actions, newer, f"rolling up batch {ref}", ours=caller_reads)
 
     def sums(self, ref: BatchRef) -> tuple[int, int, int, int]:
         """(completed, failed, roll-ups, newest updated_at) over every tally of the batch."""

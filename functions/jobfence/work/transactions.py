@@ -32,12 +32,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pynamodb.exceptions import PynamoDBException
-from pynamodb.transactions import TransactWrite
-
 from jobfence.clock import Clock
-from jobfence.dynamo import REASON_CONDITION_FAILED, aws_call, cancellation_reasons, classify, raise_store_error
-from jobfence.errors import ErrorKind, StoreError
+from jobfence.dynamo import Refused, Transaction, aws_call
+from jobfence.errors import StoreError
 from jobfence.quota import QuotaStore, available_in
 from jobfence.work.keys import (
     CLAIM_ROUNDS,
@@ -59,7 +56,7 @@ class ItemTable:
     """What the item store lends its transactions: its bound items model, transactions, quota store and clock."""
 
     model: Any  # the items model, bound by the store (its session's credentials)
-    transaction: Callable[[str], TransactWrite]  # a TransactWriteItems with this ClientRequestToken
+    transaction: Callable[[str], Transaction]  # a TransactWriteItems with this ClientRequestToken
     quota: QuotaStore
     clock: Clock
 
@@ -76,7 +73,7 @@ class ReopenResult:
 class _ClaimOp:
     key: ItemKey | None
     tenant_quota: str | None
-    add_to: Callable[[TransactWrite], None]
+    add_to: Callable[[Transaction], None]
 
 
 @dataclass
@@ -85,14 +82,12 @@ class _ClaimPlan:
     results: dict[ItemKey, Claim] = field(default_factory=dict)
     token: str = field(default_factory=lambda: uuid.uuid4().hex)  # ClientRequestToken of this plan
 
-    def applied_before(self, reasons: list[dict[str, Any]]) -> bool:
+    def applied_before(self, refused: Refused) -> bool:
         """A refusal whose old image already holds one of this plan's claim tokens: the plan was applied."""
-        for op, reason in zip(self.ops, reasons, strict=False):  # a reply may carry no reasons
-            claim = self.results.get(op.key) if op.key is not None else None
-            if claim is None or claim.token is None or reason.get("Code") != REASON_CONDITION_FAILED:
-                continue
-            image = reason.get("Item") or {}
-            if (image.get("claim_token") or {}).get("S") == claim.token:
+        for i, image in refused.entries.items():
+            op = self.ops[i] if i < len(self.ops) else None
+            claim = self.results.get(op.key) if op is not None and op.key is not None else None
+            if claim is not None and claim.token is not None and image.get("claim_token") == claim.token:
                 return True
         return False
 
@@ -115,11 +110,7 @@ class _ClaimPlan:
         if reserve:
             actions += [m.quota.set(QuotaHold.RESERVED.value), m.quota_reservations.add(1)]
         target = m(key.partition, key.item_id)
-        self.ops.append(
-            _ClaimOp(
-                key, None, lambda tx: tx.update(target, actions=actions, condition=condition, return_values="ALL_OLD")
-            )
-        )
+        self.ops.append(_ClaimOp(key, None, lambda tx: tx.update(target, actions=actions, condition=condition)))
         self.results[key] = Claim(
             key,
             ClaimState.CLAIMED,
@@ -142,11 +133,7 @@ class _ClaimPlan:
             m.reclaim_key.remove(),
         ]
         target = m(key.partition, key.item_id)
-        self.ops.append(
-            _ClaimOp(
-                key, None, lambda tx: tx.update(target, actions=actions, condition=condition, return_values="ALL_OLD")
-            )
-        )
+        self.ops.append(_ClaimOp(key, None, lambda tx: tx.update(target, actions=actions, condition=condition)))
         self.results[key] = Claim(key, ClaimState.QUOTA_EXHAUSTED, reason="quota exhausted")
 
     def reserve(self, table: ItemTable, tenant: str, units: int, now: int) -> None:
@@ -180,35 +167,34 @@ def claim_items(table: ItemTable, keys: Sequence[ItemKey], kind: str, attempts_c
             out[k] = Claim(k, ClaimState.NOT_FOUND, reason="no such item for this tenant and batch")
     quota_left: dict[str, int | None] = {}  # None: not known yet, try all
     plan: _ClaimPlan | None = None
-    unknown: PynamoDBException | None = None  # the last error that left the outcome unknown
+    unknown: StoreError | None = None  # the last error that left the outcome unknown
     for _ in range(CLAIM_ROUNDS):
         if plan is None:
             plan = _plan_claims(table, rows, out, kind, attempts_cap, quota_left)
             if not plan.ops:
                 return out
+        tx = table.transaction(plan.token)
+        for op in plan.ops:
+            op.add_to(tx)
         try:
-            with table.transaction(plan.token) as tx:
-                for op in plan.ops:
-                    op.add_to(tx)
-        except PynamoDBException as exc:
-            error_kind = classify(exc)
-            if error_kind is ErrorKind.TRANSACTION_CANCELED:
-                reasons = cancellation_reasons(exc)
-                if plan.applied_before(reasons):
-                    break  # our own earlier send was applied; this re-send was refused by it
-                _read_refusals(table, reasons, plan, rows, quota_left)
-                plan, unknown = None, None
-                continue
-            if error_kind.transient:
-                # not applied, or applied with its reply lost: send the very same plan (same token) again
-                unknown = exc if error_kind.maybe_applied else unknown
-                continue
-            raise_store_error(exc, "claim transaction")
+            outcome = tx.commit()
+        except StoreError as exc:
+            if exc.kind is None or not exc.kind.transient:
+                raise
+            # not applied, or applied with its reply lost: send the very same plan (same token) again
+            unknown = exc if exc.unanswered else unknown
+            continue
+        if isinstance(outcome, Refused):
+            if plan.applied_before(outcome):
+                break  # our own earlier send was applied; this re-send was refused by it
+            _read_refusals(table, outcome, plan, rows, quota_left)
+            plan, unknown = None, None
+            continue
         break
     else:
         if unknown is not None:
             # the claims may stand with nobody running them: the reclaimer requeues them after item-stale
-            raise_store_error(unknown, "claim transaction")
+            raise unknown
         for k in rows:
             out.setdefault(k, Claim(k, ClaimState.CONTENDED, reason=f"claim lost {CLAIM_ROUNDS} rounds to races"))
         return out
@@ -256,22 +242,22 @@ def _plan_claims(
 
 def _read_refusals(
     table: ItemTable,
-    reasons: list[dict[str, Any]],
+    refused: Refused,
     plan: _ClaimPlan,
     rows: dict[ItemKey, Any],
     quota_left: dict[str, int | None],
 ) -> None:
-    for op, reason in zip(plan.ops, reasons, strict=False):  # a reply may carry no reasons
-        if reason.get("Code") != REASON_CONDITION_FAILED:
-            continue  # TransactionConflict or collateral: the next round tries again
-        image = reason.get("Item")
+    for i, image in refused.entries.items():  # another entry (a conflict, collateral): the next round tries again
+        op = plan.ops[i] if i < len(plan.ops) else None
+        if op is None:
+            continue
         if op.tenant_quota is not None:
             quota_left[op.tenant_quota] = available_in(image)
         elif op.key is not None:
             if not image:
                 rows.pop(op.key, None)  # deleted meanwhile: reported as not found next round
                 continue
-            rows[op.key] = table.model.from_raw_data(image)
+            rows[op.key] = table.model.from_raw_data(refused.raw[i])
 
 
 def reopen_failed(
@@ -279,7 +265,7 @@ def reopen_failed(
     batch: BatchRow,
     rows: Sequence[ItemRow],
     requested_by: str,
-    reopen_batch_in: Callable[[TransactWrite, int, int], None],
+    reopen_batch_in: Callable[[Transaction, int, int], None],
     chunk: int = 48,
 ) -> ReopenResult:
     """Reset the failed ones of the batch's item `rows` to pending with a fresh attempts budget, re-reserving quota.
@@ -309,56 +295,44 @@ def reopen_failed(
                 break
             if not nonce:
                 now, nonce = table.clock.now_ms(), uuid.uuid4().hex
+            tx = table.transaction(nonce)
+            table.quota.reserve_in(tx, ref.tenant, len(part), now)
+            reopen_batch_in(tx, len(part), now)
+            for row in part:
+                key = ItemKey.of_row(row.batch_key, row.item_id)
+                still_failed = m.status == ItemStatus.FAILED.value
+                same_update = m.updated_at == int(row.updated_at)
+                tx.update(
+                    m(key.partition, row.item_id),
+                    actions=[
+                        m.status.set(ItemStatus.PENDING.value),
+                        m.attempts.set(0),
+                        m.updated_at.set(now),
+                        m.error.set(bounded_error(f"retry requested by {requested_by}; last error: {row.error}")),
+                        m.quota.set(QuotaHold.RESERVED.value),
+                        m.quota_reservations.add(1),
+                        m.claim_token.set(nonce),
+                        m.reclaim_key.set(reclaim_key(kind, ItemStatus.PENDING, key)),
+                    ],
+                    condition=still_failed & same_update,
+                )
             try:
-                with table.transaction(nonce) as tx:
-                    table.quota.reserve_in(tx, ref.tenant, len(part), now)
-                    reopen_batch_in(tx, len(part), now)
-                    for row in part:
-                        key = ItemKey.of_row(row.batch_key, row.item_id)
-                        still_failed = m.status == ItemStatus.FAILED.value
-                        same_update = m.updated_at == int(row.updated_at)
-                        tx.update(
-                            m(key.partition, row.item_id),
-                            actions=[
-                                m.status.set(ItemStatus.PENDING.value),
-                                m.attempts.set(0),
-                                m.updated_at.set(now),
-                                m.error.set(
-                                    bounded_error(f"retry requested by {requested_by}; last error: {row.error}")
-                                ),
-                                m.quota.set(QuotaHold.RESERVED.value),
-                                m.quota_reservations.add(1),
-                                m.claim_token.set(nonce),
-                                m.reclaim_key.set(reclaim_key(kind, ItemStatus.PENDING, key)),
-                            ],
-                            condition=still_failed & same_update,
-                            return_values="ALL_OLD",
-                        )
-            except PynamoDBException as exc:
-                error_kind = classify(exc)
-                if error_kind.transient:
+                outcome = tx.commit()
+            except StoreError as exc:
+                if exc.kind is not None and exc.kind.transient:
                     continue  # a re-send is refused by its own application, recognised below
-                if error_kind is not ErrorKind.TRANSACTION_CANCELED:
-                    raise_store_error(exc, "retrying failed items")
-                reasons = cancellation_reasons(exc)
-                item_reasons = reasons[2:]
-                images = [(r.get("Item") or {}) for r in item_reasons]
-                if any((image.get("claim_token") or {}).get("S") == nonce for image in images):
+                raise
+            if isinstance(outcome, Refused):
+                # entries: 0 the quota, 1 the batch row, then the items in `part`'s order
+                items = {i - 2: image for i, image in outcome.entries.items() if i >= 2}
+                if any(image.get("claim_token") == nonce for image in items.values()):
                     retried += [ItemKey.of_row(row.batch_key, row.item_id) for row in part]
                     break
-                batch_reason = reasons[1] if len(reasons) > 1 else {}
-                if batch_reason.get("Code") == REASON_CONDITION_FAILED:  # a cancel was recorded meanwhile
-                    by = ((batch_reason.get("Item") or {}).get("cancel_requested_by") or {}).get("S")
-                    raise StoreError(cancelled_error(ref, by)) from None
-                changed = {
-                    row.item_id
-                    for row, reason in zip(part, item_reasons, strict=False)
-                    if reason.get("Code") == REASON_CONDITION_FAILED
-                }
-                part = [row for row in part if row.item_id not in changed]
-                quota_reason = reasons[0] if reasons else {}
-                if quota_reason.get("Code") == REASON_CONDITION_FAILED:
-                    left = max(available_in(quota_reason.get("Item")), 0)
+                if 1 in outcome.entries:  # a cancel was recorded meanwhile
+                    raise StoreError(cancelled_error(ref, outcome.entries[1].get("cancel_requested_by")))
+                part = [row for i, row in enumerate(part) if i not in items]
+                if 0 in outcome.entries:
+                    left = max(available_in(outcome.entries[0]), 0)
                     skipped += max(len(part) - left, 0)
                     part = part[:left]
                 nonce = ""
