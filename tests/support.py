@@ -226,6 +226,10 @@ class Rows:
             ExpressionAttributeValues={f":v{i}": _serializer.serialize(v) for i, v in enumerate(values.values())},
         )
 
+    def put(self, name: str, **item: object) -> None:
+        """Write one whole row of catalog table `name` as given (a record no store would write: bad data)."""
+        self.dynamodb.put_item(TableName=self.tables[name], Item={k: _serializer.serialize(v) for k, v in item.items()})
+
     def delete(self, name: str, *key: object) -> None:
         self.dynamodb.delete_item(TableName=self.tables[name], Key=self._key(name, key))
 

@@ -14,12 +14,14 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator, Mapping
 
+from aws_lambda_powertools import Logger
+
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.club.changes import ChangeLog, build_changelog
 from jobs.club.events import Event, EventType, nonce_for
 from jobs.club.stores.loans import Loan, LoanStore
 from jobs.club.stores.reminders import Recipient, ReminderState, ReminderStore
-from jobs.club.sweep import sweep
+from jobs.club.sweep import InvalidRows, sweep
 
 BATCH = 25
 MAX_BATCHES = 40
@@ -41,7 +43,7 @@ def reminder_text(recipient_kind: Recipient, loan: Loan) -> str:
 
 
 def send_equipment_reminders(
-    reminders: ReminderStore, loans: LoanStore, changes: ChangeLog, ctx: RunContext
+    reminders: ReminderStore, loans: LoanStore, changes: ChangeLog, ctx: RunContext, logger: Logger
 ) -> Iterator[Mapping[str, int]]:
     """Notify the member or staff member of each due reminder, exactly once."""
 
@@ -67,11 +69,12 @@ def send_equipment_reminders(
         return ReminderOutcome.SKIPPED
 
     progress = {ReminderOutcome.CLAIMED, ReminderOutcome.CANCELLED}
-    return sweep(changes, ctx, reminders.due, handle, ReminderOutcome, progress, BATCH, MAX_BATCHES)
+    invalid = InvalidRows(logger, ctx.job)
+    return sweep(changes, ctx, invalid, reminders.due, handle, ReminderOutcome, progress, BATCH, MAX_BATCHES)
 
 
 def build_send_equipment_reminders(deps: JobDeps):
     reminders = ReminderStore(deps.settings.table("club_equipment_reminders"), deps.clock)
     loans = LoanStore(deps.settings.table("club_equipment_loans"), deps.clock)
     changes = build_changelog(deps)
-    return lambda ctx: send_equipment_reminders(reminders, loans, changes, ctx)
+    return lambda ctx: send_equipment_reminders(reminders, loans, changes, ctx, deps.logger)

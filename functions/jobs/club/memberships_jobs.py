@@ -10,13 +10,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 
+from aws_lambda_powertools import Logger
+
 from jobfence.batch import LastBatch
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.club.changes import ChangeLog, build_changelog
 from jobs.club.events import Event, EventType, nonce_for
 from jobs.club.stores.memberships import Membership, MembershipStatus, MembershipStore
 from jobs.club.stores.receipts import ReceiptStore
-from jobs.club.sweep import ExpiryOutcome, sweep
+from jobs.club.sweep import ExpiryOutcome, InvalidRows, sweep
 
 BATCH = 25
 MAX_BATCHES = 40
@@ -26,11 +28,12 @@ MAX_BATCHES = 40
 class ReconcileCounts:
     """One page of `reconcile_membership_roles` (every field in the run row)."""
 
-    members: int  # memberships read
+    members: int  # memberships read (those in an unknown state included)
     changed: int  # roles recorded and their events saved, in one transaction
     matched: int  # already what the receipts grant
     conflicts: int  # changed by someone else since the read: the next run looks again
     events: int  # events sent by this page's flush (and, on the first, an interrupted run's)
+    invalid: int  # in an unknown state (`InvalidRows`): logged, left as they are
 
     def summary(self) -> dict[str, int]:
         return asdict(self)
@@ -43,7 +46,7 @@ def _role_event(ctx: RunContext, row: Membership, type_: EventType, role_id: str
 
 
 def expire_memberships(
-    memberships: MembershipStore, changes: ChangeLog, ctx: RunContext
+    memberships: MembershipStore, changes: ChangeLog, ctx: RunContext, logger: Logger
 ) -> Iterator[Mapping[str, int]]:
     """Expire memberships that have ended: access off, roles removed (events), out of the active index."""
 
@@ -56,20 +59,22 @@ def expire_memberships(
         return ExpiryOutcome.EXPIRED if expired else ExpiryOutcome.SKIPPED
 
     progress = {ExpiryOutcome.EXPIRED}
-    return sweep(changes, ctx, memberships.ended, handle, ExpiryOutcome, progress, BATCH, MAX_BATCHES)
+    invalid = InvalidRows(logger, ctx.job)
+    return sweep(changes, ctx, invalid, memberships.ended, handle, ExpiryOutcome, progress, BATCH, MAX_BATCHES)
 
 
 def reconcile_membership_roles(
-    memberships: MembershipStore, receipts: ReceiptStore, changes: ChangeLog, ctx: RunContext
+    memberships: MembershipStore, receipts: ReceiptStore, changes: ChangeLog, ctx: RunContext, logger: Logger
 ) -> Iterator[Mapping[str, int]]:
     """Make each member's applied roles equal the roles their valid receipts grant; only differences emit events."""
+    invalid = InvalidRows(logger, ctx.job)
     sent = changes.flush(ctx)
     cursor = None
     for n in range(1, MAX_BATCHES + 1):
         rows, cursor = memberships.page(cursor, BATCH)
         now = ctx.now_ms()
         changed = matched = conflicts = 0
-        for row in rows:
+        for row in invalid.views(rows):  # a membership in an unknown state is passed over, the page goes on
             active = row.status is MembershipStatus.ACTIVE
             desired = receipts.granted_roles(row.member_id, now) if active else set()
             applied = set(row.roles)
@@ -83,7 +88,7 @@ def reconcile_membership_roles(
             else:
                 conflicts += 1  # changed by someone else since we read it; the next run looks again
         sent += changes.flush(ctx)
-        counts = ReconcileCounts(len(rows), changed, matched, conflicts, sent).summary()
+        counts = ReconcileCounts(len(rows), changed, matched, conflicts, sent, invalid.taken()).summary()
         if cursor is None or n == MAX_BATCHES:
             yield LastBatch(counts)
             return
@@ -94,11 +99,11 @@ def reconcile_membership_roles(
 def build_expire_memberships(deps: JobDeps):
     memberships = MembershipStore(deps.settings.table("club_memberships"), deps.clock)
     changes = build_changelog(deps)
-    return lambda ctx: expire_memberships(memberships, changes, ctx)
+    return lambda ctx: expire_memberships(memberships, changes, ctx, deps.logger)
 
 
 def build_reconcile_membership_roles(deps: JobDeps):
     memberships = MembershipStore(deps.settings.table("club_memberships"), deps.clock)
     receipts = ReceiptStore(deps.settings.table("club_receipts"), deps.clock)
     changes = build_changelog(deps)
-    return lambda ctx: reconcile_membership_roles(memberships, receipts, changes, ctx)
+    return lambda ctx: reconcile_membership_roles(memberships, receipts, changes, ctx, deps.logger)

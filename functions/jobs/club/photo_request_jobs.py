@@ -9,18 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+from aws_lambda_powertools import Logger
+
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.club.changes import ChangeLog, build_changelog
 from jobs.club.events import Event, EventType, nonce_for
 from jobs.club.stores.photo_requests import PhotoRequestStore, RequestStatus
-from jobs.club.sweep import ExpiryOutcome, sweep
+from jobs.club.sweep import ExpiryOutcome, InvalidRows, sweep
 
 BATCH = 25
 MAX_BATCHES = 40
 
 
 def expire_photographer_requests(
-    requests: PhotoRequestStore, changes: ChangeLog, ctx: RunContext
+    requests: PhotoRequestStore, changes: ChangeLog, ctx: RunContext, logger: Logger
 ) -> Iterator[Mapping[str, int]]:
     """Expire overdue open requests and mark their Discord messages as expired."""
 
@@ -39,10 +41,11 @@ def expire_photographer_requests(
         return ExpiryOutcome.EXPIRED if expired else ExpiryOutcome.SKIPPED
 
     progress = {ExpiryOutcome.EXPIRED}
-    return sweep(changes, ctx, requests.expirable, handle, ExpiryOutcome, progress, BATCH, MAX_BATCHES)
+    invalid = InvalidRows(logger, ctx.job)
+    return sweep(changes, ctx, invalid, requests.expirable, handle, ExpiryOutcome, progress, BATCH, MAX_BATCHES)
 
 
 def build_expire_photographer_requests(deps: JobDeps):
     requests = PhotoRequestStore(deps.settings.table("club_photo_requests"), deps.clock)
     changes = build_changelog(deps)
-    return lambda ctx: expire_photographer_requests(requests, changes, ctx)
+    return lambda ctx: expire_photographer_requests(requests, changes, ctx, deps.logger)

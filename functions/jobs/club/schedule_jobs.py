@@ -2,7 +2,9 @@
 
 Every entry moves by a conditional transition from the status it was read in,
 and every board publish is conditioned on the board version it read, so a
-repeated run applies nothing twice and republishes nothing unchanged.
+repeated run applies nothing twice and republishes nothing unchanged. An
+entry in a status no code writes is passed over (counted `invalid`, logged,
+left as it is) and the others go on.
 """
 
 from __future__ import annotations
@@ -11,12 +13,15 @@ import enum
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 
+from aws_lambda_powertools import Logger
+
 from jobfence.batch import LastBatch
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.club.changes import ChangeLog, build_changelog, commit_plain
 from jobs.club.events import Event, EventType, nonce_for
 from jobs.club.stores.boards import DARKROOM_SCHEDULE, DARKROOM_STATS, STUDIO_SCHEDULE, BoardStore, content_hash
 from jobs.club.stores.schedule import DARKROOM, DarkroomChange, ScheduleStore, StudioSlot
+from jobs.club.sweep import InvalidRows
 
 BATCH = 25
 MAX_BATCHES = 20
@@ -41,6 +46,7 @@ class StudioCounts:
     conflicts: int  # moved by someone else since the read
     events: int  # events sent by this batch's flush
     unpublished: int  # moves without a studio board to post to (reported, never invented)
+    invalid: int  # slots in an unknown state (`InvalidRows`): logged, left as they are
 
     def summary(self) -> dict[str, int]:
         return asdict(self)
@@ -72,10 +78,10 @@ def publish_board(
     return BoardOutcome.PUBLISHED if published else BoardOutcome.CONFLICT
 
 
-def render_darkroom(schedule: ScheduleStore, now: int) -> str:
+def render_darkroom(schedule: ScheduleStore, now: int, invalid: InvalidRows) -> str:
     current = schedule.latest(DARKROOM, now, DarkroomChange.APPLIED)
     lines = [f"**Darkroom**: {current.label if current else 'no status yet'}"]
-    upcoming = [e for e in schedule.upcoming(DARKROOM, now, UPCOMING_SHOWN)]
+    upcoming = list(invalid.views(schedule.upcoming(DARKROOM, now, UPCOMING_SHOWN)))  # known states only
     if upcoming:
         lines.append("Next:")
         lines += [f"- {_when(e.starts_at)} {e.label}" for e in upcoming]
@@ -83,31 +89,35 @@ def render_darkroom(schedule: ScheduleStore, now: int) -> str:
 
 
 def sweep_darkroom_schedule(
-    schedule: ScheduleStore, boards: BoardStore, changes: ChangeLog, ctx: RunContext
+    schedule: ScheduleStore, boards: BoardStore, changes: ChangeLog, ctx: RunContext, logger: Logger
 ) -> Iterator[Mapping[str, int | str]]:
     """Apply due darkroom changes once each, then update the schedule message."""
+    invalid = InvalidRows(logger, ctx.job)
     sent = changes.flush(ctx)
     for _ in range(MAX_BATCHES):
         due = schedule.started(DARKROOM, ctx.now_ms(), (DarkroomChange.PENDING,), BATCH)
-        applied = sum(1 for row in due if commit_plain(ctx, [schedule.transition_op(row, DarkroomChange.APPLIED)]))
-        yield {"applied": applied, "skipped": len(due) - applied}
+        rows = list(invalid.views(due))
+        applied = sum(1 for row in rows if commit_plain(ctx, [schedule.transition_op(row, DarkroomChange.APPLIED)]))
+        yield {"applied": applied, "skipped": len(rows) - applied, "invalid": invalid.taken()}
         if len(due) < BATCH or applied == 0:
             break
-    board = publish_board(boards, changes, ctx, DARKROOM_SCHEDULE, render_darkroom(schedule, ctx.now_ms()))
-    yield LastBatch({"board": board.value, "events": sent + changes.flush(ctx)})
+    content = render_darkroom(schedule, ctx.now_ms(), invalid)
+    board = publish_board(boards, changes, ctx, DARKROOM_SCHEDULE, content)
+    yield LastBatch({"board": board.value, "events": sent + changes.flush(ctx), "invalid": invalid.taken()})
 
 
 def sweep_studio_schedule(
-    schedule: ScheduleStore, boards: BoardStore, changes: ChangeLog, ctx: RunContext
+    schedule: ScheduleStore, boards: BoardStore, changes: ChangeLog, ctx: RunContext, logger: Logger
 ) -> Iterator[Mapping[str, int | str]]:
     """Move started studio slots to current and ended ones to past; post each change to the studio channel."""
+    invalid = InvalidRows(logger, ctx.job)
     sent = changes.flush(ctx)
     board = boards.get(STUDIO_SCHEDULE)
     for n in range(1, MAX_BATCHES + 1):
         now = ctx.now_ms()
         rows = schedule.to_advance(now, BATCH)
         moved = conflicts = 0
-        for row in rows:
+        for row in invalid.views(rows):
             ended = row.ends_at is not None and row.ends_at <= now
             target = StudioSlot.PAST if ended else StudioSlot.CURRENT
             if target is row.status:
@@ -128,7 +138,7 @@ def sweep_studio_schedule(
             else:
                 conflicts += 1
         sent += changes.flush(ctx)
-        counts = StudioCounts(moved, conflicts, sent, unpublished=0 if board else moved).summary()
+        counts = StudioCounts(moved, conflicts, sent, 0 if board else moved, invalid.taken()).summary()
         if len(rows) < BATCH or moved == 0 or n == MAX_BATCHES:
             yield LastBatch(counts)
             return
@@ -137,15 +147,16 @@ def sweep_studio_schedule(
 
 
 def sync_darkroom_stats(
-    schedule: ScheduleStore, boards: BoardStore, changes: ChangeLog, ctx: RunContext
+    schedule: ScheduleStore, boards: BoardStore, changes: ChangeLog, ctx: RunContext, logger: Logger
 ) -> Iterator[Mapping[str, int | str]]:
     """Recount the darkroom totals from the schedule rows and update the stats message when they changed."""
+    invalid = InvalidRows(logger, ctx.job)
     sent = changes.flush(ctx)
     sessions = 0
     hours = 0.0
     members: set[str] = set()
     read = 0
-    for row in schedule.entries(DARKROOM):
+    for row in invalid.views(schedule.entries(DARKROOM)):  # an entry in an unknown state is not counted
         read += 1
         if row.status is DarkroomChange.APPLIED and row.member_id:
             sessions += 1
@@ -159,7 +170,8 @@ def sync_darkroom_stats(
         f"Members: {totals['members']}"
     )
     board = publish_board(boards, changes, ctx, DARKROOM_STATS, content, totals)
-    yield LastBatch({"read": read % STATS_PAGE, "board": board.value, "events": sent + changes.flush(ctx)})
+    events = sent + changes.flush(ctx)
+    yield LastBatch({"read": read % STATS_PAGE, "board": board.value, "events": events, "invalid": invalid.taken()})
 
 
 def _stores(deps: JobDeps) -> tuple[ScheduleStore, BoardStore, ChangeLog]:
@@ -172,14 +184,14 @@ def _stores(deps: JobDeps) -> tuple[ScheduleStore, BoardStore, ChangeLog]:
 
 def build_sweep_darkroom_schedule(deps: JobDeps):
     schedule, boards, changes = _stores(deps)
-    return lambda ctx: sweep_darkroom_schedule(schedule, boards, changes, ctx)
+    return lambda ctx: sweep_darkroom_schedule(schedule, boards, changes, ctx, deps.logger)
 
 
 def build_sweep_studio_schedule(deps: JobDeps):
     schedule, boards, changes = _stores(deps)
-    return lambda ctx: sweep_studio_schedule(schedule, boards, changes, ctx)
+    return lambda ctx: sweep_studio_schedule(schedule, boards, changes, ctx, deps.logger)
 
 
 def build_sync_darkroom_stats(deps: JobDeps):
     schedule, boards, changes = _stores(deps)
-    return lambda ctx: sync_darkroom_stats(schedule, boards, changes, ctx)
+    return lambda ctx: sync_darkroom_stats(schedule, boards, changes, ctx, deps.logger)

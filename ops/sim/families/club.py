@@ -235,7 +235,7 @@ class ClubFamily:
         loans = LoanStore(world.tables["club_equipment_loans"], clock)
         changes = self._changes(world, clock)
         watch: TermWatch = world.data["watch"]
-        return lambda ctx: watch.guard(actor, send_equipment_reminders(reminders, loans, changes, ctx))
+        return lambda ctx: watch.guard(actor, send_equipment_reminders(reminders, loans, changes, ctx, world.logger))
 
     def _tick(self, world: World):
         def run(actor: Actor) -> Any:

@@ -18,7 +18,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
 from jobfence.lease import LeaseStore
-from jobfence.scheduled import RunContext
+from jobfence.scheduled import RunContext, load_job
 from jobfence.triggers import Trigger
 from jobs.catalog import CATALOG
 from jobs.club.delivery import DiscordDelivery

@@ -26,7 +26,7 @@ from jobfence.transaction import Write, update_write
 from jobs.club.catalog import RETRY_INDEX_SPEC
 from jobs.club.email_auth import MISSING, MailVerdicts
 from jobs.club.stores.due import due_rows, shard_of
-from jobs.club.stores.states import state_of
+from jobs.club.stores.states import RowRef, state_of
 
 MAX_ERROR_CHARS = 300
 
@@ -79,7 +79,7 @@ def _intake(row: _Intake) -> EmailIntake:
         intake_id=row.intake_id,
         raw=row.raw,
         verdicts=MailVerdicts(row.spf or MISSING, row.dkim or MISSING, row.dmarc or MISSING),
-        status=state_of(IntakeStatus, row.status, f"email intake {row.intake_id}"),
+        status=state_of(IntakeStatus, row.status, RowRef("club_email_intake", row.intake_id), "status"),
         attempts=int(row.attempts or 0),
         next_attempt_at=int(row.next_attempt_at),
         last_error=row.last_error,

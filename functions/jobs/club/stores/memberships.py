@@ -23,7 +23,7 @@ from jobfence.dynamo import get_row, one_page, put_row
 from jobfence.transaction import Write, update_write
 from jobs.club.catalog import ACTIVE_INDEX_SPEC
 from jobs.club.stores.due import due_rows, shard_of
-from jobs.club.stores.states import state_of
+from jobs.club.stores.states import RowRead, RowRef, reads, state_of
 
 
 class MembershipStatus(str, enum.Enum):
@@ -72,13 +72,13 @@ class Membership:
 
 
 def _membership(row: _Membership) -> Membership:
-    where = f"membership {row.member_id}"
+    where = RowRef("club_memberships", row.member_id)
     return Membership(
         member_id=row.member_id,
         guild_id=row.guild_id,
         discord_user_id=row.discord_user_id,
-        status=state_of(MembershipStatus, row.status, where),
-        access=state_of(Access, row.access, where),
+        status=state_of(MembershipStatus, row.status, where, "status"),
+        access=state_of(Access, row.access, where, "access"),
         ends_at=int(row.ends_at),
         roles=tuple(str(role) for role in row.roles or ()),  # the stubs type a list of strings as attributes
         roles_version=int(row.roles_version or 0),
@@ -136,11 +136,11 @@ class MembershipStore(ModelStore):
         )
         return update_write(m(row.member_id), actions, condition)
 
-    def page(self, cursor: dict | None, limit: int) -> tuple[list[Membership], dict | None]:
-        """One page of memberships (consistent scan) and the cursor of the next page (None at the end)."""
+    def page(self, cursor: dict | None, limit: int) -> tuple[list[RowRead[Membership]], dict | None]:
+        """One page of memberships (consistent scan), a read per row, and the cursor of the next page (None at the end)."""
         result = self._model.scan(limit=limit, last_evaluated_key=cursor, consistent_read=True, page_size=limit)
         rows, after = one_page(result, "scanning memberships")
-        return [_membership(row) for row in rows], after
+        return reads(rows, _membership), after
 
     def set_roles_op(self, row: Membership, roles: Iterable[str]) -> Write:
         """Record the roles now applied, only over the version that was read."""

@@ -20,7 +20,7 @@ from jobfence.binding import ModelStore
 from jobfence.dynamo import get_row, put_row
 from jobfence.expiry import expired, expiry_index, expiry_shard
 from jobfence.transaction import Write, update_write
-from jobs.club.stores.states import state_of
+from jobs.club.stores.states import RowRef, state_of
 
 
 class RequestStatus(str, enum.Enum):
@@ -73,13 +73,13 @@ class PhotoRequest:
 
 
 def _request(row: _Request) -> PhotoRequest:
-    where = f"photo request {row.request_id}"
+    where = RowRef("club_photo_requests", row.request_id)
     return PhotoRequest(
         request_id=row.request_id,
         title=row.title,
-        status=state_of(RequestStatus, row.status, where),
-        public_status=state_of(PublicStatus, row.public_status, where),
-        discord_status=state_of(DiscordStatus, row.discord_status, where),
+        status=state_of(RequestStatus, row.status, where, "status"),
+        public_status=state_of(PublicStatus, row.public_status, where, "public_status"),
+        discord_status=state_of(DiscordStatus, row.discord_status, where, "discord_status"),
         expires_at=int(row.expires_at),
         channel_id=row.channel_id,
         message_id=row.message_id,

@@ -21,7 +21,7 @@ from jobfence.dynamo import get_row, put_row
 from jobfence.transaction import Write, update_write
 from jobs.club.catalog import DUE_INDEX_SPEC
 from jobs.club.stores.due import due_rows, shard_of
-from jobs.club.stores.states import state_of
+from jobs.club.stores.states import RowRef, state_of
 
 
 class ReminderState(str, enum.Enum):
@@ -66,14 +66,14 @@ class Reminder:
 
 
 def _reminder(row: _Reminder) -> Reminder:
-    where = f"reminder {row.reminder_id}"
+    where = RowRef("club_equipment_reminders", row.reminder_id)
     return Reminder(
         reminder_id=row.reminder_id,
         loan_id=row.loan_id,
         due_at=int(row.due_at),
-        recipient_kind=state_of(Recipient, row.recipient_kind, where),
+        recipient_kind=state_of(Recipient, row.recipient_kind, where, "recipient_kind"),
         recipient_user_id=row.recipient_user_id,
-        state=state_of(ReminderState, row.state, where),
+        state=state_of(ReminderState, row.state, where, "state"),
     )
 
 

@@ -12,7 +12,7 @@ the key lets both sweeps read only what has started.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
@@ -21,7 +21,7 @@ from pynamodb.models import Model
 from jobfence.binding import ModelStore
 from jobfence.dynamo import each_row, put_row
 from jobfence.transaction import Write, update_write
-from jobs.club.stores.states import state_of
+from jobs.club.stores.states import RowRead, RowRef, reads, state_of
 
 DARKROOM = "darkroom"
 STUDIO = "studio"
@@ -89,14 +89,10 @@ def _entry(row: _Entry) -> ScheduleEntry:
         label=row.label,
         starts_at=int(row.starts_at),
         ends_at=None if row.ends_at is None else int(row.ends_at),
-        status=state_of(states, row.status, f"{row.space} entry {row.entry_id}"),
+        status=state_of(states, row.status, RowRef("club_schedule", f"{row.space}/{row.entry_key}"), "status"),
         member_id=row.member_id,
         hours=None if row.hours is None else float(row.hours),
     )
-
-
-def _entries(rows: Iterable[_Entry]) -> list[ScheduleEntry]:
-    return [_entry(row) for row in rows]
 
 
 class ScheduleStore(ModelStore):
@@ -133,8 +129,10 @@ class ScheduleStore(ModelStore):
             f"adding schedule entry {entry_id}",
         )
 
-    def started(self, space: str, now_ms: int, statuses: tuple[EntryStatus, ...], limit: int) -> list[ScheduleEntry]:
-        """Up to `limit` entries that started at or before now and are in one of `statuses`."""
+    def started(
+        self, space: str, now_ms: int, statuses: tuple[EntryStatus, ...], limit: int
+    ) -> list[RowRead[ScheduleEntry]]:
+        """Up to `limit` entries that started at or before now and are in one of `statuses` (a read each)."""
         m = self._model
         condition = m.status.is_in(*(status.value for status in statuses))
         query = m.query(
@@ -145,10 +143,10 @@ class ScheduleStore(ModelStore):
             limit=limit,
             page_size=max(limit, 25),
         )
-        return _entries(each_row(query, f"querying started {space} entries"))
+        return reads(list(each_row(query, f"querying started {space} entries")), _entry)
 
-    def to_advance(self, now_ms: int, limit: int) -> list[ScheduleEntry]:
-        """Up to `limit` studio slots that must move: started but upcoming, or current but ended."""
+    def to_advance(self, now_ms: int, limit: int) -> list[RowRead[ScheduleEntry]]:
+        """Up to `limit` studio slots that must move: started but upcoming, or current but ended (a read each)."""
         m = self._model
         condition = (m.status == StudioSlot.UPCOMING.value) | (
             (m.status == StudioSlot.CURRENT.value) & (m.ends_at <= now_ms)
@@ -161,15 +159,15 @@ class ScheduleStore(ModelStore):
             limit=limit,
             page_size=max(limit, 25),
         )
-        return _entries(each_row(query, "querying studio slots to advance"))
+        return reads(list(each_row(query, "querying studio slots to advance")), _entry)
 
-    def entries(self, space: str) -> Iterator[ScheduleEntry]:
-        """Every entry of a space, in start order (pages through the partition)."""
+    def entries(self, space: str) -> Iterator[RowRead[ScheduleEntry]]:
+        """Every entry of a space, in start order, a read each (pages through the partition)."""
         query = self._model.query(space, consistent_read=True, page_size=200)
-        return (_entry(row) for row in each_row(query, f"reading the {space} schedule"))
+        return (RowRead(row, _entry) for row in each_row(query, f"reading the {space} schedule"))
 
     def latest(self, space: str, now_ms: int, status: EntryStatus) -> ScheduleEntry | None:
-        """The entry in `status` that started last at or before now."""
+        """The entry in `status` that started last at or before now (the filter names a known state)."""
         m = self._model
         query = m.query(
             space,
@@ -183,10 +181,11 @@ class ScheduleStore(ModelStore):
             return _entry(row)
         return None
 
-    def upcoming(self, space: str, now_ms: int, limit: int) -> list[ScheduleEntry]:
+    def upcoming(self, space: str, now_ms: int, limit: int) -> list[RowRead[ScheduleEntry]]:
+        """Up to `limit` entries that start after now, in any status (a read each)."""
         m = self._model
         query = m.query(space, m.entry_key > f"{now_ms:013d}#\uffff", consistent_read=True, limit=limit)
-        return _entries(each_row(query, f"querying upcoming {space} entries"))
+        return reads(list(each_row(query, f"querying upcoming {space} entries")), _entry)
 
     def transition_op(self, row: ScheduleEntry, to: EntryStatus) -> Write:
         """Move an entry from the status it was read in to `to` (refused if it moved meanwhile)."""
