@@ -20,6 +20,7 @@ Tests skip bundling with CDK's own context `aws:cdk:bundling-stacks=[]`
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import importlib.metadata
 import pathlib
@@ -52,6 +53,34 @@ _EXCLUDE = ["__pycache__", "*.pyc", ".pytest_cache", "requirements.txt", *TEST_O
 # layer: other distributions (croniter) require them, and they are small.
 RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer", "jmespath")
 _PYTHON_RUNTIME = re.compile(r"^python(3\.\d+)$")
+
+
+def excluded(relative: str) -> bool:
+    """Whether the asset leaves out the file or directory at `relative` (a path under the functions directory,
+    with "/"): `_EXCLUDE`, a pattern with a "/" matched from the top, one without it against any name."""
+    parts = relative.split("/")
+    for pattern in _EXCLUDE:
+        if "/" in pattern:
+            if any(fnmatch.fnmatchcase("/".join(parts[: n + 1]), pattern) for n in range(len(parts))):
+                return True
+        elif any(fnmatch.fnmatchcase(part, pattern) for part in parts):
+            return True
+    return False
+
+
+def stage_asset(functions_dir: pathlib.Path, out: pathlib.Path) -> bool:
+    """Copy into `out` what the code asset holds of `functions_dir` (everything but `_EXCLUDE`).
+
+    Returns whether its modules were compiled (always False for now).
+    """
+    source = pathlib.Path(functions_dir).resolve()
+    for path in sorted(source.rglob("*")):
+        relative = path.relative_to(source).as_posix()
+        if path.is_file() and not excluded(relative):
+            target = pathlib.Path(out) / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+    return False
 
 
 def python_version(runtime: lambda_.Runtime) -> str:
