@@ -27,11 +27,10 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from pynamodb.connection import Connection
 from pynamodb.exceptions import PynamoDBException
 from pynamodb.transactions import TransactWrite
 
-from jobfence.binding import bind, credentials_of
+from jobfence.binding import bind, connection_beside
 from jobfence.clock import Clock
 from jobfence.dynamo import (
     REASON_CONDITION_FAILED,
@@ -89,19 +88,18 @@ class WorkStore:
         self._clock = clock
         self._rollups = Rollups(batches_table)
         self.shard_counts = ShardCounts()  # batches' item-shard counts: fixed at creation, so kept while warm
-        meta = self._items.Meta
-        self._connection = Connection(
-            region=getattr(meta, "region", None), host=getattr(meta, "host", None), **credentials_of(self._items)
-        )
+        self._connection = connection_beside(self._items)
 
     def clients(self) -> list[Any]:
-        """The botocore clients this store sends its requests through (for a meter or a fault injector, never a write)."""
+        """The botocore clients this store sends its requests through, each once (for a meter or a fault injector,
+        never a write): its models may share one (`jobfence.binding`)."""
         models = (self._items, self._batches)
-        return (
+        every = (
             [m._get_connection().connection.client for m in models]
             + self._rollups.clients()
             + [self._connection.client]
         )
+        return list({id(client): client for client in every}.values())
 
     def transaction(self, token: str | None = None) -> TransactWrite:
         """A TransactWriteItems; `token` (ClientRequestToken) makes botocore's re-send of it idempotent."""
