@@ -60,7 +60,7 @@ def scheduled_handler(
     session = boto3.Session(botocore_session=new_session())  # pynamodb's sessions share its data loader
     dynamodb = dynamodb_client(session)  # the function's one DynamoDB client: its stores' models send through it
     logger = Logger(service=spec.subsystem)
-    tracer = handler_tracer(spec.subsystem)
+    tracer = handler_tracer(spec.subsystem, http=bool(spec.providers))
     logger.append_keys(worker=spec.subsystem, stage=spec.name)
     namespace = metrics_namespace(environ)
     metrics = Metrics(namespace=namespace, service=spec.subsystem)

@@ -74,6 +74,7 @@ def worker_handler(
         gate = pipeline.gate(settings, clock) if pipeline.gate is not None else None
     sqs = session.client("sqs")
     logger = Logger(service=spec.subsystem)
+    tracer = handler_tracer(spec.subsystem, http=bool(spec.providers))
     logger.append_keys(worker=spec.subsystem, stage=spec.name)
     metrics = Metrics(namespace=metrics_namespace(environ), service=spec.subsystem)
     metrics.set_default_dimensions(queue=spec.name)
@@ -103,7 +104,7 @@ def worker_handler(
 
     @metrics.log_metrics
     @logger.inject_lambda_context(log_event=False)
-    @traced(handler_tracer(spec.subsystem))
+    @traced(tracer)
     def handler(event: Any, context: Any) -> Mapping[str, Any]:
         # A non-SQS event is an InvalidEvent; a record without id, receipt handle or body cannot be reported back
         # by id, so it is counted and dropped rather than raising a KeyError out of the handler.
