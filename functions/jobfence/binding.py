@@ -13,9 +13,9 @@ One DynamoDB client per region and credentials: inside `bound_to(session, dynamo
 the process's own credentials sends through `dynamodb`, the function's own client (`dynamodb_client`), and
 inside `bound_with(credentials)` the models bound share one client signing with those credentials, made at
 the first bind; never one tenant's client for another's models. pynamodb would otherwise make a session and
-a client per bound model on its first call (about 25 ms of CPU each, docs/benchmarks.md "Cold start"). A
-model bound outside both still gets pynamodb's own client, as before. What a store's writes and reads then do
-with AWS's errors is `jobfence.dynamo`'s.
+a client per bound model on its first call (about 10 ms of CPU each on the bench machine, up to 12 in a
+first tick: docs/benchmarks.md, "Cold start"). A model bound outside both still gets pynamodb's own client, as
+before. What a store's writes and reads then do with AWS's errors is `jobfence.dynamo`'s.
 """
 
 from __future__ import annotations
