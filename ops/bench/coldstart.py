@@ -50,8 +50,9 @@ BASELINE = "import boto3"
 # the peak resident set after it, the floor of the function's memory size (VmHWM: `ru_maxrss` keeps the forking
 # parent's peak across exec, so a bench process grown by synthesis showed its own size for every function); then the first tick's clients: every
 # pynamodb connection the init built asked for its client (as its first call does), timed, and the botocore
-# clients alive before and the new ones after. A bound model is a pynamodb model whose Meta names a table; a
-# connection the init made itself (a store's transaction connection) is asked too.
+# clients alive before and the new ones after. A bound model is what `jobfence.binding.bind` makes, a subclass
+# of the declared model with its name (a declaration itself, whose Meta names a placeholder table, is never
+# called); a connection the init made itself (a store's transaction connection) is asked too.
 SNIPPET = (
     "import sys, time\nt = time.process_time()\n{statement}\n"
     "init = time.process_time() - t\n"
@@ -63,7 +64,7 @@ SNIPPET = (
     "model_class = getattr(sys.modules.get('pynamodb.models'), 'Model', None)\n"
     "def bound(cls):\n"
     "    for sub in cls.__subclasses__():\n"
-    "        if getattr(getattr(sub, 'Meta', None), 'table_name', None):\n            yield sub\n"
+    "        if sub.__name__ == cls.__name__:\n            yield sub\n"
     "        yield from bound(sub)\n"
     "models = list(bound(model_class)) if model_class else []\n"
     "connections = [o for o in gc.get_objects() if connection_class and isinstance(o, connection_class)]\n"
