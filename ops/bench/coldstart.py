@@ -82,7 +82,8 @@ TOP_IMPORTS = 12
 BEFORE = """### Before and after (issue 33)
 
 Each step measured with the same command and floors ({date}; the machine was shared: load average 5-13 on 2
-cores, so compare a function with its floor of the same run, not across runs):
+cores, so compare a function with its floor of the same run, not across runs). Steps 1 and 2 were measured
+on the branch before it was rebased onto main at fbccc49 (the same changes are 0b877b3 and bf8d90f there):
 
 | | commit | runs | scheduled (x floor) | workers | health | rotation | first tick's new DynamoDB clients (CPU ms) |
 |---|---|---:|---|---|---:|---:|---|
@@ -192,8 +193,8 @@ FLOOR_TEXT = (
 GOAL_TEXT = (
     "**The goal, at most " + str(GOAL) + "x the floor of the function's kind, on this run.** Met: {met}. "
     "Missed: {missed}. The medians are noisy on a shared machine: between two runs of the same code on "
-    "2026-12-04 (ee2234e and 3a54f42) a function's ratio moved by up to 0.13x (the Discord worker 1.12x, then "
-    "1.25x), so a function within about 0.1x of the line is not clearly on either side of it. What a function "
+    "2026-12-04 (before the rebase onto fbccc49) a function's ratio moved by up to 0.13x (the Discord worker "
+    "1.12x, then 1.25x), so a function within about 0.1x of the line is not clearly on either side of it. What a function "
     "carries above its floor is its own: the runtime's modules (the lease, run and trigger code, the whole "
     "catalog: about 0.1x of a scheduled floor once compiled, so a retention job, which adds one small store, "
     "sits near the line for that alone, 1.07-1.16x on those two runs), its job, stores and providers, and the "
