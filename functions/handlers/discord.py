@@ -39,7 +39,7 @@ def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], Mapp
     settings = Settings.from_environ(environ)
     session = boto3.Session()
     logger = Logger(service=SUBSYSTEM)
-    tracer = handler_tracer(SUBSYSTEM)
+    tracer = handler_tracer(SUBSYSTEM, http=True)  # Discord's REST API
     logger.append_keys(worker="discord", stage=NOTIFICATIONS_QUEUE)
     metrics = Metrics(namespace=metrics_namespace(environ), service=SUBSYSTEM)
     metrics.set_default_dimensions(job=NOTIFICATIONS_QUEUE)

@@ -23,7 +23,7 @@ SERVICE_NAME = "club-scheduler"
 JOB_COUNT = sum(1 for job in SCHEDULER_JOBS if CATALOG.jobs.get(job.name) == job)
 
 logger = Logger(service=SUBSYSTEM)
-tracer = handler_tracer(SUBSYSTEM)
+tracer = handler_tracer(SUBSYSTEM, aws=False)  # it calls neither AWS nor a provider
 app = APIGatewayHttpResolver()
 
 

@@ -109,7 +109,8 @@ class Settings(BaseModel):
     `SettingsError` naming the variable, so a missing grant fails at the first use, not as a bare `KeyError`.
     """
 
-    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="ignore")
+    # each model's validator is built on its first use: a function validates one kind of environment
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="ignore", defer_build=True)
 
     tables: dict[str, str] = Field(default_factory=dict)
     """Logical table name -> physical name, from `TABLE_<NAME>` (`table(name)`)."""

@@ -1,9 +1,10 @@
 """Powertools Tracer for every handler: the invocation, its AWS calls and its HTTP calls as X-Ray subsegments.
 
 Each handler builds one `Tracer` at cold start (`handler_tracer`) and wraps its
-entry point with `traced`. Only `botocore` (every boto3 and pynamodb call) and
-`httplib` (the stdlib HTTP client under urllib3, the providers' one client: Discord, PayPal, item providers)
-are patched. Nothing of a payload is recorded: the handler's response and
+entry point with `traced`. Only what the function calls is patched: `botocore` (every boto3 and pynamodb
+call) when it calls AWS, and `httplib` (the stdlib HTTP client under urllib3, the providers' one client:
+Discord, PayPal, item providers) only when it has a provider; patching botocore imports it, which the health
+function, calling neither, never needs (docs/benchmarks.md, "Cold start"). Nothing of a payload is recorded: the handler's response and
 errors are not captured into metadata (`capture_response=False`,
 `capture_error=False`) and no annotation is added; an HTTP subsegment carries
 the method, URL and status code only.
@@ -26,12 +27,15 @@ from typing import Any
 
 from aws_lambda_powertools import Tracer
 
-PATCHED_MODULES = ("botocore", "httplib")
+AWS_MODULES = ("botocore",)
+HTTP_MODULES = ("httplib",)
 
 
-def handler_tracer(service: str) -> Tracer:
-    """The function's tracer, patching AWS and HTTP calls."""
-    return Tracer(service=service, patch_modules=PATCHED_MODULES)
+def handler_tracer(service: str, *, aws: bool = True, http: bool = False) -> Tracer:
+    """The function's tracer, patching its AWS calls (`aws`, `AWS_MODULES`) and its providers' HTTP calls
+    (`http`, `HTTP_MODULES`): only what it makes."""
+    modules = (AWS_MODULES if aws else ()) + (HTTP_MODULES if http else ())
+    return Tracer(service=service, patch_modules=modules, auto_patch=bool(modules))
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ any size gives an error of a few hundred characters.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 import uuid
 from dataclasses import dataclass
@@ -60,7 +61,7 @@ ECHO_MAX = 64  # one echoed value (a field name, a source, a time), at most
 class ManualTrigger(BaseModel):
     """An operator's request to run the job now, through the same gate and lease as a tick."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # built on first use: a tick needs none
 
     trigger: Literal["manual"]
     # any printable name ("Jane Doe", "jane@example.com"), kept as written; no control character
@@ -73,7 +74,7 @@ class ManualTrigger(BaseModel):
 class CatchUpTrigger(BaseModel):
     """A request to run once for one missed or disabled tick, unless a run started since it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # built on first use: a tick needs none
 
     trigger: Literal["catch_up"]
     tick: StrictInt = Field(gt=0, lt=TICK_MAX)  # epoch ms of the expected tick being caught up
@@ -84,13 +85,19 @@ class CatchUpTrigger(BaseModel):
 class BufferedTrigger(BaseModel):
     """A `buffer_one` holder's hand-over: run the tick whose pending request is on the lease item."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # built on first use: a tick needs none
 
     trigger: Literal["buffered"]
     tick: StrictInt = Field(gt=0, lt=TICK_MAX)  # epoch ms of the tick that found the holder live
 
 
-_REQUESTS = TypeAdapter(Annotated[ManualTrigger | CatchUpTrigger | BufferedTrigger, Field(discriminator="trigger")])
+@functools.cache
+def _requests() -> TypeAdapter[ManualTrigger | CatchUpTrigger | BufferedTrigger]:
+    """The validator of the requests (manual, catch-up, buffered), built on the first one: a tick, nearly every
+    event a scheduled function gets, never needs it (docs/benchmarks.md, "Cold start")."""
+    return TypeAdapter(Annotated[ManualTrigger | CatchUpTrigger | BufferedTrigger, Field(discriminator="trigger")])
+
+
 TriggerKind = Literal["scheduled", "manual", "catch_up", "buffered"]
 
 
@@ -132,7 +139,7 @@ def _request(event: dict[str, Any], clock: Clock) -> Trigger:
     """A manual, catch-up or buffered trigger (the `trigger` field says which), strictly."""
     kind = event.get("trigger") if isinstance(event.get("trigger"), str) else None
     try:
-        request = _REQUESTS.validate_python(event)
+        request = _requests().validate_python(event)
     except ValidationError as exc:
         named = kind.replace("_", "-") if kind in ("manual", "catch_up", "buffered") else "request"
         raise _invalid(f"invalid {named} trigger: {_describe(exc)}") from None

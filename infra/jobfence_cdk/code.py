@@ -14,12 +14,17 @@ same version is a new layer), the wheel platform, the Python version and what is
 (`layer_asset_hash`), so editing job code never rebuilds the layer, an unchanged requirements file reuses
 the bundle already in cdk.out, and a change of runtime or architecture never reuses (nor skips
 uploading) another's wheels.
+Both ship compiled bytecode for the runtime's Python when the build has that Python (`jobfence_cdk.bytecode`:
+`python3.N` on the PATH, or Pyodide's from the app's `node_modules`): without it a cold start compiles every
+module it imports; without one, they ship their sources and synthesis says so. The code asset is staged by
+`stage_asset` (its hash, `code_asset_hash`, is its files' and whether it is compiled).
 Tests skip bundling with CDK's own context `aws:cdk:bundling-stacks=[]`
 (`SKIP_BUNDLING_CONTEXT`); `make synth` does not set it.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import importlib.metadata
 import pathlib
@@ -29,9 +34,11 @@ import subprocess
 import sys
 
 import jsii
-from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
+from aws_cdk import Annotations, AssetHashType, BundlingOptions, DockerImage, ILocalBundling, Stack
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
+
+from jobfence_cdk.bytecode import Compiler, copy_tree, find_compiler
 
 RUNTIME = lambda_.Runtime.PYTHON_3_14  # the newest Lambda Python runtime; the pinned wheels exist for cp314
 ARCHITECTURE = lambda_.Architecture.ARM_64
@@ -52,6 +59,48 @@ _EXCLUDE = ["__pycache__", "*.pyc", ".pytest_cache", "requirements.txt", *TEST_O
 # layer: other distributions (croniter) require them, and they are small.
 RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer", "jmespath")
 _PYTHON_RUNTIME = re.compile(r"^python(3\.\d+)$")
+TASK_ROOT = "/var/task"  # where Lambda unpacks the code asset
+LAYER_ROOT = "/opt/python"  # where the layer's `python/` directory is
+
+
+def excluded(relative: str) -> bool:
+    """Whether the asset leaves out the file or directory at `relative` (a path under the functions directory,
+    with "/"): `_EXCLUDE`, a pattern with a "/" matched from the top, one without it against any name."""
+    parts = relative.split("/")
+    for pattern in _EXCLUDE:
+        if "/" in pattern:
+            if any(fnmatch.fnmatchcase("/".join(parts[: n + 1]), pattern) for n in range(len(parts))):
+                return True
+        elif any(fnmatch.fnmatchcase(part, pattern) for part in parts):
+            return True
+    return False
+
+
+def asset_files(functions_dir: pathlib.Path) -> list[str]:
+    """The files the code asset holds (paths relative to `functions_dir`, with "/"): all but `_EXCLUDE`."""
+    source = pathlib.Path(functions_dir).resolve()
+    every = (path.relative_to(source).as_posix() for path in sorted(source.rglob("*")) if path.is_file())
+    return [relative for relative in every if not excluded(relative)]
+
+
+def stage_asset(functions_dir: pathlib.Path, out: pathlib.Path, compiler: Compiler | None = None) -> bool:
+    """Write into `out` what the code asset holds: `asset_files`, then (with a `compiler`) their unchecked-hash
+    `.pyc`s for `TASK_ROOT`, so Lambda's Python never compiles them at a cold start. Returns whether it compiled."""
+    copy_tree(functions_dir, out, asset_files(functions_dir))
+    if compiler is None:
+        return False
+    compiler.compile(pathlib.Path(out), TASK_ROOT)
+    return True
+
+
+def code_asset_hash(functions_dir: pathlib.Path, compiler: Compiler | None) -> str:
+    """The code asset's hash: its files (names and bytes) and the bytecode it ships (whose Python, or none), so
+    a bundle built without a compiler is never reused by a build that has one, nor the other way round."""
+    digest = hashlib.sha256(f"bytecode {compiler.python if compiler else 'none'}".encode())
+    source = pathlib.Path(functions_dir).resolve()
+    for relative in asset_files(source):
+        digest.update(b"\0" + relative.encode() + b"\0" + (source / relative).read_bytes())
+    return digest.hexdigest()
 
 
 def python_version(runtime: lambda_.Runtime) -> str:
@@ -69,13 +118,16 @@ def wheel_platform(architecture: lambda_.Architecture) -> str:
     return WHEEL_PLATFORMS[architecture.name]
 
 
-def layer_asset_hash(requirements: pathlib.Path, platform: str, python: str) -> str:
+def layer_asset_hash(requirements: pathlib.Path, platform: str, python: str, compiled: bool = False) -> str:
     """The layer's asset hash: what its bundle is built from (the pinned requirements, the local wheels
-    they may install, the wheel platform and Python version) and what is pruned from it."""
+    they may install, the wheel platform and Python version), what is pruned from it and whether it ships
+    bytecode."""
     pruned = ",".join([*RUNTIME_PROVIDED, *TEST_ONLY])
     digest = hashlib.sha256(
         b"\0".join([requirements.read_bytes(), platform.encode(), python.encode(), pruned.encode()])
     )
+    if compiled:
+        digest.update(b"\0bytecode")
     for wheel in local_wheels(requirements):
         digest.update(b"\0" + wheel.name.encode() + b"\0" + wheel.read_bytes())
     return digest.hexdigest()
@@ -129,11 +181,24 @@ def prune_layer(target: pathlib.Path) -> list[str]:
 
 
 @jsii.implements(ILocalBundling)
-class _PipLayerBundling:
-    """Installs a requirements file into <output>/python with manylinux wheels, then prunes it (`prune_layer`)."""
+class _AssetBundling:
+    """Stages the code asset (`stage_asset`), compiled when there is a compiler."""
 
-    def __init__(self, requirements: pathlib.Path, platform: str, python: str) -> None:
-        self.requirements, self.platform, self.python = requirements, platform, python
+    def __init__(self, functions_dir: pathlib.Path, compiler: Compiler | None) -> None:
+        self.functions_dir, self.compiler = functions_dir, compiler
+
+    def try_bundle(self, output_dir: str, *_options, **_kw) -> bool:
+        stage_asset(self.functions_dir, pathlib.Path(output_dir), self.compiler)
+        return True
+
+
+@jsii.implements(ILocalBundling)
+class _PipLayerBundling:
+    """Installs a requirements file into <output>/python with manylinux wheels, then prunes it (`prune_layer`)
+    and, with a compiler, compiles it for `LAYER_ROOT` (pip's own bytecode would be this machine's Python's)."""
+
+    def __init__(self, requirements: pathlib.Path, platform: str, python: str, compiler: Compiler | None) -> None:
+        self.requirements, self.platform, self.python, self.compiler = requirements, platform, python, compiler
 
     def try_bundle(self, output_dir: str, *_options, **_kw) -> bool:
         target = pathlib.Path(output_dir) / "python"
@@ -152,6 +217,7 @@ class _PipLayerBundling:
                 "--python-version",
                 self.python,
                 "--only-binary=:all:",
+                "--no-compile",
                 "--target",
                 str(target),
                 "-r",
@@ -160,6 +226,8 @@ class _PipLayerBundling:
             check=True,
         )
         prune_layer(target)
+        if self.compiler is not None:
+            self.compiler.compile(target, LAYER_ROOT)
         return True
 
 
@@ -186,7 +254,24 @@ class FunctionCode(Construct):
         self.functions_dir = pathlib.Path(functions_dir).resolve()
         self.runtime, self.architecture = runtime, architecture
         requirements = self.functions_dir / REQUIREMENTS
-        self.code = lambda_.Code.from_asset(str(self.functions_dir), exclude=_EXCLUDE)
+        self.compiler = find_compiler(python, [self.functions_dir])
+        if self.compiler is None:
+            Annotations.of(self).add_info(
+                f"no Python {python} to compile with (python{python} on the PATH, or the npm package pyodide): "
+                "the code asset and the layer ship their sources, compiled at every cold start"
+            )
+        if self.compiler is not None and Stack.of(self).bundling_required:
+            self.code = lambda_.Code.from_asset(
+                str(self.functions_dir),
+                asset_hash_type=AssetHashType.CUSTOM,
+                asset_hash=code_asset_hash(self.functions_dir, self.compiler),
+                bundling=BundlingOptions(
+                    image=DockerImage.from_registry("jobfence-no-docker"),  # never pulled, as the layer's
+                    local=_AssetBundling(self.functions_dir, self.compiler),
+                ),
+            )
+        else:  # the same files, staged by CDK (a synthesis that bundles nothing still stages this asset)
+            self.code = lambda_.Code.from_asset(str(self.functions_dir), exclude=_EXCLUDE)
         self.layer = lambda_.LayerVersion(
             self,
             "Dependencies",
@@ -196,11 +281,11 @@ class FunctionCode(Construct):
             code=lambda_.Code.from_asset(
                 str(self.functions_dir),
                 asset_hash_type=AssetHashType.CUSTOM,
-                asset_hash=layer_asset_hash(requirements, platform, python),
+                asset_hash=layer_asset_hash(requirements, platform, python, compiled=self.compiler is not None),
                 bundling=BundlingOptions(
                     # Never pulled: local bundling always succeeds or raises.
                     image=DockerImage.from_registry("jobfence-no-docker"),
-                    local=_PipLayerBundling(requirements, platform, python),
+                    local=_PipLayerBundling(requirements, platform, python, self.compiler),
                 ),
             ),
         )

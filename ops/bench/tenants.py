@@ -2,7 +2,7 @@
 
 A worker deployed with `TENANT_ROLE_ARN` reaches a tenant's rows only through that tenant's session
 (`jobfence.tenants`): the first round that meets a tenant assumes the tenant role (one STS AssumeRole) and
-builds the tenant's store over the credentials (its own botocore clients); later rounds reuse both until
+builds the tenant's store over the credentials (its own botocore client); later rounds reuse both until
 300 s before the session's hour is up. A round that wakes items of k tenants claims them per tenant (a
 transaction never spans two sessions), which costs nothing more: a claim already reads and writes per batch.
 
@@ -67,18 +67,20 @@ def round_cost(spread: int, scoped: bool) -> RoundCost:
     from providers.items_fake import FakeItemProvider
 
     requests = {"n": 0}
+    real, real_new = pynamodb.connection.base.get_session, jobfence.binding.new_session
 
     def counting_session(env_vars: Any = None) -> Any:
-        session = jobfence.binding.new_session(env_vars)
+        session = real_new(env_vars)
         session.register("before-sign.dynamodb", lambda **_: requests.__setitem__("n", requests["n"] + 1))
         return session
 
-    real = pynamodb.connection.base.get_session
-    pynamodb.connection.base.get_session = counting_session
+    # every botocore session the worker's DynamoDB clients come from: the function's own (`aws`), the tenants'
+    # (`jobfence.binding`) and any model's own (pynamodb's)
+    pynamodb.connection.base.get_session = jobfence.binding.new_session = counting_session
     try:
         with mock_aws():
             clock = FrozenClock()
-            aws = boto3.Session(region_name="us-east-1")
+            aws = boto3.Session(region_name="us-east-1", botocore_session=counting_session())
             tables = CatalogTables(aws.client("dynamodb"), CATALOG)
             names = ("listing_batches", "listing_items", "listing_quota")
             url = aws.client("sqs").create_queue(QueueName="gen")["QueueUrl"]
@@ -114,7 +116,7 @@ def round_cost(spread: int, scoped: bool) -> RoundCost:
                 costs.append((requests["n"], _assumed() - sts_before, cpu * 1000))
                 clock.advance(seconds=1)
     finally:
-        pynamodb.connection.base.get_session = real
+        pynamodb.connection.base.get_session, jobfence.binding.new_session = real, real_new
     (cold_db, cold_sts, cold_cpu), (warm_db, warm_sts, warm_cpu) = costs
     return RoundCost(spread, scoped, cold_db, warm_db, cold_sts, warm_sts, cold_cpu, warm_cpu)
 
@@ -124,7 +126,7 @@ class FirstUse:
     assume_ms: float  # median CPU ms of one AssumeRole (moto's handling in this process included)
     cold_ms: float  # median CPU ms of a tenant's first quota read: session, store, clients, the read
     warm_ms: float  # median CPU ms of the same read through the cached store
-    clients: int  # botocore clients of one tenant's work store (the worker's gate adds one)
+    clients: int  # botocore clients of one tenant's work store (all its models and the gate share one)
 
 
 def first_use(tenants: int = FIRST_USE_TENANTS) -> FirstUse:
@@ -157,7 +159,7 @@ def first_use(tenants: int = FIRST_USE_TENANTS) -> FirstUse:
             assume.append(time.process_time() - start)
             start = time.process_time()
             store = scopes(tenant)
-            clients = len(store.clients() + store.quota.clients())  # each model's own client, made on first use
+            clients = len({id(c) for c in store.clients() + store.quota.clients()})  # its models share one
             store.quota.balance(tenant)
             cold.append(time.process_time() - start)
             start = time.process_time()
@@ -227,8 +229,8 @@ def run() -> str:
         + f"; the cost is one AssumeRole per tenant the container has not met, and the CPU of its "
         "first round. Measured alone, over "
         f"{FIRST_USE_TENANTS} tenants (median CPU ms in this process): a tenant's session, its work store with "
-        f"the store's {cost.clients} botocore clients (one per model and the transaction connection; the worker's "
-        f"gate adds one) and a first quota read cost {cost.cold_ms:.1f} ms, of which the AssumeRole call (moto's "
+        f"{cost.clients} botocore client (made with the tenant's credentials at the store's first bind, which its "
+        f"models, its transaction connection and the worker's gate share: `jobfence.binding`) and a first quota read cost {cost.cold_ms:.1f} ms, of which the AssumeRole call (moto's "
         f"handling included) {cost.assume_ms:.1f} ms; the same read through the cached store {cost.warm_ms:.1f} ms. The round's CPU columns above are one run each on a "
         "shared machine: they show the same order (more for the cold rounds with more tenants), not a figure. "
         "In AWS a tenant's first round also waits one STS round trip, not measured here (no account).",

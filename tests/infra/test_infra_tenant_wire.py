@@ -51,7 +51,7 @@ class Wire:
         self.on = False
 
     def session(self, env_vars: Any = None) -> Any:
-        session = jobfence.binding.new_session(env_vars)
+        session = _new_session(env_vars)
         session.register("before-sign.dynamodb", self._record)
         return session
 
@@ -104,12 +104,20 @@ def _moto_sessions() -> dict[str, str]:
     return out
 
 
+_new_session = jobfence.binding.new_session
+
+
 @pytest.fixture
-def wire(monkeypatch, tables):
+def wire(monkeypatch, aws, tables):
+    """Records every DynamoDB client's requests: the function's own (made from `aws`), a tenant's (`bound_with`
+    makes its session with `jobfence.binding.new_session`) and any model's own (pynamodb's session)."""
     physical = {tables[t]: CATALOG.tables[t].partition_key[0] for t in LISTING_TABLES}
     recorder = Wire(physical)
     monkeypatch.setattr(pynamodb.connection.base, "get_session", recorder.session)
-    return recorder
+    monkeypatch.setattr(jobfence.binding, "new_session", recorder.session)
+    aws._session.register("before-sign.dynamodb", recorder._record)
+    yield recorder
+    aws._session.unregister("before-sign.dynamodb", recorder._record)
 
 
 @pytest.fixture

@@ -124,3 +124,29 @@ def test_a_listings_worker_loads_its_pipeline_and_no_scheduled_job():
     modules = loaded("import handlers.worker", env)
     assert job_code(modules) == {"jobs.listings.pipelines"}
     assert "cryptography" not in {m.split(".")[0] for m in modules}
+
+
+LAMBDA = {"LAMBDA_TASK_ROOT": "/var/task", "AWS_LAMBDA_FUNCTION_NAME": "f"}  # as deployed: Powertools' Tracer is on
+
+
+def test_a_scheduled_tick_s_init_builds_no_validator_it_does_not_need():
+    # GIVEN a scheduled function's cold start with the Tracer on, as deployed
+    spec = CATALOG.jobs["clean_dpop_proofs"]
+    statement = ("import handlers.scheduled, jobfence.triggers as t, jobfence.config as c\n"
+                 "print('built', t.ManualTrigger.__pydantic_complete__, t._requests.cache_info().currsize,"
+                 " c.WorkerSettings.__pydantic_complete__, c.ScheduledSettings.__pydantic_complete__)")
+    process = subprocess.run([sys.executable, "-c", statement], cwd=FUNCTIONS, capture_output=True, text=True,
+                             env={**os.environ, "PYTHONPATH": str(FUNCTIONS), **template_environment(spec), **LAMBDA})
+    assert process.returncode == 0, process.stderr
+    # THEN its own settings were validated, and neither the requests' validator (a manual, catch-up or buffered
+    # trigger builds it on its first) nor the worker's settings model was built
+    assert process.stdout.split()[-5:] == ["built", "False", "0", "False", "True"]
+
+
+def test_the_health_function_patches_nothing_so_loads_no_aws_sdk():
+    # GIVEN the health function's cold start with the Tracer on: it calls neither AWS nor a provider
+    modules = loaded("import handlers.health", LAMBDA)
+    # THEN the X-Ray SDK patched nothing, so the SDK's clients and sessions were never imported (Powertools'
+    # user agent imports botocore's top package alone, under a millisecond)
+    assert "aws_xray_sdk.core" in modules
+    assert {"boto3", "botocore.client", "botocore.session", "aws_xray_sdk.ext.botocore.patch"} & modules == set()

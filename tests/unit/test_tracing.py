@@ -100,7 +100,26 @@ def test_every_handler_is_wrapped_by_the_tracer():
 
 
 def test_the_tracer_patches_aws_and_http_and_is_off_outside_lambda():
-    from jobfence.tracing import PATCHED_MODULES, handler_tracer
+    from jobfence.tracing import AWS_MODULES, HTTP_MODULES, handler_tracer
 
-    assert PATCHED_MODULES == ("botocore", "httplib")
+    assert (AWS_MODULES, HTTP_MODULES) == (("botocore",), ("httplib",))
     assert handler_tracer("club").disabled  # no LAMBDA_TASK_ROOT in the test process
+
+
+def test_a_function_patches_only_what_it_calls(monkeypatch):
+    """AWS calls unless it makes none (health), HTTP only with a provider: patching botocore imports it."""
+    from aws_lambda_powertools import Tracer
+
+    from jobfence.tracing import handler_tracer
+
+    patched: list[tuple[str, ...]] = []
+    monkeypatch.setattr(Tracer, "patch", lambda self, modules=None: patched.append(tuple(modules or ("all",))))
+    monkeypatch.setattr(Tracer, "_is_tracer_disabled", staticmethod(lambda: False))
+    Tracer._reset_config()
+    try:
+        handler_tracer("club")
+        handler_tracer("club", http=True)
+        handler_tracer("club", aws=False)
+    finally:
+        Tracer._reset_config()
+    assert patched == [("botocore",), ("botocore", "httplib")]  # and nothing at all for a function calling neither

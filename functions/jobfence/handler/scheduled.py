@@ -25,7 +25,7 @@ import boto3
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from jobfence.binding import new_session
+from jobfence.binding import bound_to, dynamodb_client, new_session
 from jobfence.clock import Clock
 from jobfence.config import ScheduledSettings, metrics_namespace
 from jobfence.errors import InvalidEvent
@@ -46,7 +46,9 @@ def scheduled_handler(
 
     Call it at import time of the handler module (the cold start): it validates the environment
     (`ScheduledSettings`), looks the job up (an unknown `JOB_NAME` raises), builds the job from its
-    entry and a `ScheduledRunner`. The handler returns `RunResult.as_dict()`.
+    entry (inside `jobfence.bound_to(session, dynamodb)`: every store the job binds sends through the
+    function's one DynamoDB client, the lease and run stores' too) and a `ScheduledRunner`. The handler
+    returns `RunResult.as_dict()`.
 
     An event that is not a trigger of this function (`jobfence.triggers.parse_trigger`, given the
     function's own `RULE_ARN`) is refused before anything is read or written: it is counted
@@ -56,14 +58,15 @@ def scheduled_handler(
     settings = ScheduledSettings.from_environ(environ)
     spec = catalog.job(settings.job_name)
     session = boto3.Session(botocore_session=new_session())  # pynamodb's sessions share its data loader
-    dynamodb = session.client("dynamodb")
+    dynamodb = dynamodb_client(session)  # the function's one DynamoDB client: its stores' models send through it
     logger = Logger(service=spec.subsystem)
-    tracer = handler_tracer(spec.subsystem)
+    tracer = handler_tracer(spec.subsystem, http=bool(spec.providers))
     logger.append_keys(worker=spec.subsystem, stage=spec.name)
     namespace = metrics_namespace(environ)
     metrics = Metrics(namespace=namespace, service=spec.subsystem)
     metrics.set_default_dimensions(job=spec.name)
-    job = load_job(spec)(JobDeps(settings, spec, clock, session, dynamodb, logger, namespace))
+    with bound_to(session, dynamodb):
+        job = load_job(spec)(JobDeps(settings, spec, clock, session, dynamodb, logger, namespace))
     runner = ScheduledRunner(
         LeaseStore(dynamodb, settings.leases_table, clock),
         RunStore(dynamodb, settings.runs_table),

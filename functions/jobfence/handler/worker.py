@@ -26,7 +26,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 
-from jobfence.binding import bound_to
+from jobfence.binding import bound_to, dynamodb_client
 from jobfence.clock import Clock
 from jobfence.config import WorkerSettings, metrics_namespace
 from jobfence.registry import CatalogError, Registry
@@ -55,7 +55,7 @@ def worker_handler(
     catalog queue name to its `WorkerPipeline`; a mapping without the queue raises `CatalogError`) and builds the
     pipeline's store, step, wake-ups on the function's own queue and gate. `session` (a boto3 session) is where
     every AWS call goes: the wake-ups' SQS client and STS's are its clients, and the stores are built inside
-    `jobfence.bound_to(session)`, in its region (a session without one raises `SettingsError`). `perform` replaces the pipeline's step (a test's fake provider; the
+    `jobfence.bound_to(session, dynamodb)`, in its region and sending through the function's one DynamoDB client (a session without one raises `SettingsError`). `perform` replaces the pipeline's step (a test's fake provider; the
     real one is then not built). With `TENANT_ROLE_ARN` set, every tenant's store and gate are built
     over that tenant's own session (`jobfence.tenants.TenantScopes`), cached per tenant while its credentials
     last; the function's own role then touches no tenant row. The handler returns the partial batch response (`batchItemFailures`).
@@ -66,11 +66,15 @@ def worker_handler(
         given = ", ".join(sorted(pipelines)) or "none"
         raise CatalogError(f"no WorkerPipeline is given for the queue {spec.name!r} (given: {given})")
     pipeline = pipelines[spec.name] if isinstance(pipelines, Mapping) else pipelines(spec.name)
-    with bound_to(session):  # raises before any client exists when the session has no region
+    # the function's one DynamoDB client (its own stores' models send through it); a session without a region
+    # raises SettingsError before any client exists
+    dynamodb = dynamodb_client(session)
+    with bound_to(session, dynamodb):
         store = pipeline.store(settings, clock)
         gate = pipeline.gate(settings, clock) if pipeline.gate is not None else None
     sqs = session.client("sqs")
     logger = Logger(service=spec.subsystem)
+    tracer = handler_tracer(spec.subsystem, http=bool(spec.providers))
     logger.append_keys(worker=spec.subsystem, stage=spec.name)
     metrics = Metrics(namespace=metrics_namespace(environ), service=spec.subsystem)
     metrics.set_default_dimensions(queue=spec.name)
@@ -100,7 +104,7 @@ def worker_handler(
 
     @metrics.log_metrics
     @logger.inject_lambda_context(log_event=False)
-    @traced(handler_tracer(spec.subsystem))
+    @traced(tracer)
     def handler(event: Any, context: Any) -> Mapping[str, Any]:
         # A non-SQS event is an InvalidEvent; a record without id, receipt handle or body cannot be reported back
         # by id, so it is counted and dropped rather than raising a KeyError out of the handler.
