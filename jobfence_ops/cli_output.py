@@ -286,6 +286,7 @@ def _batch_show(target: Any, args: argparse.Namespace, console: Console) -> int:
         items.add_row(item.item_id, item.status.value, str(item.attempts), item.error or "", when(item.updated_at))
     console.print(items)
     console.print("items by status: " + ", ".join(f"{k}={v}" for k, v in report.counts().items()), markup=False)
+    console.print(f"cost (its items, as last recounted): {cost_text(b.cost)}", markup=False)
     for finding in findings:  # why it is not done (blocking first): docs/operations.md, "A batch that stalls"
         console.print(f"why: [{finding.severity.value}] {finding.says}", markup=False)
     return 0

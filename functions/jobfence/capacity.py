@@ -143,9 +143,13 @@ _meters: contextvars.ContextVar[tuple[Meter, ...]] = contextvars.ContextVar("job
 
 
 @contextmanager
-def measure(memory_mb: int | None = None) -> Iterator[Meter]:
-    """A meter of every metered DynamoDB call made in this context until the block ends (nested ones too)."""
-    meter = Meter(memory_mb=memory_mb)
+def measure(memory_mb: int | None = None, into: Meter | None = None) -> Iterator[Meter]:
+    """A meter of every metered DynamoDB call made in this context until the block ends (nested ones too).
+
+    `into` counts into an existing meter instead of a new one: one item's meter, opened again
+    in each context its work runs in (a thread of a pool starts with no open meter).
+    """
+    meter = into if into is not None else Meter(memory_mb=memory_mb)
     token = _meters.set((*_meters.get(), meter))
     try:
         yield meter

@@ -397,6 +397,7 @@ def batch_page(report: Any, csrf: str, read_only: bool) -> str:
         )
     shown = {k: v for k, v in counts.items() if v or k != "cancelled"}  # cancelled only where a cancel ended some
     summary = f"<p id='counts'>{escape(', '.join(f'{k}={v}' for k, v in shown.items()))}</p>"
+    summary += f"<p id='cost'>cost (its items, as last recounted): {escape(cost_text(b.cost))}</p>"
     end = b.finalized_at or max([b.updated_at, *(i.updated_at for i in report.items)])
     chart = charts.throughput([(i.updated_at, i.status.value) for i in report.items], b.created_at, end)
     return (

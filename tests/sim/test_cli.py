@@ -326,6 +326,21 @@ def test_batch_shows_the_batch_row_then_its_item_rows(target, finished_batch):
     assert "items by status: pending=0, running=0, completed=6, failed=2" in out
 
 
+def test_batch_show_json_carries_the_batchs_cost_the_sum_of_its_item_rows(target, finished_batch):
+    import json
+
+    code, out = cli(target, "batch", "show", str(finished_batch), "--json")
+    assert code == 0, out
+    report = json.loads(out)
+    cost, items = report["batch"]["cost"], [i["cost"] for i in report["items"]]
+    # every item (completed, or refused by the generator) carries its attempts' cost; the batch their sum
+    assert all(c is not None and c["dollars"] > 0 for c in items)
+    assert cost["requests"] == sum(c["requests"] for c in items) > 0
+    assert cost["dollars"] == pytest.approx(sum(c["dollars"] for c in items))
+    code, out = cli(target, "batch", "show", str(finished_batch))
+    assert "cost (its items, as last recounted): $" in out
+
+
 def test_retry_failed_resets_the_budget_of_failed_items_only(target, runtime, finished_batch):
     from jobfence_ops.commands.batches import batch
 

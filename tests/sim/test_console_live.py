@@ -26,7 +26,7 @@ from jobfence_ops.commands import batches, jobs, switches
 from jobfence_ops.commands.batches import producer, work_store
 from jobfence_ops.console import charts
 from jobfence_ops.console.server import ConsoleApp, ConsoleServer
-from jobfence_ops.render import pairs
+from jobfence_ops.render import cost_text, pairs
 from jobfence_ops.targets import EmbeddedTarget
 from jobs.listings.pipelines import GENERATION
 from tests.sim.browser import past_the_gate, shot
@@ -157,6 +157,9 @@ def test_the_batch_page_charts_its_items_finished_over_time(live, page, runtime)
     assert chart.locator("rect.mark").count() == expected >= 2
     assert chart.locator("svg").get_attribute("aria-label") == "4 completed, 2 failed"
     assert "4 completed, 2 failed" in chart.locator("figcaption").inner_text()
+    # AND its cost, the sum of its item rows' (the recount's), as the CLI writes it
+    assert b.cost is not None and b.cost.dollars > 0
+    assert page.locator("#cost").inner_text() == f"cost (its items, as last recounted): {cost_text(b.cost)}"
     shot(page, "console-batch-chart")
 
 

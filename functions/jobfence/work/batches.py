@@ -5,6 +5,7 @@
              | finalized_at | retries | retried_by | retried_at | reopened | tolerated_failures
              | swept | shards | cancelled | cancel_requested_by | cancel_requested_at | applied_ids
              | applied_ids_prev | open_key (sparse GSI "by_open")
+             | rru | wru | index_rru | index_wru | requests | cost_usd (the items' summed costs)
 
 The same table holds the roll-up tallies (`jobfence.work.rollup`, partition
 keys with '#'). `shards` is the batch's item-shard count (`keys.shards_for`;
@@ -20,7 +21,8 @@ are a hint that the item rows settle (recount). Timeline of a batch
     roll-up       a tally row per writer (`jobfence.work.rollup`): while open, the batch as read
                   is its row with the tallies summed in, and its heartbeat is the newest tally
     maybe done    sum of the tallies (+ swept - reopened) >= total, or a cancel recorded: recount
-    recount       rows counted; when they number N and none is live:
+    recount       rows counted, their costs summed and SET on the batch row (every recount: a
+                  repeated one writes the same sum); when they number N and none is live:
     finalize      batch row: SET counters = recount, status finalized     if still open and nothing
                   (failed_threshold when more failed than it tolerates:    reopened since, and no
                   its pending rows are failed first, each refunding once;  cancel since it was read
@@ -53,12 +55,13 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAtt
 from pynamodb.models import Model
 
 from jobfence.binding import bind, client_of, index
+from jobfence.capacity import Cost, Units
 from jobfence.clock import Clock
 from jobfence.dynamo import Refused, Transaction, aws_call, caller_reads, put_row, update_row
 from jobfence.errors import StoreError
 from jobfence.indexes import OPEN_INDEX_SPEC
 from jobfence.once import update_once
-from jobfence.work.items import ItemStore
+from jobfence.work.items import COST_FIELDS, ItemStore, cost_fields
 from jobfence.work.keys import (
     MAX_SHARDS,
     RECLAIM_SHARDS,
@@ -115,6 +118,12 @@ class _Batch(Model):
     cancel_requested_by = UnicodeAttribute(null=True)  # the operator's cancel (jobfence.work.cancel), once
     cancel_requested_at = NumberAttribute(null=True)
     open_key = UnicodeAttribute(null=True)
+    rru = NumberAttribute(null=True)  # the sum of its item rows' costs (`Cost.fields`), SET by each recount
+    wru = NumberAttribute(null=True)
+    index_rru = NumberAttribute(null=True)
+    index_wru = NumberAttribute(null=True)
+    requests = NumberAttribute(null=True)
+    cost_usd = NumberAttribute(null=True)
     by_open = index(OPEN_INDEX_SPEC)  # generated from the catalog's spec: declared once
 
 
@@ -144,6 +153,7 @@ def batch_row(row: Any) -> BatchRow:
         cancelled=int(row.cancelled or 0),
         cancel_requested_by=row.cancel_requested_by,
         cancel_requested_at=int(row.cancel_requested_at) if row.cancel_requested_at is not None else None,
+        cost=Cost.of_fields(cost_fields(row)),
     )
 
 
@@ -304,13 +314,20 @@ class BatchStore:
         only ever become terminal otherwise, so a recount that found every row
         terminal is still true when the write lands. Past the batch's failure
         threshold, its pending rows are failed first (`jobfence.work.keys.threshold_error`).
+        The item rows' costs are summed on the way and SET on the batch row
+        with every recount (`jobfence.work.items`: what each item's attempts
+        consumed; the recount's own reads are on no row).
         """
         counts = {s: 0 for s in ItemStatus}
         pending: list[ItemKey] = []
-        attrs = ["batch_key", "item_id", "status"]
+        attrs = ["batch_key", "item_id", "status", *COST_FIELDS]
+        units, requests, dollars = Units(), 0, 0.0
         with aws_call(f"recounting batch {ref}"):
             for row in self._items.batch_items(ref, seen.shards, attrs):
                 counts[ItemStatus(row.status)] += 1
+                cost = Cost.of_fields(cost_fields(row))
+                if cost is not None:
+                    units, requests, dollars = units + cost.units, requests + cost.requests, dollars + cost.dollars
                 if row.status == ItemStatus.PENDING.value:
                     pending.append(ItemKey.of_row(row.batch_key, row.item_id))
         tolerated = seen.tolerated_failures
@@ -334,7 +351,8 @@ class BatchStore:
         if seen.cancel_requested:
             final = BatchStatus.CANCELLED
         b = self._model
-        actions = [b.recounts.add(1)]
+        spent = Cost(units, requests, dollars).fields()
+        actions = [b.recounts.add(1), *(getattr(b, name).set(value) for name, value in spent.items())]
         if swept:
             actions.append(b.swept.add(swept))
         if done:

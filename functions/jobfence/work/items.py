@@ -6,11 +6,19 @@ built from named parts so that what it re-checks reads as a sentence.
     items  batch_key = tenant#batch#shard (key, `ItemKey.partition`) | item_id (sort) | tenant | batch_id | kind
            | seq | status | attempts | error | claim_token | payload | result_ref | quota
            | quota_reservations | quota_refunds | created_at | updated_at | reclaim_key (sparse GSI "by_reclaim")
+           | rru | wru | index_rru | index_wru | requests | cost_usd (what its attempts consumed: `spent`)
 
 `reclaim_key` = kind#status#(the batch's base + the item's shard) exists only
 while an item is pending or running; the index sorts on `updated_at`, so the
 reclaimer's query `updated_at < cutoff` reads stale rows only and its cost
 grows with them, not with the table.
+
+The cost fields (`jobfence.capacity.Cost.fields`) are added by the outcome
+writes of the worker (complete, release, fail, cancel_claimed): each ADDs what
+the attempt's meter counted before the write was sent (its share of the claim,
+its own calls, a refused first try of the same outcome), so attempts
+accumulate. An ADD rides in the outcome's own conditional write: a re-sent
+copy is refused by its condition (recognised as ours) and adds nothing.
 
 Timeline of one item (generation: per-item 240 s < item stale 6 min < batch stale 15 min):
 
@@ -35,6 +43,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from jobfence.binding import bind, client_of, index
+from jobfence.capacity import Cost, Meter
 from jobfence.clock import Clock
 from jobfence.dynamo import Ours, Refused, Transaction, aws_call, caller_reads, update_row
 from jobfence.errors import StoreError
@@ -81,6 +90,12 @@ class _Item(Model):
     created_at = NumberAttribute()
     updated_at = NumberAttribute()
     reclaim_key = UnicodeAttribute(null=True)
+    rru = NumberAttribute(null=True)  # the cost of its attempts (`Cost.fields`), added by each outcome
+    wru = NumberAttribute(null=True)
+    index_rru = NumberAttribute(null=True)
+    index_wru = NumberAttribute(null=True)
+    requests = NumberAttribute(null=True)
+    cost_usd = NumberAttribute(null=True)
     by_reclaim = index(RECLAIM_INDEX_SPEC)
 
 
@@ -102,7 +117,16 @@ def item_row(row: Any) -> ItemRow:
         quota_refunds=int(row.quota_refunds or 0),
         claim_token=row.claim_token,
         shard=int(row.batch_key.rsplit("#", 1)[1]),
+        cost=Cost.of_fields(cost_fields(row)),
     )
+
+
+COST_FIELDS = ("rru", "wru", "index_rru", "index_wru", "requests", "cost_usd")  # `Cost.fields`, as rows hold them
+
+
+def cost_fields(row: Any) -> dict[str, Any]:
+    """The cost fields a pynamodb row (an item's or a batch's) holds, for `Cost.of_fields`."""
+    return {name: getattr(row, name, None) for name in COST_FIELDS if getattr(row, name, None) is not None}
 
 
 class ItemStore:
@@ -284,8 +308,15 @@ class ItemStore:
         """Recognises our own outcome already applied in an old image (a re-sent request refused)."""
         return lambda image: image.get("claim_token") == claim.token and image.get("status") == status.value
 
-    def complete(self, claim: Claim, result_ref: str) -> bool:
-        """running -> completed. False if the claim was lost meanwhile (the row says who won)."""
+    def _spent(self, meter: Meter | None) -> list[Any]:
+        """ADD what `meter` counted so far to the row's cost fields (nothing without a meter)."""
+        if meter is None:
+            return []
+        m = self._model
+        return [getattr(m, name).add(value) for name, value in meter.cost(0).fields().items()]
+
+    def complete(self, claim: Claim, result_ref: str, spent: Meter | None = None) -> bool:
+        """running -> completed, adding what `spent` counted. False if the claim was lost meanwhile."""
         now = self._clock.now_ms()
         return self._update_claimed(
             claim,
@@ -296,11 +327,12 @@ class ItemStore:
                 self._model.updated_at.set(now),
                 self._model.error.remove(),
                 self._model.reclaim_key.remove(),
+                *self._spent(spent),
             ],
         )
 
-    def release(self, claim: Claim, kind: str, error: str) -> bool:
-        """running -> pending with the error, for another attempt. False if the claim was lost."""
+    def release(self, claim: Claim, kind: str, error: str, spent: Meter | None = None) -> bool:
+        """running -> pending with the error, for another attempt, adding what `spent` counted. False if the claim was lost."""
         now = self._clock.now_ms()
         return self._update_claimed(
             claim,
@@ -310,16 +342,19 @@ class ItemStore:
                 self._model.error.set(bounded_error(error)),
                 self._model.updated_at.set(now),
                 self._model.reclaim_key.set(reclaim_key(kind, ItemStatus.PENDING, claim.key)),
+                *self._spent(spent),
             ],
         )
 
-    def fail(self, claim: Claim, error: str) -> bool:
-        """running -> failed (terminal), refunding its reservation in the same transaction."""
-        return self._fail_terminally(claim.key, self._holds(claim), error, claim=claim)
+    def fail(self, claim: Claim, error: str, spent: Meter | None = None) -> bool:
+        """running -> failed (terminal), refunding its reservation in the same transaction; adds what `spent` counted."""
+        return self._fail_terminally(claim.key, self._holds(claim), error, claim=claim, spent=spent)
 
-    def cancel_claimed(self, claim: Claim, reason: str) -> bool:
+    def cancel_claimed(self, claim: Claim, reason: str, spent: Meter | None = None) -> bool:
         """running -> cancelled unrun (its batch's cancel came before the claim), refunding as `fail` does."""
-        return self._fail_terminally(claim.key, self._holds(claim), reason, claim=claim, outcome=ItemStatus.CANCELLED)
+        return self._fail_terminally(
+            claim.key, self._holds(claim), reason, claim=claim, outcome=ItemStatus.CANCELLED, spent=spent
+        )
 
     def cancel_pending(self, key: ItemKey, reason: str) -> bool:
         """pending -> cancelled (its batch was cancelled), refunding its reservation once; False if not pending."""
@@ -337,6 +372,7 @@ class ItemStore:
         error: str,
         claim: Claim | None = None,
         outcome: ItemStatus = ItemStatus.FAILED,
+        spent: Meter | None = None,
     ) -> bool:
         """End one item `outcome` (failed, or cancelled) under `condition`; refund exactly once if it holds a reservation.
 
@@ -345,6 +381,9 @@ class ItemStore:
         item condition (quota = reserved) makes a repeat refund impossible.
         The worker's failure (`claim`) keeps its token on the row, so a re-sent
         transaction refused by its own first application is recognised.
+        `spent` (the worker's attempt meter) is added to the row's cost by
+        whichever of the two writes applies, as counted when it is built (the
+        second includes the refused transaction).
         """
         m = self._model
         now = self._clock.now_ms()
@@ -361,7 +400,8 @@ class ItemStore:
         holds_nothing = m.quota.does_not_exist()
         row = m(key.partition, key.item_id)
         tx = self._transaction()
-        tx.update(row, [*actions, m.quota.set(QuotaHold.REFUNDED.value), m.quota_refunds.add(1)], condition & reserved)
+        refund = [m.quota.set(QuotaHold.REFUNDED.value), m.quota_refunds.add(1), *self._spent(spent)]
+        tx.update(row, [*actions, *refund], condition & reserved)
         self._quota.refund_in(tx, key.tenant)
         sent = tx.commit()
         if not isinstance(sent, Refused):
@@ -376,7 +416,7 @@ class ItemStore:
         # no reservation to give back
         ours = self._ours(claim, outcome) if claim is not None else caller_reads
         without = condition & holds_nothing | (condition & refunded)
-        return update_row(row, actions, without, "failing an item", ours=ours).applied
+        return update_row(row, [*actions, *self._spent(spent)], without, "failing an item", ours=ours).applied
 
     def _update_claimed(self, claim: Claim, outcome: ItemStatus, actions: list[Any]) -> bool:
         row = self._model(claim.key.partition, claim.key.item_id)

@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from jobfence.capacity import Cost
 from jobfence.errors import InvalidEvent, JobfenceError, bounded
 
 MAX_ITEMS_PER_BATCH = 10_000
@@ -425,6 +426,7 @@ class ItemRow:
     quota_refunds: int
     claim_token: str | None
     shard: int  # the item shard its row lives in
+    cost: Cost | None = None  # what its attempts consumed (`jobfence.work.items`); None: none recorded
 
     @property
     def key(self) -> ItemKey:
@@ -459,6 +461,7 @@ class BatchRow:
     cancelled: int = 0  # items cancelled (a finalized `cancelled` batch's recount)
     cancel_requested_by: str | None = None  # who asked to cancel it (`jobfence.work.cancel`); None: never asked
     cancel_requested_at: int | None = None  # when that was recorded (epoch ms)
+    cost: Cost | None = None  # the sum of its item rows' costs, as its last recount wrote it; None: never recounted
 
     @property
     def cancel_requested(self) -> bool:

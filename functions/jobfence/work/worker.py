@@ -12,6 +12,16 @@ its own tenant-scoped session (`jobfence.tenants`), so a claim, an outcome or a
 roll-up of tenant A is never sent with B's credentials, and a transaction never
 spans two tenants.
 
+Each claimed item's attempt has a meter (`jobfence.capacity`): its share of
+the shared calls (the tenant's claim transaction, split evenly among the items
+it claimed; the batch's cancel read, split evenly among that batch's claims),
+the DynamoDB calls of its own provider call (measured in the item's own pool
+thread) and whatever its outcome write sent before it; the outcome write adds
+that to the item row (`ItemStore.complete`, `release`, `fail`,
+`cancel_claimed`). The outcome write's own units, the in-flight gate's calls
+and the roll-ups are not on any item (nothing can record a write's units in
+that write; the rest is the round's, not an item's).
+
 A message is acknowledged when its item row settled it (or never will be
 settled by this message: a duplicate, a lost claim); it becomes a batch item
 failure, so SQS redelivers it, when only a redelivery can make progress.
@@ -27,6 +37,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
+from jobfence.capacity import Meter, Units, measure
 from jobfence.errors import InvalidEvent, JobfenceError, bounded
 from jobfence.runs import safe_error
 from jobfence.work.fairness import TenantGate, new_owner
@@ -120,6 +131,21 @@ class _Round:
     message_of: dict[ItemKey, str] = field(default_factory=dict)
     deltas: dict[BatchRef, BatchDelta] = field(default_factory=dict)
     retry: list[Claim] = field(default_factory=list)
+    meters: dict[ItemKey, Meter] = field(default_factory=dict)  # each claimed item's attempt (`_share`)
+
+    def meter(self, key: ItemKey) -> Meter:
+        return self.meters.setdefault(key, Meter())
+
+    def share(self, spent: Meter, keys: Sequence[ItemKey]) -> None:
+        """Split `spent` evenly among the meters of `keys` (requests as whole numbers, the first ones one more)."""
+        if not keys:
+            return
+        n, u = len(keys), spent.units
+        part = Units(u.read / n, u.write / n, u.index_read / n, u.index_write / n)
+        for i, key in enumerate(keys):
+            meter = self.meter(key)
+            meter.units = meter.units + part
+            meter.requests += spent.requests // n + (1 if i < spent.requests % n else 0)
 
     def delta(self, ref: BatchRef) -> BatchDelta:
         return self.deltas.setdefault(ref, BatchDelta())
@@ -188,11 +214,12 @@ class Worker:
         claims: dict[ItemKey, Claim] = {}
         for tenant_keys in _by_tenant(keys).values():  # one claim transaction per tenant, under its session
             try:
-                claims.update(
-                    self._scope(tenant_keys[0].tenant).store.items.claim(
+                with measure() as spent:
+                    got = self._scope(tenant_keys[0].tenant).store.items.claim(
                         tenant_keys, self.kind, self.timing.attempts_cap
                     )
-                )
+                claims.update(got)
+                rnd.share(spent, [k for k, c in got.items() if c.state is ClaimState.CLAIMED])
             except JobfenceError as exc:
                 for key in tenant_keys:
                     self._reject(rnd, rnd.message_of[key], f"claim error: {safe_error(exc)}", "claim_error", key)
@@ -231,7 +258,9 @@ class Worker:
         for ref, claims in by_batch.items():
             try:
                 store = self._scope(ref.tenant).store
-                cancelled_by = store.batches.recorded_cancel(ref)
+                with measure() as spent:
+                    cancelled_by = store.batches.recorded_cancel(ref)
+                rnd.share(spent, [claim.key for claim in claims])
             except JobfenceError as exc:
                 for claim in claims:
                     self._record(claim, Attempt.ERRORED, f"not run: reading its batch failed: {safe_error(exc)}", rnd)
@@ -242,7 +271,8 @@ class Worker:
             for claim in claims:
                 message_id = rnd.message_of[claim.key]
                 try:
-                    done = store.items.cancel_claimed(claim, cancel_reason(cancelled_by))
+                    with measure(into=rnd.meter(claim.key)) as spent:
+                        done = store.items.cancel_claimed(claim, cancel_reason(cancelled_by), spent)
                 except JobfenceError as exc:  # the row still says running: the reclaimer requeues it
                     self._reject(rnd, message_id, f"cancelling failed: {safe_error(exc)}", "write_error", claim.key)
                     continue
@@ -308,7 +338,7 @@ class Worker:
         futures: dict[Future[str], Claim] = {}
         for claim in claimed:
             request = WorkRequest(claim.key, self.kind, claim.attempts, claim.payload)
-            futures[pool.submit(self._perform, request, timeout_s)] = claim
+            futures[pool.submit(self._measured, rnd.meter(claim.key), request, timeout_s)] = claim
         settled: set[Future[str]] = set()
         try:
             for future in _as_completed(futures, timeout_s):
@@ -329,23 +359,32 @@ class Worker:
                     self._record(claim, Attempt.ERRORED, reason, rnd)
             pool.shutdown(wait=False, cancel_futures=True)
 
+    def _measured(self, meter: Meter, request: WorkRequest, timeout_s: float) -> str:
+        """The provider call, in its pool thread, counted on its item's meter (a new thread has no open meter)."""
+        with measure(into=meter):
+            return self._perform(request, timeout_s)
+
     def _record(self, claim: Claim, attempt: Attempt, detail: str, rnd: _Round) -> None:
+        with measure(into=rnd.meter(claim.key)) as spent:
+            self._record_spent(claim, attempt, detail, rnd, spent)
+
+    def _record_spent(self, claim: Claim, attempt: Attempt, detail: str, rnd: _Round, spent: Meter) -> None:
         message_id = rnd.message_of[claim.key]
         delta = rnd.delta(claim.key.batch)
         try:
             store = self._scope(claim.key.tenant).store
             if attempt is Attempt.SUCCEEDED:
-                if store.items.complete(claim, str(detail)):
+                if store.items.complete(claim, str(detail), spent):
                     delta.completed += 1
                     self._ack(rnd, message_id, claim.key, "completed", Tally.COMPLETED, log=False)
                     return
             elif attempt is Attempt.REJECTED or claim.attempts >= self.timing.attempts_cap:
-                if store.items.fail(claim, detail):
+                if store.items.fail(claim, detail, spent):
                     delta.failed += 1
                     self._ack(rnd, message_id, claim.key, f"failed at attempt {claim.attempts}: {detail}", Tally.FAILED)
                     return
             else:
-                if store.items.release(claim, self.kind, detail):
+                if store.items.release(claim, self.kind, detail, spent):
                     rnd.retry.append(claim)
                     self._ack(
                         rnd,
