@@ -9,26 +9,24 @@ test counts the DynamoDB clients botocore creates across a cold start and the fi
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import botocore.session
 import pytest
-from aws_lambda_powertools import Logger
 
 from jobfence.binding import Credentials, bind, bound_to, bound_with, dynamodb_client
-from jobfence.config import ENV_TENANT_ROLE, Settings, config_env, queue_env, table_env
+from jobfence.config import config_env, table_env
 from jobfence.handler import scheduled_handler, worker_handler
 from jobfence.testing import rule_arn_of
 from jobfence.triggers import scheduled_event
-from jobfence.work import BatchRef, ItemInput, ItemStatus, Producer
+from jobfence.work import BatchRef, ItemStatus
 from jobs.catalog import CATALOG
+from tests.tenant_batches import two_tenant_batches, wake_up
 from jobs.commerce.dpop_proofs import DpopProofStore
-from jobs.listings.pipelines import build_store, perform_with, worker_pipeline
+from jobs.listings.pipelines import perform_with, worker_pipeline
 from providers.items import GENERATOR
 from providers.items_fake import FakeItemProvider
 
-LISTING_TABLES = ("listing_batches", "listing_items", "listing_quota")
 
 
 @pytest.fixture
@@ -47,16 +45,6 @@ def created(monkeypatch) -> list[Any]:
     return made
 
 
-class _Null:
-    def send(self, keys, delay_s=0):
-        return []
-
-
-def _record(tenant: str, item: int) -> dict:
-    body = json.dumps({"tenant": tenant, "batch": "b1", "item": f"i{item}", "shard": 0})
-    return {"messageId": f"{tenant}-{item}", "receiptHandle": "r", "body": body, "attributes": {},
-            "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
-            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q", "awsRegion": "us-east-1"}
 
 
 @pytest.mark.parametrize("job", ["recover_pending_cancellations", "retry_email_intake"])
@@ -78,22 +66,13 @@ def test_a_worker_sends_through_its_own_client_and_each_tenant_through_one_of_it
     aws, tables, clock, lambda_context, created
 ):
     # GIVEN two tenants' items and a worker with tenant sessions
-    url = aws.client("sqs").create_queue(QueueName="gen")["QueueUrl"]
-    base = {table_env(n): tables[n] for n in LISTING_TABLES}
-    environ = {**base, queue_env("listing_generation"): url, "WORKER_QUEUE": "listing_generation",
-               "PROVIDER_GENERATOR_URL": "http://127.0.0.1:9",
-               ENV_TENANT_ROLE: "arn:aws:iam::123456789012:role/jobfence-tenant"}
-    store = build_store(Settings.from_environ(base), clock)
-    for tenant in ("acme", "globex"):
-        store.quota.grant(tenant, 10)
-        Producer(store, {"generation": _Null()}, Logger(service="t")).submit(
-            BatchRef(tenant, "b1"), "generation", [ItemInput(f"i{i}", {}) for i in range(2)], "tester")
+    environ, store = two_tenant_batches(aws, tables, clock)
     created.clear()  # the producer's store above is the test's, not the function's
     # WHEN the worker cold-starts and its first round meets both tenants
     handler = worker_handler(CATALOG, environ, clock, worker_pipeline, session=aws,
                              perform=perform_with(FakeItemProvider(GENERATOR)))
     at_init = len(created)
-    response = handler({"Records": [_record(t, i) for i in range(2) for t in ("acme", "globex")]}, lambda_context)
+    response = handler({"Records": [wake_up(t, i) for i in range(2) for t in ("acme", "globex")]}, lambda_context)
     functions = list(created)
     # THEN every item completed, through three DynamoDB clients: the function's (made at init) and one per tenant
     assert response == {"batchItemFailures": []}

@@ -7,49 +7,27 @@ complete in the same round; the next round, with STS answering again, completes 
 
 from __future__ import annotations
 
-import json
 
-from aws_lambda_powertools import Logger
 
-from jobfence.config import ENV_TENANT_ROLE, Settings, queue_env, table_env
 from jobfence.errors import ErrorKind
 from jobfence.errors import StoreError
 from jobfence.handler import worker_handler
 from jobfence.tenants import TenantScopes
-from jobfence.work import BatchRef, ItemInput, ItemStatus, Producer
+from jobfence.work import BatchRef, ItemStatus
 from jobs.catalog import CATALOG
-from jobs.listings.pipelines import build_store, perform_with, worker_pipeline
+from tests.tenant_batches import two_tenant_batches, wake_up
+from jobs.listings.pipelines import perform_with, worker_pipeline
 from providers.items_fake import FakeItemProvider
 from providers.items import GENERATOR
 
-LISTING_TABLES = ("listing_batches", "listing_items", "listing_quota")
 
 
-class _Null:
-    def send(self, keys, delay_s=0):
-        return []
-
-
-def _record(tenant: str, item: int) -> dict:
-    body = json.dumps({"tenant": tenant, "batch": "b1", "item": f"i{item}", "shard": 0})
-    return {"messageId": f"{tenant}-{item}", "receiptHandle": "r", "body": body, "attributes": {},
-            "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
-            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q", "awsRegion": "us-east-1"}
 
 
 def test_a_tenant_whose_session_is_refused_comes_back_alone_and_its_rows_stay_untouched(
     aws, tables, clock, lambda_context, monkeypatch
 ):
-    url = aws.client("sqs").create_queue(QueueName="gen")["QueueUrl"]
-    base = {table_env(n): tables[n] for n in LISTING_TABLES}
-    environ = {**base, queue_env("listing_generation"): url, "WORKER_QUEUE": "listing_generation",
-               "PROVIDER_GENERATOR_URL": "http://127.0.0.1:9",
-               ENV_TENANT_ROLE: "arn:aws:iam::123456789012:role/jobfence-tenant"}
-    store = build_store(Settings.from_environ(base), clock)
-    for tenant in ("acme", "globex"):
-        store.quota.grant(tenant, 10)
-        Producer(store, {"generation": _Null()}, Logger(service="t")).submit(
-            BatchRef(tenant, "b1"), "generation", [ItemInput(f"i{i}", {}) for i in range(2)], "tester")
+    environ, store = two_tenant_batches(aws, tables, clock)
     real_assume = TenantScopes.assume
     sts_down = {"globex"}
 
@@ -60,7 +38,7 @@ def test_a_tenant_whose_session_is_refused_comes_back_alone_and_its_rows_stay_un
 
     monkeypatch.setattr(TenantScopes, "assume", assume)
     handler = worker_handler(CATALOG, environ, clock, worker_pipeline, session=aws, perform=perform_with(FakeItemProvider(GENERATOR)))
-    records = [_record(t, i) for i in range(2) for t in ("acme", "globex")]
+    records = [wake_up(t, i) for i in range(2) for t in ("acme", "globex")]
     # WHEN one round meets both tenants while STS refuses globex's session
     response = handler({"Records": records}, lambda_context)
     # THEN only globex's wake-ups come back, its rows untouched, and acme's items completed
