@@ -48,6 +48,9 @@ class OperationKind(str, enum.Enum):
 class AccountOperationGone(StoreError):
     """The pending operation was completed or replaced since it was read."""
 
+    def __init__(self, account_id: str) -> None:
+        super().__init__(f"account {account_id}: the pending operation is no longer the one requested")
+
 
 class _PendingOperation(MapAttribute):
     operation_id = UnicodeAttribute()
@@ -149,7 +152,7 @@ class AccountStore(ModelStore):
             ours=ours,
         )
         if not counted.applied:
-            raise AccountOperationGone(f"account {account_id}: the pending operation is no longer the one requested")
+            raise AccountOperationGone(account_id)
 
     def complete_email_change(self, account_id: str, operation_id: str, new_email: str) -> None:
         model = self._model
@@ -160,7 +163,7 @@ class AccountStore(ModelStore):
             f"completing the email change of account {account_id}",
         )
         if not changed.applied:
-            raise AccountOperationGone(f"account {account_id}: the pending operation is no longer the one requested")
+            raise AccountOperationGone(account_id)
 
     def complete_deletion(self, account_id: str, operation_id: str) -> None:
         """deletion_pending -> deleted: personal fields removed, deleted-account recovery becomes due."""
@@ -182,7 +185,7 @@ class AccountStore(ModelStore):
             f"completing the deletion of account {account_id}",
         )
         if not deleted.applied:
-            raise AccountOperationGone(f"account {account_id}: the pending operation is no longer the one requested")
+            raise AccountOperationGone(account_id)
 
     def recovery_due(self, limit: int, after: dict[str, Any] | None = None) -> tuple[list[str], dict[str, Any] | None]:
         """Up to `limit` deleted accounts with open recovery, and a cursor for the next page."""
