@@ -38,12 +38,13 @@ from jobfence.testing.sim.markers import marker_write
 from jobfence.work import BatchRef, ItemInput, Producer
 from jobfence_ops.commands.batches import batch
 from jobfence_ops.commands.switches import set_rules
+from jobfence_ops.local.daemon import kill_after_claims
 from jobfence_ops.runtime.runtime import LocalRuntime, Tick
 from jobfence_ops.targets import EmbeddedTarget
 from jobs.commerce.conversations import ConversationStore
 from jobs.commerce.dpop_proofs import DpopProofStore
 from jobs.listings.catalog import TOLERATED_FAILURE_PCT
-from jobs.listings.pipelines import GENERATION, ITEMS_TABLE, PIPELINES, build_store, build_wakeups
+from jobs.listings.pipelines import GENERATION, PIPELINES, build_store, build_wakeups
 from ops.invariants import (
     Check,
     Observation,
@@ -393,10 +394,7 @@ class DayScenario:
         ref = BatchRef(ref_tenant, f"gen-{self.seed}")
         producer.submit(ref, GENERATION, items, created_by="demo")
         self.batch_refs.append(ref)
-        items_table = worker.environment[table_env(ITEMS_TABLE)]
-        self.rt.poller.faults[worker.name] = [
-            {"operation": "TransactWriteItems", "contains": items_table, "action": "kill"}
-        ]
+        self.rt.poller.faults[worker.name] = kill_after_claims(1)
         self._say(f"submitted {ref} ({len(items)} items); the first worker isolate will be killed mid-item")
 
     # -- report ----------------------------------------------------------------------------------

@@ -12,18 +12,17 @@ from typing import Any, Sequence
 
 from jobfence import JobDeps, JobSpec, QueueSpec, QuotaStore, Reclaimer, Registry, TableSpec, WorkerPipeline
 from jobfence.reclaim import ReclaimPipeline
-from jobfence.work import OPEN_INDEX_SPEC, RECLAIM_INDEX_SPEC, SEND_CHUNK, ItemKey, Timing, WorkRequest, WorkStore
+from jobfence.work import OPEN_INDEX_SPEC, SEND_CHUNK, ItemKey, Timing, WorkRequest, WorkStore
 
 KIND = "drop"
 TIMING = Timing(per_item_timeout_s=60, item_stale_s=180, pending_stale_s=900, batch_stale_s=900)
-WORK_TABLES = {"drop_batches": "get+query+update", "drop_items": "batch_get+query+update", "drop_quota": "get+update"}
+WORK_TABLES = {"drop_batches": "get+query+update", "drop_items": "batch_get+get+query+update", "drop_quota": "get+update"}
 
 CATALOG = Registry(
     tables=(
         TableSpec(name="drop_batches", subsystem="kit", partition_key=("tenant", "S"), sort_key=("batch_id", "S"),
                   indexes=(OPEN_INDEX_SPEC,)),
-        TableSpec(name="drop_items", subsystem="kit", partition_key=("batch_key", "S"), sort_key=("item_id", "S"),
-                  indexes=(RECLAIM_INDEX_SPEC,)),
+        TableSpec(name="drop_items", subsystem="kit", partition_key=("batch_key", "S"), sort_key=("item_id", "S")),
         TableSpec(name="drop_quota", subsystem="kit", partition_key=("tenant", "S")),
     ),
     jobs=[JobSpec(name="reclaim_drops", subsystem="kit", entry="tests.kit_pipeline:build_reclaim_drops",

@@ -31,7 +31,7 @@ on a table is an `Access`: "+"-joined `AccessVerb`s ("query+update") or the
 bundles "read" and "write".
 
 **A per-item pipeline** (docs/your-first-pipeline.md; the package `jobfence.work`). Its catalog gives
-the batches and items tables their sparse indexes (`OPEN_INDEX_SPEC`, `RECLAIM_INDEX_SPEC`) and the
+the batches table its sparse index of open batches (`OPEN_INDEX_SPEC`; the items table has none) and the
 pipeline its `Timing`. `WorkStore` holds the batch and item rows by role: its `items` (`ItemStore`), `batches` (`BatchStore`)
 and roll-up tallies, over a `QuotaStore`, which grants, reserves and refunds per-tenant units with
 conditional writes; `Producer.submit` writes a batch
@@ -84,7 +84,7 @@ _MODULES = {
     ),
     "jobfence.handler.scheduled": "scheduled_handler",
     "jobfence.handler.worker": "worker_handler",
-    "jobfence.indexes": "OPEN_INDEX_SPEC RECLAIM_INDEX_SPEC",
+    "jobfence.indexes": "OPEN_INDEX_SPEC",
     "jobfence.lease": "Lease LeaseStore",
     "jobfence.quota": "QuotaBalance QuotaStore",
     "jobfence.reclaim": "ReclaimCounts ReclaimPipeline Reclaimer",

@@ -3,7 +3,7 @@
 The catalog declares every table's indexes (`jobs/*/catalog.py`), and a
 catalog must import without loading a store: a function imports only its own
 job's module and the stores that job uses (docs/benchmarks.md, cold start).
-So the specs live here, and the stores (`jobfence.expiry`, `jobfence.work.items`, `jobfence.work.batches`,
+So the specs live here, and the stores (`jobfence.expiry`, `jobfence.work.batches`,
 the club's due indexes) build their pynamodb indexes from the same names.
 """
 
@@ -20,13 +20,7 @@ EXPIRY_INDEX_SPEC = IndexSpec(
     projection="KEYS_ONLY",
 )
 
-RECLAIM_INDEX = "by_reclaim"
 OPEN_INDEX = "by_open"
-RECLAIM_INDEX_SPEC = IndexSpec(
-    name=RECLAIM_INDEX, partition_key=("reclaim_key", "S"), sort_key=("updated_at", "N"), projection="KEYS_ONLY"
-)
-"""The sparse index of a pipeline's items table (`TableSpec(indexes=(RECLAIM_INDEX_SPEC,))`): only live items
-(pending, running) carry its key, so the reclaimer reads the stale ones, never the table."""
 OPEN_INDEX_SPEC = IndexSpec(
     name=OPEN_INDEX, partition_key=("open_key", "S"), sort_key=("updated_at", "N"), projection="KEYS_ONLY"
 )

@@ -18,14 +18,16 @@ others; docs/guarantees.md, "The time budget"): `updated_at` is another actor's 
 read when its request was built, so a row is moved only once its last write is at
 least the limit old in true time.
 
-Everything is read through the sparse indexes (`by_reclaim`, `by_open`), so a
-sweep's reads grow with stale rows, not with the table. Per pipeline, the
-open-batch index is read once (`BatchStore.open_batches`): with no open batch
-nothing else is read; otherwise only the reclaim-index shards the open
-batches use are queried (`ItemStore.stale_items`), and the stale open batches
-are taken from the same read. Every write re-checks
+Per pipeline, the open-batch index (`by_open`) is read once
+(`BatchStore.open_batches`): with no open batch nothing else is read (a live
+item's batch is always open); otherwise the item partitions of each open batch
+are queried, filtered to its stale live rows (`ItemStore.stale_items`, through
+the batch's tenant's store), and the stale open batches are taken from the
+same index read. So a sweep's reads grow with the rows of open batches, never
+with the table's finished ones, and an item's writes carry no index entry
+(docs/benchmarks.md, "Cost per million items"). Every write re-checks
 status, `updated_at` and attempts in its condition, so an item that completed
-(or was claimed, or re-enqueued) after the index read is never overwritten;
+(or was claimed, or re-enqueued) after the sweep's read is never overwritten;
 that is also why the writes are not fenced with the lease: a paused reclaimer's
 late write can only apply to a row still exactly as it saw it, which is a row
 any reclaimer would move the same way. Automation never resets attempts.
@@ -39,7 +41,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any
 
 from aws_lambda_powertools import Logger
 
@@ -52,7 +53,10 @@ from jobfence.work import (
     BatchStatus,
     ItemKey,
     ItemStatus,
+    OpenBatch,
     OpenBatches,
+    StaleCutoffs,
+    StaleItem,
     StaleVerdict,
     Tallies,
     Timing,
@@ -61,7 +65,7 @@ from jobfence.work import (
 )
 
 DEFAULT_PAGE_SIZE = 100
-DEFAULT_MAX_PAGES = 50  # per pipeline and status in one run; the next run continues
+DEFAULT_MAX_PAGES = 50  # pages of stale items per pipeline in one run; the next run continues
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,7 @@ class ReclaimCounts:
 
     stale_running: int = 0  # running rows past item-stale that the page read
     stale_pending: int = 0  # pending rows past pending-stale that the page read
+    batches_read: int = 0  # open batches whose item rows the page read (every one of a pipeline's, per run)
     requeued: int = 0  # moved to pending (or bumped) and woken
     failed: int = 0  # failed at the attempts cap, quota refunded
     changed: int = 0  # moved on between the index read and the write: left alone
@@ -108,7 +113,7 @@ class Reclaimer:
         max_pages: int = DEFAULT_MAX_PAGES,
         scopes: Callable[[str], WorkStore] | None = None,
     ) -> None:
-        self._store = store  # the keys-only indexes; every tenant's rows too when there are no `scopes`
+        self._store = store  # the keys-only open index; every tenant's rows too when there are no `scopes`
         self._scopes = scopes  # per tenant: its session's store (`jobfence.tenants`)
         self._pipelines = dict(pipelines)
         self._clock = clock
@@ -141,54 +146,61 @@ class Reclaimer:
                 )
                 yield ReclaimCounts(errors=1)
                 continue
-            # no open batch: no live item either (its batch would be open), so no index shard to read
-            yield from self._items(pipeline, ItemStatus.RUNNING, open_batches.index_shards)
-            yield from self._items(pipeline, ItemStatus.PENDING, open_batches.index_shards)
+            # no open batch: no live item either (its batch would be open), so nothing else to read
+            yield from self._items(pipeline, open_batches)
             yield from self._batches(pipeline, open_batches)
 
     # -- items ------------------------------------------------------------------------------
 
-    def _items(self, pipeline: ReclaimPipeline, status: ItemStatus, shards: tuple[int, ...]) -> Iterator[ReclaimCounts]:
-        if not shards:
-            return
+    def _items(self, pipeline: ReclaimPipeline, open_batches: OpenBatches) -> Iterator[ReclaimCounts]:
+        """The stale live items of the open batches, `page_size` to a page, at most `max_pages` pages."""
         timing = pipeline.timing
         now = self._clock.now_ms()
         # fixed for the run (rows we bump never qualify again); the time budget longer than the limit
-        cutoff = timing.running_cutoff(now) if status is ItemStatus.RUNNING else timing.pending_cutoff(now)
-        cursor: Any = None
-        for _ in range(self._max_pages):
+        cutoffs = StaleCutoffs(running=timing.running_cutoff(now), pending=timing.pending_cutoff(now))
+        pages, page, read = 0, [], 0
+        for batch in open_batches.batches:
+            read += 1
             try:
-                rows, cursor = self._store.items.stale_items(
-                    pipeline.kind, status, cutoff, self._page_size, shards, cursor
-                )
+                for stale in self._stale_of(batch, cutoffs):
+                    page.append(stale)
+                    if len(page) == self._page_size:
+                        yield self._reclaim_page(pipeline, page, batches_read=read)
+                        pages, page, read = pages + 1, [], 0
+                        if pages == self._max_pages:
+                            return
             except JobfenceError as exc:
                 self._logger.warning(
                     "reading stale items failed",
-                    extra={"kind": pipeline.kind, "status": status.value, "reason": safe_error(exc)},
+                    extra={"tenant": batch.ref.tenant, "batch": batch.ref.batch_id, "reason": safe_error(exc)},
                 )
                 yield ReclaimCounts(errors=1)
-                return
-            if not rows:
-                return
-            yield self._reclaim_page(pipeline, status, rows)
-            if cursor is None:
-                return
+            if read >= self._page_size:  # a page's worth of batches read: a page (the runner renews its lease)
+                yield self._reclaim_page(pipeline, page, batches_read=read)
+                pages, page, read = pages + 1, [], 0
+                if pages == self._max_pages:
+                    return
+        if page or read:
+            yield self._reclaim_page(pipeline, page, batches_read=read)
 
-    def _reclaim_page(
-        self, pipeline: ReclaimPipeline, status: ItemStatus, rows: list[tuple[ItemKey, int]]
-    ) -> ReclaimCounts:
+    def _stale_of(self, batch: OpenBatch, cutoffs: StaleCutoffs) -> Iterator[StaleItem]:
+        """The batch's stale live items, read through its tenant's store."""
+        return self._tenant(batch.ref.tenant).items.stale_items(batch, cutoffs)
+
+    def _reclaim_page(self, pipeline: ReclaimPipeline, rows: list[StaleItem], batches_read: int = 0) -> ReclaimCounts:
         timing = pipeline.timing
         tally = {"requeued": 0, "failed": 0, "changed": 0, "unsent": 0, "errors": 0}
         wake: list[ItemKey] = []
         failed_by_batch: dict[BatchRef, int] = {}
-        if status is ItemStatus.RUNNING:
-            error = f"reclaimed: running for over {timing.item_stale_s} s without an outcome (worker stopped)"
-        else:
-            error = f"reclaimed: pending for over {timing.pending_stale_s} s without a worker (wake-up lost)"
-        for key, seen in rows:
+        for stale in rows:
+            key, status, seen = stale.key, stale.status, stale.updated_at
+            if status is ItemStatus.RUNNING:
+                error = f"reclaimed: running for over {timing.item_stale_s} s without an outcome (worker stopped)"
+            else:
+                error = f"reclaimed: pending for over {timing.pending_stale_s} s without a worker (wake-up lost)"
             try:
                 store = self._tenant(key.tenant)
-                verdict = store.items.requeue_stale(key, pipeline.kind, status, seen, timing.attempts_cap, error)
+                verdict = store.items.requeue_stale(key, status, seen, timing.attempts_cap, error)
                 failed = False
                 if verdict is StaleVerdict.CAPPED:
                     capped_error = f"{error}; attempts cap {timing.attempts_cap} reached"
@@ -225,8 +237,10 @@ class Reclaimer:
                     "roll-up failed", extra={"tenant": ref.tenant, "batch": ref.batch_id, "reason": safe_error(exc)}
                 )
                 tally["errors"] += 1
-        read = {"stale_running": len(rows)} if status is ItemStatus.RUNNING else {"stale_pending": len(rows)}
-        return ReclaimCounts(**read, **tally)
+        running = sum(1 for stale in rows if stale.status is ItemStatus.RUNNING)
+        return ReclaimCounts(
+            stale_running=running, stale_pending=len(rows) - running, batches_read=batches_read, **tally
+        )
 
     # -- batches ----------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from jobfence.work import (
     ItemStatus,
     Producer,
     RetryResult,
+    StaleCutoffs,
     SubmitResult,
     WorkStore,
 )
@@ -148,18 +149,13 @@ def stale_item_counts(target: Target) -> dict[str, int] | None:
     now = target.clock.now_ms()
     counts = {}
     for kind, pipeline in target.app.batches.pipelines.items():
-        shards = store.batches.open_batches(kind).index_shards  # as the reclaimer reads them: the open batches' shards
-        for status, cutoff in (
-            (ItemStatus.RUNNING, pipeline.timing.running_cutoff(now)),
-            (ItemStatus.PENDING, pipeline.timing.pending_cutoff(now)),
-        ):
-            total, cursor = 0, None
-            while shards:
-                page, cursor = store.items.stale_items(kind, status, cutoff, 500, shards, cursor)
-                total += len(page)
-                if cursor is None:
-                    break
-            counts[f"{kind}/{status.value}"] = total
+        timing = pipeline.timing
+        cutoffs = StaleCutoffs(running=timing.running_cutoff(now), pending=timing.pending_cutoff(now))
+        by_status = {ItemStatus.RUNNING: 0, ItemStatus.PENDING: 0}
+        for batch in store.batches.open_batches(kind).batches:  # as the reclaimer reads them: the open batches' items
+            for stale in store.items.stale_items(batch, cutoffs):
+                by_status[stale.status] += 1
+        counts.update({f"{kind}/{status.value}": n for status, n in by_status.items()})
     return counts
 
 

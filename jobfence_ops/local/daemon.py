@@ -37,9 +37,16 @@ from jobfence_ops.runtime.workers import Invocation
 
 PROGRESS_STEPS = 48  # progress lines per `advance`
 MAX_BODY_BYTES = 1024 * 1024
-# a worker's next delivery dies right after its claim transaction landed: mid-batch, between claim and
-# outcome, its items left running under a token nobody holds until the reclaim sweep finds them stale
-KILL_MID_BATCH = [{"operation": "TransactWriteItems", "action": "kill", "after": 1}]
+
+
+def kill_after_claims(claims: int) -> list[dict[str, object]]:
+    """A worker's fault plan: its isolate dies right after its `claims`-th claim landed (a claim is the only
+    UpdateItem of a worker that names `attempts`): mid-batch, between claim and outcome, those items left
+    running under a token nobody holds until the reclaim sweep finds them stale."""
+    return [{"operation": "UpdateItem", "contains": '"attempts"', "action": "kill", "after": claims}]
+
+
+KILL_MID_BATCH = kill_after_claims(2)
 
 
 class ControlServer(ThreadingHTTPServer):

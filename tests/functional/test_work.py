@@ -296,19 +296,21 @@ def test_an_item_that_always_fails_stops_at_exactly_five_attempts(rig, clock):
 
 
 def test_reclaim_racing_a_completion_never_overwrites_it(rig, clock):
-    # GIVEN a running item that looks stale to the reclaimer's index read
+    # GIVEN a running item that looks stale to the reclaimer's read
     rig.submit("acme", "b1", 1)
     rig.queues["generation"].messages.clear()
     claim = rig.store.items.claim([key(0)], "generation", 5)[key(0)]
     clock.advance(minutes=8)
     from jobfence.work import ItemStatus as S
+    from jobfence.work import StaleCutoffs
 
-    shards = rig.store.batches.open_batches("generation").index_shards
-    stale, _ = rig.store.items.stale_items("generation", S.RUNNING, clock.now_ms() - 360_000, 10, shards)
-    assert [k for k, _ in stale] == [key(0)]
+    (batch,) = rig.store.batches.open_batches("generation").batches
+    cutoffs = StaleCutoffs(running=clock.now_ms() - 360_000, pending=0)
+    stale = list(rig.store.items.stale_items(batch, cutoffs))
+    assert [(s.key, s.status) for s in stale] == [(key(0), S.RUNNING)]
     # WHEN the slow worker completes before the reclaimer writes
     assert rig.store.items.complete(claim, "gen_late")
-    verdict = rig.store.items.requeue_stale(key(0), "generation", S.RUNNING, stale[0][1], 5, "reclaimed")
+    verdict = rig.store.items.requeue_stale(key(0), S.RUNNING, stale[0].updated_at, 5, "reclaimed")
     # THEN the reclaimer's conditional write is refused and the completion stands
     assert verdict is StaleVerdict.CHANGED
     row = rig.store.items.item(key(0))

@@ -184,15 +184,33 @@ def test_a_read_timeout_on_one_outcome_fails_only_that_message(rig, faults):
     assert_batch_true(rig)
 
 
-def test_a_throttled_claim_read_fails_the_messages_but_not_the_invocation(rig, faults):
-    # GIVEN a throttled consistent read of the items to claim
+def test_a_throttled_claim_fails_the_messages_but_not_the_invocation(rig, faults):
+    # GIVEN throttled claims (each item's conditional update)
     rig.producer.submit(B, "generation", items(2), "tester")
+    faults.refused_before(
+        "UpdateItem", throttled("UpdateItem"), when=containing("listing_items", "running"), times=100
+    )  # every try (the write primitive retries a throttle)
+    # WHEN the worker processes the batch
+    result = rig.deliver(n=10)
+    # THEN every message is redelivered (nothing was claimed) and the call itself returns
+    assert len(result.outcomes) == 2 and not any(o.ok for o in result.outcomes.values())
+    assert all("ProvisionedThroughputExceeded" in o.reason for o in result.outcomes.values())
+    assert [r.status for r in rig.store.batches.describe_batch(B).items] == [ItemStatus.PENDING] * 2
+
+
+def test_a_throttled_claim_read_of_items_holding_no_unit_fails_the_messages(rig, faults):
+    # GIVEN items born holding no unit (their tenant had none at the put), then granted some:
+    # they are claimed in a transaction, after a consistent read, which is throttled
+    ref = BatchRef("initech", "b1")
+    rig.producer.submit(ref, "generation", items(2), "tester")
+    rig.quota.grant("initech", 5)
     faults.refused_before("BatchGetItem", throttled("BatchGetItem"))
     # WHEN the worker processes the batch
     result = rig.deliver(n=10)
     # THEN every message is redelivered (nothing was claimed) and the call itself returns
     assert len(result.outcomes) == 2 and not any(o.ok for o in result.outcomes.values())
     assert all("ProvisionedThroughputExceeded" in o.reason for o in result.outcomes.values())
+    assert rig.quota.balance("initech").reserved == 0
 
 
 def test_the_reclaim_sweep_goes_on_after_a_store_error(rig, faults, clock):
@@ -217,12 +235,13 @@ def test_the_reclaim_sweep_goes_on_after_a_store_error(rig, faults, clock):
     assert_batch_true(rig)
 
 
-def test_a_throttled_stale_index_read_does_not_abort_the_sweep(rig, faults, clock):
-    # GIVEN a stale pending item, and a throttled read of the running items' index
+def test_a_throttled_read_of_one_batchs_items_does_not_abort_the_sweep(rig, faults, clock):
+    # GIVEN two open batches with a stale pending item each, and a throttled read of the first's items
     rig.producer.submit(B, "generation", items(1), "tester")
+    rig.producer.submit(BatchRef("acme", "b2"), "generation", items(1), "tester")
     rig.queues["generation"].messages.clear()
     clock.advance(minutes=17)
-    faults.refused_before("Query", throttled("Query"), when=containing("by_reclaim", "running"))
+    faults.refused_before("Query", throttled("Query"), when=containing("listing_items", "acme#b1#"))
     # WHEN the reclaimer sweeps
     counts = rig.reclaimer.run_once()
     # THEN the pending item's wake-up is re-sent all the same
@@ -233,22 +252,38 @@ def test_a_throttled_stale_index_read_does_not_abort_the_sweep(rig, faults, cloc
 # -- lost replies of the worker's own writes --------------------------------------------------------
 
 
-def test_a_resent_claim_transaction_is_recognised_as_this_workers_claim(rig, faults):
-    # GIVEN a claim transaction applied, its reply lost and re-sent by botocore
+def test_a_resent_claim_is_recognised_as_this_workers_claim(rig, faults):
+    # GIVEN a claim applied, its reply lost and re-sent by botocore (refused by its own first application)
     rig.producer.submit(B, "generation", items(2), "tester")
-    faults.resent("TransactWriteItems", when=containing("running"))
+    faults.resent("UpdateItem", when=containing("listing_items", "running"))
     # WHEN the worker processes the batch
     result = rig.deliver(n=10)
     # THEN the items are this worker's: run and completed now, not left running until reclaim
-    assert faults.fired == [("resend", "TransactWriteItems")]
+    assert faults.fired == [("resend", "UpdateItem")]
     assert result.counts.get(Tally.COMPLETED) == 2
     assert [(r.status, r.attempts) for r in rig.store.batches.describe_batch(B).items] == [(ItemStatus.COMPLETED, 1)] * 2
-    assert rig.quota.balance("acme").reserved == 2  # reserved once, not twice
+    assert rig.quota.balance("acme").reserved == 2  # reserved once (with the put), not again
+
+
+def test_a_resent_claim_transaction_is_recognised_as_this_workers_claim(rig, faults):
+    # GIVEN items holding no unit, claimed in a transaction that is applied, its reply lost and re-sent
+    ref = BatchRef("initech", "b1")
+    rig.producer.submit(ref, "generation", items(2), "tester")
+    rig.quota.grant("initech", 5)
+    faults.resent("TransactWriteItems", when=containing("running"))
+    # WHEN the worker processes the batch
+    result = rig.deliver(n=10)
+    # THEN the items are this worker's, and their units were reserved once
+    assert faults.fired == [("resend", "TransactWriteItems")]
+    assert result.counts.get(Tally.COMPLETED) == 2
+    assert [(r.status, r.attempts) for r in rig.store.batches.describe_batch(ref).items] == [(ItemStatus.COMPLETED, 1)] * 2
+    assert rig.quota.balance("initech").reserved == 2
 
 
 def test_a_claim_resent_after_a_throttle_repeats_its_parameters_under_its_token(rig, faults, clock):
-    # GIVEN a claim transaction throttled while time moves on
-    rig.producer.submit(B, "generation", items(2), "tester")
+    # GIVEN a claim transaction (items holding no unit) throttled while time moves on
+    rig.producer.submit(BatchRef("initech", "b1"), "generation", items(2), "tester")
+    rig.quota.grant("initech", 5)
     faults.paused("TransactWriteItems", then=lambda: clock.advance(seconds=2), when=containing("running"))
     faults.refused_before("TransactWriteItems", throttled("TransactWriteItems"), when=containing("running"))
     # WHEN the worker sends the same plan again

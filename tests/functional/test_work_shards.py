@@ -35,8 +35,14 @@ def queries(rig):
     return seen
 
 
-def index_shards(queries: list[tuple[str, str]]) -> set[str]:
-    return {key for index, key in queries if index == "by_reclaim"}
+def item_partitions(queries: list[tuple[str, str]]) -> set[str]:
+    """The item partitions the sweep queried (the base table: the items table has no index)."""
+    return set(item_queries(queries))
+
+
+def item_queries(queries: list[tuple[str, str]]) -> list[str]:
+    """Each item-partition query, in order (`tenant#batch#shard`; a roll-up tally's shard is `r<n>`)."""
+    return [key for index, key in queries if index == "base" and key.rsplit("#", 1)[-1].isdigit()]
 
 
 def test_a_sweep_with_no_open_batch_reads_the_open_index_and_nothing_else(rig, clock, queries):
@@ -48,9 +54,9 @@ def test_a_sweep_with_no_open_batch_reads_the_open_index_and_nothing_else(rig, c
     # WHEN the reclaimer sweeps, long after
     clock.advance(hours=1)
     counts = rig.reclaimer.run_once()
-    # THEN it read the open index once per pipeline and queried no shard of the item index
+    # THEN it read the open index once per pipeline and no item row
     assert counts.errors == 0
-    assert index_shards(queries) == set()
+    assert item_partitions(queries) == set()
     assert sorted(queries) == [("by_open", "generation"), ("by_open", "publish")]
 
 
@@ -65,25 +71,32 @@ def test_a_small_batch_is_swept_in_its_own_shard_only(rig, clock, queries):
     # WHEN the reclaimer sweeps past pending-stale
     clock.advance(minutes=17)
     counts = rig.reclaimer.run_once()
-    # THEN it queried that batch's one index shard (running and pending), found every item and re-sent them
-    base = batch.ref.reclaim_base
-    assert index_shards(queries) == {f"generation#running#{base}", f"generation#pending#{base}"}
+    # THEN it queried that batch's one item partition (once for both statuses, once more for the batch-stale
+    # recount), found every item and re-sent them
+    assert item_queries(queries) == ["acme#small#0"] * 2
     assert counts.stale_pending == 12 and counts.requeued == 12
     # AND the re-sent wake-ups find their rows: the batch completes
     rig.drain()
     assert rig.store.batches.batch(batch.ref).status is BatchStatus.FINALIZED
 
 
-def test_two_small_batches_are_swept_in_the_union_of_their_shards(rig, clock, queries):
+def test_open_batches_are_swept_in_their_own_partitions_only(rig, clock, queries):
+    # GIVEN three small open batches, a 400-item one (4 shards) and a finished one
     refs = [BatchRef("acme", name) for name in ("s1", "s2", "s3")]
     for ref in refs:
         rig.submit(ref.tenant, ref.batch_id, 5)
+    rig.submit("acme", "big", 400)
+    rig.queues["generation"].messages.clear()
+    rig.submit("acme", "done", 3)
+    rig.drain()
     queries.clear()
+    # WHEN the reclaimer sweeps
     clock.advance(minutes=1)
     rig.reclaimer.run_once()
-    wanted = {f"generation#{status}#{shard}" for ref in refs for shard in ref.reclaim_shards(1)
-              for status in ("running", "pending")}
-    assert index_shards(queries) == wanted
+    # THEN it queried each open batch's item partitions, once each, and nothing of the finished batch
+    wanted = {f"acme#{ref.batch_id}#0" for ref in refs} | {f"acme#big#{shard}" for shard in range(4)}
+    assert item_partitions(queries) == wanted
+    assert len(item_queries(queries)) == len(wanted)
 
 
 def test_a_big_batch_is_spread_and_still_found_whole_by_describe_and_recount(rig, clock):

@@ -123,12 +123,19 @@ def test_the_functions_own_roles_reach_no_tenant_row_only_the_keys_only_indexes(
                 for keys in ((OWN_KEYS[0],), (FOREIGN_KEYS[0],), None):
                     context = {"dynamodb:LeadingKeys": keys} if keys else None
                     assert policy.decide(role, action, arn, context) is not Decision.ALLOW, (function_name, action)
-    # the reclaimer finds stale items and open batches in the keys-only indexes, as itself
-    reclaimer = policy.role(scoped["jobfence-reclaim_listings"][0])
-    for table, index in ((ITEMS_TABLE, "by_reclaim"), (BATCHES_TABLE, "by_open")):
-        arn = f"{_table_arn(policy, resources, table)}/index/{index}"
-        assert policy.decide(reclaimer, "dynamodb:Query", arn) is Decision.ALLOW
-        assert policy.decide(reclaimer, "dynamodb:GetItem", arn) is not Decision.ALLOW
+    # the reclaimer finds open batches in the keys-only index, as itself; their items through each tenant's role
+    reclaimer_role, reclaimer_tenant_role = scoped["jobfence-reclaim_listings"]
+    reclaimer = policy.role(reclaimer_role)
+    arn = f"{_table_arn(policy, resources, BATCHES_TABLE)}/index/by_open"
+    assert policy.decide(reclaimer, "dynamodb:Query", arn) is Decision.ALLOW
+    assert policy.decide(reclaimer, "dynamodb:GetItem", arn) is not Decision.ALLOW
+    items_arn = _table_arn(policy, resources, ITEMS_TABLE)
+    tenant = policy.role(reclaimer_tenant_role)
+    assert policy.decide(tenant, "dynamodb:Query", items_arn, {"dynamodb:LeadingKeys": OWN_KEYS}) is Decision.ALLOW
+    assert policy.decide(tenant, "dynamodb:Query", items_arn, {"dynamodb:LeadingKeys": FOREIGN_KEYS}) is not Decision.ALLOW
+    items_table = next(r for r in resources.values() if r["Type"] == "AWS::DynamoDB::Table"
+                       and r["Properties"]["KeySchema"][1]["AttributeName"] == "item_id")
+    assert "GlobalSecondaryIndexes" not in items_table["Properties"]  # an item's writes pay for no index entry
 
 
 @pytest.mark.parametrize("tags, allowed", [

@@ -9,14 +9,14 @@ from jobfence.scheduled import load_job
 from jobfence.work import (
     KEY_WRITES_PER_S,
     MAX_SHARDS,
-    RECLAIM_SHARDS,
     WRITES_PER_ITEM,
     BatchRef,
     ItemKey,
     ItemStatus,
+    OpenBatch,
+    StaleCutoffs,
     Timing,
     parse_wakeup,
-    reclaim_key,
     shard_of,
     shards_for,
 )
@@ -56,7 +56,8 @@ def test_the_reclaim_job_is_registered_with_an_interval_and_both_queues():
     assert set(spec.queues) == {"listing_generation", "listing_publish"}
     assert load_job(spec).__name__ == "build_reclaim_listings"
     items = CATALOG.tables["listing_items"]
-    assert items.partition_key == ("batch_key", "S") and items.indexes[0].sort_key == ("updated_at", "N")
+    # one row per item under its batch's partitions, and no index: an item's writes cost their own units only
+    assert (items.partition_key, items.sort_key, items.indexes) == (("batch_key", "S"), ("item_id", "S"), ())
 
 
 def test_a_wakeup_carries_the_keys_and_the_shard_of_the_row():
@@ -118,22 +119,17 @@ def test_retry_delays_double_and_stay_within_sqs_limits():
     assert [t.retry_delay(a) for a in range(1, 6)] == [30, 60, 120, 240, 240]
 
 
-def test_a_big_batch_spreads_its_index_entries_over_the_whole_ring():
-    ref = BatchRef("t", "b")
-    keys = {reclaim_key("generation", ItemStatus.PENDING, ItemKey.of(ref, f"i{i}", 64)) for i in range(2000)}
-    assert len(keys) == RECLAIM_SHARDS and ref.reclaim_shards(64) == frozenset(range(RECLAIM_SHARDS))
-
-
-def test_a_small_batch_uses_its_own_index_shards_and_small_batches_start_apart():
-    # GIVEN 8-shard and 1-shard batches WHEN their items' index keys are taken
+def test_an_open_batch_names_exactly_the_partitions_its_items_live_in():
+    # GIVEN an 8-shard batch WHEN its items' keys are taken
     ref = BatchRef("acme", "b1")
-    used = {int(reclaim_key("generation", ItemStatus.RUNNING, ItemKey.of(ref, f"i{i}", 8)).rsplit("#", 1)[1])
-            for i in range(500)}
-    # THEN they are exactly the batch's reclaim shards: 8 consecutive ones from its base, around the ring
-    assert used == ref.reclaim_shards(8) and len(used) == 8
-    assert ref.reclaim_shards(8) == {(ref.reclaim_base + j) % RECLAIM_SHARDS for j in range(8)}
-    bases = {BatchRef("acme", f"b{i}").reclaim_base for i in range(200)}
-    assert len(bases) > 40  # many one-shard batches do not all pile on shard 0
+    used = {ItemKey.of(ref, f"i{i}", 8).partition for i in range(500)}
+    # THEN they are the partitions the reclaimer reads for it, and no other
+    assert used == set(OpenBatch(ref, 0, 8).item_partitions()) == {f"acme#b1#{s}" for s in range(8)}
+
+
+def test_stale_cutoffs_are_per_status():
+    cutoffs = StaleCutoffs(running=100, pending=200)
+    assert (cutoffs.of(ItemStatus.RUNNING), cutoffs.of(ItemStatus.PENDING)) == (100, 200)
 
 
 def test_the_fake_generator_fails_n_times_then_returns_the_same_listing():

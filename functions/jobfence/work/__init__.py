@@ -54,13 +54,13 @@ from jobfence.exports import on_demand, public_names
 _MODULES = {
     "jobfence.work.keys": (
         "CLAIM_ROUNDS ID_PATTERN KEY_WRITES_PER_S LIVE MAX_ERROR_CHARS MAX_ITEMS_PER_BATCH MAX_PAYLOAD_CHARS MAX_RESULT_REF_CHARS "
-        "MAX_SHARDS PEAK_ITEMS_PER_S RECLAIM_SHARDS ROLLUP_SHARDS SEND_CHUNK TERMINAL WRITES_PER_ITEM BatchConflict BatchDelta "
+        "MAX_SHARDS PEAK_ITEMS_PER_S ROLLUP_SHARDS SEND_CHUNK TERMINAL WRITES_PER_ITEM BatchConflict BatchDelta "
         "BatchRef BatchReport BatchRow BatchStatus Claim ClaimState ItemInput ItemKey ItemRow ItemStatus OpenBatch OpenBatches "
-        "PermanentFailure Perform QuotaHold RollupTally StaleVerdict Tallies WorkRequest bounded_error parse_wakeup reclaim_key "
+        "PermanentFailure Perform QuotaHold RollupTally StaleCutoffs StaleItem StaleVerdict Tallies WorkRequest bounded_error parse_wakeup "
         "shard_of shards_for threshold_error tolerated_failures"
     ),
     "jobfence.work.timing": "Timing",
-    "jobfence.indexes": "OPEN_INDEX OPEN_INDEX_SPEC RECLAIM_INDEX RECLAIM_INDEX_SPEC",
+    "jobfence.indexes": "OPEN_INDEX OPEN_INDEX_SPEC",
     "jobfence.work.operations": "BatchOperations RetryResult",
     "jobfence.work.cancel": "CancelResult",
     "jobfence.work.pipeline": "WorkerPipeline",

@@ -40,8 +40,8 @@ no open batch means no live item (a live item's batch is always open: the
 producer opens the row before it puts items, finalize needs every row
 terminal, and reopen_failed reopens the row in the transaction that reopens
 items). Otherwise it learns each open batch's item-shard count (fixed when the
-row is created, so a warm process keeps it: `ShardCounts`) and queries only
-the reclaim-index shards those batches use (`ItemStore.stale_items`).
+row is created, so a warm process keeps it: `ShardCounts`) and reads only
+those batches' item partitions (`ItemStore.stale_items`).
 """
 
 from __future__ import annotations
@@ -64,7 +64,6 @@ from jobfence.once import update_once
 from jobfence.work.items import COST_FIELDS, ItemStore, cost_fields
 from jobfence.work.keys import (
     MAX_SHARDS,
-    RECLAIM_SHARDS,
     BatchConflict,
     BatchRef,
     BatchReport,
@@ -83,7 +82,7 @@ from jobfence.work.rollup import Rollups
 from jobfence.work.transactions import ReopenResult
 
 MAX_REQUESTED_BY = 128  # the operator's name as recorded with a cancel (the same bound as a retry's)
-OPEN_READ_LIMIT = 5_000  # open batches one sweep reads per pipeline; past it, every index shard is swept
+OPEN_READ_LIMIT = 5_000  # open batches one sweep reads per pipeline (the oldest heartbeats first)
 BATCH_GET_KEYS = 100  # BatchGetItem takes at most 100 keys
 
 
@@ -490,44 +489,37 @@ class BatchStore:
     # -- reclaim (see jobfence.reclaim) -------------------------------------------------------
 
     def open_batches(self, kind: str, scoped: Callable[[str], BatchStore] | None = None) -> OpenBatches:
-        """The pipeline's open batches (oldest heartbeat first) and the reclaim-index shards they use.
+        """The pipeline's open batches (oldest heartbeat first), each with its item-shard count.
 
         One Query of the open index (keys only); then, for the batches whose
         count this process has not seen, one BatchGetItem per 100 (the count
-        alone), stopping once the shards cover the whole ring. With `scoped`, the
-        batch rows are read per tenant through `scoped(tenant)` (its session's
-        store, `jobfence.tenants`); only the keys-only index is read as this store.
-        The index is eventually consistent: an entry a sweep does not see yet is
-        minutes younger than any stale limit, and the next sweep sees it.
+        alone). With `scoped`, the batch rows are read per tenant through
+        `scoped(tenant)` (its session's store, `jobfence.tenants`); only the
+        keys-only index is read as this store. The index is eventually
+        consistent: an entry a sweep does not see yet is minutes younger than
+        any stale limit, and the next sweep sees it. Past `OPEN_READ_LIMIT`
+        open batches, the oldest heartbeats are returned.
         """
         with aws_call(f"reading the open {kind} batches"):
-            rows = list(self._model.by_open.query(kind, limit=OPEN_READ_LIMIT + 1))
-        found = tuple(OpenBatch(BatchRef(r.tenant, r.batch_id), int(r.updated_at)) for r in rows[:OPEN_READ_LIMIT])
-        if len(rows) > OPEN_READ_LIMIT:
-            return OpenBatches(kind, found, tuple(range(RECLAIM_SHARDS)))
-        shards: set[int] = set()
+            rows = list(self._model.by_open.query(kind, limit=OPEN_READ_LIMIT))
+        found = [(BatchRef(r.tenant, r.batch_id), int(r.updated_at)) for r in rows]
         unknown: dict[str, list[BatchRef]] = {}  # by tenant (one tenant's only, with `scoped`)
-        for batch in found:
-            count = self._shard_counts.get(batch.ref)
-            if count is None:
-                unknown.setdefault(batch.ref.tenant if scoped else "", []).append(batch.ref)
-            else:
-                shards |= batch.ref.reclaim_shards(count)
-        chunks = [
-            (t, refs[i : i + BATCH_GET_KEYS])
-            for t, refs in unknown.items()
-            for i in range(0, len(refs), BATCH_GET_KEYS)
-        ]
-        for tenant, chunk in chunks:
-            if len(shards) == RECLAIM_SHARDS:
-                break
-            got = (scoped(tenant) if scoped is not None else self)._shard_counts_of(kind, chunk)
-            for ref in chunk:
-                count = got.get(ref, MAX_SHARDS)  # a row not returned (gone meanwhile): assume the most
-                if ref in got:
-                    self._shard_counts.put(ref, count)
-                shards |= ref.reclaim_shards(count)
-        return OpenBatches(kind, found, tuple(sorted(shards)))
+        for ref, _ in found:
+            if self._shard_counts.get(ref) is None:
+                unknown.setdefault(ref.tenant if scoped else "", []).append(ref)
+        got: dict[BatchRef, int] = {}
+        for tenant, refs in unknown.items():
+            store = scoped(tenant) if scoped is not None else self
+            for i in range(0, len(refs), BATCH_GET_KEYS):
+                got.update(store._shard_counts_of(kind, refs[i : i + BATCH_GET_KEYS]))
+        for ref, count in got.items():
+            self._shard_counts.put(ref, count)
+        batches = tuple(
+            # a row not returned (gone meanwhile): assume the most shards
+            OpenBatch(ref, updated_at, self._shard_counts.get(ref) or got.get(ref, MAX_SHARDS))
+            for ref, updated_at in found
+        )
+        return OpenBatches(kind, batches)
 
     def _shard_counts_of(self, kind: str, refs: list[BatchRef]) -> dict[BatchRef, int]:
         """The item-shard counts of up to 100 batch rows (one BatchGetItem; a row not found is left out)."""

@@ -5,13 +5,14 @@ built from named parts so that what it re-checks reads as a sentence.
 
     items  batch_key = tenant#batch#shard (key, `ItemKey.partition`) | item_id (sort) | tenant | batch_id | kind
            | seq | status | attempts | error | claim_token | payload | result_ref | quota
-           | quota_reservations | quota_refunds | created_at | updated_at | reclaim_key (sparse GSI "by_reclaim")
+           | quota_reservations | quota_refunds | created_at | updated_at
            | rru | wru | index_rru | index_wru | requests | cost_usd (what its attempts consumed: `spent`)
 
-`reclaim_key` = kind#status#(the batch's base + the item's shard) exists only
-while an item is pending or running; the index sorts on `updated_at`, so the
-reclaimer's query `updated_at < cutoff` reads stale rows only and its cost
-grows with them, not with the table.
+The table has no index: an item's writes cost their own units and nothing
+more (docs/benchmarks.md, "Cost per million items"). The reclaimer finds stale
+items by reading the item partitions of open batches (`stale_items`): a live
+item's batch is always open, so its reads grow with the rows of open batches,
+never with the table's finished ones.
 
 The cost fields (`jobfence.capacity.Cost.fields`) are added by the outcome
 writes of the worker (complete, release, fail, cancel_claimed): each ADDs what
@@ -23,11 +24,12 @@ copy is refused by its condition (recognised as ours) and adds nothing.
 Timeline of one item (generation: per-item 240 s < item stale 6 min < batch stale 15 min):
 
     producer  put_items pending (after the batch row: `jobfence.work.batches`), quota reserved with it
-    worker    claim (jobfence.work.transactions): pending -> running, token T, quota reserved
+    worker    claim (jobfence.work.transactions): pending -> running, token T (one conditional
+              update of a row born holding its unit; a transaction with the quota row otherwise)
               complete  (holds T): running -> completed
               release   (holds T): running -> pending + error (another attempt)
               fail      (holds T): running -> failed + error, quota refunded in one transaction
-    reclaim   requeue_stale / fail_stale: a live item exactly as the index read saw it
+    reclaim   requeue_stale / fail_stale: a live item exactly as the sweep's read saw it
     batch     cancel_pending / fail_pending: pending -> cancelled / failed (a cancelled batch, or one
               past its failure threshold; `jobfence.work.batches`), refunded once
     operator  reopen_failed (jobfence.work.transactions, with the batch row's reopening)
@@ -42,12 +44,11 @@ from typing import Any
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from jobfence.binding import bind, client_of, index
+from jobfence.binding import bind, client_of
 from jobfence.capacity import Cost, Meter
 from jobfence.clock import Clock
 from jobfence.dynamo import Ours, Refused, Transaction, aws_call, caller_reads, update_row
 from jobfence.errors import StoreError
-from jobfence.indexes import RECLAIM_INDEX_SPEC
 from jobfence.quota import QuotaStore, available_in
 from jobfence.work.keys import (
     CLAIM_ROUNDS,
@@ -60,10 +61,12 @@ from jobfence.work.keys import (
     ItemKey,
     ItemRow,
     ItemStatus,
+    OpenBatch,
     QuotaHold,
+    StaleCutoffs,
+    StaleItem,
     StaleVerdict,
     bounded_error,
-    reclaim_key,
 )
 from jobfence.work.transactions import ItemTable, ReopenResult, claim_items, reopen_failed
 
@@ -89,14 +92,12 @@ class _Item(Model):
     quota_refunds = NumberAttribute(default=0)
     created_at = NumberAttribute()
     updated_at = NumberAttribute()
-    reclaim_key = UnicodeAttribute(null=True)
     rru = NumberAttribute(null=True)  # the cost of its attempts (`Cost.fields`), added by each outcome
     wru = NumberAttribute(null=True)
     index_rru = NumberAttribute(null=True)
     index_wru = NumberAttribute(null=True)
     requests = NumberAttribute(null=True)
     cost_usd = NumberAttribute(null=True)
-    by_reclaim = index(RECLAIM_INDEX_SPEC)
 
 
 def item_row(row: Any) -> ItemRow:
@@ -221,7 +222,6 @@ class ItemStore:
             quota_refunds=0,
             created_at=now,
             updated_at=now,
-            reclaim_key=reclaim_key(kind, ItemStatus.PENDING, key),
         )
 
     # -- reading ------------------------------------------------------------------------------
@@ -274,7 +274,7 @@ class ItemStore:
     # -- multi-item transactions (jobfence.work.transactions) ---------------------------------
 
     def claim(self, keys: Sequence[ItemKey], kind: str, attempts_cap: int) -> dict[ItemKey, Claim]:
-        """Claim up to 100 distinct items in one transaction (see `transactions.claim_items`)."""
+        """Claim distinct items: one conditional update each, a transaction for those holding no unit (`transactions.claim_items`)."""
         return claim_items(self._table, keys, kind, attempts_cap)
 
     def reopen_failed(
@@ -326,12 +326,11 @@ class ItemStore:
                 self._model.result_ref.set(result_ref[:MAX_RESULT_REF_CHARS]),
                 self._model.updated_at.set(now),
                 self._model.error.remove(),
-                self._model.reclaim_key.remove(),
                 *self._spent(spent),
             ],
         )
 
-    def release(self, claim: Claim, kind: str, error: str, spent: Meter | None = None) -> bool:
+    def release(self, claim: Claim, error: str, spent: Meter | None = None) -> bool:
         """running -> pending with the error, for another attempt, adding what `spent` counted. False if the claim was lost."""
         now = self._clock.now_ms()
         return self._update_claimed(
@@ -341,7 +340,6 @@ class ItemStore:
                 self._model.status.set(ItemStatus.PENDING.value),
                 self._model.error.set(bounded_error(error)),
                 self._model.updated_at.set(now),
-                self._model.reclaim_key.set(reclaim_key(kind, ItemStatus.PENDING, claim.key)),
                 *self._spent(spent),
             ],
         )
@@ -391,7 +389,6 @@ class ItemStore:
             m.status.set(outcome.value),
             m.error.set(bounded_error(error)),
             m.updated_at.set(now),
-            m.reclaim_key.remove(),
         ]
         if claim is None:
             actions.append(m.claim_token.remove())  # the reclaimer revokes whatever claim there was
@@ -426,54 +423,42 @@ class ItemStore:
 
     # -- reclaim (see jobfence.reclaim) -------------------------------------------------------
 
-    def stale_items(
-        self,
-        kind: str,
-        status: ItemStatus,
-        cutoff: int,
-        limit: int,
-        shards: Sequence[int],
-        cursor: tuple[int, Any] | None = None,
-    ) -> tuple[list[tuple[ItemKey, int]], tuple[int, Any] | None]:
-        """One page: up to `limit` (key, updated_at) of live items with `updated_at < cutoff` in `shards`.
+    def stale_items(self, batch: OpenBatch, cutoffs: StaleCutoffs) -> Iterator[StaleItem]:
+        """The open `batch`'s live items past their stale limit, read partition by partition.
 
-        Reads the sparse index only, shard by shard in ascending order (`shards`
-        as `BatchStore.open_batches` gave them); `cursor` (a shard and where its
-        query stopped) continues where the previous page stopped, None when every
-        shard is exhausted. The index is eventually consistent: an entry a
-        sweep does not see yet is minutes younger than any stale limit, and the
-        next sweep sees it.
+        One Query per item partition of the batch (and per 1 MB page it reads),
+        eventually consistent, filtered by DynamoDB to the live
+        rows past their cutoff, so only those come back; DynamoDB charges the
+        rows it reads (half a unit per 4 KB), so a sweep's reads grow with
+        the rows of open batches, never with finished ones. A read a second
+        behind a write shows the row as it was: every write the reclaimer
+        makes re-checks exactly what it saw (`requeue_stale`), so such a row
+        is left alone. Errors surface as `StoreError` while iterating.
         """
-        todo = sorted(s for s in set(shards) if cursor is None or s >= cursor[0])
-        start = cursor[1] if cursor is not None and todo and todo[0] == cursor[0] else None
-        out: list[tuple[ItemKey, int]] = []
-        items = self._model
-        with aws_call(f"reading stale {status.value} items"):
-            while todo and len(out) < limit:
-                pages = items.by_reclaim.query(
-                    f"{kind}#{status.value}#{todo[0]}",
-                    items.updated_at < cutoff,
-                    limit=limit - len(out),
-                    last_evaluated_key=start,
-                )
-                for row in pages:
-                    out.append((ItemKey.of_row(row.batch_key, row.item_id), int(row.updated_at)))
-                start = pages.last_evaluated_key
-                if start is None:
-                    todo.pop(0)
-        return out, ((todo[0], start) if todo else None)
+        m = self._model
+        running = (m.status == ItemStatus.RUNNING.value) & (m.updated_at < cutoffs.running)
+        pending = (m.status == ItemStatus.PENDING.value) & (m.updated_at < cutoffs.pending)
+        for partition in batch.item_partitions():
+            with aws_call(f"reading the stale items of batch {batch.ref}"):
+                for row in m.query(
+                    partition,
+                    filter_condition=running | pending,
+                    attributes_to_get=["batch_key", "item_id", "status", "updated_at"],
+                ):
+                    key = ItemKey.of_row(row.batch_key, row.item_id)
+                    yield StaleItem(key, ItemStatus(row.status), int(row.updated_at))
 
     def _as_seen(self, status: ItemStatus, seen_updated_at: int) -> Any:
-        """The row is exactly as the reclaimer's index read saw it."""
+        """The row is exactly as the reclaimer's read saw it."""
         return (self._model.status == status.value) & (self._model.updated_at == seen_updated_at)
 
     def requeue_stale(
-        self, key: ItemKey, kind: str, status: ItemStatus, seen_updated_at: int, attempts_cap: int, error: str
+        self, key: ItemKey, status: ItemStatus, seen_updated_at: int, attempts_cap: int, error: str
     ) -> StaleVerdict:
         """Move a stale live item on to pending, or say it is at the cap or has changed.
 
         The condition re-checks status, `updated_at` and attempts, so an item
-        that completed, was claimed again or was re-enqueued after the index
+        that completed, was claimed again or was re-enqueued after the sweep's
         read is never overwritten. A refusal's old image decides the verdict
         (no second read): at the cap, or moved on.
         """
@@ -483,7 +468,6 @@ class ItemStore:
         actions = [
             self._model.status.set(ItemStatus.PENDING.value),
             self._model.updated_at.set(now),
-            self._model.reclaim_key.set(reclaim_key(kind, ItemStatus.PENDING, key)),
         ]
         if status is ItemStatus.RUNNING:
             actions += [self._model.claim_token.remove(), self._model.error.set(bounded_error(error))]

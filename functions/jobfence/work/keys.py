@@ -6,9 +6,8 @@ pipeline's limits are `jobfence.work.timing.Timing` (catalog data).
 
 Shards follow the load (docs/architecture.md, "Shards follow the load"): a
 batch spreads its item rows over `shards_for(total)` partition keys, recorded
-on its row, and its reclaim-index entries over as many consecutive shards of
-the index's ring, starting at a base its key hashes to, so the reclaimer
-queries only the shards of open batches.
+on its row; the reclaimer queries those partitions of open batches only
+(there is no per-item index: docs/benchmarks.md, "Cost per million items").
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ MAX_PAYLOAD_CHARS = 4_000
 MAX_RESULT_REF_CHARS = 256
 SEND_CHUNK = 10  # SendMessageBatch takes at most 10 entries
 ITEMS_PER_TRANSACTION = 100  # TransactWriteItems takes at most 100 actions
-RECLAIM_SHARDS = 64  # the reclaim index's ring: a batch's entries take `shards` consecutive ones from its base
 MAX_SHARDS = 64  # the most item shards a batch uses, and the count of a batch row written before counts were recorded
 KEY_WRITES_PER_S = (
     500  # the most writes a second a batch may put on one partition key (docs/benchmarks.md, hottest key)
@@ -101,15 +99,6 @@ class BatchRef:
         """Every partition key the item rows of the batch may have, given its recorded shard count."""
         return [f"{self.batch_key}#{shard}" for shard in range(shards)]
 
-    @property
-    def reclaim_base(self) -> int:
-        """The first reclaim-index shard of the batch: its key's hash, so small batches spread over the ring."""
-        return zlib.crc32(self.batch_key.encode()) % RECLAIM_SHARDS
-
-    def reclaim_shards(self, shards: int) -> frozenset[int]:
-        """The reclaim-index shards the live items of the batch may be in (see `reclaim_key`)."""
-        return frozenset((self.reclaim_base + j) % RECLAIM_SHARDS for j in range(min(shards, RECLAIM_SHARDS)))
-
     @classmethod
     def parse(cls, text: str) -> BatchRef:
         """`tenant/batch` (the operator CLI's spelling)."""
@@ -124,7 +113,7 @@ class BatchRef:
 
 
 def shards_for(total: int, rate_items_per_s: int = PEAK_ITEMS_PER_S) -> int:
-    """How many item shards (and reclaim-index shards) a batch of `total` items needs.
+    """How many item shards a batch of `total` items needs.
 
     One item puts `WRITES_PER_ITEM` writes on its partition key in a pass
     (the producer's put, the claim, the outcome; a retry comes a delay of 30 s
@@ -233,15 +222,6 @@ def validate_id(value: str, what: str) -> str:
     return value
 
 
-def reclaim_key(kind: str, status: ItemStatus, key: ItemKey) -> str:
-    """The sparse index partition of a live item: its item shard, counted on from its batch's base.
-
-    So a batch's entries fill `BatchRef.reclaim_shards` (as many as its item
-    shards), and small batches start at different places on the ring.
-    """
-    return f"{kind}#{status.value}#{(key.batch.reclaim_base + key.shard) % RECLAIM_SHARDS}"
-
-
 def tolerated_failures(percent: float | None, total: int) -> int | None:
     """How many of `total` items may fail before the batch crosses `percent` (None: no threshold).
 
@@ -328,6 +308,7 @@ class ClaimState(str, enum.Enum):
     QUOTA_EXHAUSTED = "quota_exhausted"  # failed terminally, nothing reserved: acknowledge
     CONTENDED = "contended"  # the claim lost every round to races: a batch item failure (redelivered)
     CANCELLED = "cancelled"  # claimed after its batch was cancelled: cancelled unrun (refunded): acknowledge
+    ERRORED = "claim_error"  # the claim's write failed (a store error, its reason): a batch item failure
 
 
 @dataclass(frozen=True)
@@ -401,7 +382,7 @@ class StaleVerdict(str, enum.Enum):
 
     REQUEUED = "requeued"  # moved to pending (attempts left): wake it
     CAPPED = "capped"  # still exactly as seen but at the attempts cap: fail it
-    CHANGED = "changed"  # the row moved on since the index read: left alone
+    CHANGED = "changed"  # the row moved on since the sweep read it: left alone
 
 
 # -- rows as the operator and the tests see them -----------------------------------------------
@@ -457,7 +438,7 @@ class BatchRow:
     retried_at: int | None
     reopened: int = 0  # items ever reopened by retry_failed; every reopen moves it with its items
     tolerated_failures: int | None = None  # failed items the batch tolerates (None: any number)
-    shards: int = MAX_SHARDS  # item shards (and reclaim-index shards), fixed when it is created (`shards_for`)
+    shards: int = MAX_SHARDS  # item shards, fixed when it is created (`shards_for`)
     cancelled: int = 0  # items cancelled (a finalized `cancelled` batch's recount)
     cancel_requested_by: str | None = None  # who asked to cancel it (`jobfence.work.cancel`); None: never asked
     cancel_requested_at: int | None = None  # when that was recorded (epoch ms)
@@ -485,24 +466,47 @@ class BatchRow:
 
 @dataclass(frozen=True)
 class OpenBatch:
-    """An open batch as its open-index entry shows it (keys and heartbeat only)."""
+    """An open batch: its open-index entry (keys and heartbeat) and its item-shard count (its row's)."""
 
     ref: BatchRef
     updated_at: int
+    shards: int = MAX_SHARDS
+
+    def item_partitions(self) -> list[str]:
+        """The partition keys its item rows may have (what the reclaimer queries)."""
+        return self.ref.item_partitions(self.shards)
 
 
 @dataclass(frozen=True)
 class OpenBatches:
-    """One pipeline's open batches, oldest heartbeat first, and the reclaim-index shards to sweep.
+    """One pipeline's open batches, oldest heartbeat first (empty: no live item anywhere in the pipeline).
 
-    `index_shards` is the union of the batches' `reclaim_shards` (every shard
-    of the ring when there were too many open batches to read whole); empty
-    when no batch is open, since a live item's batch is always open.
+    A live item's batch is always open, so the reclaimer reads the item rows of
+    these batches only (`jobfence.work.items.ItemStore.stale_items`).
     """
 
     kind: str
     batches: tuple[OpenBatch, ...]
-    index_shards: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class StaleCutoffs:
+    """When a live item is stale: running before `running`, pending before `pending` (epoch ms, `Timing`'s)."""
+
+    running: int
+    pending: int
+
+    def of(self, status: ItemStatus) -> int:
+        return self.running if status is ItemStatus.RUNNING else self.pending
+
+
+@dataclass(frozen=True)
+class StaleItem:
+    """A live item past its stale limit, as the sweep's read saw it (the write re-checks exactly this)."""
+
+    key: ItemKey
+    status: ItemStatus
+    updated_at: int
 
 
 @dataclass(frozen=True)

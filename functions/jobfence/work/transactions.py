@@ -1,17 +1,31 @@
-"""The item store's multi-item transactions: claiming items and reopening failed ones.
+"""The item store's claims and its multi-item transactions (claiming items without a unit, reopening failed ones).
 
 `jobfence.work.items.ItemStore` lends them its bound model, its transactions, its quota store and
-its clock (`ItemTable`); nothing else calls them. Both move item rows and the tenant's quota row together in one
+its clock (`ItemTable`); nothing else calls them.
+
+Claim of an item born holding its quota unit (the producer reserved it with
+the put: nearly every item), one conditional UpdateItem, no read, no other row:
+
+    write     pending -> running, attempts + 1, claim_token = T, updated_at = now
+              condition: pending & this tenant & this pipeline & attempts < cap & quota reserved
+              returns the new row (ALL_NEW: its input and attempts); a refusal returns the old
+              one (ALL_OLD), which says why: gone, another tenant's or pipeline's, not pending,
+              at the cap, or holding no unit (claimed below instead)
+
+A re-sent claim whose first try was applied is refused by it; the old image
+carries this claim's token, so it is ours and stands (`jobfence.dynamo.write`).
+
+The others move item rows and the tenant's quota row together in one
 TransactWriteItems, so a unit of quota is reserved exactly when an item takes
 it. A refused condition comes back with the row (ALL_OLD); the plan is
 corrected from that old image and tried again, at most `CLAIM_ROUNDS` times.
 
-Claim of one item (conditions re-check exactly what the consistent read saw):
+Claim of an item holding no unit (conditions re-check exactly what the consistent read saw):
 
     read      BatchGetItem (consistent): status, attempts, updated_at, tenant, quota, payload
     write     pending -> running, attempts + 1, claim_token = T, updated_at = now
               condition: still pending & same attempts & same updated_at & same tenant & same quota
-              (+ quota reserved in the same transaction when the item holds none)
+              (+ quota reserved in the same transaction)
     exhausted pending -> failed "quota exhausted" when the tenant has no unit left
 
 A lost reply. Each plan is sent with its own ClientRequestToken, so a re-send
@@ -33,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobfence.clock import Clock
-from jobfence.dynamo import Refused, Transaction, aws_call
+from jobfence.dynamo import Refused, Transaction, aws_call, update_row
 from jobfence.errors import StoreError
 from jobfence.quota import QuotaStore, available_in
 from jobfence.work.keys import (
@@ -47,7 +61,6 @@ from jobfence.work.keys import (
     QuotaHold,
     bounded_error,
     cancelled_error,
-    reclaim_key,
 )
 
 
@@ -105,7 +118,6 @@ class _ClaimPlan:
             m.claim_token.set(token),
             m.updated_at.set(now),
             m.attempts.add(1),
-            m.reclaim_key.set(reclaim_key(kind, ItemStatus.RUNNING, key)),
         ]
         if reserve:
             actions += [m.quota.set(QuotaHold.RESERVED.value), m.quota_reservations.add(1)]
@@ -130,7 +142,6 @@ class _ClaimPlan:
             m.status.set(ItemStatus.FAILED.value),
             m.error.set("quota exhausted: the tenant has no units left (retry_failed re-reserves)"),
             m.updated_at.set(now),
-            m.reclaim_key.remove(),
         ]
         target = m(key.partition, key.item_id)
         self.ops.append(_ClaimOp(key, None, lambda tx: tx.update(target, actions=actions, condition=condition)))
@@ -141,6 +152,84 @@ class _ClaimPlan:
 
 
 def claim_items(table: ItemTable, keys: Sequence[ItemKey], kind: str, attempts_cap: int) -> dict[ItemKey, Claim]:
+    """Claim distinct items: each one holding its unit by one conditional update, the others in one transaction.
+
+    A store error leaves the keys it hit `ERRORED` (their messages come back);
+    after an error that is not transient (access denied, a missing table) the
+    keys not yet tried are not sent and are `ERRORED` with it.
+    """
+    if len(set(keys)) != len(keys):
+        raise ValueError("claim takes distinct keys")
+    out: dict[ItemKey, Claim] = {}
+    unreserved: list[ItemKey] = []
+    stopped: StoreError | None = None
+    for key in keys:
+        try:
+            if stopped is not None:
+                raise stopped
+            claim = _claim_reserved(table, key, kind, attempts_cap)
+        except StoreError as exc:
+            out[key] = Claim(key, ClaimState.ERRORED, reason=bounded_error(str(exc)))
+            stopped = exc if exc.kind is None or not exc.kind.transient else stopped
+            continue
+        if claim is None:
+            unreserved.append(key)
+        else:
+            out[key] = claim
+    if unreserved and stopped is None:
+        try:
+            out.update(claim_in_transaction(table, unreserved, kind, attempts_cap))
+        except StoreError as exc:
+            out.update({k: Claim(k, ClaimState.ERRORED, reason=bounded_error(str(exc))) for k in unreserved})
+    elif unreserved:
+        out.update({k: Claim(k, ClaimState.ERRORED, reason=bounded_error(str(stopped))) for k in unreserved})
+    return out
+
+
+def _claim_reserved(table: ItemTable, key: ItemKey, kind: str, attempts_cap: int) -> Claim | None:
+    """Claim one item that holds its unit by one conditional update; None when it holds none (claim it in a transaction)."""
+    m = table.model
+    token = uuid.uuid4().hex
+    condition = (
+        (m.status == ItemStatus.PENDING.value)
+        & (m.tenant == key.tenant)
+        & (m.kind == kind)
+        & (m.attempts < attempts_cap)
+        & (m.quota == QuotaHold.RESERVED.value)
+    )
+    actions = [
+        m.status.set(ItemStatus.RUNNING.value),
+        m.claim_token.set(token),
+        m.updated_at.set(table.clock.now_ms()),
+        m.attempts.add(1),
+    ]
+    outcome = update_row(
+        m(key.partition, key.item_id),
+        actions,
+        condition,
+        "claiming an item",
+        ours=lambda image: image.get("claim_token") == token and image.get("status") == ItemStatus.RUNNING.value,
+        returns="ALL_NEW",
+    )
+    row = outcome.item
+    if outcome.applied:
+        return Claim(
+            key, ClaimState.CLAIMED, token=token, attempts=int(row["attempts"]), payload=json.loads(row["payload"])
+        )
+    if not row or row.get("tenant") != key.tenant:
+        return Claim(key, ClaimState.NOT_FOUND, reason="no such item for this tenant and batch")
+    if row.get("kind") != kind:
+        return Claim(key, ClaimState.WRONG_PIPELINE, reason=f"item belongs to the {row.get('kind')} pipeline")
+    if row.get("status") != ItemStatus.PENDING.value:
+        return Claim(key, ClaimState.DUPLICATE, reason=f"item is {row.get('status')}")
+    if int(row.get("attempts") or 0) >= attempts_cap:
+        return Claim(key, ClaimState.DUPLICATE, reason="attempts cap reached")
+    return None  # pending, holding no unit: it reserves one in the claim transaction
+
+
+def claim_in_transaction(
+    table: ItemTable, keys: Sequence[ItemKey], kind: str, attempts_cap: int
+) -> dict[ItemKey, Claim]:
     """Claim up to 100 distinct items in one transaction, reserving quota for those without.
 
     One consistent BatchGetItem reads the rows (the worker needs their input,
@@ -280,7 +369,7 @@ def reopen_failed(
     resets a budget.
     """
     m = table.model
-    ref, kind = batch.ref, batch.kind
+    ref = batch.ref
     with aws_call(f"reading the failed items of batch {ref}"):
         failed = [
             m.get(r.key.partition, r.item_id, consistent_read=True) for r in rows if r.status is ItemStatus.FAILED
@@ -312,7 +401,6 @@ def reopen_failed(
                         m.quota.set(QuotaHold.RESERVED.value),
                         m.quota_reservations.add(1),
                         m.claim_token.set(nonce),
-                        m.reclaim_key.set(reclaim_key(kind, ItemStatus.PENDING, key)),
                     ],
                     condition=still_failed & same_update,
                 )

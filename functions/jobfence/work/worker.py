@@ -1,6 +1,6 @@
 """The worker: process one SQS batch of wake-ups for one pipeline.
 
-claim all (one transaction) -> read each claimed batch's cancel (a claim that
+claim all (a conditional update each) -> read each claimed batch's cancel (a claim that
 came after it is cancelled unrun) -> run every claimed item at once, each bounded
 by the per-item timeout -> write each outcome to its row as it lands ->
 one roll-up per batch (this container's own tally row, its heartbeat) -> finalize
@@ -13,8 +13,8 @@ roll-up of tenant A is never sent with B's credentials, and a transaction never
 spans two tenants.
 
 Each claimed item's attempt has a meter (`jobfence.capacity`): its share of
-the shared calls (the tenant's claim transaction, split evenly among the items
-it claimed; the batch's cancel read, split evenly among that batch's claims),
+the shared calls (the tenant's claims, split evenly among the items it
+claimed; the batch's cancel read, split evenly among that batch's claims),
 the DynamoDB calls of its own provider call (measured in the item's own pool
 thread) and whatever its outcome write sent before it; the outcome write adds
 that to the item row (`ItemStore.complete`, `release`, `fail`,
@@ -212,7 +212,7 @@ class Worker:
         if not keys:
             return
         claims: dict[ItemKey, Claim] = {}
-        for tenant_keys in _by_tenant(keys).values():  # one claim transaction per tenant, under its session
+        for tenant_keys in _by_tenant(keys).values():  # each tenant's claims under its session
             try:
                 with measure() as spent:
                     got = self._scope(tenant_keys[0].tenant).store.items.claim(
@@ -234,6 +234,8 @@ class Worker:
             elif claim.state is ClaimState.QUOTA_EXHAUSTED:
                 rnd.delta(key.batch).failed += 1
                 self._ack(rnd, message_id, key, "failed: quota exhausted", Tally.FAILED)
+            elif claim.state is ClaimState.ERRORED:
+                self._reject(rnd, message_id, f"claim error: {claim.reason}", claim.state.value, key)
             else:
                 self._reject(rnd, message_id, f"claim refused: {claim.reason}", claim.state.value, key)
         claimed = self._unless_cancelled(claimed, rnd)
@@ -384,7 +386,7 @@ class Worker:
                     self._ack(rnd, message_id, claim.key, f"failed at attempt {claim.attempts}: {detail}", Tally.FAILED)
                     return
             else:
-                if store.items.release(claim, self.kind, detail, spent):
+                if store.items.release(claim, detail, spent):
                     rnd.retry.append(claim)
                     self._ack(
                         rnd,

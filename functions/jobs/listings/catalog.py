@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from jobfence.indexes import OPEN_INDEX_SPEC, RECLAIM_INDEX_SPEC
+from jobfence.indexes import OPEN_INDEX_SPEC
 from jobfence.registry import JobSpec, QueueSpec, TableSpec
 from jobfence.work.timing import Timing
 
@@ -105,8 +105,7 @@ TABLES = (
         subsystem=SUBSYSTEM,
         partition_key=("batch_key", "S"),
         sort_key=("item_id", "S"),
-        indexes=(RECLAIM_INDEX_SPEC,),
-        description="one row per item (the truth); sparse index of live items by updated_at",
+        description="one row per item (the truth); no index: the reclaimer queries the open batches' partitions",
         tenant_scoped=True,  # tenant#batch#shard
     ),
     TableSpec(
@@ -119,11 +118,12 @@ TABLES = (
 )
 
 # What a worker and the reclaimer call on the work tables: claims, settles and refunds are conditional
-# updates (in transactions), reads are a batch row, item queries and a BatchGet of claimed items.
+# updates (some in transactions), reads are a batch row, item queries, a BatchGet of items claimed in a
+# transaction and the GetItem that reads a refused claim's missing row (DynamoDB returns no image for it).
 # Only the producers' store puts batches and items (they are not catalog entries).
 _WORKER_TABLES = {
     BATCHES_TABLE: "get+query+update",
-    ITEMS_TABLE: "batch_get+query+update",
+    ITEMS_TABLE: "batch_get+get+query+update",
     QUOTA_TABLE: "get+update",
 }  # get: the in-flight holds row (jobfence.work.fairness)
 # The reclaimer also reads the open batches' shard counts, a BatchGet of their rows (BatchStore.open_batches).

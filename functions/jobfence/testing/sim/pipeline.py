@@ -49,7 +49,7 @@ from typing import Any
 from jobfence.clock import REQUEST_AGE_BUDGET_MS
 from jobfence.config import ScheduledSettings, Settings, config_env, queue_env, table_env
 from jobfence.errors import JobfenceError
-from jobfence.indexes import OPEN_INDEX_SPEC, RECLAIM_INDEX_SPEC
+from jobfence.indexes import OPEN_INDEX_SPEC
 from jobfence.registry import JobSpec, Registry
 from jobfence.scheduled import JobDeps, load_job
 from jobfence.testing.sim.batch_checks import check_batches
@@ -74,6 +74,7 @@ from jobfence.work.pipeline import WorkerPipeline
 HOUR_MS = 3_600_000
 TENANTS = ("t1", "t2")
 SWEEPS = 8
+ITEMS_SORT_KEY = ("item_id", "S")  # an items table (`jobfence.work.items`): one row per item, sorted on its id
 RECLAIM_TICKS = 4
 TERMINAL = ("completed", "failed", "cancelled")
 LIVE = ("pending", "running")
@@ -105,12 +106,12 @@ class WorkTables:
         """Found among the queues' tables by their indexes: one set for every queue (a `ValueError` otherwise)."""
         names = {name for queue in queues for name in registry.queue(queue).tables}
         batches = sorted(n for n in names if OPEN_INDEX_SPEC in registry.tables[n].indexes)
-        items = sorted(n for n in names if RECLAIM_INDEX_SPEC in registry.tables[n].indexes)
+        items = sorted(n for n in names - {*batches} if registry.tables[n].sort_key == ITEMS_SORT_KEY)
         quota = sorted(n for n in names - {*batches, *items} if registry.tables[n].sort_key is None)
         if len(batches) != 1 or len(items) != 1 or len(quota) != 1:
             raise ValueError(
                 f"the queues {list(queues)} must share one set of work tables (a batches table with the open "
-                f"index, an items table with the reclaim index, a quota table); their tables: {sorted(names)}"
+                f"index, an items table sorted on item_id, a quota table); their tables: {sorted(names)}"
             )
         return cls(batches[0], items[0], quota[0])
 
