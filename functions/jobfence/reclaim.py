@@ -83,7 +83,6 @@ class ReclaimCounts:
 
     stale_running: int = 0  # running rows past item-stale that the page read
     stale_pending: int = 0  # pending rows past pending-stale that the page read
-    batches_read: int = 0  # open batches whose item rows the page read (every one of a pipeline's, per run)
     requeued: int = 0  # moved to pending (or bumped) and woken
     failed: int = 0  # failed at the attempts cap, quota refunded
     changed: int = 0  # moved on between the index read and the write: left alone
@@ -158,14 +157,14 @@ class Reclaimer:
         now = self._clock.now_ms()
         # fixed for the run (rows we bump never qualify again); the time budget longer than the limit
         cutoffs = StaleCutoffs(running=timing.running_cutoff(now), pending=timing.pending_cutoff(now))
-        pages, page, read = 0, [], 0
+        pages, page, read = 0, [], 0  # pages yielded; stale items of this page; batches read since the last page
         for batch in open_batches.batches:
             read += 1
             try:
                 for stale in self._stale_of(batch, cutoffs):
                     page.append(stale)
                     if len(page) == self._page_size:
-                        yield self._reclaim_page(pipeline, page, batches_read=read)
+                        yield self._reclaim_page(pipeline, page)
                         pages, page, read = pages + 1, [], 0
                         if pages == self._max_pages:
                             return
@@ -175,19 +174,19 @@ class Reclaimer:
                     extra={"tenant": batch.ref.tenant, "batch": batch.ref.batch_id, "reason": safe_error(exc)},
                 )
                 yield ReclaimCounts(errors=1)
-            if read >= self._page_size:  # a page's worth of batches read: a page (the runner renews its lease)
-                yield self._reclaim_page(pipeline, page, batches_read=read)
+            if read >= self._page_size:  # a page's worth of batches read: a page, so the runner renews its lease
+                yield self._reclaim_page(pipeline, page)
                 pages, page, read = pages + 1, [], 0
                 if pages == self._max_pages:
                     return
-        if page or read:
-            yield self._reclaim_page(pipeline, page, batches_read=read)
+        if page:
+            yield self._reclaim_page(pipeline, page)
 
     def _stale_of(self, batch: OpenBatch, cutoffs: StaleCutoffs) -> Iterator[StaleItem]:
         """The batch's stale live items, read through its tenant's store."""
         return self._tenant(batch.ref.tenant).items.stale_items(batch, cutoffs)
 
-    def _reclaim_page(self, pipeline: ReclaimPipeline, rows: list[StaleItem], batches_read: int = 0) -> ReclaimCounts:
+    def _reclaim_page(self, pipeline: ReclaimPipeline, rows: list[StaleItem]) -> ReclaimCounts:
         timing = pipeline.timing
         tally = {"requeued": 0, "failed": 0, "changed": 0, "unsent": 0, "errors": 0}
         wake: list[ItemKey] = []
@@ -238,9 +237,7 @@ class Reclaimer:
                 )
                 tally["errors"] += 1
         running = sum(1 for stale in rows if stale.status is ItemStatus.RUNNING)
-        return ReclaimCounts(
-            stale_running=running, stale_pending=len(rows) - running, batches_read=batches_read, **tally
-        )
+        return ReclaimCounts(stale_running=running, stale_pending=len(rows) - running, **tally)
 
     # -- batches ----------------------------------------------------------------------------
 

@@ -182,3 +182,27 @@ def test_a_batch_and_its_wakeups_from_before_shard_counts_are_worked_and_reclaim
     rig.reclaimer.run_once()
     done = rig.store.batches.batch(ref)
     assert (done.status, done.completed) == (BatchStatus.FINALIZED, 6)
+
+
+def test_a_sweep_over_many_open_batches_yields_bounded_pages_so_the_runner_renews_between_them(rig, clock, queries):
+    # GIVEN 7 open batches with nothing stale, and a reclaimer whose pages hold 3 batches' reads, 2 pages a run
+    from jobfence.reclaim import ReclaimCounts, ReclaimPipeline, Reclaimer
+    from jobs.listings.pipelines import PIPELINES
+
+    for n in range(7):
+        rig.submit("acme", f"o{n}", 2)
+    reclaimer = Reclaimer(
+        rig.store,
+        {k: ReclaimPipeline(k, p.timing, rig.queues[k]) for k, p in PIPELINES.items()},
+        clock,
+        rig.logger,
+        page_size=3,
+        max_pages=2,
+    )
+    queries.clear()
+    # WHEN it sweeps
+    pages = list(reclaimer.pages())
+    # THEN a page comes after every 3 batches read (the runner renews its lease between pages), and the run
+    # stops after 2 pages: 6 batches read, the 7th left for the next run
+    assert pages == [ReclaimCounts(), ReclaimCounts()]
+    assert len(set(item_queries(queries))) == 6

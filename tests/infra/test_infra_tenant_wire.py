@@ -228,7 +228,7 @@ def test_the_reclaimer_fails_items_stale_at_the_cap_rolls_up_and_finalizes_each_
             assert {c.attempts for c in claims.values()} == {attempt}
             if attempt < cap:
                 for claim in claims.values():
-                    assert store.items.release(claim, "generation", "provider error")
+                    assert store.items.release(claim, "provider error")
     job = load_job(spec)(JobDeps(settings, spec, clock, aws, dynamodb, Logger(service="listings")))
     clock.advance(minutes=20)
     wire.on = True

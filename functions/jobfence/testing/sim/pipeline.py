@@ -2,8 +2,8 @@
 
 What `jobfence.testing.simulate(registry, reclaim_job, pipelines=...)` runs, for any catalog: the
 pipelines (queue -> `WorkerPipeline`, as `worker_handler` takes them) of the queues the reclaim job
-re-drives, their work tables found in the catalog by their indexes (the batches table has the open
-index, the items table the reclaim index, the quota table is the third table of the queues'), and the
+re-drives, their work tables found in the catalog by their keys (the batches table has the open
+index, the items table is sorted on `item_id`, the quota table is the third table of the queues'), and the
 reclaim job built by its own factory. An operator's families (this repository's `ops.sim.families.batches`)
 extend it with their own builders.
 
