@@ -9,7 +9,8 @@ Every DynamoDB request of the stores is seen by botocore hooks (as in
 `ops.bench.work`); each item write is charged to the partition key of the row
 it writes and, for each index, to the index partition its entry leaves and the
 one it enters (a key change is a delete and a put; an entry whose keys stay
-the same costs nothing), and each item read to its partition key. A key's rate
+the same costs nothing), and each item read to its partition key (a filtered
+Query's rows read, not only those it returned). A key's rate
 is its count divided by the simulated seconds the drain took, at least one: a
 drain shorter than a second puts all its writes in one second (DynamoDB's
 partition limits are per second). The producer is measured apart, as if it put
@@ -117,7 +118,7 @@ class KeyMeter(Meter):
             where = params.get("IndexName") or "base"
             # pynamodb names the partition key's value first (:0)
             partition = _value(params.get("ExpressionAttributeValues", {}).get(":0", {"S": "?"}))
-            self.key_reads[(self._logical(table), where, partition)] += max(1, len(parsed.get("Items", [])))
+            self.key_reads[(self._logical(table), where, partition)] += max(1, len(self.query_read(params, parsed)))
 
 
 def _value(attribute: dict) -> str:
