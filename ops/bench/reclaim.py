@@ -384,10 +384,12 @@ def run() -> str:
         "",
         f"The demo's tick: {demo.sweep} requests of the sweep (goal: at most {GOAL_REQUESTS}): the open index of "
         "each pipeline",
-        f"and the {shards_for(200)} item partitions of its 200-item batch. With a batch open the runner makes a "
-        "sixth request of its own:",
-        "the sweep yields a page for the batches it read (nothing stale in it), and the runner renews its lease",
-        "per page. A function meeting an open batch for the first time reads its shard count: one BatchGetItem",
+        f"and the {shards_for(200)} item partitions of its 200-item batch. The sweep yields a page (and the runner "
+        "renews its lease)",
+        "for every page of stale items and after every 100 open batches read, so a tick that finds nothing stale "
+        "among fewer",
+        "than 100 open batches renews nothing. A function meeting an open batch for the first time reads its shard "
+        "count: one BatchGetItem",
         "per 100 such batches in that tick, none after.",
         "",
         f"### One reclaim sweep: {STALE} stale items among the rows of open batches",

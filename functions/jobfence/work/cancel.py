@@ -17,7 +17,7 @@ The batch row records the cancel first, so every actor sees it before any item r
 
 Who else reads the record:
 
-    worker    after its claim transaction, one consistent read of the batch's cancel
+    worker    after its claims, one consistent read of the batch's cancel
               (`BatchStore.recorded_cancel`): a claim applied after the cancel was recorded is
               cancelled unrun under the worker's own claim token (refunded); a claim applied
               before it runs and finishes, or is refused at its next write when the item was

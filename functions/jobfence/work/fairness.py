@@ -27,7 +27,7 @@ hold is gone (expired and swept, or its own re-send) re-reads and removes only
 what is still ours. A worker that dies holding holds costs the tenant those
 slots until they expire: `hold_ms` is the pipeline's item-stale time, after
 which the reclaimer re-drives the item anyway. The gate only orders work: the
-claim transaction stays the exclusion, so a hold that is lost or doubled can
+conditional claim stays the exclusion, so a hold that is lost or doubled can
 never run an item twice, only admit one more or one fewer for a while.
 """
 

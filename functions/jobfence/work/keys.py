@@ -75,7 +75,7 @@ class BatchStatus(str, enum.Enum):
 class QuotaHold(str, enum.Enum):
     """What an item holds of its tenant's quota (absent: nothing yet)."""
 
-    RESERVED = "reserved"  # set by the claim transaction or by retry_failed; kept on completion (spent)
+    RESERVED = "reserved"  # set by the producer's put, a claim transaction or retry_failed; kept on completion
     REFUNDED = "refunded"  # set by the terminal-failure (or cancel) transaction that gives the unit back
 
 

@@ -248,7 +248,7 @@ class Worker:
     def _unless_cancelled(self, claimed: list[Claim], rnd: _Round) -> list[Claim]:
         """The claims to run: those of a batch whose cancel was recorded are cancelled unrun (`jobfence.work.cancel`).
 
-        The batch's cancel is read after the claim transaction (a consistent
+        The batch's cancel is read after the claims (a consistent
         read), so a claim applied after the cancel was recorded always sees
         it; a claim applied before it runs. A claim whose batch cannot be read
         is not run: released for another attempt later.
