@@ -57,6 +57,8 @@ def test_jobs_page_lists_every_job_with_its_rule_and_lease(console, page, runtim
 
 def test_a_dead_letter_queue_with_messages_stands_out_and_empty_queues_are_folded(console, page, runtime):
     sqs = runtime.session.client("sqs")
+    # GIVEN an empty dead-letter queue (the session's runtime is shared: the day's dying job may have filled it)
+    sqs.purge_queue(QueueUrl=sqs.get_queue_url(QueueName="jobfence-clean_dpop_proofs-dlq")["QueueUrl"])
     url = sqs.get_queue_url(QueueName="jobfence-clean_conversations-dlq")["QueueUrl"]
     sqs.send_message(QueueUrl=url, MessageBody="{}")  # a tick EventBridge gave up on
     try:
