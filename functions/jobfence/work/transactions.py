@@ -163,26 +163,31 @@ def claim_items(table: ItemTable, keys: Sequence[ItemKey], kind: str, attempts_c
     out: dict[ItemKey, Claim] = {}
     unreserved: list[ItemKey] = []
     stopped: StoreError | None = None
+
+    def errored(keys: Sequence[ItemKey], exc: StoreError) -> None:
+        out.update({k: Claim(k, ClaimState.ERRORED, reason=bounded_error(str(exc))) for k in keys})
+
     for key in keys:
+        if stopped is not None:
+            errored([key], stopped)
+            continue
         try:
-            if stopped is not None:
-                raise stopped
             claim = _claim_reserved(table, key, kind, attempts_cap)
         except StoreError as exc:
-            out[key] = Claim(key, ClaimState.ERRORED, reason=bounded_error(str(exc)))
-            stopped = exc if exc.kind is None or not exc.kind.transient else stopped
+            errored([key], exc)
+            stopped = exc if exc.kind is None or not exc.kind.transient else None
             continue
         if claim is None:
             unreserved.append(key)
         else:
             out[key] = claim
-    if unreserved and stopped is None:
+    if unreserved and stopped is not None:
+        errored(unreserved, stopped)
+    elif unreserved:
         try:
             out.update(claim_in_transaction(table, unreserved, kind, attempts_cap))
         except StoreError as exc:
-            out.update({k: Claim(k, ClaimState.ERRORED, reason=bounded_error(str(exc))) for k in unreserved})
-    elif unreserved:
-        out.update({k: Claim(k, ClaimState.ERRORED, reason=bounded_error(str(stopped))) for k in unreserved})
+            errored(unreserved, exc)
     return out
 
 
