@@ -45,9 +45,11 @@ from botocore.exceptions import (
 from pynamodb.exceptions import DoesNotExist, PynamoDBException
 
 from jobfence.binding import client_of
-from jobfence.errors import ErrorKind, StoreError
+from jobfence.errors import ErrorKind, JobfenceError, StoreError, bounded
 
 T = TypeVar("T")
+
+SAFE_ERROR_CHARS = 300  # an error text `safe_error` gives (a run row's, a log line's), at most
 
 # Our own retries of a transient error, on top of botocore's (which already backed off).
 TRANSIENT_ATTEMPTS = 3
@@ -133,6 +135,23 @@ def classify(exc: BaseException) -> ErrorKind:
 def is_aws_error(exc: BaseException) -> bool:
     """Whether `exc` came from a boto3/botocore/pynamodb call (and so `classify` applies)."""
     return isinstance(exc, (ClientError, BotoCoreError, PynamoDBException))
+
+
+def safe_error(exc: BaseException) -> str:
+    """Class and message, bounded, and only where the message is known to be safe.
+
+    Our own errors are written never to carry payloads, and an AWS error is
+    reduced to its code. Any other exception may quote whatever it was handed
+    (a provider's response body, a customer's field), so only its class is kept.
+    """
+    name = type(exc).__name__
+    if isinstance(exc, JobfenceError):
+        text = f"{name}: {exc}"
+    elif is_aws_error(exc):
+        text = f"{name}: {error_code(exc)}"
+    else:
+        text = name
+    return bounded(text, SAFE_ERROR_CHARS)
 
 
 def retry_transient(
