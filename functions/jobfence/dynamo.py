@@ -44,7 +44,6 @@ from botocore.exceptions import (
 )
 from pynamodb.exceptions import DoesNotExist, PynamoDBException
 
-from jobfence.binding import client_of
 from jobfence.errors import ErrorKind, JobfenceError, StoreError, bounded
 
 T = TypeVar("T")
@@ -328,12 +327,21 @@ def _old_image(exc: BaseException) -> Mapping[str, Any] | None:
     return item if isinstance(item, Mapping) else None
 
 
+def _client_of(model: Any) -> Any:
+    """The client `model` sends through (`jobfence.binding.client_of`), imported here on use: a store that passes a
+    bound model has loaded the binding already, and a function that only classifies AWS errors (the signing key
+    rotation, the secrets provider) then never loads it, nor pynamodb's models (docs/benchmarks.md, "Cold start")."""
+    from jobfence.binding import client_of
+
+    return client_of(model)
+
+
 def update_row(
     row: Any, actions: Sequence[Any], condition: Any, what: str, *, ours: Ours | None = None
 ) -> Applied | Refused:
     """`write` of one pynamodb update: `row` names the item (a key-only instance is enough)."""
     request = row.get_update_kwargs_from_instance(actions=list(actions), condition=condition)
-    return write(client_of(type(row)), "update_item", request, what, ours=ours)
+    return write(_client_of(type(row)), "update_item", request, what, ours=ours)
 
 
 def put_row(row: Any, condition: Any, what: str, *, ours: Ours | None = None) -> Applied | Refused:
@@ -342,13 +350,13 @@ def put_row(row: Any, condition: Any, what: str, *, ours: Ours | None = None) ->
     model = type(row)
     names = [n for n, a in model.get_attributes().items() if a.is_hash_key or a.is_range_key]
     key = {a.attr_name: request["Item"][a.attr_name] for n, a in model.get_attributes().items() if n in names}
-    return write(client_of(model), "put_item", request, what, ours=ours, key=key)
+    return write(_client_of(model), "put_item", request, what, ours=ours, key=key)
 
 
 def delete_row(row: Any, condition: Any, what: str, *, ours: Ours | None = None) -> Applied | Refused:
     """`write` of one pynamodb delete of `row`'s item."""
     request = row.get_delete_kwargs_from_instance(condition=condition)
-    return write(client_of(type(row)), "delete_item", request, what, ours=ours)
+    return write(_client_of(type(row)), "delete_item", request, what, ours=ours)
 
 
 @contextmanager
