@@ -120,6 +120,16 @@ def test_a_club_job_that_publishes_nothing_loads_no_event_signing(scheduled_cold
     assert "cryptography" not in {m.split(".")[0] for m in modules}
 
 
+@pytest.mark.parametrize("job", ["sync_darkroom_stats", "reconcile_membership_roles"])
+def test_a_publishing_job_s_cold_start_loads_its_events_but_not_their_signing(job, scheduled_cold_starts):
+    # a tick that sends nothing (most of them) needs the events and the outbox, not the publisher: its Secrets
+    # Manager and SQS adapters and the signing are loaded by the first send (`jobs.club.changes.PublisherOnFirstSend`)
+    modules = scheduled_cold_starts[job]
+    assert {"jobs.club.events", "jobs.club.stores.outbox"} <= modules
+    assert {"jobs.club.signing", "jobs.club.notifications", "providers.secrets", "providers.sqs"} & modules == set()
+    assert "cryptography" not in {m.split(".")[0] for m in modules}
+
+
 def test_a_listings_worker_loads_its_pipeline_and_no_scheduled_job():
     env = template_environment(CATALOG.queues["listing_generation"]) | {"WORKER_QUEUE": "listing_generation"}
     modules = loaded("import handlers.worker", env)
