@@ -1,6 +1,8 @@
 """The Discord worker: the notification queue's consumer and the only function holding the bot token.
 
-Collaborators are built once at cold start; secrets are not: the verify keys (one secret per publishing job)
+Collaborators are built once at cold start, the nonce store's DynamoDB client too (the function's one,
+`jobfence.binding.dynamodb_client`: pynamodb would make a session and a client of its own on the first tick);
+secrets are not: the verify keys (one secret per publishing job)
 and the bot token are read on use through one long-lived `SecretsManagerValues`
 (Powertools, cached `max_age_s`), so a rotation reaches a warm worker. Each SQS record is verified,
 nonce-claimed and applied by `DiscordDelivery` under the Powertools batch
@@ -20,6 +22,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.utilities.batch import BatchProcessor, process_partial_response
 from aws_lambda_powertools.utilities.batch import EventType as BatchEventType
 
+from jobfence.binding import bound_to, dynamodb_client
 from jobfence.clock import Clock, SystemClock
 from jobfence.config import Settings, metrics_namespace
 from jobfence.sqs_batch import split_records
@@ -48,9 +51,11 @@ def build(environ: Mapping[str, str], clock: Clock) -> Callable[[Any, Any], Mapp
     # One keyring per publishing job (its verify secret), and the table of what each job may ask for.
     grants = grants_from_catalog()
     keyrings = SignerKeyrings.of(secrets, {job: settings.secret(verify_secret(job)) for job in grants}, clock)
+    with bound_to(session, dynamodb_client(session)):  # its region, the function's one DynamoDB client
+        nonces = NonceStore(settings.table("club_event_nonces"), clock)
     delivery = DiscordDelivery(
         Verifier(keyrings, clock, grants),
-        NonceStore(settings.table("club_event_nonces"), clock),
+        nonces,
         DiscordRest(settings.provider_url("discord"), lambda fresh: secrets.get(token_name, fresh=fresh)),
         SqsVisibility(session.client("sqs"), settings.queue(NOTIFICATIONS_QUEUE)),
         logger,

@@ -44,10 +44,11 @@ from botocore.exceptions import (
 )
 from pynamodb.exceptions import DoesNotExist, PynamoDBException
 
-from jobfence.binding import client_of
-from jobfence.errors import ErrorKind, StoreError
+from jobfence.errors import ErrorKind, JobfenceError, StoreError, bounded
 
 T = TypeVar("T")
+
+SAFE_ERROR_CHARS = 300  # an error text `safe_error` gives (a run row's, a log line's), at most
 
 # Our own retries of a transient error, on top of botocore's (which already backed off).
 TRANSIENT_ATTEMPTS = 3
@@ -133,6 +134,23 @@ def classify(exc: BaseException) -> ErrorKind:
 def is_aws_error(exc: BaseException) -> bool:
     """Whether `exc` came from a boto3/botocore/pynamodb call (and so `classify` applies)."""
     return isinstance(exc, (ClientError, BotoCoreError, PynamoDBException))
+
+
+def safe_error(exc: BaseException) -> str:
+    """Class and message, bounded, and only where the message is known to be safe.
+
+    Our own errors are written never to carry payloads, and an AWS error is
+    reduced to its code. Any other exception may quote whatever it was handed
+    (a provider's response body, a customer's field), so only its class is kept.
+    """
+    name = type(exc).__name__
+    if isinstance(exc, JobfenceError):
+        text = f"{name}: {exc}"
+    elif is_aws_error(exc):
+        text = f"{name}: {error_code(exc)}"
+    else:
+        text = name
+    return bounded(text, SAFE_ERROR_CHARS)
 
 
 def retry_transient(
@@ -309,6 +327,15 @@ def _old_image(exc: BaseException) -> Mapping[str, Any] | None:
     return item if isinstance(item, Mapping) else None
 
 
+def _client_of(model: Any) -> Any:
+    """The client `model` sends through (`jobfence.binding.client_of`), imported here on use: a store that passes a
+    bound model has loaded the binding already, and a function that only classifies AWS errors (the signing key
+    rotation, the secrets provider) then never loads it, nor pynamodb's models (docs/benchmarks.md, "Cold start")."""
+    from jobfence.binding import client_of
+
+    return client_of(model)
+
+
 def update_row(
     row: Any,
     actions: Sequence[Any],
@@ -325,7 +352,7 @@ def update_row(
     request = row.get_update_kwargs_from_instance(actions=list(actions), condition=condition)
     if returns is not None:
         request = {**request, "ReturnValues": returns}
-    return write(client_of(type(row)), "update_item", request, what, ours=ours)
+    return write(_client_of(type(row)), "update_item", request, what, ours=ours)
 
 
 def put_row(row: Any, condition: Any, what: str, *, ours: Ours | None = None) -> Applied | Refused:
@@ -334,13 +361,13 @@ def put_row(row: Any, condition: Any, what: str, *, ours: Ours | None = None) ->
     model = type(row)
     names = [n for n, a in model.get_attributes().items() if a.is_hash_key or a.is_range_key]
     key = {a.attr_name: request["Item"][a.attr_name] for n, a in model.get_attributes().items() if n in names}
-    return write(client_of(model), "put_item", request, what, ours=ours, key=key)
+    return write(_client_of(model), "put_item", request, what, ours=ours, key=key)
 
 
 def delete_row(row: Any, condition: Any, what: str, *, ours: Ours | None = None) -> Applied | Refused:
     """`write` of one pynamodb delete of `row`'s item."""
     request = row.get_delete_kwargs_from_instance(condition=condition)
-    return write(client_of(type(row)), "delete_item", request, what, ours=ours)
+    return write(_client_of(type(row)), "delete_item", request, what, ours=ours)
 
 
 @contextmanager

@@ -45,8 +45,8 @@ from dataclasses import asdict, dataclass, fields, replace
 from aws_lambda_powertools import Logger
 
 from jobfence.clock import Clock
+from jobfence.dynamo import safe_error
 from jobfence.errors import JobfenceError
-from jobfence.runs import safe_error
 from jobfence.work import (
     BatchDelta,
     BatchRef,

@@ -36,23 +36,22 @@ from boto3.dynamodb.types import TypeSerializer
 
 from jobfence.capacity import Cost, meter_client
 from jobfence.dynamo import (
+    SAFE_ERROR_CHARS,
     Applied,
     Ours,
     Refused,
     caller_reads,
     deserialized,
-    error_code,
-    is_aws_error,
     raise_store_error,
     retry_transient,
     write,
 )
-from jobfence.errors import ErrorKind, JobfenceError, StoreError, bounded
+from jobfence.errors import ErrorKind, StoreError, bounded
 from jobfence.lease import LeaseStore, Term, predecessor_term, unreleased_term
 from jobfence.triggers import who_fields
 
 RUN_ROW_RETENTION_MS = 90 * 24 * 3_600_000
-MAX_ERROR_CHARS = 300
+MAX_ERROR_CHARS = SAFE_ERROR_CHARS  # a run row's error text: what `safe_error` gives, at most
 MAX_SUMMARY_KEYS = 20
 MAX_SUMMARY_VALUE_CHARS = 80
 UNKNOWN_TRIGGER = "unknown"  # a `died` row created without its `start` (the runner died in between)
@@ -104,23 +103,6 @@ class SweepResult:
 def run_key(started_at: int, run_id: str) -> str:
     """The sort key of a run row: newest last, unique per run."""
     return f"{started_at:015d}#{run_id}"
-
-
-def safe_error(exc: BaseException) -> str:
-    """Class and message, bounded, and only where the message is known to be safe.
-
-    Our own errors are written never to carry payloads, and an AWS error is
-    reduced to its code. Any other exception may quote whatever it was handed
-    (a provider's response body, a customer's field), so only its class is kept.
-    """
-    name = type(exc).__name__
-    if isinstance(exc, JobfenceError):
-        text = f"{name}: {exc}"
-    elif is_aws_error(exc):
-        text = f"{name}: {error_code(exc)}"
-    else:
-        text = name
-    return _bounded(text)
 
 
 def bounded_summary(summary: Mapping[str, Any]) -> dict[str, Any]:

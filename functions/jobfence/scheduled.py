@@ -58,6 +58,7 @@ from jobfence.capacity import current as current_meter
 from jobfence.capacity import measure
 from jobfence.clock import REQUEST_AGE_BUDGET_MS, SKEW_BUDGET_MS, Clock
 from jobfence.config import METRICS_NAMESPACE, ScheduledSettings
+from jobfence.dynamo import safe_error
 from jobfence.errors import (
     IntervalNotElapsed,
     JobfenceError,
@@ -72,7 +73,7 @@ from jobfence.errors import (
 )
 from jobfence.lease import Lease, LeaseStore, Pending, Term, new_id
 from jobfence.registry import CatalogError, JobSpec, Overlap
-from jobfence.runs import RunStart, RunState, RunStore, bounded_summary, safe_error
+from jobfence.runs import RunStart, RunState, RunStore, bounded_summary
 from jobfence.transaction import FencedTransaction
 from jobfence.triggers import Trigger, buffered_event, who_fields
 

@@ -6,6 +6,7 @@ import importlib
 import json
 import sys
 
+import botocore.session
 import pytest
 from aws_lambda_powertools import Metrics
 
@@ -89,6 +90,24 @@ def test_manual_changes_reach_discord_through_the_worker(worker, lambda_context)
     assert stub.roles[(GUILD, "2")] == {"3"}
     assert stub.messages["120000000000000001"][channel_message] == "new text"
     assert stub.direct_messages("5") == ["hello"]
+
+
+def test_the_worker_makes_its_one_dynamodb_client_at_cold_start_and_none_on_its_first_tick(worker, lambda_context,
+                                                                                           monkeypatch):
+    module, stub, sqs, url, publisher = worker
+    made = []  # the services of every client botocore creates from now on (boto3's and pynamodb's alike)
+    create = botocore.session.Session.create_client
+    monkeypatch.setattr(botocore.session.Session, "create_client",
+                        lambda self, service, *a, **k: made.append(service) or create(self, service, *a, **k))
+    # GIVEN a cold start (the handler module imported afresh)
+    sys.modules.pop("handlers.discord", None)
+    module = importlib.import_module("handlers.discord")
+    at_init = made.count("dynamodb")
+    # WHEN its first tick claims a nonce
+    send_manual_change(publisher, "role_add", guild_id=GUILD, user_id="2", role_id="3")
+    assert module.handler(_receive(sqs, url), lambda_context) == {"batchItemFailures": []}
+    # THEN the nonce store's client was made at init (the function's one), and the tick made none
+    assert (at_init, made.count("dynamodb")) == (1, 1)
 
 
 def test_a_rate_limited_message_fails_alone_and_goes_through_on_redelivery(worker, lambda_context):

@@ -19,6 +19,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from jobfence.config import queue_env
 from jobfence_cdk.access import CatalogResources
 from jobs.catalog import CATALOG
 from jobs.listings.catalog import BATCHES_TABLE, ITEMS_TABLE
@@ -119,11 +120,35 @@ def test_a_club_job_that_publishes_nothing_loads_no_event_signing(scheduled_cold
     assert "cryptography" not in {m.split(".")[0] for m in modules}
 
 
+@pytest.mark.parametrize("job", ["sync_darkroom_stats", "reconcile_membership_roles"])
+def test_a_publishing_job_s_cold_start_loads_its_events_but_not_their_signing(job, scheduled_cold_starts):
+    # a tick that sends nothing (most of them) needs the events and the outbox, not the publisher: its Secrets
+    # Manager and SQS adapters and the signing are loaded by the first send (`jobs.club.changes.PublisherOnFirstSend`)
+    modules = scheduled_cold_starts[job]
+    assert {"jobs.club.events", "jobs.club.stores.outbox"} <= modules
+    assert {"jobs.club.signing", "jobs.club.notifications", "providers.secrets", "providers.sqs"} & modules == set()
+    assert "cryptography" not in {m.split(".")[0] for m in modules}
+
+
 def test_a_listings_worker_loads_its_pipeline_and_no_scheduled_job():
     env = template_environment(CATALOG.queues["listing_generation"]) | {"WORKER_QUEUE": "listing_generation"}
     modules = loaded("import handlers.worker", env)
     assert job_code(modules) == {"jobs.listings.pipelines"}
     assert "cryptography" not in {m.split(".")[0] for m in modules}
+
+
+SCHEDULED_RUNTIME = {"jobfence.runs", "jobfence.lease", "jobfence.triggers", "aws_lambda_powertools.utilities.parser"}
+
+
+@pytest.mark.parametrize(("queue", "module"), [("listing_generation", "handlers.worker"),
+                                               ("club_notifications", "handlers.discord")])
+def test_a_queue_worker_loads_none_of_the_scheduled_runtime(queue, module):
+    # GIVEN a queue worker's cold start with its template environment
+    env = template_environment(CATALOG.queues[queue]) | {"WORKER_QUEUE": queue, queue_env(queue): "https://sqs.invalid/q"}
+    modules = loaded(f"import {module}", env)
+    # THEN no run store, lease, trigger parsing nor the EventBridge parser: no worker tick uses them (a worker's
+    # error text is `jobfence.dynamo.safe_error`, not the run store's)
+    assert SCHEDULED_RUNTIME & modules == set()
 
 
 LAMBDA = {"LAMBDA_TASK_ROOT": "/var/task", "AWS_LAMBDA_FUNCTION_NAME": "f"}  # as deployed: Powertools' Tracer is on
@@ -150,3 +175,12 @@ def test_the_health_function_patches_nothing_so_loads_no_aws_sdk():
     # user agent imports botocore's top package alone, under a millisecond)
     assert "aws_xray_sdk.core" in modules
     assert {"boto3", "botocore.client", "botocore.session", "aws_xray_sdk.ext.botocore.patch"} & modules == set()
+
+
+def test_the_rotation_function_loads_no_pynamodb_model_code():
+    # GIVEN the signing key rotation's cold start: it calls Secrets Manager only, and classifies its errors
+    modules = loaded("import handlers.rotate_signing_key", LAMBDA)
+    # THEN neither the binding nor pynamodb's models and connections were loaded (the error classification needs
+    # only pynamodb's exception classes)
+    assert {"jobfence.binding", "pynamodb.models", "pynamodb.connection"} & modules == set()
+    assert "cryptography" in {m.split(".")[0] for m in modules}  # every rotation step signs or checks a key pair

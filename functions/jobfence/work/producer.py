@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from aws_lambda_powertools import Logger
 
+from jobfence.dynamo import safe_error
 from jobfence.errors import JobfenceError, StoreError
-from jobfence.runs import safe_error
 from jobfence.work.keys import (
     MAX_ITEMS_PER_BATCH,
     MAX_PAYLOAD_CHARS,

@@ -38,8 +38,8 @@ from typing import Any
 from aws_lambda_powertools import Logger
 
 from jobfence.capacity import Meter, Units, measure
+from jobfence.dynamo import safe_error
 from jobfence.errors import InvalidEvent, JobfenceError, bounded
-from jobfence.runs import safe_error
 from jobfence.work.fairness import TenantGate, new_owner
 from jobfence.work.keys import (
     BatchDelta,

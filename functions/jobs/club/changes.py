@@ -14,13 +14,13 @@ lease check (LeaseLost stops the job).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from jobfence.errors import ConditionFailed
 from jobfence.scheduled import JobDeps, RunContext
 from jobfence.transaction import Write
-from jobs.club.catalog import NOTIFICATIONS_QUEUE
+from jobs.club.catalog import NOTIFICATIONS_QUEUE, signing_secret
 
 if TYPE_CHECKING:  # `build_changelog` imports them: a job that only uses `commit_plain` never loads the signing
     from jobs.club.events import Event
@@ -30,10 +30,16 @@ if TYPE_CHECKING:  # `build_changelog` imports them: a job that only uses `commi
 FLUSH_PAGE = 25
 
 
+class Publishes(Protocol):
+    """Signs and sends one event (`jobs.club.notifications.Publisher`)."""
+
+    def publish(self, event: Event) -> None: ...
+
+
 class ChangeLog:
     """Commit record changes with their events under the lease; flush the events to the queue."""
 
-    def __init__(self, outbox: OutboxStore, publisher: Publisher) -> None:
+    def __init__(self, outbox: OutboxStore, publisher: Publishes) -> None:
         self._outbox = outbox
         self._publisher = publisher
 
@@ -55,15 +61,41 @@ class ChangeLog:
                 return sent
 
 
+class PublisherOnFirstSend:
+    """The job's publisher, built by `build` when the first event is sent.
+
+    Most ticks of a publishing job send nothing (the outbox is empty: nothing changed), and a tick that sends
+    nothing needs neither the publisher's Secrets Manager and SQS clients nor the signing (`cryptography`):
+    the first send of the process builds them (about 22 ms of CPU on the bench machine, docs/benchmarks.md,
+    "Cold start"), and every later one reuses them.
+    """
+
+    def __init__(self, build: Callable[[], Publisher]) -> None:
+        self._build = build
+        self._publisher: Publisher | None = None
+
+    def publish(self, event: Event) -> None:
+        if self._publisher is None:
+            self._publisher = self._build()
+        self._publisher.publish(event)
+
+
 def build_changelog(deps: JobDeps) -> ChangeLog:
-    """The change log of a club job whose environment grants the outbox, the queue and its own signing key."""
-    from jobs.club.notifications import build_publisher
+    """The change log of a club job whose environment grants the outbox, the queue and its own signing key.
+
+    The grants are checked now (a function without them fails at its cold start, a `SettingsError`); the
+    publisher is built on the first send (`PublisherOnFirstSend`)."""
     from jobs.club.stores.outbox import OutboxStore
 
-    return ChangeLog(
-        OutboxStore(deps.settings.table("club_outbox"), deps.clock),
-        build_publisher(deps.settings, deps.session, deps.clock, NOTIFICATIONS_QUEUE, deps.spec.name),
-    )
+    deps.settings.queue(NOTIFICATIONS_QUEUE)
+    deps.settings.secret(signing_secret(deps.spec.name))
+
+    def publisher() -> Publisher:
+        from jobs.club.notifications import build_publisher
+
+        return build_publisher(deps.settings, deps.session, deps.clock, NOTIFICATIONS_QUEUE, deps.spec.name)
+
+    return ChangeLog(OutboxStore(deps.settings.table("club_outbox"), deps.clock), PublisherOnFirstSend(publisher))
 
 
 def commit_plain(ctx: RunContext, operations: Sequence[Write]) -> bool:

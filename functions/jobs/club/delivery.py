@@ -39,8 +39,8 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+from jobfence.dynamo import safe_error
 from jobfence.errors import JobfenceError, StoreError
-from jobfence.runs import safe_error
 from jobs.club.events import EventRejected, EventType, SignedEvent, Verifier
 from jobs.club.signing import REFRESH_MIN_MS, KeyringBusy
 from jobs.club.stores.nonces import Claim, NonceStore

@@ -28,14 +28,17 @@ import enum
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from jobfence.clock import Clock
 from jobfence.errors import InvalidEvent, bounded
-from jobs.club.signers import SignerGrant
-from jobs.club.signing import SigningKey, VerifyKey
+
+if TYPE_CHECKING:  # annotations only: a job that builds and saves events does not load the keys (nor `cryptography`);
+    # what signs or verifies does (`jobs.club.notifications`, the Discord worker, the rotation)
+    from jobs.club.signers import SignerGrant
+    from jobs.club.signing import SigningKey, VerifyKey
 
 MAX_AGE_MS = 60 * 60_000  # covers 429 back-offs and SQS redeliveries up to the receive cap
 MAX_SKEW_MS = 60_000  # an event may come from a clock a little ahead of ours

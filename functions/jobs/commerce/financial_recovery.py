@@ -52,9 +52,9 @@ from dataclasses import dataclass
 from aws_lambda_powertools import Logger
 
 from jobfence.batch import LastBatch
+from jobfence.dynamo import safe_error
 from jobfence.errors import LeaseLost
 from jobfence.retried import WriteResult, fenced_write_retried
-from jobfence.runs import safe_error
 from jobfence.scheduled import JobDeps, RunContext
 from jobs.commerce.account_intents import AccountIntentStore
 from jobs.commerce.accounts import AccountStore

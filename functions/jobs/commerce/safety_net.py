@@ -55,8 +55,8 @@ from aws_lambda_powertools import Logger
 
 from jobfence.batch import LastBatch
 from jobfence.clock import TIME_BUDGET_MS
+from jobfence.dynamo import safe_error
 from jobfence.retried import WriteResult, fenced_write_retried
-from jobfence.runs import safe_error
 from jobfence.scheduled import JobDeps, RunContext
 from jobfence.transaction import Write
 from jobs.commerce.catalog import PAYPAL, PAYPAL_SECRET  # the names declared once
