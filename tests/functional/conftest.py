@@ -27,3 +27,11 @@ def work_rig(dynamodb, tables, clock) -> Iterator[Callable[..., Any]]:
     yield make
     for rig in built:
         rig.release()
+
+
+@pytest.fixture
+def faults(rig) -> Any:
+    """Scripted AWS faults (`tests.aws_faults.Faults`) on the clients of the module's `rig`: its work store and quota."""
+    from tests.aws_faults import Faults
+
+    return Faults(*rig.store.clients(), *rig.quota.clients())

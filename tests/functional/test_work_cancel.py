@@ -15,7 +15,7 @@ import pytest
 from jobfence.errors import StoreError
 from jobfence.work import BatchRef, BatchStatus, ItemKey, ItemStatus, QuotaHold, Tally
 from providers.items_fake import Behaviour
-from tests.aws_faults import Faults, throttled
+from tests.aws_faults import throttled
 
 B = BatchRef("acme", "b1")
 
@@ -31,11 +31,6 @@ def containing(*strings: str) -> Callable[[Mapping[str, Any]], bool]:
 @pytest.fixture
 def rig(work_rig):
     return work_rig({"acme": 1_000})
-
-
-@pytest.fixture
-def faults(rig) -> Faults:
-    return Faults(*rig.store.clients(), *rig.quota.clients())
 
 
 def assert_books(rig, tenant: str = "acme") -> None:

@@ -1,7 +1,7 @@
 """The claim: one conditional update of a row born holding its unit, a transaction only for rows holding none.
 
 The real item store and worker against moto in-process (`ops.harness`); every
-request the store sends is seen by `tests.aws_faults.Faults` on its own clients.
+request the store sends is seen by `tests.aws_faults.Faults` on its own clients (the `faults` fixture).
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import pytest
 from botocore.exceptions import ClientError
 
 from jobfence.work import BatchRef, ClaimState, ItemKey, ItemStatus, Tally
-from tests.aws_faults import Faults
 
 B = BatchRef("acme", "b1")
 
@@ -22,15 +21,6 @@ def key(i: int, ref: BatchRef = B) -> ItemKey:
 @pytest.fixture
 def rig(work_rig):
     return work_rig({"acme": 1_000})
-
-
-@pytest.fixture
-def faults(rig) -> Faults:
-    return Faults(*rig.store.clients(), *rig.quota.clients())
-
-
-def item_requests(faults: Faults) -> list[str]:
-    return [op for op, params in faults.sent if "listing_items" in str(params.get("TableName", params))]
 
 
 def test_items_holding_their_unit_are_claimed_by_one_update_each_without_a_read(rig, faults):

@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 import pytest
 
 from jobfence.work import BatchRef, BatchStatus, ItemInput, ItemKey, ItemStatus, Tally
-from tests.aws_faults import Faults, throttled
+from tests.aws_faults import throttled
 
 B = BatchRef("acme", "b1")
 
@@ -39,18 +39,9 @@ def containing(*strings: str) -> Callable[[Mapping[str, Any]], bool]:
     return lambda params: all(s in json.dumps(params, default=str) for s in strings)
 
 
-def store_clients(rig) -> list[Any]:
-    return [*rig.store.clients(), *rig.quota.clients()]
-
-
 @pytest.fixture
 def rig(work_rig):
     return work_rig({"acme": 1_000})
-
-
-@pytest.fixture
-def faults(rig) -> Faults:
-    return Faults(*store_clients(rig))
 
 
 def items(n: int) -> list[ItemInput]:
