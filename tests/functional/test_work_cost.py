@@ -11,8 +11,7 @@ import pytest
 
 from jobfence.capacity import Cost, Units
 from jobfence.work import BatchRef, BatchStatus, ItemInput, ItemStatus
-from tests.aws_faults import Faults
-from tests.functional.test_work_faults import containing, store_clients
+from tests.functional.test_work_faults import containing
 
 B = BatchRef("acme", "costly")
 
@@ -53,10 +52,10 @@ def test_every_completed_item_carries_its_cost_and_the_finalized_batch_their_sum
     assert report.batch.cost is not None and report.batch.cost.requests > 0
 
 
-def test_a_resent_completion_adds_the_items_cost_once(rig):
+def test_a_resent_completion_adds_the_items_cost_once(rig, faults):
     # GIVEN one item whose completion is applied, its reply lost and re-sent by botocore
     rig.producer.submit(B, "generation", items(1), "tester")
-    faults = Faults(*store_clients(rig)).resent("UpdateItem", when=containing("listing_items", "completed"))
+    faults.resent("UpdateItem", when=containing("listing_items", "completed"))
     rig.drain()
     assert faults.fired == [("resend", "UpdateItem")]
     resent = rig.store.batches.describe_batch(B)

@@ -18,9 +18,8 @@ from jobfence.work import (
 )
 from jobs.listings.catalog import GENERATION, PIPELINES, TOLERATED_FAILURE_PCT, Pipeline
 from providers.items_fake import Behaviour
-from tests.aws_faults import Faults
 from tests.functional.test_work import assert_books_balance, idem, key
-from tests.functional.test_work_faults import containing, store_clients
+from tests.functional.test_work_faults import containing
 
 B = BatchRef("acme", "b1")
 N = 20  # generation tolerates 25%: 5 failed items of 20, not 6
@@ -114,9 +113,8 @@ def test_a_pending_item_holding_a_reservation_is_refunded_exactly_once_by_the_th
 
 
 @pytest.mark.parametrize("fault", ["resent", "reply_lost"])
-def test_the_thresholds_refund_is_safe_when_its_reply_is_lost_or_its_request_re_sent(rig, fault):
+def test_the_thresholds_refund_is_safe_when_its_reply_is_lost_or_its_request_re_sent(rig, faults, fault):
     # GIVEN the sweep's transaction for item 3 (item and quota together) applied, and its reply lost
-    faults = Faults(*store_clients(rig))
     getattr(faults, fault)("TransactWriteItems", when=containing("i00003", QuotaHold.REFUNDED.value))
     _released_then_crossed(rig)
     assert faults.count({"resent": "resend", "reply_lost": "after"}[fault]) == 1
