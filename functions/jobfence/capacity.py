@@ -75,11 +75,17 @@ class Units:
 
 @dataclass(frozen=True)
 class Cost:
-    """What one run, item or batch consumed and its estimate in dollars (`jobfence.prices`)."""
+    """What one run, item or batch consumed and its estimate in dollars (`jobfence.prices`).
 
-    units: Units
-    requests: int
-    dollars: float
+    `Cost()` is nothing consumed; costs add up (`sum(costs, Cost())`).
+    """
+
+    units: Units = field(default_factory=Units)
+    requests: int = 0
+    dollars: float = 0.0
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(self.units + other.units, self.requests + other.requests, self.dollars + other.dollars)
 
     def fields(self) -> dict[str, Any]:
         """What a row records: the units (`Units.fields`), `requests` and `cost_usd`."""

@@ -54,14 +54,6 @@ def job_costs(target: Target, since_ms: int, until_ms: int) -> CostReport:
     for job in sorted(target.app.catalog.jobs):
         rows = store.started_between(job, since_ms, until_ms)
         costs = [c for c in (Cost.of_fields(r) for r in rows) if c is not None]
-        out.append(
-            JobCost(
-                job,
-                len(rows),
-                len(costs),
-                sum((c.units for c in costs), Units()),
-                sum(c.requests for c in costs),
-                sum(c.dollars for c in costs),
-            )
-        )
+        total = sum(costs, Cost())
+        out.append(JobCost(job, len(rows), len(costs), total.units, total.requests, total.dollars))
     return CostReport(since_ms, until_ms, tuple(out))

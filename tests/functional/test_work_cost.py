@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobfence.capacity import Cost, Units
+from jobfence.capacity import Cost
 from jobfence.work import BatchRef, BatchStatus, ItemInput, ItemStatus
 from tests.functional.test_work_faults import containing
 
@@ -27,11 +27,7 @@ def items(n: int) -> list[ItemInput]:
 
 def summed(costs: list[Cost]) -> Cost:
     """The costs as a recount sums them (and writes them: rounded by `Cost.fields`)."""
-    units = Units()
-    for cost in costs:
-        units = units + cost.units
-    total = Cost(units, sum(c.requests for c in costs), sum(c.dollars for c in costs))
-    return Cost.of_fields(total.fields())
+    return Cost.of_fields(sum(costs, Cost()).fields())
 
 
 def test_every_completed_item_carries_its_cost_and_the_finalized_batch_their_sum(rig):

@@ -55,7 +55,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAtt
 from pynamodb.models import Model
 
 from jobfence.binding import bind, client_of, index
-from jobfence.capacity import Cost, Units
+from jobfence.capacity import Cost
 from jobfence.clock import Clock
 from jobfence.dynamo import Refused, Transaction, aws_call, caller_reads, put_row, update_row
 from jobfence.errors import StoreError
@@ -320,13 +320,11 @@ class BatchStore:
         counts = {s: 0 for s in ItemStatus}
         pending: list[ItemKey] = []
         attrs = ["batch_key", "item_id", "status", *COST_FIELDS]
-        units, requests, dollars = Units(), 0, 0.0
+        spent = Cost()
         with aws_call(f"recounting batch {ref}"):
             for row in self._items.batch_items(ref, seen.shards, attrs):
                 counts[ItemStatus(row.status)] += 1
-                cost = Cost.of_fields(cost_fields(row))
-                if cost is not None:
-                    units, requests, dollars = units + cost.units, requests + cost.requests, dollars + cost.dollars
+                spent += Cost.of_fields(cost_fields(row)) or Cost()
                 if row.status == ItemStatus.PENDING.value:
                     pending.append(ItemKey.of_row(row.batch_key, row.item_id))
         tolerated = seen.tolerated_failures
@@ -350,8 +348,7 @@ class BatchStore:
         if seen.cancel_requested:
             final = BatchStatus.CANCELLED
         b = self._model
-        spent = Cost(units, requests, dollars).fields()
-        actions = [b.recounts.add(1), *(getattr(b, name).set(value) for name, value in spent.items())]
+        actions = [b.recounts.add(1), *(getattr(b, name).set(value) for name, value in spent.fields().items())]
         if swept:
             actions.append(b.swept.add(swept))
         if done:

@@ -122,7 +122,7 @@ def item_row(row: Any) -> ItemRow:
     )
 
 
-COST_FIELDS = ("rru", "wru", "index_rru", "index_wru", "requests", "cost_usd")  # `Cost.fields`, as rows hold them
+COST_FIELDS = tuple(Cost().fields())  # the attributes a row records its cost in (`Cost.fields`)
 
 
 def cost_fields(row: Any) -> dict[str, Any]:
