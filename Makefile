@@ -13,6 +13,8 @@ unexport PYTHONDONTWRITEBYTECODE
 
 # The web console's browser tests drive Debian's chromium (never a downloaded browser build).
 CHROMIUM := /usr/bin/chromium
+# the cold start bench's instruction counts (ops/bench/instructions.py) and their test
+VALGRIND := /usr/bin/valgrind
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 install: $(VENV)/.installed node_modules/.installed
@@ -36,7 +38,7 @@ demo: install
 # (tests/conftest.py); TEST_WORKERS=0 runs it serially. Lint and types run first: seconds, and a
 # finding fails the run before the suite starts.
 TEST_WORKERS ?= auto
-test: lint $(CHROMIUM)
+test: lint $(CHROMIUM) $(VALGRIND)
 	$(PY) -m pytest -n $(TEST_WORKERS)
 
 # ruff (lint, then the format check) and mypy over the code the project ships and runs; their
@@ -63,6 +65,10 @@ $(CHROMIUM):
 	$(SUDO) apt-get update
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
 
+$(VALGRIND):
+	$(SUDO) apt-get update
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y valgrind
+
 # The fault simulator (docs/guarantees.md): thousands of seeds of every family, in two processes.
 SIM_SEEDS ?= 0:3000
 sim: install
@@ -77,7 +83,7 @@ synth: install
 deploy: install
 	npx cdk deploy --all
 
-bench: install
+bench: install $(VALGRIND)
 	$(PY) -m ops.bench
 
 # The distributions (packages/*: the runtime `jobfence`, its test kit and fault simulator among it, and

@@ -1,6 +1,31 @@
 """The prose of the cold start section of docs/benchmarks.md (`ops.bench.coldstart` fills in the run's figures):
 what the floors leave out, the goal's verdict, issue 33's steps before and after, and where each kind runs."""
 
+# What the table measures and how the goal is judged; `how` is the asset's code (compiled or sources).
+INTRO = (
+    "Import plus module init of each function (its handler module imported and `handler` looked up, as Lambda's "
+    "init does) and its first tick's new clients, in a fresh interpreter, on this x86_64 machine (every function "
+    "is arm64 in the template), with the function's own template environment and Lambda's variables (Tracer on), "
+    "its code the asset as the build stages it ({how}: see `jobfence_cdk.code.stage_asset`), against its own "
+    "floor: the libraries of its kind (below) and exactly the clients the function has after init or makes on "
+    "its first tick (the two client columns, one client per name), made from one boto3 session. Two measures "
+    "of each, side by side (see `ops/bench/coldstart.py`):\n\n"
+    "- **Instructions**, the judged figure: executed by the interpreter, counted by valgrind "
+    "(`ops.bench.instructions`: cachegrind without cache simulation, `PYTHONHASHSEED=0`), less those of an "
+    "interpreter that runs nothing ({interpreter:.0f} M). A count is repeatable to about 0.2% whatever else "
+    "the machine runs, so one count per function and per floor is the figure, and a change of a few "
+    "thousandths of a floor shows.\n"
+    "- **CPU seconds** (`time.process_time`), median of {runs} runs sampled round-robin with the floors and "
+    "`import boto3` (median {boto3_s:.3f} CPU s on this run). They include what the work waits on (cache "
+    "misses, page faults, reads), which instructions leave out, but move by 10% and more between runs of the "
+    "same code on this shared machine: between two runs of 9 and 15 on 2026-12-04 different functions crossed "
+    "the line each time (1.07-1.19). After its init each interpreter lists the botocore clients alive (by "
+    "service), then makes what its first tick makes before its first request (every pynamodb connection the "
+    "init built asks for its client) and lists the new ones, with their CPU ms.\n\n"
+    "Goal (issue 33): at most **{goal}x its floor**, in instructions; the bench exits non-zero past it. "
+    "`x kind floor` is the old measure, the init against the fixed floor of its kind (below)."
+)
+
 # Issue 33's steps, each measured with this command (the first tick's clients of the commits before the last
 # with the same probe, `sample`, on their functions directory, 3 runs; step 4 with this bench's `measure` on the
 # functions directory of d3ed0df), then the earlier history (issue 14).

@@ -1,0 +1,83 @@
+"""Instructions a Python statement executes in a fresh interpreter, counted by valgrind.
+
+CPU seconds of a cold start move by 10% and more from one run to the next on a shared machine (other
+processes, caches, the host), so a figure a few hundredths from a goal lands on either side of it. An
+instruction count does not: valgrind's cachegrind (`--cache-sim=no`: it only counts) runs the interpreter on a
+simulated CPU and reports the instructions it executed, the same for the same binary, code and environment
+whatever else runs beside it (with `PYTHONHASHSEED` fixed, the same to about 0.2%: the address-space layout
+still varies). It is the repeatable measure of the work an init does; it leaves out what that work waits on
+(cache misses, page faults, reads), which CPU seconds include, so the two are shown side by side.
+
+A statement's count includes the interpreter's own start and exit: `instructions(statement) -
+instructions("pass")` is the statement's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Hashable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+VALGRIND = ("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null")
+HASH_SEED = "0"  # a fixed string hash: dict and set layouts, and so the work, the same on every run
+_REFS = re.compile(r"I\s+refs:\s+([\d,]+)")
+
+
+class CountFailed(RuntimeError):
+    """valgrind is missing, or the statement failed under it (the message ends with its stderr)."""
+
+
+def refs(stderr: str) -> int:
+    """The instruction count of cachegrind's summary (`==pid== I   refs:      1,027,527,211`)."""
+    found = _REFS.search(stderr)
+    if found is None:
+        raise CountFailed("no instruction count in valgrind's output:\n" + stderr[-1500:])
+    return int(found.group(1).replace(",", ""))
+
+
+def instructions(statement: str, env: Mapping[str, str], cwd: str | None = None) -> int:
+    """Instructions `python -S -c statement` executes under `env` (its start and exit included)."""
+    if shutil.which(VALGRIND[0], path=env.get("PATH") or os.environ.get("PATH")) is None:
+        raise CountFailed("valgrind is not on the PATH: install Debian's valgrind package")
+    done = subprocess.run(
+        [*VALGRIND, sys.executable, "-S", "-c", statement],
+        env={**env, "PYTHONHASHSEED": HASH_SEED},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise CountFailed(f"the statement failed under valgrind (exit {done.returncode}):\n" + done.stderr[-1500:])
+    return refs(done.stderr)
+
+
+@dataclass(frozen=True)
+class Counted:
+    """Instructions of each statement asked, by its key, less those of an interpreter that runs nothing
+    (`interpreter`: its start and exit, in every count)."""
+
+    interpreter: int
+    counts: Mapping[Hashable, int]
+
+    def ratio(self, key: Hashable, floor: Hashable) -> float:
+        """`key`'s instructions as a multiple of `floor`'s."""
+        return self.counts[key] / self.counts[floor]
+
+
+def count_all(
+    asks: Mapping[Hashable, tuple[str, Mapping[str, str]]], env: Mapping[str, str], cwd: str | None = None
+) -> Counted:
+    """Each (statement, environment) of `asks` counted once (a count is repeatable: one run is the figure), and
+    `pass` under `env`, on every core at once (a count does not depend on what runs beside it)."""
+    keys = list(asks)
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        empty = pool.submit(instructions, "pass", env, cwd)
+        done = list(pool.map(lambda key: instructions(*asks[key], cwd), keys))
+    interpreter = empty.result()
+    return Counted(interpreter, {key: total - interpreter for key, total in zip(keys, done, strict=True)})
