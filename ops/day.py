@@ -44,7 +44,8 @@ from jobfence_ops.targets import EmbeddedTarget
 from jobs.commerce.conversations import ConversationStore
 from jobs.commerce.dpop_proofs import DpopProofStore
 from jobs.listings.catalog import TOLERATED_FAILURE_PCT
-from jobs.listings.pipelines import GENERATION, PIPELINES, build_store, build_wakeups
+from jobs.listings.pipelines import GENERATION, PIPELINES
+from jobs.listings.stores import build_store, build_wakeups
 from ops.invariants import (
     Check,
     Observation,

@@ -216,7 +216,7 @@ def check_batch_invariants(
 ) -> list[Check]:
     """Invariants 5-9 over the batch, item and quota rows of the demo's batches."""
     from jobfence.config import Settings
-    from jobs.listings.pipelines import build_store
+    from jobs.listings.stores import build_store
 
     store = build_store(Settings.from_environ(worker.environment), runtime.clock)
     acts = {name: dict(getattr(stub, "ids", {})) for name, stub in (stubs or {}).items()}

@@ -13,7 +13,8 @@ from jobfence_ops.app import Batches, LocalHooks
 from jobs.club.catalog import SIGNING_KEY_PREFIX, VERIFY_KEY_PREFIX
 from jobs.club.signing import KeyPair, new_key_pair
 from jobs.listings.catalog import TOLERATED_FAILURE_PCT
-from jobs.listings.pipelines import BATCHES_TABLE, GENERATION, ITEMS_TABLE, PIPELINES, build_store, build_wakeups
+from jobs.listings.pipelines import BATCHES_TABLE, GENERATION, ITEMS_TABLE, PIPELINES
+from jobs.listings.stores import build_store, build_wakeups
 
 BATCHES = Batches(
     pipelines=PIPELINES,

@@ -10,7 +10,7 @@ from aws_lambda_powertools import Logger
 
 from jobfence.config import ENV_TENANT_ROLE, Settings, queue_env, table_env
 from jobfence.work import BatchRef, ItemInput, Producer
-from jobs.listings.pipelines import build_store
+from jobs.listings.stores import build_store
 
 LISTING_TABLES = ("listing_batches", "listing_items", "listing_quota")
 TENANTS = ("acme", "globex")

@@ -144,7 +144,7 @@ def tick_requests(batch_items: int) -> RequestCount:
     from jobfence.triggers import Trigger
     from jobfence.work import BatchRef, ItemInput, Producer
     from jobs.catalog import CATALOG
-    from jobs.listings.pipelines import build_store, build_wakeups
+    from jobs.listings.stores import build_store, build_wakeups
 
     with mock_aws():
         clock = FrozenClock()

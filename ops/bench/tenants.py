@@ -62,7 +62,8 @@ def round_cost(spread: int, scoped: bool) -> RoundCost:
     from jobfence.testing.tables import CatalogTables
     from jobfence.work import BatchRef, ItemInput, Producer
     from jobs.catalog import CATALOG
-    from jobs.listings.pipelines import build_store, perform_with, worker_pipeline
+    from jobs.listings.pipelines import perform_with, worker_pipeline
+    from jobs.listings.stores import build_store
     from providers.items import GENERATOR
     from providers.items_fake import FakeItemProvider
 
@@ -139,7 +140,7 @@ def first_use(tenants: int = FIRST_USE_TENANTS) -> FirstUse:
     from jobfence.tenants import TenantScopes
     from jobfence.testing.tables import CatalogTables
     from jobs.catalog import CATALOG
-    from jobs.listings.pipelines import build_store
+    from jobs.listings.stores import build_store
 
     with mock_aws():
         clock = FrozenClock()

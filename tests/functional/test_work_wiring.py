@@ -19,7 +19,8 @@ from jobfence.triggers import Trigger
 from jobfence.work import BatchRef, ItemInput, ItemStatus, Producer, parse_wakeup
 from jobfence.work.sqs import SqsWakeups
 from jobs.catalog import CATALOG
-from jobs.listings.pipelines import build_store, perform_with, worker_pipeline
+from jobs.listings.pipelines import perform_with, worker_pipeline
+from jobs.listings.stores import build_store
 from providers.items_fake import FakeItemProvider
 from providers.items import GENERATOR
 from tests.support import load_event

@@ -29,7 +29,8 @@ from jobfence.tenants import TenantScopes
 from jobfence.work import BatchRef, ItemInput, ItemStatus, Producer
 from jobs.catalog import CATALOG
 from jobs.listings.catalog import BATCHES_TABLE, ITEMS_TABLE, QUOTA_TABLE
-from jobs.listings.pipelines import build_store, perform_with, worker_pipeline
+from jobs.listings.pipelines import perform_with, worker_pipeline
+from jobs.listings.stores import build_store
 from ops.iam_policy import Decision, Template
 from providers.items_fake import FakeItemProvider
 from providers.items import GENERATOR

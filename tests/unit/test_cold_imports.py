@@ -96,12 +96,18 @@ def test_a_scheduled_function_loads_no_other_jobs_module_nor_the_work_store(job,
     uses_work = bool(WORK_TABLES & set(spec.tables))
     if not uses_work:
         assert {m for m in modules if m.startswith("jobfence.work.")} <= {"jobfence.work.timing"}
-    # nor a provider, or the club's signing, unless the job declares a provider or a secret (the listings
-    # pipelines a work-store job builds through name the item provider's types: 3 ms, left as they are;
-    # and it re-sends wake-ups through their SQS adapter)
+    # nor a provider, or the club's signing, unless the job declares a provider or a secret
     if not spec.providers and not spec.secrets:
-        pipeline_types = {"providers", "providers.errors", "providers.items"} if uses_work else set()
-        assert {m for m in modules if m.startswith(("providers", "cryptography"))} <= pipeline_types
+        assert {m for m in modules if m.startswith(("providers", "cryptography"))} == set()
+
+
+def test_the_reclaimer_loads_the_work_store_but_neither_the_worker_nor_the_item_providers(scheduled_cold_starts):
+    # reclaim_listings re-sends wake-ups and moves rows: the store and the SQS adapter, never an item's run
+    modules = scheduled_cold_starts["reclaim_listings"]
+    assert {"jobfence.work.store", "jobfence.work.sqs", "jobs.listings.stores"} <= modules
+    worker_side = {"jobfence.work.worker", "jobfence.work.pipeline", "jobfence.work.fairness", "jobs.listings.pipelines"}
+    assert modules & worker_side == set()
+    assert {m for m in modules if m.startswith("providers")} == set()
 
 
 def test_a_retention_job_loads_its_own_store_and_not_its_sibling_s(scheduled_cold_starts):
@@ -133,7 +139,7 @@ def test_a_publishing_job_s_cold_start_loads_its_events_but_not_their_signing(jo
 def test_a_listings_worker_loads_its_pipeline_and_no_scheduled_job():
     env = template_environment(CATALOG.queues["listing_generation"]) | {"WORKER_QUEUE": "listing_generation"}
     modules = loaded("import handlers.worker", env)
-    assert job_code(modules) == {"jobs.listings.pipelines"}
+    assert job_code(modules) == {"jobs.listings.pipelines", "jobs.listings.stores"}
     assert "cryptography" not in {m.split(".")[0] for m in modules}
 
 

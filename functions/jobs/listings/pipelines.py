@@ -1,4 +1,4 @@
-"""How a worker or the reclaimer is put together for the two pipelines of seed 003.
+"""How a worker is put together for the two pipelines of seed 003 (its store and wake-ups: `jobs.listings.stores`).
 
 The pipelines themselves (queues, tables, timing, tolerated failures) are
 catalog data (`jobs.listings.catalog`). Which pipeline a worker runs comes
@@ -9,12 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import partial
-from typing import Any
 
 from jobfence.clock import Clock
 from jobfence.config import Settings
-from jobfence.quota import QuotaStore
-from jobfence.work import Perform, PermanentFailure, TenantGate, WorkRequest, WorkStore
+from jobfence.work import Perform, PermanentFailure, TenantGate, WorkRequest
 from jobfence.work.pipeline import WorkerPipeline
 from jobfence.work.sqs import SqsWakeups
 from jobs.listings.catalog import (  # noqa: F401 (the pipelines' data, re-exported for their builders' callers)
@@ -29,6 +27,7 @@ from jobs.listings.catalog import (  # noqa: F401 (the pipelines' data, re-expor
     Pipeline,
     pipeline_of_queue,
 )
+from jobs.listings.stores import build_store
 from providers.errors import ProviderRejected
 from providers.items import GENERATOR, PUBLISHER, HttpItemProvider, ItemEndpoint, ItemProvider, ItemRequest
 
@@ -56,20 +55,6 @@ def perform_with(provider: ItemProvider) -> Perform:
 def real_perform(pipeline: Pipeline, settings: Settings) -> Perform:
     """The real adapter of a pipeline's provider, at the URL the function was configured with."""
     return perform_with(HttpItemProvider(endpoint_of(pipeline), settings.provider_url(pipeline.provider)))
-
-
-def build_store(settings: Settings, clock: Clock) -> WorkStore:
-    quota = QuotaStore(settings.table(QUOTA_TABLE), clock)
-    return WorkStore(settings.table(BATCHES_TABLE), settings.table(ITEMS_TABLE), quota, clock)
-
-
-def build_wakeups(settings: Settings, sqs: Any) -> dict[str, SqsWakeups]:
-    """The wake-up queue of every pipeline this function was granted."""
-    return {
-        kind: SqsWakeups(sqs, settings.queue(pipeline.queue))
-        for kind, pipeline in PIPELINES.items()
-        if pipeline.queue in settings.queues
-    }
 
 
 def build_gate(pipeline: Pipeline, settings: Settings, clock: Clock) -> TenantGate | None:

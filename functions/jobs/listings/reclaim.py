@@ -13,7 +13,8 @@ from jobfence.reclaim import Reclaimer, ReclaimPipeline
 from jobfence.scheduled import JobDeps, RunContext
 from jobfence.tenants import TenantScopes
 from jobfence.work import WorkStore
-from jobs.listings.pipelines import PIPELINES, build_store, build_wakeups
+from jobs.listings.catalog import PIPELINES
+from jobs.listings.stores import build_store, build_wakeups
 
 
 def build_reclaim_listings(deps: JobDeps):
