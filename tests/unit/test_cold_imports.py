@@ -140,6 +140,7 @@ def test_a_listings_worker_loads_its_pipeline_and_no_scheduled_job():
     env = template_environment(CATALOG.queues["listing_generation"]) | {"WORKER_QUEUE": "listing_generation"}
     modules = loaded("import handlers.worker", env)
     assert job_code(modules) == {"jobs.listings.pipelines", "jobs.listings.stores"}
+    assert "jobfence.work.stale" not in modules  # the reclaimer's types: a worker never reads stale items
     assert "cryptography" not in {m.split(".")[0] for m in modules}
 
 

@@ -9,6 +9,7 @@ The package, by responsibility:
     timing        Timing: one pipeline's per-item timeout, stale limits and attempts cap (catalog data)
     keys          states (ItemStatus, BatchStatus, QuotaHold), keys (BatchRef, ItemKey),
                   the wake-up body, the row views (ItemRow, BatchRow, BatchReport)
+    stale         what the reclaimer reads and decides (OpenBatches, StaleItem, StaleVerdict)
     items         ItemStore: the items table (its model and index): puts, claims, outcomes, the
                   reclaimer's stale reads and writes, the pending items' cancel and threshold fail
     transactions  the item store's multi-item transactions: claim, reopen failed items
@@ -55,10 +56,11 @@ _MODULES = {
     "jobfence.work.keys": (
         "CLAIM_ROUNDS ID_PATTERN KEY_WRITES_PER_S LIVE MAX_ERROR_CHARS MAX_ITEMS_PER_BATCH MAX_PAYLOAD_CHARS MAX_RESULT_REF_CHARS "
         "MAX_SHARDS PEAK_ITEMS_PER_S ROLLUP_SHARDS SEND_CHUNK TERMINAL WRITES_PER_ITEM BatchConflict BatchDelta "
-        "BatchRef BatchReport BatchRow BatchStatus Claim ClaimState ItemInput ItemKey ItemRow ItemStatus OpenBatch OpenBatches "
-        "PermanentFailure Perform QuotaHold RollupTally StaleCutoffs StaleItem StaleVerdict Tallies WorkRequest bounded_error parse_wakeup "
+        "BatchRef BatchReport BatchRow BatchStatus Claim ClaimState ItemInput ItemKey ItemRow ItemStatus "
+        "PermanentFailure Perform QuotaHold RollupTally Tallies WorkRequest bounded_error parse_wakeup "
         "shard_of shards_for threshold_error tolerated_failures"
     ),
+    "jobfence.work.stale": "OpenBatch OpenBatches StaleCutoffs StaleItem StaleVerdict",
     "jobfence.work.timing": "Timing",
     "jobfence.indexes": "OPEN_INDEX OPEN_INDEX_SPEC",
     "jobfence.work.operations": "BatchOperations RetryResult",

@@ -49,7 +49,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.models import Model
@@ -71,8 +71,6 @@ from jobfence.work.keys import (
     BatchStatus,
     ItemKey,
     ItemStatus,
-    OpenBatch,
-    OpenBatches,
     cancel_reason,
     cancelled_error,
     shards_for,
@@ -80,6 +78,9 @@ from jobfence.work.keys import (
 )
 from jobfence.work.rollup import Rollups
 from jobfence.work.transactions import ReopenResult
+
+if TYPE_CHECKING:  # the reclaimer's types, loaded by `open_batches` when called (a worker never loads them)
+    from jobfence.work.stale import OpenBatches
 
 MAX_REQUESTED_BY = 128  # the operator's name as recorded with a cancel (the same bound as a retry's)
 OPEN_READ_LIMIT = 5_000  # open batches one sweep reads per pipeline (the oldest heartbeats first)
@@ -497,6 +498,8 @@ class BatchStore:
         any stale limit, and the next sweep sees it. Past `OPEN_READ_LIMIT`
         open batches, the oldest heartbeats are returned.
         """
+        from jobfence.work.stale import OpenBatch, OpenBatches
+
         with aws_call(f"reading the open {kind} batches"):
             rows = list(self._model.by_open.query(kind, limit=OPEN_READ_LIMIT))
         found = [(BatchRef(r.tenant, r.batch_id), int(r.updated_at)) for r in rows]

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
@@ -61,14 +61,13 @@ from jobfence.work.keys import (
     ItemKey,
     ItemRow,
     ItemStatus,
-    OpenBatch,
     QuotaHold,
-    StaleCutoffs,
-    StaleItem,
-    StaleVerdict,
     bounded_error,
 )
 from jobfence.work.transactions import ItemTable, ReopenResult, claim_items, reopen_failed
+
+if TYPE_CHECKING:  # the reclaimer's types, loaded by its methods when called (a worker never loads them)
+    from jobfence.work.stale import OpenBatch, StaleCutoffs, StaleItem, StaleVerdict
 
 
 class _Item(Model):
@@ -435,6 +434,8 @@ class ItemStore:
         makes re-checks exactly what it saw (`requeue_stale`), so such a row
         is left alone. Errors surface as `StoreError` while iterating.
         """
+        from jobfence.work.stale import StaleItem
+
         m = self._model
         running = (m.status == ItemStatus.RUNNING.value) & (m.updated_at < cutoffs.running)
         pending = (m.status == ItemStatus.PENDING.value) & (m.updated_at < cutoffs.pending)
@@ -462,6 +463,8 @@ class ItemStore:
         read is never overwritten. A refusal's old image decides the verdict
         (no second read): at the cap, or moved on.
         """
+        from jobfence.work.stale import StaleVerdict
+
         now = self._clock.now_ms()
         attempts_left = self._model.attempts < attempts_cap
         condition = self._as_seen(status, seen_updated_at) & attempts_left
