@@ -40,7 +40,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from jobfence.dynamo import caller_reads, deserialized, error_code, write
 from jobfence.errors import JobfenceError, StoreError
 from jobfence.registry import AUDIT_TABLE
-from jobfence.triggers import REQUESTED_BY_MAX
+from jobfence.trigger_requests import REQUESTED_BY_MAX
 from jobfence_ops.targets import AwsTarget, OperatorError, Target
 
 T = TypeVar("T")

@@ -27,15 +27,14 @@ any size gives an error of a few hundred characters.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import re
 import uuid
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from aws_lambda_powertools.utilities.parser import parse
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from jobfence.clock import SKEW_BUDGET_MS, Clock
 from jobfence.config import RULE_ARN_PATTERN
@@ -43,59 +42,12 @@ from jobfence.errors import InvalidEvent, bounded
 
 SCHEDULED_DETAIL_TYPE = "Scheduled Event"
 SCHEDULED_SOURCE = "aws.events"
-REQUESTED_BY_MAX = 128
-# (negated) C0 and C1 controls, the Unicode line breaks, and the bidirectional controls (marks, embeddings,
-# overrides, isolates: they make a log line or a table cell read other than it is written)
-_PRINTABLE = r"^\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
-REQUESTED_BY_PATTERN = rf"^[{_PRINTABLE}]*[^\s{_PRINTABLE[1:]}][{_PRINTABLE}]*$"  # printable, not only spaces
-CALLER_MAX = 256
 TICK_SKEW_MS = SKEW_BUDGET_MS  # a tick may be this far ahead of our clock (another clock wrote it), never further
 # a tick's run may start this late (EventBridge's ~1 min, plus Lambda's queue): the ledger's window of a tick's
 # answer, and the latest a Scheduled Event is accepted after its `time`
 DELIVERY_TOLERANCE_MS = 2 * 60_000
-TICK_MAX = 2**53  # epoch ms: far beyond any tick, and an int every JSON reader keeps exact
 ERROR_MAX = 512  # an InvalidEvent's message, at most
 ECHO_MAX = 64  # one echoed value (a field name, a source, a time), at most
-
-
-class ManualTrigger(BaseModel):
-    """An operator's request to run the job now, through the same gate and lease as a tick."""
-
-    model_config = ConfigDict(extra="forbid", defer_build=True)  # built on first use: a tick needs none
-
-    trigger: Literal["manual"]
-    # any printable name ("Jane Doe", "jane@example.com"), kept as written; no control character
-    # (log lines stay one line)
-    requested_by: str = Field(min_length=1, max_length=REQUESTED_BY_MAX, pattern=REQUESTED_BY_PATTERN)
-    # the caller's identity as the operator's tool resolved it (the IAM principal's ARN from STS)
-    caller: str | None = Field(default=None, min_length=1, max_length=CALLER_MAX, pattern=r"^[A-Za-z0-9:/@._+=,-]+$")
-
-
-class CatchUpTrigger(BaseModel):
-    """A request to run once for one missed or disabled tick, unless a run started since it."""
-
-    model_config = ConfigDict(extra="forbid", defer_build=True)  # built on first use: a tick needs none
-
-    trigger: Literal["catch_up"]
-    tick: StrictInt = Field(gt=0, lt=TICK_MAX)  # epoch ms of the expected tick being caught up
-    requested_by: str = Field(min_length=1, max_length=REQUESTED_BY_MAX, pattern=REQUESTED_BY_PATTERN)
-    caller: str | None = Field(default=None, min_length=1, max_length=CALLER_MAX, pattern=r"^[A-Za-z0-9:/@._+=,-]+$")
-
-
-class BufferedTrigger(BaseModel):
-    """A `buffer_one` holder's hand-over: run the tick whose pending request is on the lease item."""
-
-    model_config = ConfigDict(extra="forbid", defer_build=True)  # built on first use: a tick needs none
-
-    trigger: Literal["buffered"]
-    tick: StrictInt = Field(gt=0, lt=TICK_MAX)  # epoch ms of the tick that found the holder live
-
-
-@functools.cache
-def _requests() -> TypeAdapter[ManualTrigger | CatchUpTrigger | BufferedTrigger]:
-    """The validator of the requests (manual, catch-up, buffered), built on the first one: a tick, nearly every
-    event a scheduled function gets, never needs it (docs/benchmarks.md, "Cold start")."""
-    return TypeAdapter(Annotated[ManualTrigger | CatchUpTrigger | BufferedTrigger, Field(discriminator="trigger")])
 
 
 TriggerKind = Literal["scheduled", "manual", "catch_up", "buffered"]
@@ -137,9 +89,11 @@ def _invalid(message: str) -> InvalidEvent:
 
 def _request(event: dict[str, Any], clock: Clock) -> Trigger:
     """A manual, catch-up or buffered trigger (the `trigger` field says which), strictly."""
+    from jobfence.trigger_requests import CatchUpTrigger, ManualTrigger, request_validator
+
     kind = event.get("trigger") if isinstance(event.get("trigger"), str) else None
     try:
-        request = _requests().validate_python(event)
+        request = request_validator().validate_python(event)
     except ValidationError as exc:
         named = kind.replace("_", "-") if kind in ("manual", "catch_up", "buffered") else "request"
         raise _invalid(f"invalid {named} trigger: {_describe(exc)}") from None

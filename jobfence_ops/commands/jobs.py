@@ -27,7 +27,8 @@ from jobfence.ledger import Ledger, ledger_of
 from jobfence.registry import CatchUp
 from jobfence.runs import MAX_ERROR_CHARS, RunStore, SweepResult, bounded_summary, sweep_dead_runs
 from jobfence.schedule import Schedule, ScheduleError
-from jobfence.triggers import REQUESTED_BY_MAX, REQUESTED_BY_PATTERN, catch_up_event
+from jobfence.trigger_requests import REQUESTED_BY_MAX, REQUESTED_BY_PATTERN
+from jobfence.triggers import catch_up_event
 from jobfence_ops.audit import Operator
 from jobfence_ops.commands import switches
 from jobfence_ops.commands.batches import stale_item_counts

@@ -26,7 +26,7 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from jobfence.triggers import REQUESTED_BY_PATTERN
+from jobfence.trigger_requests import REQUESTED_BY_PATTERN
 from jobfence_ops.audit import Operator, proxied
 
 MAX_USER = 120  # with the prefix, within a run row's requested_by (128)

@@ -17,7 +17,8 @@ from jobfence.errors import InvalidEvent, SettingsError
 from jobfence.handler.scheduled import REFUSED_EVENT_METRIC, scheduled_handler
 from jobfence.ledger import DELIVERY_TOLERANCE_MS
 from jobfence.testing import JobHarness, rule_arn_of
-from jobfence.triggers import ERROR_MAX, REQUESTED_BY_PATTERN, parse_trigger, scheduled_event
+from jobfence.trigger_requests import REQUESTED_BY_PATTERN
+from jobfence.triggers import ERROR_MAX, parse_trigger, scheduled_event
 from jobs.catalog import AUDITOR, CATALOG
 
 MINUTE = 60_000
