@@ -16,15 +16,23 @@ text; this port refines `ProviderRejected` with the refusals a payment caller ac
       └─ OrderNotCapturable   not found / not approved / already refunded (terminal)
     ProviderAuthFailed        our credentials were refused (configuration)
     ProviderAmbiguous         timeout, network error, 5xx after retries (retry later, same key)
+
+A job that calls PayPal only when a row needs it takes `paypal_on_first_call`: its grants are checked at cold
+start, the adapter is built by the first capture or refund (`PaymentsOnFirstCall`).
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from providers.errors import ProviderRejected
+
+if TYPE_CHECKING:  # `paypal_on_first_call` imports the adapter on the first call: a tick without one never loads it
+    from jobfence.clock import Clock
+    from jobfence.config import Settings
 
 
 class AlreadyCaptured(ProviderRejected):
@@ -78,3 +86,47 @@ class PaymentPort(Protocol):
     def refund(self, capture_id: str, amount_cents: int, currency: str, idempotency_key: str) -> RefundResult:
         """Refund (part of) a capture."""
         ...
+
+
+class PaymentsOnFirstCall:
+    """A payment port whose adapter `build` makes on the first capture or refund, and every later call reuses.
+
+    Most ticks of a PayPal job find no row that needs PayPal, and a tick that calls nothing needs neither the
+    adapter's modules nor its HTTP client and Secrets Manager client (docs/benchmarks.md, "Cold start"). A
+    failed build raises its own error from the call that needed it (what the build would have raised at cold
+    start, not wrapped: the job handles it as any error of that call), and the next call builds again.
+    """
+
+    def __init__(self, build: Callable[[], PaymentPort]) -> None:
+        self._build = build
+        self._adapter: PaymentPort | None = None
+
+    def capture(self, order_id: str, idempotency_key: str) -> CaptureResult:
+        return self._built().capture(order_id, idempotency_key)
+
+    def refund(self, capture_id: str, amount_cents: int, currency: str, idempotency_key: str) -> RefundResult:
+        return self._built().refund(capture_id, amount_cents, currency, idempotency_key)
+
+    def _built(self) -> PaymentPort:
+        if self._adapter is None:
+            self._adapter = self._build()
+        return self._adapter
+
+
+def paypal_on_first_call(
+    settings: Settings, session: Any, clock: Clock, *, provider: str, secret: str
+) -> PaymentsOnFirstCall:
+    """PayPal's adapter (`providers.paypal.paypal_from_settings`, same names) built on the first call.
+
+    The grants, the provider's URL (`PROVIDER_<PROVIDER>_URL`) and the credentials' secret (`SECRET_<SECRET>`),
+    are checked now: a function without them fails at its cold start with a `SettingsError`. The credentials
+    are read on use by the adapter, as before (a rotated secret reaches a warm function the same way)."""
+    settings.provider_url(provider)
+    settings.secret(secret)
+
+    def build() -> PaymentPort:
+        from providers.paypal import paypal_from_settings
+
+        return paypal_from_settings(settings, session, clock, provider=provider, secret=secret)
+
+    return PaymentsOnFirstCall(build)

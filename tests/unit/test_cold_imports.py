@@ -136,6 +136,16 @@ def test_a_publishing_job_s_cold_start_loads_its_events_but_not_their_signing(jo
     assert "cryptography" not in {m.split(".")[0] for m in modules}
 
 
+@pytest.mark.parametrize("job", sorted(job for job, spec in CATALOG.jobs.items() if "paypal" in spec.providers))
+def test_a_paypal_job_s_cold_start_loads_no_paypal_adapter(job, scheduled_cold_starts):
+    # a tick that finds no row needing PayPal (most of them) needs the payment port's errors, not the adapter: its
+    # module, HTTP client and Secrets Manager client are built by the first capture or refund
+    # (`providers.payments.paypal_on_first_call`)
+    modules = scheduled_cold_starts[job]
+    assert "providers.payments" in modules
+    assert {"providers.paypal", "providers.http", "providers.secrets"} & modules == set()
+
+
 def test_a_listings_worker_loads_its_pipeline_and_no_scheduled_job():
     env = template_environment(CATALOG.queues["listing_generation"]) | {"WORKER_QUEUE": "listing_generation"}
     modules = loaded("import handlers.worker", env)

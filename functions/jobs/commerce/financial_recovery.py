@@ -73,8 +73,13 @@ from jobs.commerce.financial_operations import (
 from jobs.commerce.orders import TERMINAL as TERMINAL_ORDERS
 from jobs.commerce.orders import OrderStore, UnknownOrderState, status_of
 from providers.errors import ProviderAmbiguous
-from providers.payments import AlreadyCaptured, InstrumentDeclined, OrderNotCapturable, PaymentPort
-from providers.paypal import paypal_from_settings
+from providers.payments import (
+    AlreadyCaptured,
+    InstrumentDeclined,
+    OrderNotCapturable,
+    PaymentPort,
+    paypal_on_first_call,
+)
 
 INTENT_BATCH = 500
 ACCOUNT_BATCH = 25
@@ -413,7 +418,8 @@ def build_recover_financial_operations(deps: JobDeps):
         AccountStore(settings.table("accounts"), clock),
         FinancialOperationStore(settings.table("financial_operations"), clock),
         OrderStore(settings.table("orders"), clock),
-        paypal_from_settings(settings, deps.session, clock, provider=PAYPAL, secret=PAYPAL_SECRET),
+        # the grants are checked now; PayPal's adapter is built by the first provider call (most runs make none)
+        paypal_on_first_call(settings, deps.session, clock, provider=PAYPAL, secret=PAYPAL_SECRET),
         deps.logger,
     )
     diagnostics = DiagnosticStore(settings.table("diagnostic_captures"), clock)

@@ -68,8 +68,13 @@ from jobs.commerce.deferred_payments import (
     capture_key,
 )
 from providers.errors import ProviderAuthFailed
-from providers.payments import AlreadyCaptured, InstrumentDeclined, OrderNotCapturable, PaymentPort
-from providers.paypal import paypal_from_settings
+from providers.payments import (
+    AlreadyCaptured,
+    InstrumentDeclined,
+    OrderNotCapturable,
+    PaymentPort,
+    paypal_on_first_call,
+)
 
 CUTOFF_MS = 20 * 60_000
 SAFETY_NET_BATCH = 50
@@ -237,5 +242,6 @@ class _SafetyNet:
 def build_capture_abandoned_deferred(deps: JobDeps):
     settings = deps.settings
     intents = DeferredPaymentStore(settings.table("payment_intents"), deps.clock)
-    payments = paypal_from_settings(settings, deps.session, deps.clock, provider=PAYPAL, secret=PAYPAL_SECRET)
+    # the grants are checked now; PayPal's adapter is built by the first capture (most ticks capture nothing)
+    payments = paypal_on_first_call(settings, deps.session, deps.clock, provider=PAYPAL, secret=PAYPAL_SECRET)
     return lambda ctx: capture_abandoned_deferred(intents, payments, ctx, deps.logger)

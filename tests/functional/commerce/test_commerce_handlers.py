@@ -53,6 +53,15 @@ def paypal_env(stub):
     return {provider_env("paypal"): stub.base_url, secret_env("paypal_credentials"): secret_name("paypal_credentials")}
 
 
+def unload_paypal(monkeypatch, job):
+    """As in a fresh function: neither PayPal's adapter nor the job's module loaded (restored after the test)."""
+    for module in ("providers.paypal", CATALOG.job(job).entry.partition(":")[0]):
+        if module in sys.modules:  # its package's attribute too: a re-import rebinds it
+            package, _, name = module.rpartition(".")
+            monkeypatch.setattr(sys.modules[package], name, sys.modules[module])
+            monkeypatch.delitem(sys.modules, module)
+
+
 @pytest.mark.parametrize("job", NEW_JOBS)
 def test_each_new_job_runs_from_its_sample_tick(monkeypatch, tables, lambda_context, paypal, job):
     extra = paypal_env(paypal) if "paypal" in CATALOG.job(job).providers else {}
@@ -73,6 +82,40 @@ def test_the_safety_net_captures_over_the_real_http_path(monkeypatch, tables, la
     assert result["summary"]["captured"] == 1
     assert paypal.orders[order].status == "COMPLETED"
     assert [r[2] for r in paypal.requests if r[1].endswith("/capture")] == ["safetynet:intent-1"]
+
+
+@pytest.mark.parametrize("job", [job for job in NEW_JOBS if "paypal" in CATALOG.job(job).providers])
+def test_a_paypal_job_s_tick_with_no_paypal_work_never_loads_paypal_s_adapter(monkeypatch, tables, lambda_context,
+                                                                            paypal, job):
+    # GIVEN a function whose process has not loaded PayPal's adapter
+    unload_paypal(monkeypatch, job)
+    handler = cold_start(monkeypatch, tables, job, paypal_env(paypal))
+    # WHEN it gets a tick that finds no row needing PayPal
+    result = handler.handler(delivered_now(load_event(f"scheduled_tick_{job}")), lambda_context)
+    # THEN the tick ran without loading the adapter's module, nor calling PayPal
+    assert (result["job"], result["outcome"]) == (job, "ran")
+    assert "providers.paypal" not in sys.modules
+    assert paypal.requests == []
+
+
+def test_the_safety_net_builds_paypal_s_adapter_on_its_first_capture_and_reuses_it(monkeypatch, tables,
+                                                                                    lambda_context, paypal):
+    # GIVEN two deferred intents untouched for 30 minutes whose PayPal orders the buyers approved
+    orders = [paypal.create_order("25.00"), paypal.create_order("30.00")]
+    intents = DeferredPaymentStore(tables["payment_intents"], FrozenClock(SystemClock().now_ms() - 30 * 60_000))
+    for i, order in enumerate(orders):
+        intents.create(f"intent-{i}", order, 2500 + 500 * i)
+    unload_paypal(monkeypatch, "capture_abandoned_deferred")
+    # WHEN the function cold-starts THEN PayPal's adapter is not loaded yet
+    handler = cold_start(monkeypatch, tables, "capture_abandoned_deferred", paypal_env(paypal))
+    assert "providers.paypal" not in sys.modules
+    # AND a tick captures both
+    result = handler.handler(delivered_now(load_event("scheduled_tick_capture_abandoned_deferred")), lambda_context)
+    assert result["summary"]["captured"] == 2
+    assert [paypal.orders[order].status for order in orders] == ["COMPLETED", "COMPLETED"]
+    # through one adapter, built by the first capture: one token for both (a second adapter would fetch its own)
+    assert "providers.paypal" in sys.modules
+    assert paypal.count("POST", "/v1/oauth2/token") == 1
 
 
 def test_an_event_cannot_choose_the_job_or_its_parameters(monkeypatch, tables, lambda_context, paypal):
