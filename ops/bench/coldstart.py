@@ -42,7 +42,7 @@ from jobfence_cdk.bytecode import Compiler, find_compiler
 from jobfence_cdk.code import RUNTIME, python_version, stage_asset
 from jobfence_ops.runtime.template import cached_synthesis
 from ops.bench.coldstart_page import BEFORE, FLOOR_TEXT, GOAL_TEXT, INTRO, PLACEMENT
-from ops.bench.instructions import Counted, count_all
+from ops.bench.instructions import Counted, class_costs, count_all
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FUNCTIONS = ROOT / "functions"
@@ -451,6 +451,7 @@ def run() -> str:
         )
         measured_all = measure(functions, runs, code)
         top = top_imports_section(functions, code)
+        classes = class_costs(lambda_environment(None, code))
     boto3_s = measured_all.boto3_s
     how = "compiled as the build compiles it for Lambda's Python, here by this machine's" if compiled else "sources"
     counted = measured_all.counted
@@ -512,6 +513,7 @@ def run() -> str:
         "",
         FLOOR_TEXT,
         "",
+        *classes,
     ]
     counts: defaultdict[str, list[float]] = defaultdict(list)
     cpu: defaultdict[str, list[float]] = defaultdict(list)

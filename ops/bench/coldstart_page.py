@@ -45,7 +45,8 @@ rebased onto main at fbccc49 (the same changes are 0b877b3 and bf8d90f there):
 | 2. lazy work | 006b123 | 7 | 1.05-1.26 | 1.23-1.34 | 0.75 | 1.12 | as step 1 |
 | 3. bytecode | 61ed13c | 9 | 1.01-1.23 | 1.25-1.29 | 0.66 | 1.22 | as step 1 |
 | 4. each function's own floor | d3ed0df | 7 | 1.04-1.15 (kind floor 1.04-1.21) | 1.16-1.27 (kind floor 1.28-1.37) | 0.72 (kind floor 0.69) | 1.14 (kind floor 1.18) | Discord worker 1 (54) |
-| 5. what a tick does not need (this run) | {commit} | {runs} | {scheduled} | {workers} | {health} | {rotation} | none |
+| 5. what a tick does not need | aa919e9 | 15 | 1.07-1.16 (kind floor 1.09-1.21) | 1.09-1.17 (kind floor 1.18-1.26) | 0.67 (kind floor 0.66) | 1.09 (kind floor 1.17) | none |
+| 6. counted in instructions (this run: instructions, then CPU) | {commit} | {runs} | {scheduled} | {workers} | {health} | {rotation} | none |
 
 1. **The first tick's extra clients.** pynamodb (6.1) gives each bound model a botocore session and DynamoDB
 client of its own, made on the model's first call: 1 to 6 in a scheduled function's first tick, 6 in a
@@ -118,6 +119,24 @@ of the init) and cut where a tick does not use it, never where every tick does:
     rotation step, each message verified), the workers' wake-up model (`jobfence.work.keys`: every message
     is parsed), the scheduled functions' trigger parsing and EventBridge model, the catalog (data), and each
     function's clients.
+6. **Counted in instructions.** Steps 1 to 5 were judged on CPU seconds, whose run-to-run noise on this machine
+(about 0.1x of a floor) was as large as the distance to the line: different functions crossed it on each run
+of the same code. The goal is now judged on instructions counted by valgrind (`ops.bench.instructions`),
+repeatable to about 0.2%, CPU seconds still shown beside. Counted, step 5's code put `reclaim_listings` at
+1.189x, `recover_financial_operations` 1.168x and both listings workers 1.160x (the scheduled functions
+1.106-1.142, `club_notifications` 1.109, rotation 1.089, health 0.702). With a count that shows a few
+millionths, what a tick does not need was cut further:
+    - The PayPal jobs build PayPal's adapter on their first capture or refund
+      (`providers.payments.paypal_on_first_call`; the grants still checked at init): a tick with no PayPal
+      work loads neither the adapter nor its Secrets Manager client (48 M instructions each, about 18 M of
+      them the adapter's modules; their floor lost that client too).
+    - `reclaim_listings` builds its store and wake-ups from `jobs.listings.stores`: it loads neither the
+      worker, its fairness gate nor the item providers (19 M).
+    - The reclaimer's types (`OpenBatches`, `StaleItem`, `StaleCutoffs`, `StaleVerdict`) are in
+      `jobfence.work.stale`, loaded by the store methods that make them: a worker never defines them (13 M).
+    - The trigger requests' models (manual, catch-up, buffered) are in `jobfence.trigger_requests`, imported
+      on the first request (4 M for every scheduled function).
+    `tests/unit/test_cold_imports.py` holds each.
 
 ### Before issue 33
 
@@ -141,21 +160,22 @@ FLOOR_TEXT = (
 
 # The goal's verdict of the run (which functions meet it, which miss it), then why they miss it.
 GOAL_TEXT = (
-    "**The goal, at most {goal}x its floor, on this run.** Met: {met}. Missed: {missed}. The medians are noisy "
-    "on a shared machine: between runs of the same code a function's ratio moved by up to 0.13x (2026-12-04), "
-    "and floors that differ by a client or two (a few ms) came out up to 0.04 CPU s apart in one run (step 4 "
-    "below), so a function within about 0.1x of the line is not clearly on either side of it. Against its own "
-    "floor a function's clients are not its excess: what is over is its own code. Every scheduled function "
-    "carries the jobfence runtime (the lease, run and trigger code, the catalog as data: about 0.1x of its floor "
-    "here, most of it class creation, dataclasses above all) and its job's stores; a listings worker carries "
-    "the work store and its wake-up model, the Discord worker the event verification (`cryptography`), the "
-    "rotation its key pairs (`cryptography`). Each of those is used on every tick, and a scheduled tick is "
-    "nearly always a cold start, so loading it on first use would only move its cost into the tick. Nearest the "
-    "line after step 5: the PayPal jobs (`capture_abandoned_deferred`, `recover_financial_operations`: up to "
-    "seven commerce stores, and PayPal's adapter, which a tick uses only when a row needs PayPal: built on first "
-    "use as the club publisher is, it would save its modules, about 4 ms, its Secrets Manager client being in "
-    "their floor), `reclaim_listings` (the work store and both listings pipelines) and the club jobs of the "
-    "most stores."
+    "**The goal, at most {goal}x its floor in instructions, on this run.** Met: {met}. Missed: {missed}. A count "
+    "repeats to about 0.2% (a few thousandths of a floor), so a function is on one side of the line or the "
+    "other; the CPU ratios beside them move by about 0.1x between runs. Against its own floor a function's "
+    "clients are not its excess: what is over is its own code, and nearly all of it is class creation at init, "
+    "each class compiling its generated methods (the table above: a frozen dataclass of 24 fields about three "
+    "times one of 3). A scheduled function defines some 25-30 classes of the jobfence runtime and its job (the "
+    "catalog's specs alone about 35 M instructions: `JobSpec` of 22 fields, `QueueSpec` of 16, `TableSpec`, "
+    "`IndexSpec`, `CoreAccess`, each defined by every function since the catalog is one module of data), a "
+    "listings worker some 45 with the work store (its row views `BatchRow` of 24 fields and `ItemRow` of 16, the "
+    "claims, the wake-up model, the roll-ups), and `reclaim_listings`, the one function that carries both the "
+    "scheduled runtime and the work store, both. Each of those is used by its function's ticks, so loading it on "
+    "first use would only move its cost into the tick (a scheduled tick is nearly always a cold start). What "
+    "would take the rest under is fewer generated methods or fewer classes at init: e.g. no value equality on "
+    "the catalog's specs (equality and hashing are about a fifth of a frozen dataclass's cost; the test kit "
+    "compares specs, so it is a change of behaviour), the work store's types split by role (the producer's input, the operator's report, "
+    "the claim's types and the reopen transaction are not the reclaimer's), both changes of public types."
 )
 
 

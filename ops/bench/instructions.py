@@ -22,6 +22,7 @@ import sys
 from collections.abc import Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 VALGRIND = ("valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null")
 HASH_SEED = "0"  # a fixed string hash: dict and set layouts, and so the work, the same on every run
@@ -81,3 +82,36 @@ def count_all(
         done = list(pool.map(lambda key: instructions(*asks[key], cwd), keys))
     interpreter = empty.result()
     return Counted(interpreter, {key: total - interpreter for key, total in zip(keys, done, strict=True)})
+
+
+# What defining one class costs, in instructions: the excess of every function over its floor is mostly its own
+# classes (each `ops.bench.instructions` count of ten such classes, less the count of the imports alone, over ten).
+CLASS_FIELDS = (3, 12, 24)
+_CLASS_PREAMBLE = "from __future__ import annotations\nimport dataclasses, enum\n"
+
+
+def class_costs(env: Mapping[str, str]) -> list[str]:
+    """The page's table of what one class costs: a frozen dataclass of 3, 12 and 24 fields, and a str enum."""
+    fields = {n: "".join(f"    f{i}: int | None = None\n" for i in range(n)) for n in CLASS_FIELDS}
+    kinds = {
+        f"frozen dataclass, {n} fields": "@dataclasses.dataclass(frozen=True)\nclass C{i}:\n" + fields[n]
+        for n in CLASS_FIELDS
+    }
+    kinds["str enum, 4 members"] = "class C{i}(str, enum.Enum):\n    A = 'a'\n    B = 'b'\n    C = 'c'\n    D = 'd'\n"
+    asks: dict[Any, tuple[str, Mapping[str, str]]] = {
+        kind: (_CLASS_PREAMBLE + "".join(body.replace("{i}", str(i)) for i in range(10)), env)
+        for kind, body in kinds.items()
+    }
+    asks["imports"] = (_CLASS_PREAMBLE, env)
+    counted = count_all(asks, env)
+    per_class = {kind: (counted.counts[kind] - counted.counts["imports"]) / 10 for kind in kinds}
+    return [
+        "What one class costs to define, counted the same way (ten of each, less their imports; `class_costs`): "
+        "a function's excess over its floor is mostly its own classes, each one's generated methods compiled at "
+        "its init.",
+        "",
+        "| class | M instructions |",
+        "|---|---:|",
+        *(f"| {kind} | {each / 1e6:.1f} |" for kind, each in per_class.items()),
+        "",
+    ]

@@ -57,3 +57,11 @@ def test_the_bench_counts_each_function_s_init_and_each_distinct_floor_once(monk
     assert asked["a"][1]["JOB_NAME"] == "a" and asked["b"][1]["JOB_NAME"] == "b"
     assert asked[floor] == (floor.statement, coldstart.lambda_environment(None, tmp_path))
     assert len(asked) == 3
+
+
+def test_the_page_s_class_costs_grow_with_a_dataclass_s_fields():
+    # the bench's explanation of a function's excess: what one class costs to define, counted
+    rows = [line for line in instructions.class_costs(ENV) if line.startswith("| frozen") or line.startswith("| str")]
+    costs = [float(line.rsplit("|", 2)[1]) for line in rows]
+    assert len(costs) == 4 and all(cost > 0 for cost in costs)
+    assert costs[0] < costs[1] < costs[2]  # 3, 12 and 24 fields: each field's code is compiled too
