@@ -24,8 +24,7 @@ import contextvars
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import botocore.config
 import botocore.session
@@ -39,6 +38,9 @@ from jobfence.capacity import meter_client, meter_session
 from jobfence.clock import Clock
 from jobfence.errors import SettingsError
 from jobfence.registry import IndexSpec
+
+if TYPE_CHECKING:  # made by the functions that assume a tenant's role (`jobfence.tenants`), which load it
+    from jobfence.credentials import Credentials
 
 M = TypeVar("M", bound=type[Model])
 
@@ -145,19 +147,6 @@ def _same_client(model: Any, client: Any) -> None:
     """Make the bound model's pynamodb connection send through `client` (made now: no client of its own)."""
     table = model._get_connection()  # pynamodb's TableConnection: its schema, no client yet
     table.connection._client = client
-
-
-@dataclass(frozen=True)
-class Credentials:
-    """Temporary AWS credentials (an STS session's): what a model bound under `bound_with` signs its requests with."""
-
-    access_key_id: str
-    secret_access_key: str
-    session_token: str
-    expires_ms: int  # when STS says they expire (epoch ms)
-
-    def __repr__(self) -> str:  # never the secret in a log line or a traceback
-        return f"Credentials(access_key_id={self.access_key_id!r}, expires_ms={self.expires_ms})"
 
 
 class _CredentialClients:

@@ -63,23 +63,6 @@ AUDIT_LEASE_ACCESS = "batch_get"
 AUDIT_RUN_ACCESS = "query"
 
 
-@dataclass(frozen=True)
-class CoreAccess:
-    """A job's access to one core table: to its own items (`own`), and to its audited jobs' (`audit`)."""
-
-    table: str
-    own: str
-    audit: str
-
-
-def core_access() -> tuple[CoreAccess, ...]:
-    """What every job may call on the core tables (the CDK grants it, the kit's grant check allows it)."""
-    return (
-        CoreAccess(LEASES_TABLE.name, LEASE_ACCESS, AUDIT_LEASE_ACCESS),
-        CoreAccess(RUNS_TABLE.name, RUN_ACCESS, AUDIT_RUN_ACCESS),
-    )
-
-
 def access_verbs(access: Access) -> frozenset[AccessVerb]:
     """The verbs of a declared access ("read+scan" -> get, batch_get, query, check, scan). Raises CatalogError."""
     tokens = access.split("+") if isinstance(access, str) else [None]

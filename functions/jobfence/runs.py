@@ -47,7 +47,7 @@ from jobfence.dynamo import (
     write,
 )
 from jobfence.errors import ErrorKind, StoreError, bounded
-from jobfence.lease import LeaseStore, Term, predecessor_term, unreleased_term
+from jobfence.lease import Term
 from jobfence.triggers import who_fields
 
 RUN_ROW_RETENTION_MS = 90 * 24 * 3_600_000
@@ -90,14 +90,6 @@ class RunStart:
     @property
     def run_key(self) -> str:
         return run_key(self.started_at, self.run_id)
-
-
-@dataclass(frozen=True)
-class SweepResult:
-    """One pass of the dead-run sweep."""
-
-    jobs: int
-    died: int
 
 
 def run_key(started_at: int, run_id: str) -> str:
@@ -319,28 +311,6 @@ class RunStore:
 
 def _row_key(job: str, key: str) -> dict[str, Any]:
     return {"job": {"S": job}, "run_key": {"S": key}}
-
-
-def sweep_dead_runs(leases: LeaseStore, runs: RunStore, now_ms: int) -> SweepResult:
-    """Mark `died` the run of every term that ended unreleased, where no acquire did it.
-
-    Per lease item (one per job, a tiny table): its current term if it
-    expired unreleased (the job was not ticked again: disabled, or its rule
-    deleted), and the term its last acquire replaced unreleased (in case that
-    acquire's own `died` write failed), whose copy it then settles. Both
-    writes are idempotent (`mark_died` is refused by a finished row), so the
-    sweep can run any time.
-    """
-    died = 0
-    items = leases.all()
-    for item in items:
-        current, replaced = unreleased_term(item, now_ms), predecessor_term(item)
-        if current is not None and runs.mark_died(current, now_ms):
-            died += 1
-        if replaced is not None:
-            died += runs.mark_died(replaced, now_ms)
-            leases.settle(replaced)
-    return SweepResult(jobs=len(items), died=died)
 
 
 def _ttl(epoch_ms: int) -> int:

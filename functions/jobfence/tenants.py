@@ -23,8 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from jobfence.binding import Credentials, bound_with
+from jobfence.binding import bound_with
 from jobfence.clock import Clock
+from jobfence.credentials import Credentials
 from jobfence.dynamo import raise_store_error, retry_transient
 from jobfence.errors import JobfenceError
 

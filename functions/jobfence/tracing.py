@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from aws_lambda_powertools import Tracer
@@ -38,9 +37,14 @@ def handler_tracer(service: str, *, aws: bool = True, http: bool = False) -> Tra
     return Tracer(service=service, patch_modules=modules, auto_patch=bool(modules))
 
 
-@dataclass(frozen=True)
 class _Raised:
-    error: BaseException
+    """A handler's error carried past the subsegment's edge (a plain carrier: no generated methods to compile at
+    init, docs/benchmarks.md "Cold start")."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
 
 
 def traced(tracer: Tracer) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -54,6 +54,7 @@ from jobfence.config import (
     secret_name,
     table_env,
 )
+from jobfence.core_access import core_access
 from jobfence.registry import (
     ACCESS_VERBS,
     LEASES_TABLE,
@@ -61,7 +62,6 @@ from jobfence.registry import (
     JobSpec,
     QueueSpec,
     access_actions,
-    core_access,
 )
 from jobfence.tenants import TENANT_TAG
 from jobfence_cdk.validation import providers_of

@@ -25,8 +25,9 @@ from jobfence.lease import LeaseStore
 from jobfence.lease_toggles import RuleToggles
 from jobfence.ledger import Ledger, ledger_of
 from jobfence.registry import CatchUp
-from jobfence.runs import MAX_ERROR_CHARS, RunStore, SweepResult, bounded_summary, sweep_dead_runs
+from jobfence.runs import MAX_ERROR_CHARS, RunStore, bounded_summary
 from jobfence.schedule import Schedule, ScheduleError
+from jobfence.sweep import SweepResult, sweep_dead_runs
 from jobfence.trigger_requests import REQUESTED_BY_MAX, REQUESTED_BY_PATTERN
 from jobfence.triggers import catch_up_event
 from jobfence_ops.audit import Operator

@@ -14,7 +14,8 @@ from typing import Any
 import botocore.session
 import pytest
 
-from jobfence.binding import Credentials, bind, bound_to, bound_with, dynamodb_client
+from jobfence.binding import bind, bound_to, bound_with, dynamodb_client
+from jobfence.credentials import Credentials
 from jobfence.config import config_env, table_env
 from jobfence.handler import scheduled_handler, worker_handler
 from jobfence.testing import rule_arn_of

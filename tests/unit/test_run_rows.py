@@ -10,7 +10,8 @@ import pytest
 
 from jobfence.errors import StoreError
 from jobfence.lease import Term
-from jobfence.runs import RunStart, RunState, sweep_dead_runs
+from jobfence.runs import RunStart, RunState
+from jobfence.sweep import sweep_dead_runs
 from jobfence.scheduled import Outcome
 from jobfence.testing import another_party
 from tests.aws_faults import Faults, acquires, connection_closed, read_timeout, releases, run_finishes, throttled

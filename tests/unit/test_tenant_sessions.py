@@ -18,7 +18,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from jobfence.clock import FrozenClock
-from jobfence.binding import Credentials
+from jobfence.credentials import Credentials
 from jobfence.errors import ErrorKind, StoreError
 from jobfence.quota import QuotaStore
 from jobfence.tenants import REFRESH_MARGIN_S, SESSION_DURATION_S, TenantScopes, TenantSessionRefused

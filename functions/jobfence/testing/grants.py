@@ -7,7 +7,7 @@ table's creation by the test (`jobfence.testing.tables`), as
 IAM checks for each item (a TransactWriteItems `Put` needs `PutItem`, ...).
 `ungranted(...)` lists the pairs a job's grant does not cover: the access it
 declares per table (`jobfence.registry.access_actions`) plus the core stores'
-own items (`registry.core_access`). `JobHarness` runs every tick under
+own items (`jobfence.core_access`). `JobHarness` runs every tick under
 it, so a store that starts calling a verb its entry does not declare fails the
 job's tests instead of failing in AWS. What a test does in the middle of a tick
 on behalf of another function (the dead-run sweep, an operator) goes inside
@@ -23,7 +23,8 @@ from typing import Any
 
 from botocore.client import BaseClient
 
-from jobfence.registry import access_actions, core_access
+from jobfence.core_access import core_access
+from jobfence.registry import access_actions
 from jobfence.testing.tables import created_tables, creating_tables
 
 _TRANSACT_ACTIONS = {
