@@ -92,9 +92,10 @@ _MODULES = {
     "jobfence.scheduled": "JobDeps Outcome RunContext RunResult ScheduledRunner",
     "jobfence.tenants": "TenantSessionRefused",
     "jobfence.transaction": "FencedTransaction Write",
-    "jobfence.work.keys": (
-        "BatchConflict BatchRef BatchReport BatchRow BatchStatus ItemInput ItemRow ItemStatus PermanentFailure WorkRequest"
-    ),
+    "jobfence.work.claims": "WorkRequest",
+    "jobfence.work.inputs": "ItemInput",
+    "jobfence.work.keys": "BatchConflict BatchRef BatchRow BatchStatus ItemRow ItemStatus PermanentFailure",
+    "jobfence.work.report": "BatchReport",
     "jobfence.work.batches": "BatchStore",
     "jobfence.work.items": "ItemStore",
     "jobfence.work.pipeline": "WorkerPipeline",

@@ -33,7 +33,7 @@ from jobfence.registry import CatalogError, Registry
 from jobfence.sqs_batch import split_records
 from jobfence.tenants import TenantScopes
 from jobfence.tracing import handler_tracer, traced
-from jobfence.work.keys import Perform
+from jobfence.work.claims import Perform
 from jobfence.work.pipeline import WorkerPipeline
 from jobfence.work.worker import TenantScope, Worker
 

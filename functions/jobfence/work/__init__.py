@@ -56,10 +56,13 @@ _MODULES = {
     "jobfence.work.keys": (
         "CLAIM_ROUNDS ID_PATTERN KEY_WRITES_PER_S LIVE MAX_ERROR_CHARS MAX_ITEMS_PER_BATCH MAX_PAYLOAD_CHARS MAX_RESULT_REF_CHARS "
         "MAX_SHARDS PEAK_ITEMS_PER_S ROLLUP_SHARDS SEND_CHUNK TERMINAL WRITES_PER_ITEM BatchConflict BatchDelta "
-        "BatchRef BatchReport BatchRow BatchStatus Claim ClaimState ItemInput ItemKey ItemRow ItemStatus "
-        "PermanentFailure Perform QuotaHold RollupTally Tallies WorkRequest bounded_error parse_wakeup "
+        "BatchRef BatchRow BatchStatus ItemKey ItemRow ItemStatus "
+        "PermanentFailure QuotaHold RollupTally Tallies bounded_error "
         "shard_of shards_for threshold_error tolerated_failures"
     ),
+    "jobfence.work.claims": "Claim ClaimState Perform WorkRequest parse_wakeup",
+    "jobfence.work.inputs": "ItemInput",
+    "jobfence.work.report": "BatchReport",
     "jobfence.work.stale": "OpenBatch OpenBatches StaleCutoffs StaleItem StaleVerdict",
     "jobfence.work.timing": "Timing",
     "jobfence.indexes": "OPEN_INDEX OPEN_INDEX_SPEC",

@@ -66,7 +66,6 @@ from jobfence.work.keys import (
     MAX_SHARDS,
     BatchConflict,
     BatchRef,
-    BatchReport,
     BatchRow,
     BatchStatus,
     ItemKey,
@@ -77,10 +76,11 @@ from jobfence.work.keys import (
     threshold_error,
 )
 from jobfence.work.rollup import Rollups
-from jobfence.work.transactions import ReopenResult
 
-if TYPE_CHECKING:  # the reclaimer's types, loaded by `open_batches` when called (a worker never loads them)
+if TYPE_CHECKING:  # loaded by the methods that make them: the reclaimer's, the operator's
+    from jobfence.work.report import BatchReport
     from jobfence.work.stale import OpenBatches
+    from jobfence.work.transactions import ReopenResult
 
 MAX_REQUESTED_BY = 128  # the operator's name as recorded with a cancel (the same bound as a retry's)
 OPEN_READ_LIMIT = 5_000  # open batches one sweep reads per pipeline (the oldest heartbeats first)
@@ -266,6 +266,8 @@ class BatchStore:
         batch = self.batch(ref)
         if batch is None:
             return None
+        from jobfence.work.report import BatchReport
+
         items = sorted(self._items.item_rows(ref, batch.shards), key=lambda r: (r.updated_at, r.seq))
         return BatchReport(batch, items)
 

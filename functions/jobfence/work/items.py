@@ -56,18 +56,19 @@ from jobfence.work.keys import (
     MAX_RESULT_REF_CHARS,
     BatchRef,
     BatchRow,
-    Claim,
-    ItemInput,
     ItemKey,
     ItemRow,
     ItemStatus,
     QuotaHold,
     bounded_error,
 )
-from jobfence.work.transactions import ItemTable, ReopenResult, claim_items, reopen_failed
+from jobfence.work.table import ItemTable
 
-if TYPE_CHECKING:  # the reclaimer's types, loaded by its methods when called (a worker never loads them)
+if TYPE_CHECKING:  # each loaded by the role that uses it: the reclaimer's, the worker's, the producer's, the operator's
+    from jobfence.work.claims import Claim
+    from jobfence.work.inputs import ItemInput
     from jobfence.work.stale import OpenBatch, StaleCutoffs, StaleItem, StaleVerdict
+    from jobfence.work.transactions import ReopenResult
 
 
 class _Item(Model):
@@ -274,6 +275,8 @@ class ItemStore:
 
     def claim(self, keys: Sequence[ItemKey], kind: str, attempts_cap: int) -> dict[ItemKey, Claim]:
         """Claim distinct items: one conditional update each, a transaction for those holding no unit (`transactions.claim_items`)."""
+        from jobfence.work.transactions import claim_items  # a worker loads it at init (`jobfence.work.worker`)
+
         return claim_items(self._table, keys, kind, attempts_cap)
 
     def reopen_failed(
@@ -290,6 +293,8 @@ class ItemStore:
         (`jobfence.work.batches.BatchStore.reopen_failed`).
         """
         rows = self.item_rows(batch.ref, batch.shards)
+        from jobfence.work.transactions import reopen_failed
+
         return reopen_failed(self._table, batch, rows, requested_by, reopen_batch_in, chunk)
 
     # -- outcomes of a claimed item (all conditioned on the claim token) ---------------------

@@ -17,14 +17,10 @@ import json
 import re
 import uuid
 import zlib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from dataclasses import dataclass
 
 from jobfence.capacity import Cost
-from jobfence.errors import InvalidEvent, JobfenceError, bounded
+from jobfence.errors import JobfenceError, bounded
 
 MAX_ITEMS_PER_BATCH = 10_000
 MAX_ERROR_CHARS = 300
@@ -40,7 +36,6 @@ WRITES_PER_ITEM = 3  # writes one item puts on its partition key in a pass: put,
 PEAK_ITEMS_PER_S = 10_000  # the rate a pipeline's fleet is sized for (a batch is worked at most this fast)
 ROLLUP_SHARDS = 8  # a batch's roll-up tallies spread over this many partition keys (docs/benchmarks.md, hottest key)
 CLAIM_ROUNDS = 3  # re-plan a claim transaction at most this often (races, conflicts)
-FIELD_ECHO_MAX = 64  # a field name an InvalidEvent echoes, at most
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"  # no '#': it separates key parts
 
 
@@ -103,10 +98,9 @@ class BatchRef:
     def parse(cls, text: str) -> BatchRef:
         """`tenant/batch` (the operator CLI's spelling)."""
         tenant, sep, batch_id = text.partition("/")
-        ref = _Keys.model_validate({"tenant": tenant, "batch": batch_id, "item": "x"}) if sep else None
-        if ref is None:
+        if not sep:
             raise ValueError(f"a batch is written tenant/batch, got {text!r}")
-        return cls(ref.tenant, ref.batch)
+        return cls(validate_id(tenant, "a tenant"), validate_id(batch_id, "a batch id"))
 
     def __str__(self) -> str:
         return f"{self.tenant}/{self.batch_id}"
@@ -183,39 +177,6 @@ class ItemKey:
         return {"tenant": self.tenant, "batch": self.batch_id, "item": self.item_id}
 
 
-class _Keys(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    tenant: str = Field(pattern=ID_PATTERN)
-    batch: str = Field(pattern=ID_PATTERN)
-    item: str = Field(pattern=ID_PATTERN)
-    # absent in a wake-up sent before batches recorded their count: every batch then had MAX_SHARDS
-    shard: int | None = Field(default=None, ge=0, lt=MAX_SHARDS, strict=True)
-
-
-def parse_wakeup(body: str) -> ItemKey:
-    """The keys of an SQS message body, or `InvalidEvent` saying what is wrong (never echoing the body).
-
-    The message is bounded: field names are cut to `FIELD_ECHO_MAX` characters, values never appear.
-
-    A body without `shard` was sent before batches recorded their shard
-    count, when every batch had `MAX_SHARDS`: its row's shard is the item's
-    under that count. A shard that is not the row's finds no row (NOT_FOUND,
-    a batch item failure); nothing is written through it.
-    """
-    try:
-        keys = _Keys.model_validate_json(body)
-    except ValidationError as exc:
-        # an unknown field's name is the sender's: each name is bounded, so is the whole message
-        where = "; ".join(
-            f"{'.'.join(bounded(p, FIELD_ECHO_MAX) for p in err['loc']) or 'body'}: {err['type']}"
-            for err in exc.errors()[:3]
-        )
-        raise InvalidEvent(f"message body is not a wake-up {{tenant, batch, item, shard}}: {where}") from None
-    shard = shard_of(keys.item, MAX_SHARDS) if keys.shard is None else keys.shard
-    return ItemKey(keys.tenant, keys.batch, keys.item, shard)
-
-
 def validate_id(value: str, what: str) -> str:
     if not re.fullmatch(ID_PATTERN, value or ""):
         raise ValueError(f"{what} must match {ID_PATTERN}")
@@ -258,35 +219,6 @@ def bounded_error(text: str) -> str:
     return bounded(text, MAX_ERROR_CHARS)
 
 
-@dataclass(frozen=True)
-class ItemInput:
-    """One item handed to the producer: its id and its (bounded, never logged) input."""
-
-    item_id: str
-    payload: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class WorkRequest:
-    """What a provider call gets: the item's keys, its input and a key that makes retries idempotent."""
-
-    key: ItemKey
-    kind: str
-    attempt: int
-    payload: Mapping[str, Any]
-
-    @property
-    def idempotency_key(self) -> str:
-        """`tenant:batch_id:item_id`: what the provider call sends as its idempotency key.
-
-        Per item, not per attempt: a retry after a lost reply carries the same key, so it does not act twice.
-        """
-        return f"{self.key.tenant}:{self.key.batch_id}:{self.key.item_id}"
-
-
-Perform = Callable[[WorkRequest, float], str]  # (request, timeout seconds) -> result reference
-
-
 class PermanentFailure(JobfenceError):
     """A provider refused the item for good (bad input): fail it now, whatever its attempts."""
 
@@ -296,29 +228,6 @@ class BatchConflict(JobfenceError):
 
 
 # -- claims and outcomes ---------------------------------------------------------------------
-
-
-class ClaimState(str, enum.Enum):
-    """How one wake-up's claim came out."""
-
-    CLAIMED = "claimed"  # this worker holds the item: process it
-    DUPLICATE = "duplicate"  # not pending (done, running elsewhere, failed): acknowledge
-    NOT_FOUND = "not_found"  # no such item under this tenant and batch: a batch item failure
-    WRONG_PIPELINE = "wrong_pipeline"  # the item belongs to the other queue: a batch item failure
-    QUOTA_EXHAUSTED = "quota_exhausted"  # failed terminally, nothing reserved: acknowledge
-    CONTENDED = "contended"  # the claim lost every round to races: a batch item failure (redelivered)
-    CANCELLED = "cancelled"  # claimed after its batch was cancelled: cancelled unrun (refunded): acknowledge
-    ERRORED = "claim_error"  # the claim's write failed (a store error, its reason): a batch item failure
-
-
-@dataclass(frozen=True)
-class Claim:
-    key: ItemKey
-    state: ClaimState
-    token: str | None = None
-    attempts: int = 0
-    payload: Mapping[str, Any] = field(default_factory=dict)
-    reason: str = ""
 
 
 @dataclass
@@ -454,18 +363,3 @@ class BatchRow:
     def ref(self) -> BatchRef:
         """The batch's tenant and id."""
         return BatchRef(self.tenant, self.batch_id)
-
-
-@dataclass(frozen=True)
-class BatchReport:
-    """Rows first (seed 003's debugging procedure): the batch, then its items by `updated_at`."""
-
-    batch: BatchRow
-    items: list[ItemRow]
-
-    def counts(self) -> dict[str, int]:
-        """How many of its items are in each `ItemStatus`, by the status's value (every status present)."""
-        out = {s.value: 0 for s in ItemStatus}
-        for item in self.items:
-            out[item.status.value] += 1
-        return out

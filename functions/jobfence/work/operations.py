@@ -9,7 +9,8 @@ from aws_lambda_powertools import Logger
 
 from jobfence.errors import StoreError
 from jobfence.work.cancel import CancelResult, cancel_batch
-from jobfence.work.keys import BatchRef, BatchReport
+from jobfence.work.keys import BatchRef
+from jobfence.work.report import BatchReport
 from jobfence.work.store import WorkStore
 from jobfence.work.wakeups import Wakeups
 

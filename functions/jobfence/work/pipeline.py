@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from jobfence.clock import Clock
     from jobfence.config import Settings
+    from jobfence.work.claims import Perform
     from jobfence.work.fairness import TenantGate
-    from jobfence.work.keys import Perform
     from jobfence.work.store import WorkStore
     from jobfence.work.timing import Timing
     from jobfence.work.wakeups import Wakeups

@@ -10,13 +10,13 @@ from aws_lambda_powertools import Logger
 
 from jobfence.dynamo import safe_error
 from jobfence.errors import JobfenceError, StoreError
+from jobfence.work.inputs import ItemInput
 from jobfence.work.keys import (
     MAX_ITEMS_PER_BATCH,
     MAX_PAYLOAD_CHARS,
     SEND_CHUNK,
     BatchConflict,
     BatchRef,
-    ItemInput,
     tolerated_failures,
     validate_id,
 )

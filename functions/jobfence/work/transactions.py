@@ -46,15 +46,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobfence.clock import Clock
 from jobfence.dynamo import Refused, Transaction, aws_call, update_row
 from jobfence.errors import StoreError
-from jobfence.quota import QuotaStore, available_in
+from jobfence.quota import available_in
+from jobfence.work.claims import Claim, ClaimState
 from jobfence.work.keys import (
     CLAIM_ROUNDS,
     BatchRow,
-    Claim,
-    ClaimState,
     ItemKey,
     ItemRow,
     ItemStatus,
@@ -62,16 +60,7 @@ from jobfence.work.keys import (
     bounded_error,
     cancelled_error,
 )
-
-
-@dataclass(frozen=True)
-class ItemTable:
-    """What the item store lends its transactions: its bound items model, transactions, quota store and clock."""
-
-    model: Any  # the items model, bound by the store (its session's credentials)
-    transaction: Callable[[str], Transaction]  # a TransactWriteItems with this ClientRequestToken
-    quota: QuotaStore
-    clock: Clock
+from jobfence.work.table import ItemTable
 
 
 @dataclass(frozen=True)

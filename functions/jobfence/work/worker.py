@@ -37,23 +37,20 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
+import jobfence.work.transactions  # noqa: F401 (the claim's code: every worker tick claims, so it loads at init)
 from jobfence.capacity import Meter, Units, measure
 from jobfence.dynamo import safe_error
 from jobfence.errors import InvalidEvent, JobfenceError, bounded
+from jobfence.work.claims import Claim, ClaimState, Perform, WorkRequest, parse_wakeup
 from jobfence.work.fairness import TenantGate, new_owner
 from jobfence.work.keys import (
     BatchDelta,
     BatchRef,
     BatchStatus,
-    Claim,
-    ClaimState,
     ItemKey,
-    Perform,
     PermanentFailure,
     Tallies,
-    WorkRequest,
     cancel_reason,
-    parse_wakeup,
 )
 from jobfence.work.store import WorkStore
 from jobfence.work.timing import Timing
