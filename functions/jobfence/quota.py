@@ -32,8 +32,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.models import Model
@@ -41,6 +40,9 @@ from pynamodb.models import Model
 from jobfence.binding import ModelStore
 from jobfence.dynamo import Transaction, get_row
 from jobfence.once import update_once
+
+if TYPE_CHECKING:  # loaded by the method that returns it
+    from jobfence.quota_balance import QuotaBalance
 
 
 class _Quota(Model):
@@ -55,22 +57,6 @@ class _Quota(Model):
     updated_at = NumberAttribute()
     applied_ids = UnicodeSetAttribute(null=True)  # the grants applied (jobfence.once)
     applied_ids_prev = UnicodeSetAttribute(null=True)
-
-
-@dataclass(frozen=True)
-class QuotaBalance:
-    """One tenant's books."""
-
-    tenant: str
-    limit: int
-    available: int
-    reserved: int
-    refunded: int
-
-    @property
-    def used(self) -> int:
-        """Units in use: `limit - available`, which is `reserved - refunded`."""
-        return self.limit - self.available
 
 
 class QuotaStore(ModelStore):
@@ -109,6 +95,8 @@ class QuotaStore(ModelStore):
 
     def balance(self, tenant: str) -> QuotaBalance:
         """The tenant's books (a strongly consistent read); all zero if never granted."""
+        from jobfence.quota_balance import QuotaBalance
+
         row = get_row(self._model, tenant, what="reading quota")
         if row is None:
             return QuotaBalance(tenant, 0, 0, 0, 0)

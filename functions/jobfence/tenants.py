@@ -21,13 +21,16 @@ import re
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from jobfence.binding import bound_with
 from jobfence.clock import Clock
 from jobfence.credentials import Credentials
 from jobfence.dynamo import raise_store_error, retry_transient
 from jobfence.errors import JobfenceError
+
+if TYPE_CHECKING:  # loaded by the method that returns it
+    from jobfence.session_counts import SessionCounts
 
 T = TypeVar("T")
 
@@ -42,15 +45,6 @@ TAG_VALUE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
 
 class TenantSessionRefused(JobfenceError):
     """A tenant id that may not become a session tag (never sent to STS)."""
-
-
-@dataclass(frozen=True)
-class SessionCounts:
-    """What a `TenantScopes` has done since it was built (the benchmark's and the tests' meter)."""
-
-    assumed: int  # AssumeRole calls that returned credentials
-    reused: int  # lookups answered from the cache
-    tenants: int  # tenants cached now
 
 
 @dataclass
@@ -142,4 +136,7 @@ class TenantScopes(Generic[T]):
         self._cache.pop(tenant, None)
 
     def counts(self) -> SessionCounts:
+        """What it has done since it was built (the benchmark's and the tests' meter, loaded when asked)."""
+        from jobfence.session_counts import SessionCounts
+
         return SessionCounts(self._assumed, self._reused, len(self._cache))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from jobfence.quota import QuotaBalance
+from jobfence.quota_balance import QuotaBalance
 from jobfence.work import BatchRef, CancelResult, ItemInput, RetryResult, SubmitResult
 from jobfence_ops.audit import (
     EVERYTHING,

@@ -15,7 +15,7 @@ from aws_lambda_powertools import Logger
 
 from jobfence.config import Settings, table_env
 from jobfence.errors import StoreError
-from jobfence.quota import QuotaBalance
+from jobfence.quota_balance import QuotaBalance
 from jobfence.work import (
     MAX_ITEMS_PER_BATCH,
     BatchOperations,

@@ -105,8 +105,11 @@ def test_the_reclaimer_loads_the_work_store_but_neither_the_worker_nor_the_item_
     # reclaim_listings re-sends wake-ups and moves rows: the store and the SQS adapter, never an item's run
     modules = scheduled_cold_starts["reclaim_listings"]
     assert {"jobfence.work.store", "jobfence.work.sqs", "jobs.listings.stores"} <= modules
-    worker_side = {"jobfence.work.worker", "jobfence.work.pipeline", "jobfence.work.fairness", "jobs.listings.pipelines"}
+    worker_side = {"jobfence.work.worker", "jobfence.work.pipeline", "jobfence.work.fairness", "jobs.listings.pipelines",
+                   "jobfence.work.claims", "jobfence.work.transactions"}
     assert modules & worker_side == set()
+    # nor the producer's input or the operator's report
+    assert {"jobfence.work.inputs", "jobfence.work.report"} & modules == set()
     assert {m for m in modules if m.startswith("providers")} == set()
 
 
@@ -151,6 +154,8 @@ def test_a_listings_worker_loads_its_pipeline_and_no_scheduled_job():
     modules = loaded("import handlers.worker", env)
     assert job_code(modules) == {"jobs.listings.pipelines", "jobs.listings.stores"}
     assert "jobfence.work.stale" not in modules  # the reclaimer's types: a worker never reads stale items
+    # and the claim's code is loaded at its init, not by its first message (every tick claims)
+    assert {"jobfence.work.claims", "jobfence.work.transactions"} <= modules
     assert "cryptography" not in {m.split(".")[0] for m in modules}
 
 
