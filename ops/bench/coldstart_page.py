@@ -12,9 +12,9 @@ INTRO = (
     "of each, side by side (see `ops/bench/coldstart.py`):\n\n"
     "- **Instructions**, the judged figure: executed by the interpreter, counted by valgrind "
     "(`ops.bench.instructions`: cachegrind without cache simulation, `PYTHONHASHSEED=0`), less those of an "
-    "interpreter that runs nothing ({interpreter:.0f} M). A count is repeatable to about 0.2% whatever else "
-    "the machine runs, so one count per function and per floor is the figure, and a change of a few "
-    "thousandths of a floor shows.\n"
+    "interpreter that runs nothing ({interpreter:.0f} M). A count repeats to 0.1 M whatever else the machine "
+    "runs, so one count per function and per floor is the figure, and a change of a thousandth of a floor "
+    "shows.\n"
     "- **CPU seconds** (`time.process_time`), median of {runs} runs sampled round-robin with the floors and "
     "`import boto3` (median {boto3_s:.3f} CPU s on this run). They include what the work waits on (cache "
     "misses, page faults, reads), which instructions leave out, but move by 10% and more between runs of the "
@@ -121,22 +121,28 @@ of the init) and cut where a tick does not use it, never where every tick does:
     function's clients.
 6. **Counted in instructions.** Steps 1 to 5 were judged on CPU seconds, whose run-to-run noise on this machine
 (about 0.1x of a floor) was as large as the distance to the line: different functions crossed it on each run
-of the same code. The goal is now judged on instructions counted by valgrind (`ops.bench.instructions`),
-repeatable to about 0.2%, CPU seconds still shown beside. Counted, step 5's code put `reclaim_listings` at
-1.189x, `recover_financial_operations` 1.168x and both listings workers 1.160x (the scheduled functions
-1.106-1.142, `club_notifications` 1.109, rotation 1.089, health 0.702). With a count that shows a few
-millionths, what a tick does not need was cut further:
+of the same code. The goal is now judged on instructions counted by valgrind (`ops.bench.instructions`), the
+same to 0.1 M in three runs of one function (2026-12-05), CPU seconds still shown beside. Counted, step 5's
+code put `reclaim_listings` at 1.189x, `recover_financial_operations` 1.168x and both listings workers 1.160x
+(the scheduled functions 1.106-1.142, `club_notifications` 1.109, rotation 1.089, health 0.702). Nearly all of
+a function's excess is the classes it defines at init (the table above), so what a function's ticks never
+use left the modules it loads, each now imported by the code that uses it (the changelog lists the moves):
     - The PayPal jobs build PayPal's adapter on their first capture or refund
       (`providers.payments.paypal_on_first_call`; the grants still checked at init): a tick with no PayPal
       work loads neither the adapter nor its Secrets Manager client (48 M instructions each, about 18 M of
       them the adapter's modules; their floor lost that client too).
     - `reclaim_listings` builds its store and wake-ups from `jobs.listings.stores`: it loads neither the
       worker, its fairness gate nor the item providers (19 M).
-    - The reclaimer's types (`OpenBatches`, `StaleItem`, `StaleCutoffs`, `StaleVerdict`) are in
-      `jobfence.work.stale`, loaded by the store methods that make them: a worker never defines them (13 M).
-    - The trigger requests' models (manual, catch-up, buffered) are in `jobfence.trigger_requests`, imported
-      on the first request (4 M for every scheduled function).
-    `tests/unit/test_cold_imports.py` holds each.
+    - The work store's types by role: the reclaimer's (`jobfence.work.stale`), the worker's (the wake-up
+      body, `WorkRequest`, `Claim`: `jobfence.work.claims`, which a worker loads at init with the claim's
+      transactions, since every worker tick claims), the producer's `ItemInput`, the operator's `BatchReport`;
+      a tenant's quota balance and a tenant scope's session counts are loaded by the calls that return them
+      (the reclaimer 34 M, a listings worker 19 M).
+    - What no tick of any function uses: the trigger requests' models (manual, catch-up, buffered: loaded by
+      the first request), the core tables' grants (the CDK's and the test kit's), the operator's dead-run
+      sweep, a tenant session's credentials (loaded with the tenant scopes), and the tracer's error carrier
+      is a plain class (a scheduled function 14 M).
+    `tests/unit/test_cold_imports.py` holds the cuts a function's modules show.
 
 ### Before issue 33
 
@@ -161,21 +167,17 @@ FLOOR_TEXT = (
 # The goal's verdict of the run (which functions meet it, which miss it), then why they miss it.
 GOAL_TEXT = (
     "**The goal, at most {goal}x its floor in instructions, on this run.** Met: {met}. Missed: {missed}. A count "
-    "repeats to about 0.2% (a few thousandths of a floor), so a function is on one side of the line or the "
-    "other; the CPU ratios beside them move by about 0.1x between runs. Against its own floor a function's "
-    "clients are not its excess: what is over is its own code, and nearly all of it is class creation at init, "
-    "each class compiling its generated methods (the table above: a frozen dataclass of 24 fields about three "
-    "times one of 3). A scheduled function defines some 25-30 classes of the jobfence runtime and its job (the "
-    "catalog's specs alone about 35 M instructions: `JobSpec` of 22 fields, `QueueSpec` of 16, `TableSpec`, "
-    "`IndexSpec`, `CoreAccess`, each defined by every function since the catalog is one module of data), a "
-    "listings worker some 45 with the work store (its row views `BatchRow` of 24 fields and `ItemRow` of 16, the "
-    "claims, the wake-up model, the roll-ups), and `reclaim_listings`, the one function that carries both the "
-    "scheduled runtime and the work store, both. Each of those is used by its function's ticks, so loading it on "
-    "first use would only move its cost into the tick (a scheduled tick is nearly always a cold start). What "
-    "would take the rest under is fewer generated methods or fewer classes at init: e.g. no value equality on "
-    "the catalog's specs (equality and hashing are about a fifth of a frozen dataclass's cost; the test kit "
-    "compares specs, so it is a change of behaviour), the work store's types split by role (the producer's input, the operator's report, "
-    "the claim's types and the reopen transaction are not the reclaimer's), both changes of public types."
+    "repeats to 0.1 M (a ten-thousandth of a floor), so a function is on one side of the line or the other; the "
+    "CPU ratios beside them move by about 0.1x between runs. Against its own floor a function's clients are not "
+    "its excess: what is above the floor is its own code, and nearly all of it is class creation at init, each "
+    "class compiling its generated methods (the table above: a frozen dataclass of 24 fields about three times "
+    "one of 3). What is left is what its ticks use: a scheduled function's runtime (the lease, the run rows, "
+    "the trigger parsing, the catalog's specs: `JobSpec` of 22 fields, `QueueSpec` of 16, `TableSpec`, "
+    "`IndexSpec`, which every function defines since the catalog is one module of data) and its job's stores; a "
+    "listings worker's work store (its row views `BatchRow` of 24 fields and `ItemRow` of 16, the claims, the "
+    "wake-up model, the roll-ups); `reclaim_listings` carries both, and the PayPal jobs up to seven commerce "
+    "stores, the nearest the line. Loading any of it on first use would only move its cost into the tick (a "
+    "scheduled tick is nearly always a cold start)."
 )
 
 
