@@ -11,6 +11,7 @@ import pathlib
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
+import boto3
 from boto3.dynamodb.types import TypeSerializer
 from pynamodb.signals import pre_dynamodb_send
 
@@ -243,3 +244,15 @@ class Rows:
 
 
 _serializer = TypeSerializer()
+
+
+class CountingSession:
+    """A boto3 session that records the service of every client made from it."""
+
+    def __init__(self) -> None:
+        self.made: list[str] = []
+        self._session = boto3.Session(region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+
+    def client(self, service: str, **kwargs):
+        self.made.append(service)
+        return self._session.client(service, **kwargs)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import boto3
 import pytest
 
 from jobfence.clock import FrozenClock
@@ -12,6 +11,7 @@ from jobfence.config import Settings, queue_env, secret_env, table_env
 from jobfence.errors import SettingsError
 from jobs.club.catalog import NOTIFICATIONS_QUEUE, signing_secret
 from jobs.club.changes import PublisherOnFirstSend, build_changelog
+from tests.support import CountingSession
 
 JOB = "sync_darkroom_stats"
 
@@ -24,18 +24,6 @@ def deps(environ: dict[str, str], session) -> SimpleNamespace:
 
 GRANTED = {table_env("club_outbox"): "outbox", queue_env(NOTIFICATIONS_QUEUE): "https://sqs.invalid/q",
            secret_env(signing_secret(JOB)): f"jobfence/{signing_secret(JOB)}"}
-
-
-class CountingSession:
-    """A boto3 session that records the service of every client made from it."""
-
-    def __init__(self) -> None:
-        self.made: list[str] = []
-        self._session = boto3.Session(region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
-
-    def client(self, service: str, **kwargs):
-        self.made.append(service)
-        return self._session.client(service, **kwargs)
 
 
 def test_a_change_log_makes_no_client_at_cold_start_but_checks_its_grants_there():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import boto3
 import pytest
 from aws_lambda_powertools import Logger
 
@@ -16,23 +15,12 @@ from jobs.commerce.financial_recovery import build_recover_financial_operations
 from jobs.commerce.safety_net import build_capture_abandoned_deferred
 from providers.payments import PaymentsOnFirstCall
 from providers.payments_fake import FakePayments
+from tests.support import CountingSession
 
 BUILDS = {"capture_abandoned_deferred": build_capture_abandoned_deferred,
           "recover_financial_operations": build_recover_financial_operations}
 PAYPAL_GRANTS = {provider_env("paypal"): "https://paypal.invalid",
                  secret_env("paypal_credentials"): secret_name("paypal_credentials")}
-
-
-class CountingSession:
-    """A boto3 session that records the service of every client made from it."""
-
-    def __init__(self) -> None:
-        self.made: list[str] = []
-        self._session = boto3.Session(region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
-
-    def client(self, service: str, **kwargs):
-        self.made.append(service)
-        return self._session.client(service, **kwargs)
 
 
 def deps(job: str, environ: dict[str, str], session: CountingSession) -> SimpleNamespace:
