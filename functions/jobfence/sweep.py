@@ -1,4 +1,4 @@
-"""The operator's sweep of dead runs (`jobfence runs sweep`): every term that ended unreleased marked `died`.
+"""The operator's sweep of dead runs (`jobfence sweep-runs`): every term that ended unreleased marked `died`.
 
 Run by the operator's tooling, never by a function's tick (each acquire marks the run it replaces), so no
 function loads it (docs/benchmarks.md, "Cold start").

@@ -292,9 +292,9 @@ class ItemStore:
         the batch row's reopening, given by the batch store
         (`jobfence.work.batches.BatchStore.reopen_failed`).
         """
-        rows = self.item_rows(batch.ref, batch.shards)
-        from jobfence.work.transactions import reopen_failed
+        from jobfence.work.transactions import reopen_failed  # the operator's retry-failed only
 
+        rows = self.item_rows(batch.ref, batch.shards)
         return reopen_failed(self._table, batch, rows, requested_by, reopen_batch_in, chunk)
 
     # -- outcomes of a claimed item (all conditioned on the claim token) ---------------------
