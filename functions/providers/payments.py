@@ -24,6 +24,7 @@ start, the adapter is built by the first capture or refund (`PaymentsOnFirstCall
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -98,19 +99,13 @@ class PaymentsOnFirstCall:
     """
 
     def __init__(self, build: Callable[[], PaymentPort]) -> None:
-        self._build = build
-        self._adapter: PaymentPort | None = None
+        self._built = functools.cache(build)  # kept once built; a build that raised is not kept
 
     def capture(self, order_id: str, idempotency_key: str) -> CaptureResult:
         return self._built().capture(order_id, idempotency_key)
 
     def refund(self, capture_id: str, amount_cents: int, currency: str, idempotency_key: str) -> RefundResult:
         return self._built().refund(capture_id, amount_cents, currency, idempotency_key)
-
-    def _built(self) -> PaymentPort:
-        if self._adapter is None:
-            self._adapter = self._build()
-        return self._adapter
 
 
 def paypal_on_first_call(

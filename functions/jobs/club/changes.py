@@ -14,6 +14,7 @@ lease check (LeaseLost stops the job).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -71,13 +72,10 @@ class PublisherOnFirstSend:
     """
 
     def __init__(self, build: Callable[[], Publisher]) -> None:
-        self._build = build
-        self._publisher: Publisher | None = None
+        self._built = functools.cache(build)  # kept once built; a build that raised is not kept
 
     def publish(self, event: Event) -> None:
-        if self._publisher is None:
-            self._publisher = self._build()
-        self._publisher.publish(event)
+        self._built().publish(event)
 
 
 def build_changelog(deps: JobDeps) -> ChangeLog:
