@@ -1,7 +1,8 @@
 """Benchmark: the cold start of every function, as a multiple of its own floor, with its import costs.
 
-A scheduled job runs every 5, 30 or 60 minutes, so nearly every tick is a cold start. The figure per function
-is the CPU time of its import plus module init (the module import, then the `handler` lookup Lambda makes) in a
+A scheduled job runs every 5, 30 or 60 minutes, so nearly every tick is a cold start. Each function is measured
+twice over: its CPU time and, the judged figure, the instructions it executes (`count`, `ops.bench.instructions`),
+each of its import plus module init (the module import, then the `handler` lookup Lambda makes) in a
 fresh interpreter with the function's own environment from the synthesized template, plus what Lambda sets
 itself (`LAMBDA_TASK_ROOT` and friends: with them Powertools' Tracer is on, as deployed). The code is the asset
 as the build stages it (`jobfence_cdk.code.stage_asset`, into a temporary directory: the checkout's own
@@ -16,8 +17,9 @@ Issue 33's goal: a function's init and its first tick's new clients at most 1.15
 clients, Powertools, pydantic and pynamodb (`Floor`: the libraries of the function's kind, `KINDS`, and exactly
 the clients the function had, as listed). Each distinct floor is measured the same way, interleaved with the
 functions' runs so machine load falls on both alike, and so are `import boto3` (the first yardstick) and each
-kind's old floor (a fixed set of clients per kind, shown beside). The figure is the ratio of the medians; past
-the goal the run fails and the page says so.
+kind's old floor (a fixed set of clients per kind, shown beside); each function and distinct floor is counted
+once. The judged figure is the ratio of the counts (the CPU figure, the ratio of the medians, is shown beside);
+past the goal the run fails and the page says so.
 
 `COLDSTART_RUNS` (default 9) sets the fresh interpreters per function.
 """
